@@ -1,0 +1,61 @@
+"""The run directory's data contract: file names and the columns of every table.
+
+One place for the names that ``results`` writes, ``trace`` and ``telemetry`` produce and the
+dashboard reads. Units live in column names (``_ms``, ``_us``, ``_pct``, ``_mib``, ``_w``...).
+An empty table keeps its columns.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+SUMMARY_FILE = "summary.json"
+
+# Per timed iteration. ``gpu_ms``/``wall_ms`` are for the whole timed iteration (one eager step,
+# or one replay covering ``steps`` captured training steps); statistics divide by ``steps``.
+LATENCY_COLUMNS = ["mode", "trial", "iteration", "steps", "gpu_ms", "wall_ms"]
+
+# Per mode and timing method, all per training step. Methods: cuda_event, sync_wall,
+# block_sync (a trial's block timed with one sync at each end), article_no_sync.
+STATS_COLUMNS = [
+    "mode", "method", "count", "mean_ms", "median_ms", "p10_ms", "p90_ms", "p99_ms",
+    "iqr_ms", "min_ms", "max_ms",
+]
+
+# The article's static-counter lessons: one row per phase.
+COUNTER_COLUMNS = ["phase", "observed", "predicted", "match", "rule"]
+
+# Per mode and profiled iteration (torch.profiler window).
+LAUNCH_SPLIT_COLUMNS = [
+    "mode", "iteration", "span_us", "cpu_launch_us", "cpu_other_us", "gpu_busy_us",
+    "gpu_idle_us", "launches", "kernels", "launch_delay_us",
+]
+
+# The speedup decomposed (per iteration, medians over the profiled window).
+BREAKDOWN_COLUMNS = ["component", "eager_us", "graph_us", "saving_us", "share_of_saving_pct"]
+
+KERNEL_COLUMNS = [
+    "mode", "kernel", "kernel_full", "calls_per_iter", "total_us", "mean_us", "min_us",
+    "max_us", "share_of_gpu_pct",
+]
+
+# NVML samples in long form. ``t_s`` is seconds since the run started (same clock as phases).
+NVML_COLUMNS = ["t_s", "metric", "value", "source"]
+NVML_METRICS = [
+    "gpu_util_pct", "mem_util_pct", "mem_used_mib", "sm_clock_mhz", "mem_clock_mhz",
+    "power_w", "temperature_c",
+]
+
+PHASE_COLUMNS = ["phase", "start_s", "end_s"]
+
+TABLE_FILES = {
+    "counters": ("counters.csv", COUNTER_COLUMNS),
+    "latency": ("latency.csv", LATENCY_COLUMNS),
+    "stats": ("stats.csv", STATS_COLUMNS),
+    "launch_split": ("launch_split.csv", LAUNCH_SPLIT_COLUMNS),
+    "breakdown": ("breakdown.csv", BREAKDOWN_COLUMNS),
+    "kernels": ("kernels.csv", KERNEL_COLUMNS),
+    "nvml": ("nvml.csv", NVML_COLUMNS),
+    "phases": ("phases.csv", PHASE_COLUMNS),
+}
+TRACE_FILES = {"eager": "trace_eager.json", "graph": "trace_graph.json"}
