@@ -1,0 +1,196 @@
+"""Command-line parsing: options <-> ``RunConfig``, one-line errors, and the progress reporters.
+
+Scope: turning argv into a validated ``RunConfig`` (and back, for the dashboard's worker process),
+and showing progress as a text bar or as JSON lines. Running lives in ``__main__``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import IO, Any, Sequence
+
+from profiler_core.config import DTYPES, OPTIMIZERS, PRESETS, RunConfig, preset
+from profiler_core.errors import ConfigError
+from profiler_core.progress import Progress
+
+# RunConfig field -> command-line option.
+OPTION_OF_FIELD = {
+    "batch": "--batch", "d_in": "--d-in", "hidden": "--hidden", "d_out": "--d-out",
+    "hidden_layers": "--hidden-layers", "dropout1": "--dropout", "dropout2": "--dropout",
+    "dtype": "--dtype", "optimizer": "--optimizer", "warmup_iters": "--warmup-iters",
+    "capture_iters": "--capture-iters", "replays": "--replays", "eager_iters": "--eager-iters",
+    "count_warmup": "--count-warmup", "seed": "--seed", "device": "--device", "trials": "--trials",
+    "profile": "--profile", "profile_iters": "--profile-iters", "nvml": "--nvml",
+    "nvml_interval_ms": "--nvml-interval-ms", "parity_steps": "--parity-steps", "preset": "--preset",
+}
+_INT_FIELDS = ("batch", "d_in", "hidden", "d_out", "hidden_layers", "warmup_iters", "capture_iters",
+               "replays", "eager_iters", "seed", "trials", "profile_iters", "parity_steps")
+_BOOL_FIELDS = ("count_warmup", "profile", "nvml")
+
+
+class UsageError(Exception):
+    """A command line that cannot be parsed; the message is one line naming the option."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would print usage and exit
+        raise UsageError(message)
+
+
+def _int_text(text: str) -> int:
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _float_text(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _device_text(text: str) -> str:
+    text = text.strip().lower()
+    if text == "cpu":
+        return "cpu"
+    index = text[5:] if text.startswith("cuda:") else ("0" if text == "cuda" else text)
+    if not index.isdigit():
+        raise argparse.ArgumentTypeError(f"expected 'cpu' or a CUDA index such as 0, got {text!r}")
+    return f"cuda:{int(index)}"
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The workload options shared by ``run`` and ``bench``."""
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="seed",
+                        help="start from a preset (default: seed); other options override it")
+    parser.add_argument("--batch", type=_int_text, help="batch size N")
+    parser.add_argument("--d-in", type=_int_text, help="input features")
+    parser.add_argument("--hidden", type=_int_text, help="hidden width H")
+    parser.add_argument("--d-out", type=_int_text, help="output features")
+    parser.add_argument("--hidden-layers", type=_int_text, help="number of hidden layers")
+    parser.add_argument("--dropout", type=_float_text, nargs=2, metavar=("P1", "P2"),
+                        help="dropout after the first and the last Linear")
+    parser.add_argument("--dtype", choices=DTYPES, help="precision")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, help="optimizer")
+    parser.add_argument("--warmup-iters", type=_int_text, help="side-stream warm-up iterations")
+    parser.add_argument("--capture-iters", type=_int_text, help="training steps captured per graph")
+    parser.add_argument("--replays", type=_int_text, help="timed graph replays")
+    parser.add_argument("--eager-iters", type=_int_text,
+                        help="timed eager steps (default: replays x capture-iters)")
+    parser.add_argument("--count-warmup", action=argparse.BooleanOptionalAction, default=None,
+                        help="let the static counter count warm-up steps (lesson 2: no)")
+    parser.add_argument("--seed", type=_int_text, help="random seed")
+    parser.add_argument("--device", type=_device_text, help="CUDA device index, or cpu")
+    parser.add_argument("--trials", type=_int_text, help="interleaved eager/graph blocks")
+    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
+                        help="record a torch.profiler window per mode")
+    parser.add_argument("--profile-iters", type=_int_text, help="iterations per profiled window")
+    parser.add_argument("--nvml", action=argparse.BooleanOptionalAction, default=None,
+                        help="sample GPU utilisation with NVML")
+    parser.add_argument("--nvml-interval-ms", type=_float_text, help="NVML polling period")
+    parser.add_argument("--parity-steps", type=_int_text, help="steps compared for parity (0: skip)")
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(prog="python -m profiler_core",
+                     description="How much do CUDA Graphs speed up my PyTorch training, and why?")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = commands.add_parser("run", help="run eager vs CUDA graph and write a run directory")
+    add_run_options(run)
+    run.add_argument("--out", required=True, help="run directory to write (e.g. runs/seed)")
+    run.add_argument("--progress", choices=("bar", "jsonl", "none"), default="bar",
+                     help="progress as a text bar (stderr), JSON lines (stdout) or nothing")
+    bench = commands.add_parser("bench", help="tool vs a bare hand-written loop, on a GPU")
+    bench.add_argument("--device", type=_device_text, default="cuda:0", help="CUDA device index")
+    bench.add_argument("--replays", type=_int_text, default=400, help="timed iterations per mode")
+    bench.add_argument("--out", help="write the benchmark tables (CSV, JSON) into this folder")
+    stats = commands.add_parser("trace-stats", help="graph-aware launch split of a Chrome trace")
+    stats.add_argument("trace", help="Chrome-trace JSON exported by torch.profiler (.json or .gz)")
+    stats.add_argument("--out", help="write launch_split.csv and kernels.csv into this folder")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The preset, overridden by every option given."""
+    overrides: dict[str, Any] = {}
+    for name in _INT_FIELDS + _BOOL_FIELDS + ("dtype", "optimizer", "device", "nvml_interval_ms"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    if getattr(args, "dropout", None) is not None:
+        overrides["dropout1"], overrides["dropout2"] = args.dropout
+    return preset(args.preset, **overrides)
+
+
+def config_to_argv(config: RunConfig) -> list[str]:
+    """Options that ``run`` turns back into exactly ``config`` (used by the dashboard's worker)."""
+    argv = ["--preset", config.preset if config.preset in PRESETS else "seed"]
+    for name in _INT_FIELDS:
+        value = getattr(config, name)
+        if value is not None:
+            argv += [OPTION_OF_FIELD[name], str(value)]
+    for name in _BOOL_FIELDS:
+        flag = OPTION_OF_FIELD[name]
+        argv.append(flag if getattr(config, name) else "--no-" + flag[2:])
+    argv += ["--dropout", repr(config.dropout1), repr(config.dropout2), "--dtype", config.dtype,
+             "--optimizer", config.optimizer, "--device", config.device,
+             "--nvml-interval-ms", repr(config.nvml_interval_ms)]
+    return argv
+
+
+def describe_config_error(error: ConfigError) -> str:
+    """One line naming the command-line option and what is allowed."""
+    option = OPTION_OF_FIELD.get(error.field, "--" + error.field.replace("_", "-"))
+    return f"{option}: {error}"
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    return build_parser().parse_args(list(argv))
+
+
+class BarProgress:
+    """A one-line text progress bar on a terminal stream (redrawn in place)."""
+
+    def __init__(self, stream: IO[str] = sys.stderr, width: int = 30) -> None:
+        self.stream = stream
+        self.width = width
+        self.started = time.perf_counter()
+        self._last_line = ""
+
+    def __call__(self, progress: Progress) -> None:
+        filled = int(self.width * progress.fraction)
+        bar = "#" * filled + "-" * (self.width - filled)
+        elapsed = time.perf_counter() - self.started
+        line = f"\r[{bar}] {progress.fraction:6.1%} {elapsed:6.1f}s  {progress.phase}: {progress.message}"
+        if line != self._last_line:
+            self.stream.write(line.ljust(100)[:160])
+            self.stream.flush()
+            self._last_line = line
+
+    def close(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+class JsonlProgress:
+    """Progress as JSON lines on stdout, for the dashboard's worker process."""
+
+    def __init__(self, stream: IO[str] = sys.stdout) -> None:
+        self.stream = stream
+
+    def __call__(self, progress: Progress) -> None:
+        self.emit({"event": "progress", "phase": progress.phase, "done": progress.done,
+                   "total": progress.total, "fraction": round(progress.fraction, 4),
+                   "message": progress.message})
+
+    def emit(self, record: dict[str, Any]) -> None:
+        self.stream.write(json.dumps(record) + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        pass

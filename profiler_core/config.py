@@ -1,0 +1,202 @@
+"""Run configuration: the frozen ``RunConfig``, its limits, validation and the article's presets.
+
+Scope: what to run, never how. Every field is checked when a ``RunConfig`` is built, so a config
+that exists is a valid one; a bad value raises ``ConfigError`` naming the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from profiler_core.errors import ConfigError
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+# Largest tensor the tool will build, in elements (a layer over 2^31 elements is refused).
+MAX_TENSOR_ELEMENTS = 2**31
+
+# (low, high) inclusive limits of every numeric field; the dashboard's controls use them too.
+INT_LIMITS: dict[str, tuple[int, int]] = {
+    "batch": (1, 1_048_576),
+    "d_in": (1, 1_048_576),
+    "hidden": (1, 1_048_576),
+    "d_out": (1, 1_048_576),
+    "hidden_layers": (1, 64),
+    "warmup_iters": (1, 1_000),
+    "capture_iters": (1, 100),
+    "replays": (1, 100_000),
+    "eager_iters": (1, 10_000_000),
+    "trials": (1, 1_000),
+    "seed": (0, 2**31 - 1),
+    "profile_iters": (1, 1_000),
+    "parity_steps": (0, 1_000),
+}
+FLOAT_LIMITS: dict[str, tuple[float, float]] = {
+    "dropout1": (0.0, 0.99),
+    "dropout2": (0.0, 0.99),
+    "nvml_interval_ms": (1.0, 10_000.0),
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One eager-vs-graph experiment. Defaults are the seed article's tutorial step."""
+
+    batch: int = 640  # N: rows per training batch
+    d_in: int = 4096  # input features
+    hidden: int = 2048  # H: width of every hidden layer
+    d_out: int = 1024  # output features
+    hidden_layers: int = 1  # 1 = the article's Linear-Dropout-Linear-Dropout; k adds k-1 Linear+ReLU
+    dropout1: float = 0.2  # dropout after the first Linear
+    dropout2: float = 0.1  # dropout after the last Linear
+    dtype: str = "fp32"  # fp32 (TF32 off), tf32, bf16 autocast, fp16 autocast + GradScaler
+    optimizer: str = "sgd"  # sgd (lr 0.1), adam, adamw (capturable=True in the graphed replica)
+    warmup_iters: int = 3  # side-stream warm-up iterations before capture
+    capture_iters: int = 1  # training steps captured in one graph (article lesson 3: 3)
+    replays: int = 200  # timed graph replays
+    eager_iters: int | None = None  # timed eager steps; None = replays * capture_iters
+    count_warmup: bool = True  # does the static counter count warm-up steps (lesson 2: no)
+    seed: int = 0  # seeds weights, batches and dropout
+    device: str = "cuda:0"  # "cuda:N" or "cpu" (cpu runs only the eager half)
+    trials: int = 10  # eager and graph alternate in this many blocks each
+    profile: bool = True  # record a torch.profiler window per mode (launch/kernel split)
+    profile_iters: int = 20  # iterations in each profiled window
+    nvml: bool = True  # sample GPU utilisation, clocks, power with NVML during the run
+    nvml_interval_ms: float = 20.0  # NVML polling period
+    parity_steps: int = 5  # replays compared with eager steps for numerical parity (0 = skip)
+    preset: str = "custom"  # informational: which preset the values came from
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def total_eager_iters(self) -> int:
+        """Timed eager steps: the explicit value, else as many training steps as the replays do."""
+        return self.eager_iters if self.eager_iters is not None else self.replays * self.capture_iters
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    @property
+    def device_index(self) -> int | None:
+        return int(self.device.split(":")[1]) if self.is_cuda else None
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "RunConfig":
+        """Build from a mapping (a saved summary, a form); unknown keys are refused."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown setting {unknown[0]!r}",
+                              f"known settings: {', '.join(sorted(known))}")
+        return cls(**dict(values))
+
+
+def _allowed_int(name: str) -> str:
+    low, high = INT_LIMITS[name]
+    return f"a whole number from {low:,} to {high:,}"
+
+
+def _check_int(config: RunConfig, name: str) -> None:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(name, f"{name} must be {_allowed_int(name)}; got {value!r}")
+    low, high = INT_LIMITS[name]
+    if not low <= value <= high:
+        raise ConfigError(name, f"{name} must be {_allowed_int(name)}; got {value:,}")
+
+
+def _check_float(config: RunConfig, name: str) -> None:
+    value = getattr(config, name)
+    low, high = FLOAT_LIMITS[name]
+    allowed = f"a number from {low:g} to {high:g}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ConfigError(name, f"{name} must be {allowed}; got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(name, f"{name} must be {allowed}; got {value:g}")
+
+
+def _check_choice(config: RunConfig, name: str, choices: tuple[str, ...]) -> None:
+    value = getattr(config, name)
+    if value not in choices:
+        raise ConfigError(name, f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _validate(config: RunConfig) -> None:
+    for name in INT_LIMITS:
+        if name == "eager_iters" and config.eager_iters is None:
+            continue
+        _check_int(config, name)
+    for name in FLOAT_LIMITS:
+        _check_float(config, name)
+    _check_choice(config, "dtype", DTYPES)
+    _check_choice(config, "optimizer", OPTIMIZERS)
+    for name in ("count_warmup", "profile", "nvml"):
+        if not isinstance(getattr(config, name), bool):
+            raise ConfigError(name, f"{name} must be true or false; got {getattr(config, name)!r}")
+    device = config.device
+    if not isinstance(device, str) or not (
+        device == "cpu" or (device.startswith("cuda:") and device[5:].isdigit() and len(device) < 9)
+    ):
+        raise ConfigError("device", f"device must be 'cpu' or a CUDA index such as 0; got {device!r}")
+    if config.trials > config.replays:
+        raise ConfigError("trials", f"trials ({config.trials}) cannot exceed replays ({config.replays})",
+                          "each trial needs at least one replay: lower trials or raise replays")
+    if config.total_eager_iters < config.trials:
+        raise ConfigError("eager_iters",
+                          f"eager_iters ({config.total_eager_iters}) cannot be fewer than trials "
+                          f"({config.trials})", "raise eager_iters or lower trials")
+    layer_sizes = {
+        "d_in": config.batch * config.d_in,
+        "hidden": max(config.d_in * config.hidden, config.hidden * config.hidden,
+                      config.batch * config.hidden),
+        "d_out": max(config.hidden * config.d_out, config.batch * config.d_out),
+    }
+    for name, elements in layer_sizes.items():
+        if elements > MAX_TENSOR_ELEMENTS:
+            raise ConfigError(
+                name,
+                f"a tensor of {elements:,} elements (over 2^31) follows from {name}={getattr(config, name):,}",
+                "shrink the batch or layer sizes so that no weight or activation exceeds 2^31 elements",
+            )
+    if not isinstance(config.preset, str):
+        raise ConfigError("preset", f"preset must be a name; got {config.preset!r}")
+
+
+PRESETS: dict[str, RunConfig] = {
+    "seed": RunConfig(preset="seed"),
+    # Lesson 1: work runs during warm-up but not during capture; replay runs it.
+    "lesson1": RunConfig(warmup_iters=1, capture_iters=1, replays=10, count_warmup=True,
+                         preset="lesson1"),
+    # Lesson 2: only what is captured matters (the warm-up does not touch the counter).
+    "lesson2": RunConfig(warmup_iters=1, capture_iters=1, replays=10, count_warmup=False,
+                         preset="lesson2"),
+    # Lesson 3: a loop captured into one graph replays as that many steps.
+    "lesson3": RunConfig(warmup_iters=3, capture_iters=3, replays=10, count_warmup=True,
+                         preset="lesson3"),
+}
+
+PRESET_DESCRIPTIONS = {
+    "seed": "The article's tutorial step: N=640, 4096 -> 2048 -> 1024, SGD, 200 replays.",
+    "lesson1": "Lesson 1: warm-up computes, capture does not; 10 replays count 10.",
+    "lesson2": "Lesson 2: only what happens during capture matters; warm-up leaves the counter at 0.",
+    "lesson3": "Lesson 3: 3 steps captured in one graph; 10 replays count 30.",
+}
+
+
+def preset(name: str, **overrides: Any) -> RunConfig:
+    """A preset's config with optional overrides (validated like any config)."""
+    if name not in PRESETS:
+        raise ConfigError("preset", f"unknown preset {name!r}", f"choose one of {', '.join(PRESETS)}")
+    return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]
