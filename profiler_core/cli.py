@@ -146,7 +146,7 @@ def config_to_argv(config: RunConfig) -> list[str]:
 def describe_config_error(error: ConfigError) -> str:
     """One line naming the command-line option and what is allowed."""
     option = OPTION_OF_FIELD.get(error.field, "--" + error.field.replace("_", "-"))
-    return f"{option}: {error}"
+    return f"{option}: {error.message}"
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:

@@ -1,0 +1,170 @@
+"""The command line: ``python -m profiler_core {run,bench,trace-stats}``.
+
+Exit codes: 0 success; 2 bad input (one line naming the option and what is allowed); 3 no CUDA
+device; 4 the step could not be captured; 1 anything else the tool reports as an error.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from profiler_core import cli
+from profiler_core.errors import ConfigError, ProfilerError
+from profiler_core.results import RunResult
+
+
+def _ms(value: float) -> str:
+    return f"{value:.4f} ms" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}x" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
+
+
+def format_summary(result: RunResult) -> str:
+    """The run's headline as plain text: counters, timing per method, one-time costs, split."""
+    config, env, head = result.config, result.environment, result.headline
+    lines = [
+        f"Device: {env.get('gpu_name') or 'CPU'} ({config.device}), torch {env.get('torch_version')}, "
+        f"CUDA {env.get('cuda_version')}, driver {env.get('driver_version')}",
+        f"Workload: N={config.batch}, {config.d_in} -> {config.hidden} x{config.hidden_layers} -> "
+        f"{config.d_out}, {config.dtype}, {config.optimizer}; warm-up {config.warmup_iters}, "
+        f"{config.capture_iters} step(s) per graph, {config.replays} replays, "
+        f"{config.total_eager_iters} eager steps, {config.trials} interleaved trials",
+        "",
+        "Counters (the article's static_counter lessons)",
+    ]
+    counters = result.table("counters")
+    if len(counters):
+        lines.append(counters[["phase", "predicted", "observed", "match"]].to_string(index=False))
+    stats = result.table("stats")
+    if len(stats):
+        lines += ["", "Time per training step (median, p10-p90, n)"]
+        labels = {"cuda_event": "CUDA events (GPU time)", "sync_wall": "synchronised wall clock",
+                  "block_sync": "loop, synchronised at the end",
+                  "article_no_sync": "article's method: no sync (CPU enqueue only!)"}
+        table = []
+        for method, label in labels.items():
+            row = {"method": label}
+            for mode in ("eager", "graph"):
+                match = stats[(stats["mode"] == mode) & (stats["method"] == method)]
+                row[mode] = (f"{_ms(match['median_ms'].iloc[0])} ({match['p10_ms'].iloc[0]:.4f}-"
+                             f"{match['p90_ms'].iloc[0]:.4f}, {int(match['count'].iloc[0])})"
+                             if len(match) else "n/a")
+            table.append(row)
+        lines.append(pd.DataFrame(table).to_string(index=False))
+    if "speedup" in head and config.is_cuda:
+        lines += ["",
+                  f"Speedup (median eager / median graph, {head.get('timing_method')}): "
+                  f"{_ratio(head['speedup'])} (95% bootstrap CI {_ratio(head['speedup_ci_low'])}-"
+                  f"{_ratio(head['speedup_ci_high'])})",
+                  f"Loop synchronised at the end: {_ratio(head.get('block_speedup', math.nan))}; "
+                  f"the article's no-sync loop would claim {_ratio(head.get('article_speedup', math.nan))}",
+                  f"Capture {_ms(head.get('capture_ms', math.nan))}, graph pool "
+                  f"{head.get('graph_pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
+                  f"{head.get('eager_peak_bytes', 0) / 2**20:.1f} MiB / graph "
+                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, break-even after "
+                  f"{head.get('break_even_iters')} steps"]
+        if "parity_max_abs_diff" in head:
+            lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
+                         f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
+    breakdown = result.table("breakdown")
+    if len(breakdown):
+        lines += ["", "Per iteration, medians of the profiled window (us)"]
+        lines.append(breakdown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+        for mode in ("eager", "graph"):
+            if f"{mode}_launches" in head:
+                lines.append(f"{mode}: {head[f'{mode}_launches']:.0f} launches, "
+                             f"{head[f'{mode}_kernels']:.0f} kernels per iteration; profiler overhead "
+                             f"{head[f'{mode}_profiler_overhead_pct']:+.1f}%")
+    lines += [""] + [f"Note: {note}" for note in result.notes]
+    return "\n".join(lines)
+
+
+def _command_run(args) -> int:
+    from profiler_core.runner import run_experiment
+
+    config = cli.config_from_args(args)
+    reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
+        cli.BarProgress() if args.progress == "bar" else None)
+    try:
+        result = run_experiment(config, progress=reporter or (lambda progress: None))
+    finally:
+        if reporter is not None:
+            reporter.close()
+    out = result.save(args.out)
+    if args.progress == "jsonl":
+        reporter.emit({"event": "done", "out": str(out)})
+    else:
+        print(format_summary(result))
+        print(f"\nWrote {out}")
+    return 0
+
+
+def _command_bench(args) -> int:
+    from profiler_core.bench import format_benchmark, run_benchmark
+
+    config = cli.config_from_args(cli.parse(["run", "--out", "-", "--device", args.device]))
+    if not config.is_cuda:
+        raise ConfigError("device", "the benchmark needs a CUDA device", "pass a CUDA index such as 0")
+    from profiler_core.runner import resolve_device
+
+    resolve_device(config)
+    bar = cli.BarProgress()
+    tables = run_benchmark(config.device, args.replays, bar)
+    bar.close()
+    print(format_benchmark(tables))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, frame in tables.items():
+            frame.to_csv(out / f"bench_{name}.csv", index=False)
+        print(f"\nWrote {out}")
+    return 0
+
+
+def _command_trace_stats(args) -> int:
+    from profiler_core.trace import analyse_trace, format_report, load_trace, write_tables
+
+    analysis = analyse_trace(load_trace(args.trace), mode=Path(args.trace).name)
+    print(format_report(analysis))
+    if args.out:
+        for path in write_tables(analysis, args.out):
+            print(f"Wrote {path}")
+    return 0
+
+
+COMMANDS = {"run": _command_run, "bench": _command_bench, "trace-stats": _command_trace_stats}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    jsonl = "--progress" in argv and argv[argv.index("--progress") + 1:][:1] == ["jsonl"]
+
+    def fail(code: int, kind: str, message: str, hint: str = "", field: str | None = None) -> int:
+        if jsonl:
+            cli.JsonlProgress().emit({"event": "error", "kind": kind, "field": field,
+                                      "message": message, "hint": hint})
+        print(f"error: {message}" + (f" ({hint})" if hint else ""), file=sys.stderr)
+        return code
+
+    try:
+        args = cli.parse(argv)
+        return COMMANDS[args.command](args)
+    except cli.UsageError as error:
+        return fail(2, "UsageError", str(error))
+    except ConfigError as error:
+        return fail(2, "ConfigError", cli.describe_config_error(error), error.hint, error.field)
+    except ProfilerError as error:
+        return fail(error.exit_code, type(error).__name__, error.message, error.hint)
+    except KeyboardInterrupt:
+        return fail(130, "Interrupted", "interrupted")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

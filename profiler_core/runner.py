@@ -1,0 +1,460 @@
+"""One experiment end to end: eager vs CUDA graph, timed correctly, with the article's counters.
+
+Scope: orchestration. The order of a CUDA run is
+  batches -> eager replica + untimed warm-up -> graphed replica: side-stream warm-up, capture
+  -> untimed replays -> counters reset -> interleaved timed trials (per-iteration CUDA events and
+  synchronised wall time) -> interleaved block trials (the article's no-sync timing and the
+  synchronised block time) -> profiled windows -> numerical parity.
+Eager and graph use separate replicas built from the same seed, so they start from identical
+weights and see identical batches. ``--device cpu`` runs only the eager half.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import tempfile
+import time
+from contextlib import nullcontext
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from profiler_core import schema, stats
+from profiler_core.capture import GraphedStep
+from profiler_core.config import RunConfig
+from profiler_core.counters import counters_table
+from profiler_core.errors import ConfigError, NoCudaError
+from profiler_core.profiling import ProfiledWindow, initialise_profiler, profile_window
+from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
+from profiler_core.results import RunResult, coerce_table
+from profiler_core.telemetry import (NVML_UTILISATION_CAVEAT, NvmlSampler, PhaseRecorder,
+                                     default_nvml)
+from profiler_core.trace import decompose_speedup
+from profiler_core.workloads import TrainingStep, make_batches, matmul_precision
+
+# Untimed iterations per mode before the timed trials (module load, cuBLAS handles, caches).
+TIMING_WARMUP_ITERS = 5
+# Distinct batches drawn once and cycled through by both modes.
+BATCH_POOL_SIZE = 8
+# Shortest block, in replays, for the article's loop timing (a block of 1 would measure nothing).
+MIN_BLOCK_REPLAYS = 10
+
+
+def resolve_device(config: RunConfig) -> torch.device:
+    """The device to run on; a CUDA request without CUDA raises ``NoCudaError``."""
+    if not config.is_cuda:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise NoCudaError(
+            "no CUDA device is present (torch.cuda.is_available() is False)",
+            "run on a machine with an NVIDIA GPU and a CUDA build of torch, or pass --device cpu "
+            "to try the pipeline on the CPU (eager half only)")
+    count = torch.cuda.device_count()
+    if config.device_index >= count:
+        raise ConfigError("device", f"device must be a CUDA index from 0 to {count - 1}; "
+                          f"got {config.device_index}", "pick one of this machine's GPUs")
+    return torch.device(config.device)
+
+
+def _driver_version() -> str | None:
+    version = default_nvml().query("nvmlSystemGetDriverVersion", default=None)
+    return version.decode() if isinstance(version, bytes) else version
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if k < total % parts else 0) for k in range(parts)]
+
+
+class _Timer:
+    """Times one iteration: sync, then CUDA events and host wall clock around ``run``."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
+
+    def __call__(self, run: Callable[[], None]) -> tuple[float, float]:
+        """(gpu_ms, wall_ms); gpu_ms is NaN on the CPU."""
+        if not self.cuda:
+            started = time.perf_counter()
+            run()
+            return math.nan, (time.perf_counter() - started) * 1e3
+        torch.cuda.synchronize(self.device)
+        started = time.perf_counter()
+        self.start.record()
+        run()
+        self.end.record()
+        self.end.synchronize()
+        wall_ms = (time.perf_counter() - started) * 1e3
+        return self.start.elapsed_time(self.end), wall_ms
+
+    def synchronize(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+
+class _Mode:
+    """How one mode runs iteration ``i``: ``prepare`` (untimed) then ``run`` (timed)."""
+
+    def __init__(self, name: str, steps: int, prepare: Callable[[int], None],
+                 run: Callable[[int], None]) -> None:
+        self.name, self.steps, self.prepare, self.run = name, steps, prepare, run
+
+
+def _eager_mode(step: TrainingStep, batches, capture_iters: int) -> _Mode:
+    # Eager step i uses the batch replay i // capture_iters uses, so both modes see the same data.
+    def run(i: int) -> None:
+        step.eager_step(*batches[(i // capture_iters) % len(batches)])
+    return _Mode("eager", 1, lambda i: None, run)
+
+
+def _graph_mode(graphed: GraphedStep, batches, capture_iters: int) -> _Mode:
+    return _Mode("graph", capture_iters, lambda i: graphed.load(*batches[i % len(batches)]),
+                 lambda i: graphed.replay())
+
+
+def _timed_trials(modes: list[_Mode], iterations: dict[str, int], trials: int, timer: _Timer,
+                  phases: PhaseRecorder, progress: ProgressCounter) -> pd.DataFrame:
+    """Per-iteration timing, modes alternating in ``trials`` blocks (ABBA order)."""
+    sizes = {mode.name: _split(iterations[mode.name], trials) for mode in modes}
+    next_index = {mode.name: 0 for mode in modes}
+    rows = []
+    for trial in range(trials):
+        order = modes if trial % 2 == 0 else modes[::-1]
+        for mode in order:
+            with phases.phase(f"{mode.name} timed"):
+                for _ in range(sizes[mode.name][trial]):
+                    i = next_index[mode.name]
+                    mode.prepare(i)
+                    gpu_ms, wall_ms = timer(lambda: mode.run(i))
+                    rows.append((mode.name, trial, i, mode.steps, gpu_ms, wall_ms))
+                    next_index[mode.name] = i + 1
+                    progress.advance(mode.steps, f"trial {trial + 1}/{trials}, {mode.name}")
+    return coerce_table("latency", pd.DataFrame(rows, columns=schema.LATENCY_COLUMNS))
+
+
+def _block_trials(modes: list[_Mode], block_iters: dict[str, int], trials: int, timer: _Timer,
+                  phases: PhaseRecorder, progress: ProgressCounter) -> pd.DataFrame:
+    """The article's loop timing: perf_counter around a loop with no sync (CPU enqueue time),
+    and the same loop closed by a synchronize (true time). Per training step, one row per block."""
+    rows = []
+    for trial in range(trials):
+        order = modes if trial % 2 == 0 else modes[::-1]
+        for mode in order:
+            count = block_iters[mode.name]
+            with phases.phase(f"{mode.name} article loop"):
+                timer.synchronize()
+                started = time.perf_counter()
+                for i in range(count):
+                    mode.prepare(i)
+                    mode.run(i)
+                enqueued = time.perf_counter()
+                timer.synchronize()
+                finished = time.perf_counter()
+            steps = count * mode.steps
+            rows.append((mode.name, "article_no_sync", (enqueued - started) * 1e3 / steps))
+            rows.append((mode.name, "block_sync", (finished - started) * 1e3 / steps))
+            progress.advance(steps, f"article loop {trial + 1}/{trials}, {mode.name}")
+    return pd.DataFrame(rows, columns=["mode", "method", "ms_per_step"])
+
+
+def _stats_table(latency: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for mode, group in latency.groupby("mode", sort=False):
+        steps = group["steps"].astype(float)
+        for method, column in (("cuda_event", "gpu_ms"), ("sync_wall", "wall_ms")):
+            summary = stats.summarize(group[column].astype(float) / steps)
+            if summary["count"]:
+                rows.append({"mode": mode, "method": method, **summary})
+    for (mode, method), group in blocks.groupby(["mode", "method"], sort=False):
+        rows.append({"mode": mode, "method": method, **stats.summarize(group["ms_per_step"])})
+    frame = pd.DataFrame(rows, columns=schema.STATS_COLUMNS) if rows else pd.DataFrame(
+        columns=schema.STATS_COLUMNS)
+    return coerce_table("stats", frame)
+
+
+def _median(table: pd.DataFrame, mode: str, method: str) -> float:
+    match = table[(table["mode"] == mode) & (table["method"] == method)]
+    return float(match["median_ms"].iloc[0]) if len(match) else math.nan
+
+
+def _per_step(latency: pd.DataFrame, mode: str, column: str) -> np.ndarray:
+    rows = latency[latency["mode"] == mode]
+    return (rows[column].astype(float) / rows["steps"].astype(float)).to_numpy()
+
+
+def _timing_headline(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame) -> dict:
+    primary = "cuda_event" if config.is_cuda else "sync_wall"
+    column = "gpu_ms" if config.is_cuda else "wall_ms"
+    speedup, low, high = stats.median_ratio_ci(_per_step(latency, "eager", column),
+                                               _per_step(latency, "graph", column), seed=config.seed)
+    headline = {
+        "timing_method": primary,
+        "eager_median_ms": _median(table, "eager", primary),
+        "graph_median_ms": _median(table, "graph", primary),
+        "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high,
+        "eager_wall_median_ms": _median(table, "eager", "sync_wall"),
+        "graph_wall_median_ms": _median(table, "graph", "sync_wall"),
+        "article_eager_ms": _median(table, "eager", "article_no_sync"),
+        "article_graph_ms": _median(table, "graph", "article_no_sync"),
+        "block_eager_ms": _median(table, "eager", "block_sync"),
+        "block_graph_ms": _median(table, "graph", "block_sync"),
+    }
+    headline["article_speedup"] = headline["article_eager_ms"] / headline["article_graph_ms"]
+    headline["block_speedup"] = headline["block_eager_ms"] / headline["block_graph_ms"]
+    return headline
+
+
+def plan_units(config: RunConfig) -> int:
+    """Work units (training steps) the run will do, for the progress bar."""
+    steps = TIMING_WARMUP_ITERS + config.total_eager_iters
+    steps += config.total_eager_iters if not config.is_cuda else 0  # the CPU's article loop
+    if config.is_cuda:
+        block = max(MIN_BLOCK_REPLAYS, config.replays // config.trials) * config.capture_iters
+        steps += config.warmup_iters + config.capture_iters + TIMING_WARMUP_ITERS * config.capture_iters
+        steps += config.replays * config.capture_iters + 2 * config.trials * block
+        if config.profile:
+            steps += config.profile_iters * (1 + config.capture_iters)
+        steps += 2 * config.parity_steps * config.capture_iters
+    return steps
+
+
+def _parity(config: RunConfig, device: torch.device, batches) -> dict[str, float]:
+    """Parameters after K eager steps vs K replays, dropout off, same seed and batches."""
+    quiet = config.replace(dropout1=0.0, dropout2=0.0)
+    eager = TrainingStep(quiet, device, graphed=False)
+    graphed = GraphedStep(TrainingStep(quiet, device, graphed=True), *batches[0])
+    warmup = [batches[i % len(batches)] for i in range(quiet.warmup_iters)]
+    graphed.warm_up(warmup, count=True)
+    for x, y in warmup:
+        eager.eager_step(x, y)
+    graphed.capture(quiet.capture_iters, warmup_ms=0.0)
+    for replay in range(quiet.parity_steps):
+        x, y = batches[replay % len(batches)]
+        graphed.load(x, y)
+        graphed.replay()
+        for _ in range(quiet.capture_iters):
+            eager.eager_step(x, y)
+    torch.cuda.synchronize(device)
+    reference, candidate = eager.parameters_flat(), graphed.step.parameters_flat()
+    max_abs = float((reference - candidate).abs().max())
+    scale = float(reference.abs().max())
+    return {"parity_steps": quiet.parity_steps * quiet.capture_iters, "parity_max_abs_diff": max_abs,
+            "parity_max_rel_diff": max_abs / scale if scale > 0 else math.nan}
+
+
+def _profile_modes(config: RunConfig, modes: list[_Mode], timer: _Timer, trace_dir: Path,
+                   phases: PhaseRecorder, progress: ProgressCounter) -> dict[str, ProfiledWindow]:
+    windows = {}
+    for mode in modes:
+        progress.start_phase(f"profiling {mode.name}", f"{config.profile_iters} iterations")
+        with phases.phase(f"{mode.name} profiled"):
+            windows[mode.name] = profile_window(
+                mode.name, mode.prepare, mode.run, config.profile_iters, timer,
+                trace_dir / schema.TRACE_FILES[mode.name],
+                lambda: progress.advance(mode.steps))
+    return windows
+
+
+def _launch_split_headline(windows: dict[str, ProfiledWindow], latency: pd.DataFrame) -> dict:
+    headline: dict[str, object] = {}
+    for mode, window in windows.items():
+        for key, value in window.analysis.summary().items():
+            headline[f"{mode}_{key}"] = value
+        timed = float(np.median(latency.loc[latency["mode"] == mode, "wall_ms"].astype(float)))
+        headline[f"{mode}_profiled_wall_median_ms"] = window.wall_median_ms
+        headline[f"{mode}_profiler_overhead_pct"] = (window.wall_median_ms / timed - 1.0) * 100.0
+        headline[f"{mode}_iteration_source"] = window.analysis.iteration_source
+    return headline
+
+
+def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progress) -> RunResult:
+    """Run ``config`` and return its result (not yet saved)."""
+    device = resolve_device(config)
+    origin_s = time.time()
+    phases = PhaseRecorder(origin_s)
+    sampler = (NvmlSampler(device.index, interval_s=config.nvml_interval_ms / 1e3, origin_s=origin_s)
+               if config.nvml and device.type == "cuda" else None)
+    environment = describe_environment(device, _driver_version() if device.type == "cuda" else None)
+    counter = ProgressCounter(plan_units(config), progress)
+    notes: list[str] = []
+    if sampler is not None:
+        sampler.start()
+    try:
+        with matmul_precision(config.dtype), tempfile.TemporaryDirectory() as trace_dir:
+            if device.type == "cuda":
+                headline, tables, traces = _run_cuda(config, device, phases, counter, Path(trace_dir))
+            else:
+                headline, tables, traces = _run_cpu(config, device, phases, counter)
+                notes.append("device cpu: only the eager half ran; CUDA graphs need a CUDA device, "
+                             "so there is no graph timing, capture, profiler split or NVML data")
+            if sampler is not None:
+                sampler.stop()
+                tables["nvml"] = coerce_table("nvml", sampler.frame())
+                capability = sampler.capability
+                headline["nvml_available"] = capability.available
+                if not capability.available:
+                    notes.append(f"NVML unavailable: {capability.reason}")
+                elif capability.unsupported_metrics:
+                    notes.append("NVML metrics not supported on this GPU: "
+                                 + ", ".join(capability.unsupported_metrics))
+                notes.append(NVML_UTILISATION_CAVEAT)
+            tables["phases"] = coerce_table("phases", phases.frame())
+            environment["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            counter.finish()
+            result = RunResult(config=config, environment=environment, headline=headline,
+                               tables=tables, notes=notes, complete=True, trace_paths=traces)
+            # Traces live in the temporary directory: keep them in memory-independent form by
+            # letting save() copy them; callers save within this block via the returned paths.
+            return _detach_traces(result)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+
+
+def _detach_traces(result: RunResult) -> RunResult:
+    """Move traces out of the temporary directory into a private one that outlives the run."""
+    keep = Path(tempfile.mkdtemp(prefix="profiler_core_traces_"))
+    moved = {}
+    for mode, path in result.trace_paths.items():
+        if path is not None and Path(path).exists():
+            target = keep / Path(path).name
+            Path(path).replace(target)
+            moved[mode] = target
+        else:
+            moved[mode] = None
+    result.trace_paths = moved
+    return result
+
+
+def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
+             progress: ProgressCounter):
+    generator = torch.Generator().manual_seed(config.seed)
+    batches = make_batches(config, min(BATCH_POOL_SIZE, config.total_eager_iters), device, generator)
+    step = TrainingStep(config, device, graphed=False)
+    timer = _Timer(device)
+    observed = {"initial": float(step.counter.item())}
+    eager = _eager_mode(step, batches, 1)
+    progress.start_phase("warm-up", f"{config.warmup_iters} eager steps")
+    with phases.phase("warm-up"):
+        for i in range(config.warmup_iters):
+            step.eager_step(*batches[i % len(batches)], count=config.count_warmup)
+    observed["after_warmup"] = float(step.counter.item())
+    step.counter.zero_()
+    progress.start_phase("timed trials", f"{config.total_eager_iters} eager steps")
+    latency = _timed_trials([eager], {"eager": config.total_eager_iters}, config.trials, timer,
+                            phases, progress)
+    observed["eager_after_timed"] = float(step.counter.item())
+    progress.start_phase("article loop", "no-sync loop timing")
+    blocks = _block_trials([eager], {"eager": max(1, config.total_eager_iters // config.trials)},
+                           config.trials, timer, phases, progress)
+    table = _stats_table(latency, blocks)
+    headline = _timing_headline(config, latency, table)
+    headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
+    tables = {"counters": counters_table(config, observed), "latency": latency, "stats": table}
+    return headline, tables, {"eager": None, "graph": None}
+
+
+def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
+              progress: ProgressCounter, trace_dir: Path):
+    generator = torch.Generator().manual_seed(config.seed)
+    batches = make_batches(config, BATCH_POOL_SIZE, device, generator)
+    timer = _Timer(device)
+    torch.cuda.synchronize(device)
+
+    # Eager replica and its untimed warm-up (also measures its peak memory).
+    baseline = torch.cuda.memory_allocated(device)
+    eager_step = TrainingStep(config, device, graphed=False)
+    eager = _eager_mode(eager_step, batches, config.capture_iters)
+    torch.cuda.reset_peak_memory_stats(device)
+    progress.start_phase("eager warm-up", f"{TIMING_WARMUP_ITERS} untimed eager steps")
+    with phases.phase("eager warm-up"):
+        for i in range(TIMING_WARMUP_ITERS):
+            eager.run(i)
+            progress.advance()
+    torch.cuda.synchronize(device)
+    eager_peak = torch.cuda.max_memory_allocated(device) - baseline
+
+    # Graphed replica: the article's warm-up on a side stream, then capture.
+    before_graph = torch.cuda.memory_allocated(device)
+    graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
+    counter_tensor = graphed.step.counter
+    observed = {"initial": float(counter_tensor.item())}
+    if config.profile:
+        with phases.phase("profiler init"):
+            initialise_profiler()
+    progress.start_phase("warm-up", f"{config.warmup_iters} side-stream iterations")
+    with phases.phase("warm-up"):
+        warmup_ms = graphed.warm_up([batches[i % len(batches)] for i in range(config.warmup_iters)],
+                                    count=config.count_warmup)
+    progress.advance(config.warmup_iters)
+    observed["after_warmup"] = float(counter_tensor.item())
+    progress.start_phase("capture", f"{config.capture_iters} step(s) into one graph")
+    with phases.phase("capture"):
+        costs = graphed.capture(config.capture_iters, warmup_ms)
+    progress.advance(config.capture_iters)
+    observed["after_capture"] = float(counter_tensor.item())
+    graph = _graph_mode(graphed, batches, config.capture_iters)
+    torch.cuda.reset_peak_memory_stats(device)
+    with phases.phase("graph warm-up"):
+        for i in range(TIMING_WARMUP_ITERS):
+            graph.prepare(i)
+            graph.run(i)
+            progress.advance(config.capture_iters)
+    torch.cuda.synchronize(device)
+    graph_peak = torch.cuda.max_memory_allocated(device) - before_graph
+
+    # Timed trials: counters reset first, so after them they hold exactly the timed work.
+    counter_tensor.zero_()
+    eager_step.counter.zero_()
+    progress.start_phase("timed trials", f"{config.trials} interleaved trials per mode")
+    latency = _timed_trials([eager, graph], {"eager": config.total_eager_iters,
+                                             "graph": config.replays},
+                            config.trials, timer, phases, progress)
+    observed["after_replay"] = float(counter_tensor.item())
+    observed["eager_after_timed"] = float(eager_step.counter.item())
+
+    progress.start_phase("article loop", "no-sync loop timing, then synchronised")
+    block_replays = max(MIN_BLOCK_REPLAYS, config.replays // config.trials)
+    blocks = _block_trials([eager, graph], {"eager": block_replays * config.capture_iters,
+                                            "graph": block_replays},
+                           config.trials, timer, phases, progress)
+    table = _stats_table(latency, blocks)
+    headline = _timing_headline(config, latency, table)
+    counters = counters_table(config, observed)
+    headline.update(
+        counters_match=bool(counters["match"].all()),
+        warmup_ms=costs.warmup_ms, capture_ms=costs.capture_ms,
+        graph_pool_bytes=costs.pool_reserved_bytes, graph_pool_allocated_bytes=costs.pool_allocated_bytes,
+        eager_peak_bytes=int(eager_peak), graph_peak_bytes=int(graph_peak),
+        break_even_iters=stats.break_even_iterations(costs.capture_ms, headline["eager_median_ms"],
+                                                     headline["graph_median_ms"]),
+    )
+    tables = {"counters": counters, "latency": latency, "stats": table}
+    traces: dict[str, Path | None] = {"eager": None, "graph": None}
+    if config.profile:
+        windows = _profile_modes(config, [eager, graph], timer, trace_dir, phases, progress)
+        tables["launch_split"] = coerce_table("launch_split", pd.concat(
+            [w.analysis.launch_split for w in windows.values()], ignore_index=True))
+        tables["kernels"] = coerce_table("kernels", pd.concat(
+            [w.analysis.kernels for w in windows.values()], ignore_index=True))
+        tables["breakdown"] = coerce_table(
+            "breakdown", decompose_speedup(windows["eager"].analysis, windows["graph"].analysis))
+        headline.update(_launch_split_headline(windows, latency))
+        traces = {mode: window.trace_path for mode, window in windows.items()}
+
+    del graphed, graph, eager, eager_step, counter_tensor
+    torch.cuda.empty_cache()
+    if config.parity_steps:
+        progress.start_phase("parity", f"{config.parity_steps} replays vs eager steps, dropout off")
+        with phases.phase("parity"):
+            headline.update(_parity(config, device, batches))
+        progress.advance(2 * config.parity_steps * config.capture_iters)
+    return headline, tables, traces

@@ -1,0 +1,121 @@
+"""The training step under test: the article's MLP, its optimizer, precision and synthetic batches.
+
+Scope: building one replica of the workload (model, loss, optimizer, static counter) and running
+its step pieces. Capture, replay and timing live in ``capture`` and ``runner``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+from torch import nn
+
+from profiler_core.config import RunConfig
+from profiler_core.errors import ConfigError
+
+LEARNING_RATES = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def build_model(config: RunConfig) -> nn.Sequential:
+    """Linear(D_in,H) -> Dropout(p1) -> (hidden_layers-1) x [Linear(H,H) -> ReLU] -> Linear(H,D_out) -> Dropout(p2)."""
+    layers: list[nn.Module] = [nn.Linear(config.d_in, config.hidden), nn.Dropout(p=config.dropout1)]
+    for _ in range(config.hidden_layers - 1):
+        layers += [nn.Linear(config.hidden, config.hidden), nn.ReLU()]
+    layers += [nn.Linear(config.hidden, config.d_out), nn.Dropout(p=config.dropout2)]
+    return nn.Sequential(*layers)
+
+
+def build_optimizer(config: RunConfig, params, capturable: bool) -> torch.optim.Optimizer:
+    """SGD (lr 0.1), Adam or AdamW; Adam-style optimizers get ``capturable=True`` when graphed."""
+    lr = LEARNING_RATES[config.optimizer]
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    optimizer_class = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
+    return optimizer_class(params, lr=lr, capturable=capturable)
+
+
+@contextlib.contextmanager
+def matmul_precision(dtype: str) -> Iterator[None]:
+    """TF32 on for ``tf32`` and explicitly off otherwise, restored afterwards."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    allow = dtype == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = allow
+    torch.backends.cudnn.allow_tf32 = allow
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def make_batches(config: RunConfig, count: int, device: torch.device,
+                 generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``count`` distinct (input, target) batches, drawn once so that both modes see the same data."""
+    batches = []
+    for _ in range(count):
+        x = torch.randn(config.batch, config.d_in, generator=generator).to(device)
+        y = torch.randn(config.batch, config.d_out, generator=generator).to(device)
+        batches.append((x, y))
+    return batches
+
+
+class TrainingStep:
+    """One replica of the workload: model, loss, optimizer, GradScaler (fp16) and a static counter.
+
+    The counter is the article's ``static_counter``: a one-element tensor incremented inside the
+    step, so it shows which phases really run the step on the device.
+    """
+
+    def __init__(self, config: RunConfig, device: torch.device, graphed: bool) -> None:
+        if config.dtype == "fp16" and device.type == "cpu":
+            raise ConfigError("dtype", "fp16 autocast needs a CUDA device", "use fp32 or bf16 with --device cpu")
+        self.config = config
+        self.device = device
+        torch.manual_seed(config.seed)  # identical initial weights in every replica
+        self.model = build_model(config).to(device)
+        self.loss_fn = nn.MSELoss()
+        self.optimizer = build_optimizer(config, self.model.parameters(),
+                                         capturable=graphed and device.type == "cuda")
+        self.scaler = torch.amp.GradScaler(device.type) if config.dtype == "fp16" else None
+        self.counter = torch.zeros((1,), device=device)
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.config.dtype not in AUTOCAST_DTYPES:
+            return contextlib.nullcontext()
+        # cache_enabled=False: autocast's weight cache must not outlive a graph capture.
+        return torch.autocast(self.device.type, dtype=AUTOCAST_DTYPES[self.config.dtype],
+                              cache_enabled=False)
+
+    def forward_backward_update(self, x: torch.Tensor, y: torch.Tensor, count: bool = True) -> None:
+        """The capturable body: forward, loss, backward, optimizer step (not for fp16), counter += 1.
+
+        With fp16 the loss is scaled and the GradScaler's step/update, which synchronise with the
+        host, are left to ``scaler_update`` outside any graph, as PyTorch's CUDA-graph notes require.
+        """
+        with self.autocast():
+            prediction = self.model(x)
+            loss = self.loss_fn(prediction.float(), y)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        if count:
+            self.counter[0] += 1.0
+
+    def scaler_update(self) -> None:
+        """fp16 only: unscale, skip on inf/NaN, step and update the loss scale (host-synchronising)."""
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+
+    def eager_step(self, x: torch.Tensor, y: torch.Tensor, count: bool = True) -> None:
+        """A whole eager training step: zero_grad, body, and the fp16 scaler update."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self.forward_backward_update(x, y, count)
+        self.scaler_update()
+
+    def parameters_flat(self) -> torch.Tensor:
+        return torch.cat([p.detach().float().reshape(-1) for p in self.model.parameters()])

@@ -1,0 +1,113 @@
+"""The command line: one-line errors with exit 2, exit 3 without CUDA, and --device cpu end to end."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from profiler_core import cli, schema
+from profiler_core.__main__ import main
+from profiler_core.config import RunConfig, preset
+from profiler_core.results import RunResult
+
+TINY = ["--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4", "--replays", "20",
+        "--trials", "4", "--no-profile", "--no-nvml", "--parity-steps", "0"]
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["run", "--out", "x", "--batch", "0"], "--batch"),
+    (["run", "--out", "x", "--batch", "-5"], "--batch"),
+    (["run", "--out", "x", "--batch", "lots"], "--batch"),
+    (["run", "--out", "x", "--dropout", "0.2", "nan"], "--dropout"),
+    (["run", "--out", "x", "--dropout", "0.2"], "--dropout"),
+    (["run", "--out", "x", "--dtype", "fp8"], "--dtype"),
+    (["run", "--out", "x", "--d-in", "100000", "--hidden", "100000"], "--hidden"),
+    (["run", "--out", "x", "--replays", "5", "--trials", "10"], "--trials"),
+    (["run", "--out", "x", "--device", "gpu"], "--device"),
+    (["run", "--out", "x", "--nvml-interval-ms", "0"], "--nvml-interval-ms"),
+    (["run", "--out", "x", "--preset", "lesson9"], "--preset"),
+    (["run"], "--out"),
+])
+def test_bad_input_exits_2_with_one_line(argv, option, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error:") and option in err
+    assert "Traceback" not in err
+
+
+def test_bad_input_in_jsonl_mode_emits_an_error_record(capsys):
+    assert main(["run", "--out", "x", "--batch", "0", "--progress", "jsonl"]) == 2
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert record["event"] == "error" and record["field"] == "batch"
+    assert "1 to 1,048,576" in record["message"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_no_cuda_exits_3(tmp_path, capsys):
+    assert main(["run", "--out", str(tmp_path / "r"), *TINY]) == 3
+    err = capsys.readouterr().err
+    assert "no CUDA device" in err and "--device cpu" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_config_round_trips_through_argv():
+    config = preset("lesson2", dtype="bf16", optimizer="adamw", dropout1=0.0, eager_iters=17,
+                    nvml=False, device="cuda:1", nvml_interval_ms=12.5)
+    args = cli.parse(["run", "--out", "x", *cli.config_to_argv(config)])
+    assert cli.config_from_args(args) == config
+
+
+def test_options_override_the_preset():
+    args = cli.parse(["run", "--out", "x", "--preset", "lesson3", "--replays", "40", "--device", "cpu"])
+    config = cli.config_from_args(args)
+    assert (config.capture_iters, config.replays, config.device, config.preset) == (3, 40, "cpu", "lesson3")
+
+
+def test_device_cpu_end_to_end(tmp_path, capsys):
+    out = tmp_path / "runs" / "cpu"
+    assert main(["run", "--out", str(out), "--device", "cpu", "--progress", "none", *TINY]) == 0
+    printed = capsys.readouterr().out
+    assert "only the eager half ran" in printed and f"Wrote {out}" in printed
+    for file_name, _ in schema.TABLE_FILES.values():
+        assert (out / file_name).is_file()
+    result = RunResult.load(out)
+    latency = result.table("latency")
+    assert set(latency["mode"]) == {"eager"} and len(latency) == 20
+    assert latency["wall_ms"].gt(0).all() and latency["gpu_ms"].isna().all()
+    assert sorted(latency["trial"].unique()) == [0, 1, 2, 3]
+    counters = result.table("counters").set_index("phase")
+    assert counters.loc["after_warmup", "observed"] == 3  # seed preset: 3 counted warm-up steps
+    assert counters.loc["eager_after_timed", "observed"] == 20
+    assert counters["match"].all()
+    stats = result.table("stats")
+    assert set(stats["method"]) == {"sync_wall", "block_sync", "article_no_sync"}
+    assert result.headline["eager_median_ms"] > 0
+    assert result.environment["device_type"] == "cpu"
+    assert len(result.table("phases")) > 0
+
+
+def test_progress_jsonl_stream(tmp_path):
+    out = tmp_path / "run"
+    completed = subprocess.run(
+        [sys.executable, "-m", "profiler_core", "run", "--out", str(out), "--device", "cpu",
+         "--progress", "jsonl", *TINY],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1])
+    assert completed.returncode == 0, completed.stderr
+    records = [json.loads(line) for line in completed.stdout.splitlines()]
+    progress = [r for r in records if r["event"] == "progress"]
+    assert progress and progress[-1]["fraction"] == 1.0
+    assert all(0.0 <= r["fraction"] <= 1.0 for r in progress)
+    fractions = [r["fraction"] for r in progress]
+    assert fractions == sorted(fractions)
+    assert records[-1] == {"event": "done", "out": str(out)}
+
+
+def test_bar_progress_draws_a_bar(tmp_path, capsys):
+    assert main(["run", "--out", str(tmp_path / "r"), "--device", "cpu", *TINY]) == 0
+    err = capsys.readouterr().err
+    assert "[" in err and "100.0%" in err and "timed trials" in err

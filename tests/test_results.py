@@ -1,0 +1,102 @@
+"""RunResult save/load: lossless round trip, atomic replace, and clear errors for bad directories."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from profiler_core import schema
+from profiler_core.config import RunConfig
+from profiler_core.errors import RunFormatError
+from profiler_core.results import RunResult, coerce_table, empty_table
+
+
+def _result(tmp_path):
+    trace = tmp_path / "trace_eager.json"
+    trace.write_text(json.dumps({"traceEvents": []}))
+    latency = pd.DataFrame({"mode": ["eager", "graph"], "trial": [0, 0], "iteration": [0, 0],
+                            "steps": [1, 3], "gpu_ms": [1.25, math.nan], "wall_ms": [1.5, 0.3]})
+    counters = pd.DataFrame({"phase": ["initial", "after_replay"], "observed": [0.0, 30.0],
+                             "predicted": [0, 30], "match": [True, True],
+                             "rule": ["starts at zero", "replays x captured, with a, comma"]})
+    return RunResult(
+        config=RunConfig(dtype="bf16", capture_iters=3, preset="lesson3"),
+        environment={"gpu_name": "NVIDIA H200", "torch_version": "2.11.0"},
+        headline={"speedup": 4.5, "break_even_iters": math.inf, "parity_max_rel_diff": math.nan},
+        tables={"latency": coerce_table("latency", latency),
+                "counters": coerce_table("counters", counters)},
+        notes=["a note"], trace_paths={"eager": trace, "graph": None})
+
+
+def test_round_trip_is_lossless(tmp_path):
+    original = _result(tmp_path)
+    saved = original.save(tmp_path / "runs" / "one")
+    loaded = RunResult.load(saved)
+    assert loaded.config == original.config
+    assert loaded.environment == original.environment
+    assert loaded.headline["speedup"] == 4.5
+    assert loaded.headline["break_even_iters"] == math.inf
+    assert math.isnan(loaded.headline["parity_max_rel_diff"])
+    assert loaded.notes == ["a note"] and loaded.complete
+    pd.testing.assert_frame_equal(loaded.table("latency"), original.table("latency"))
+    pd.testing.assert_frame_equal(loaded.table("counters"), original.table("counters"))
+    assert loaded.trace_paths["eager"].name == "trace_eager.json"
+    assert loaded.trace_paths["graph"] is None
+    for name, (file_name, columns) in schema.TABLE_FILES.items():
+        assert list(pd.read_csv(saved / file_name).columns) == columns  # empty tables keep columns
+        assert list(loaded.table(name).columns) == columns
+
+
+def test_no_pickle_only_json_and_csv(tmp_path):
+    saved = _result(tmp_path).save(tmp_path / "run")
+    suffixes = {path.suffix for path in saved.iterdir()}
+    assert suffixes <= {".json", ".csv"}
+    json.loads((saved / "summary.json").read_text())  # plain JSON, NaN/inf written as strings
+
+
+def test_save_replaces_an_existing_run_and_leaves_no_temporaries(tmp_path):
+    target = tmp_path / "run"
+    _result(tmp_path).save(target)
+    second = _result(tmp_path)
+    second.notes = ["second"]
+    second.save(target)
+    assert RunResult.load(target).notes == ["second"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "trace_eager.json"]
+
+
+def test_missing_directory_or_summary(tmp_path):
+    with pytest.raises(RunFormatError) as raised:
+        RunResult.load(tmp_path / "nothing")
+    assert raised.value.hint
+
+
+@pytest.mark.parametrize("damage", ["bad_json", "wrong_version", "bad_config", "missing_column",
+                                    "text_in_number"])
+def test_damaged_runs_raise_run_format_error(tmp_path, damage):
+    saved = _result(tmp_path).save(tmp_path / "run")
+    summary = json.loads((saved / "summary.json").read_text())
+    if damage == "bad_json":
+        (saved / "summary.json").write_text("{not json")
+    elif damage == "wrong_version":
+        summary["schema_version"] = 99
+        (saved / "summary.json").write_text(json.dumps(summary))
+    elif damage == "bad_config":
+        summary["config"]["batch"] = -1
+        (saved / "summary.json").write_text(json.dumps(summary))
+    elif damage == "missing_column":
+        pd.read_csv(saved / "latency.csv").drop(columns=["gpu_ms"]).to_csv(saved / "latency.csv")
+    else:
+        frame = pd.read_csv(saved / "latency.csv")
+        frame["wall_ms"] = frame["wall_ms"].astype(object)
+        frame.loc[0, "wall_ms"] = "fast"
+        frame.to_csv(saved / "latency.csv", index=False)
+    with pytest.raises(RunFormatError):
+        RunResult.load(saved)
+
+
+def test_empty_table_keeps_columns_and_dtypes():
+    table = empty_table("stats")
+    assert list(table.columns) == schema.STATS_COLUMNS and len(table) == 0
+    assert table["median_ms"].dtype == np.float64

@@ -1,0 +1,412 @@
+"""Tests for profiler_core.telemetry on CPU: a fake pynvml drives every path; one test uses the
+real pynvml on a machine without a driver."""
+
+from __future__ import annotations
+
+import ctypes.util
+import math
+import sys
+import threading
+import time
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from profiler_core import telemetry
+from profiler_core.errors import ConfigError, ProfilerError
+from profiler_core.schema import NVML_COLUMNS, NVML_METRICS, PHASE_COLUMNS
+from profiler_core.telemetry import (
+    GPU_COLUMNS, NVML_UTILISATION_CAVEAT, Nvml, NvmlSampler, PhaseRecorder, list_gpus,
+    read_metrics,
+)
+
+MIB = 2**20
+EXPECTED = {
+    "gpu_util_pct": 87.0, "mem_util_pct": 40.0, "mem_used_mib": 3072.0, "sm_clock_mhz": 1980.0,
+    "mem_clock_mhz": 2619.0, "power_w": 540.0, "temperature_c": 55.0,
+}
+VALUE_FIELDS = ["dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal"]
+
+
+class FakeNVMLError(Exception):
+    def __init__(self, value: int) -> None:
+        super().__init__(f"fake NVML error {value}")
+        self.value = value
+
+
+def sample(timestamp_us: int, field: str, value: float) -> SimpleNamespace:
+    """A c_nvmlSample_t look-alike whose union fields all differ, so the field choice shows."""
+    fields = {name: -1000 - i for i, name in enumerate(VALUE_FIELDS)}
+    fields[field] = value
+    return SimpleNamespace(timeStamp=timestamp_us, sampleValue=SimpleNamespace(**fields))
+
+
+class FakePynvml:
+    """The part of pynvml that telemetry uses. ``failing`` holds function names, or
+    (function name, last argument) pairs, that raise NVML_ERROR_NOT_SUPPORTED."""
+
+    NVMLError = FakeNVMLError
+    NVML_TEMPERATURE_GPU = 0
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
+    NVML_GPU_UTILIZATION_SAMPLES = 1
+    NVML_MEMORY_UTILIZATION_SAMPLES = 2
+    NVML_VALUE_TYPE_DOUBLE = 0
+    NVML_VALUE_TYPE_UNSIGNED_INT = 1
+    NVML_VALUE_TYPE_UNSIGNED_LONG = 2
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+    NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+    NVML_VALUE_TYPE_SIGNED_INT = 5
+    NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+    NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_ERROR_NOT_FOUND = 6
+
+    def __init__(self, failing=(), init_error=None, samples=None, polls_wanted=1) -> None:
+        self.failing = set(failing)
+        self.init_error = init_error
+        self.samples = samples or {}  # sampling type -> (value type, samples) or error code
+        self.init_calls = 0
+        self.samples_since: list[int] = []
+        self.polls = 0
+        self.polls_wanted = polls_wanted
+        self.polled = threading.Event()
+
+    def _check(self, name: str, *args) -> None:
+        if name in self.failing or (args and (name, args[-1]) in self.failing):
+            raise FakeNVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+
+    def nvmlInit(self) -> None:
+        self.init_calls += 1
+        if self.init_error is not None:
+            raise self.init_error
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        if index >= 2:
+            raise FakeNVMLError(2)
+        return f"handle{index}"
+
+    def nvmlDeviceGetName(self, handle: str):
+        return b"NVIDIA H200" if handle == "handle0" else "NVIDIA H100"
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> SimpleNamespace:
+        self.polls += 1
+        if self.polls >= self.polls_wanted:
+            self.polled.set()
+        self._check("nvmlDeviceGetUtilizationRates", handle)
+        return SimpleNamespace(gpu=87, memory=40)
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> SimpleNamespace:
+        self._check("nvmlDeviceGetMemoryInfo", handle)
+        return SimpleNamespace(used=3072 * MIB, free=140_000 * MIB, total=143_771 * MIB)
+
+    def nvmlDeviceGetClockInfo(self, handle: str, clock_type: int) -> int:
+        self._check("nvmlDeviceGetClockInfo", handle, clock_type)
+        return {self.NVML_CLOCK_SM: 1980, self.NVML_CLOCK_MEM: 2619}[clock_type]
+
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
+        self._check("nvmlDeviceGetPowerUsage", handle)
+        return 540_000
+
+    def nvmlDeviceGetTemperature(self, handle: str, sensor: int) -> int:
+        self._check("nvmlDeviceGetTemperature", handle, sensor)
+        return 55
+
+    def nvmlDeviceGetSamples(self, handle: str, sampling_type: int, since_us: int):
+        self.samples_since.append(since_us)
+        answer = self.samples.get(sampling_type, self.NVML_ERROR_NOT_FOUND)
+        if isinstance(answer, int):
+            raise FakeNVMLError(answer)
+        return answer
+
+
+def run_sampler(fake: FakePynvml, **kwargs) -> NvmlSampler:
+    """Start a 5 ms sampler on the fake, wait for the wanted polls, stop it."""
+    sampler = NvmlSampler(0, interval_s=0.005, nvml=Nvml(module=fake), **kwargs)
+    sampler.start()
+    assert fake.polled.wait(5.0), "the sampler thread never polled"
+    sampler.stop()
+    return sampler
+
+
+def assert_empty_with_columns(frame: pd.DataFrame, columns: list[str]) -> None:
+    assert frame.empty
+    assert list(frame.columns) == columns
+
+
+def test_read_metrics_all_present():
+    nvml = Nvml(module=FakePynvml())
+    handle = nvml.query("nvmlDeviceGetHandleByIndex", 0, default=None)
+    assert read_metrics(nvml, handle) == EXPECTED
+    assert list(read_metrics(nvml, handle)) == NVML_METRICS
+    assert nvml.reasons == {}
+
+
+def test_nvml_initialises_once_and_lazily():
+    fake = FakePynvml()
+    nvml = Nvml(module=fake)
+    assert fake.init_calls == 0
+    for _ in range(3):
+        read_metrics(nvml, "handle0")
+    assert nvml.available
+    assert fake.init_calls == 1
+
+
+def test_one_metric_failing_alone_is_nan_and_named():
+    fake = FakePynvml(failing={("nvmlDeviceGetClockInfo", FakePynvml.NVML_CLOCK_SM)},
+                      polls_wanted=2)
+    sampler = run_sampler(fake)
+    frame = sampler.frame()
+    poll = frame[frame["source"] == "poll"]
+    nan_metrics = set(poll.loc[poll["value"].isna(), "metric"])
+    assert nan_metrics == {"sm_clock_mhz"}
+    good = poll[poll["metric"] != "sm_clock_mhz"]
+    assert (good["value"] == good["metric"].map(EXPECTED)).all()
+    capability = sampler.capability
+    assert capability.available and capability.reason == ""
+    assert capability.unsupported_metrics == ("sm_clock_mhz",)
+    assert "fake NVML error 3" in sampler._nvml.reasons["sm_clock_mhz"]
+
+
+def test_utilisation_failure_makes_both_utilisation_metrics_nan():
+    nvml = Nvml(module=FakePynvml(failing={"nvmlDeviceGetUtilizationRates"}))
+    values = read_metrics(nvml, "handle0")
+    assert math.isnan(values["gpu_util_pct"]) and math.isnan(values["mem_util_pct"])
+    assert values["power_w"] == 540.0
+    assert set(nvml.reasons) == {"gpu_util_pct", "mem_util_pct"}
+
+
+def test_poll_rows_are_long_form_on_the_given_clock():
+    fake = FakePynvml(polls_wanted=3)
+    sampler = run_sampler(fake, origin_s=1000.0, clock=lambda: 1000.25)
+    poll = sampler.frame().query("source == 'poll'")
+    assert list(sampler.frame().columns) == NVML_COLUMNS
+    assert len(poll) == len(NVML_METRICS) * fake.polls
+    assert fake.polls >= 3
+    assert set(poll["metric"]) == set(NVML_METRICS)
+    assert (poll["t_s"] == 0.25).all()
+    assert sampler.frame()["value"].dtype == "float64"
+
+
+def test_driver_samples_converted_to_seconds_since_origin():
+    fake = FakePynvml(samples={
+        FakePynvml.NVML_GPU_UTILIZATION_SAMPLES: (
+            FakePynvml.NVML_VALUE_TYPE_UNSIGNED_INT,
+            [sample(1000_500_000, "uiVal", 70), sample(1001_000_000, "uiVal", 90)],
+        ),
+        FakePynvml.NVML_MEMORY_UTILIZATION_SAMPLES: (
+            FakePynvml.NVML_VALUE_TYPE_DOUBLE, [sample(1000_750_000, "dVal", 12.5)],
+        ),
+    })
+    sampler = run_sampler(fake, origin_s=1000.0, clock=lambda: 1000.25)
+    assert fake.samples_since == [1000_250_000, 1000_250_000]  # since start(), in us
+    driver = sampler.frame().query("source == 'driver'").reset_index(drop=True)
+    expected = pd.DataFrame({
+        "t_s": [0.5, 1.0, 0.75],
+        "metric": ["gpu_util_pct", "gpu_util_pct", "mem_util_pct"],
+        "value": [70.0, 90.0, 12.5],
+        "source": ["driver"] * 3,
+    })
+    pd.testing.assert_frame_equal(driver, expected)
+    assert sampler.capability.driver_samples
+
+
+def test_driver_samples_not_found_means_answered_but_empty():
+    sampler = run_sampler(FakePynvml())  # the fake answers NOT_FOUND for both types
+    assert sampler.frame().query("source == 'driver'").empty
+    assert sampler.capability.driver_samples
+
+
+def test_driver_samples_unsupported():
+    fake = FakePynvml(samples={
+        FakePynvml.NVML_GPU_UTILIZATION_SAMPLES: FakePynvml.NVML_ERROR_NOT_SUPPORTED,
+        FakePynvml.NVML_MEMORY_UTILIZATION_SAMPLES: FakePynvml.NVML_ERROR_NOT_SUPPORTED,
+    })
+    sampler = run_sampler(fake)
+    assert not sampler.capability.driver_samples
+    assert sampler.capability.unsupported_metrics == ()
+    assert sampler.frame().query("source == 'driver'").empty
+
+
+def test_stop_is_prompt_even_with_a_long_interval():
+    fake = FakePynvml()
+    sampler = NvmlSampler(0, interval_s=10.0, nvml=Nvml(module=fake))
+    with sampler:
+        assert fake.polled.wait(5.0)
+        began = time.perf_counter()
+    assert time.perf_counter() - began < 1.0
+    assert fake.polls == 1
+
+
+def test_start_and_stop_are_idempotent():
+    fake = FakePynvml()
+    sampler = NvmlSampler(0, interval_s=0.005, nvml=Nvml(module=fake))
+    sampler.stop()  # before start: nothing to do
+    sampler.start()
+    thread = sampler._thread
+    sampler.start()
+    assert sampler._thread is thread
+    assert fake.polled.wait(5.0)
+    sampler.stop()
+    sampler.stop()
+    assert not thread.is_alive()
+
+
+def test_missing_gpu_index_is_unavailable_with_reason():
+    sampler = NvmlSampler(5, interval_s=0.005, nvml=Nvml(module=FakePynvml()))
+    with sampler:
+        pass
+    assert sampler._thread is None
+    capability = sampler.capability
+    assert not capability.available
+    assert "GPU 5" in capability.reason
+    assert_empty_with_columns(sampler.frame(), NVML_COLUMNS)
+
+
+def unavailable_nvmls(monkeypatch) -> dict[str, Nvml]:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    return {
+        "import": Nvml(),
+        "init": Nvml(module=FakePynvml(init_error=FakeNVMLError(12))),
+    }
+
+
+@pytest.mark.parametrize("case", ["import", "init"])
+def test_without_nvml_everything_is_empty_with_a_reason(monkeypatch, case):
+    nvml = unavailable_nvmls(monkeypatch)[case]
+    assert not nvml.available
+    assert nvml.reason and "\n" not in nvml.reason
+    assert {"import": "pynvml", "init": "fake NVML error 12"}[case] in nvml.reason
+    assert nvml.query("nvmlDeviceGetCount", default=-1) == -1
+    assert nvml.constant("NVML_CLOCK_SM") is None
+    threads_before = threading.active_count()
+    sampler = NvmlSampler(0, interval_s=0.005, nvml=nvml)
+    sampler.start()
+    assert threading.active_count() == threads_before
+    sampler.stop()
+    frame = sampler.frame()
+    assert_empty_with_columns(frame, NVML_COLUMNS)
+    assert frame["t_s"].dtype == "float64" and frame["value"].dtype == "float64"
+    capability = sampler.capability
+    assert capability == telemetry.NvmlCapability(False, nvml.reason, (), False)
+    assert_empty_with_columns(list_gpus(nvml), GPU_COLUMNS)
+
+
+def test_real_pynvml_without_driver_reports_unavailable():
+    if ctypes.util.find_library("nvidia-ml") is not None:
+        pytest.skip("an NVIDIA driver is installed here; this test is for machines without one")
+    nvml = Nvml()
+    assert not nvml.available
+    assert "NVML" in nvml.reason
+    with NvmlSampler(0, interval_s=0.005, nvml=nvml) as sampler:
+        pass
+    assert not sampler.capability.available
+    assert_empty_with_columns(sampler.frame(), NVML_COLUMNS)
+    assert_empty_with_columns(list_gpus(nvml), GPU_COLUMNS)
+
+
+def test_list_gpus_with_fake():
+    gpus = list_gpus(Nvml(module=FakePynvml()))
+    expected = pd.DataFrame({
+        "index": [0, 1],
+        "name": ["NVIDIA H200", "NVIDIA H100"],
+        "memory_free_mib": [140_000.0, 140_000.0],
+        "memory_total_mib": [143_771.0, 143_771.0],
+    })
+    pd.testing.assert_frame_equal(gpus, expected)
+
+
+def test_list_gpus_memory_failure_is_nan():
+    gpus = list_gpus(Nvml(module=FakePynvml(failing={"nvmlDeviceGetMemoryInfo"})))
+    assert list(gpus["name"]) == ["NVIDIA H200", "NVIDIA H100"]
+    assert gpus["memory_total_mib"].isna().all()
+
+
+@pytest.mark.parametrize("interval_s", [0.0, -1.0, 0.0005, 10.5, float("nan")])
+def test_interval_out_of_range_is_a_config_error(interval_s):
+    with pytest.raises(ConfigError) as info:
+        NvmlSampler(0, interval_s=interval_s, nvml=Nvml(module=FakePynvml()))
+    assert info.value.field == "nvml_interval_ms"
+    assert info.value.hint
+
+
+@pytest.mark.parametrize("interval_s", [0.001, 0.02, 10.0])
+def test_interval_in_range_is_accepted(interval_s):
+    NvmlSampler(0, interval_s=interval_s, nvml=Nvml(module=FakePynvml()))
+
+
+class FakeClock:
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_phases_order_and_bounds():
+    clock = FakeClock(500.0)
+    recorder = PhaseRecorder(origin_s=500.0, clock=clock)
+    assert_empty_with_columns(recorder.frame(), PHASE_COLUMNS)
+    clock.advance(1.0)
+    with recorder.phase("warmup"):
+        clock.advance(2.0)
+    with recorder.phase("timing"):
+        clock.advance(0.5)
+        with recorder.phase("profile"):  # nested: recorded first, listed after its parent
+            clock.advance(0.25)
+        clock.advance(0.25)
+    recorder.mark("capture", 503.0, 503.0)  # starts with "timing"; the longer one comes first
+    expected = pd.DataFrame({
+        "phase": ["warmup", "timing", "capture", "profile"],
+        "start_s": [1.0, 3.0, 3.0, 3.5],
+        "end_s": [3.0, 4.0, 3.0, 3.75],
+    })
+    pd.testing.assert_frame_equal(recorder.frame(), expected)
+
+
+def test_phase_is_recorded_when_its_block_raises():
+    clock = FakeClock(10.0)
+    recorder = PhaseRecorder(origin_s=10.0, clock=clock)
+    with pytest.raises(RuntimeError):
+        with recorder.phase("capture"):
+            clock.advance(0.5)
+            raise RuntimeError("capture failed")
+    assert recorder.frame().to_dict("records") == [
+        {"phase": "capture", "start_s": 0.0, "end_s": 0.5}]
+
+
+def test_phase_ending_before_it_starts_is_rejected():
+    recorder = PhaseRecorder(origin_s=0.0)
+    with pytest.raises(ProfilerError) as info:
+        recorder.mark("bad", 2.0, 1.0)
+    assert info.value.hint
+
+
+def test_phases_from_many_threads():
+    recorder = PhaseRecorder(origin_s=time.time())
+
+    def work(n: int) -> None:
+        for i in range(50):
+            with recorder.phase(f"t{n}-{i}"):
+                pass
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    frame = recorder.frame()
+    assert len(frame) == 200 and frame["phase"].is_unique
+    assert (frame["end_s"] >= frame["start_s"]).all()
+    assert frame["start_s"].is_monotonic_increasing
+
+
+def test_caveat_names_the_sample_period_and_the_precise_figure():
+    assert "1/6 s to 1 s" in NVML_UTILISATION_CAVEAT
+    assert "busy time" in NVML_UTILISATION_CAVEAT
