@@ -156,8 +156,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 class BarProgress:
     """A one-line text progress bar on a terminal stream (redrawn in place)."""
 
-    def __init__(self, stream: IO[str] = sys.stderr, width: int = 30) -> None:
-        self.stream = stream
+    def __init__(self, stream: IO[str] | None = None, width: int = 30) -> None:
+        self.stream = stream or sys.stderr
         self.width = width
         self.started = time.perf_counter()
         self._last_line = ""
@@ -180,8 +180,8 @@ class BarProgress:
 class JsonlProgress:
     """Progress as JSON lines on stdout, for the dashboard's worker process."""
 
-    def __init__(self, stream: IO[str] = sys.stdout) -> None:
-        self.stream = stream
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stdout
 
     def __call__(self, progress: Progress) -> None:
         self.emit({"event": "progress", "phase": progress.phase, "done": progress.done,

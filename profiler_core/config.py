@@ -150,6 +150,10 @@ def _validate(config: RunConfig) -> None:
         device == "cpu" or (device.startswith("cuda:") and device[5:].isdigit() and len(device) < 9)
     ):
         raise ConfigError("device", f"device must be 'cpu' or a CUDA index such as 0; got {device!r}")
+    if config.dtype == "fp16" and config.capture_iters > 1:
+        raise ConfigError("capture_iters", "with fp16, capture_iters must be 1",
+                          "fp16's GradScaler step runs outside the graph, so a graph can hold only "
+                          "one training step: use bf16, or capture_iters 1")
     if config.trials > config.replays:
         raise ConfigError("trials", f"trials ({config.trials}) cannot exceed replays ({config.replays})",
                           "each trial needs at least one replay: lower trials or raise replays")

@@ -36,23 +36,3 @@ def counters_table(config: RunConfig, observed: dict[str, float]) -> pd.DataFram
     table["observed"] = [observed[phase] for phase in table["phase"]]
     table["match"] = table["observed"] == table["predicted"]
     return coerce_table("counters", table)
-
-
-def describe_environment(device: torch.device, driver_version: str | None) -> dict[str, object]:
-    environment: dict[str, object] = {
-        "device_type": device.type,
-        "torch_version": torch.__version__,
-        "cuda_version": torch.version.cuda,
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        "driver_version": driver_version,
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-    if device.type == "cuda":
-        properties = torch.cuda.get_device_properties(device)
-        environment.update(gpu_name=properties.name, gpu_index=device.index,
-                           gpu_memory_bytes=int(properties.total_memory),
-                           compute_capability=f"{properties.major}.{properties.minor}")
-    else:
-        environment.update(gpu_name=None, gpu_index=None)
-    return environment

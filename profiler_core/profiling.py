@@ -20,8 +20,11 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from profiler_core.trace import ITERATION_MARKER, TraceAnalysis, analyse_trace, load_trace
+from profiler_core.trace import TraceAnalysis, analyse_trace, load_trace
 
+# Iteration marks use the name torch.profiler gives its own steps, so every reader of step
+# markers (``trace``, Holistic Trace Analysis, Perfetto queries) finds them.
+ITERATION_MARKER = "ProfilerStep#"
 # Traces larger than this are stored gzip-compressed (Perfetto opens .json.gz directly).
 COMPRESS_ABOVE_BYTES = 8 * 2**20
 

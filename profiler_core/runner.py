@@ -15,7 +15,6 @@ import math
 import platform
 import tempfile
 import time
-from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -59,6 +58,26 @@ def resolve_device(config: RunConfig) -> torch.device:
         raise ConfigError("device", f"device must be a CUDA index from 0 to {count - 1}; "
                           f"got {config.device_index}", "pick one of this machine's GPUs")
     return torch.device(config.device)
+
+
+def describe_environment(device: torch.device, driver_version: str | None) -> dict[str, object]:
+    environment: dict[str, object] = {
+        "device_type": device.type,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "driver_version": driver_version,
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    if device.type == "cuda":
+        properties = torch.cuda.get_device_properties(device)
+        environment.update(gpu_name=properties.name, gpu_index=device.index,
+                           gpu_memory_bytes=int(properties.total_memory),
+                           compute_capability=f"{properties.major}.{properties.minor}")
+    else:
+        environment.update(gpu_name=None, gpu_index=None)
+    return environment
 
 
 def _driver_version() -> str | None:

@@ -5,13 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 
 from profiler_core import cli, schema
 from profiler_core.__main__ import main
-from profiler_core.config import RunConfig, preset
+from profiler_core.config import preset
 from profiler_core.results import RunResult
 
 TINY = ["--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4", "--replays", "20",

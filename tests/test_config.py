@@ -89,3 +89,9 @@ def test_general_counter_rule():
     table = predicted_counters(config).set_index("phase")["predicted"]
     assert table["after_warmup"] == 0 and table["after_capture"] == 0
     assert table["after_replay"] == 200 and table["eager_after_timed"] == 33
+
+
+def test_fp16_captures_one_step_per_graph():
+    with pytest.raises(ConfigError) as raised:
+        RunConfig(dtype="fp16", capture_iters=3)
+    assert raised.value.field == "capture_iters" and "GradScaler" in raised.value.hint

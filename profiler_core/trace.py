@@ -1,0 +1,526 @@
+"""Graph-aware analysis of a Chrome trace exported by ``torch.profiler``.
+
+Scope: read a trace written by ``prof.export_chrome_trace(path)`` (plain JSON or gzip), cut it
+into iterations, and split each iteration into CPU launch time, other CPU time, GPU busy time and
+GPU idle time; list the kernels; decompose an eager-vs-graph speedup into those parts; write the
+tables and a plain-text report. It reads files and returns DataFrames; it never runs a workload,
+never imports torch, and never draws anything.
+
+How a trace is read (Kineto's Chrome-trace export, checked with torch 2.13 on CPU; GPU categories
+as listed in GPU-FACTS.md for torch 2.11 on an H200):
+
+- Only complete events (``ph == "X"``) are used; metadata, instant and flow events are skipped.
+  ``ts`` and ``dur`` are microseconds; ``ts`` may be a float, an int or a numeric string; a
+  missing ``dur`` counts as zero.
+- CPU-side CUDA API calls have category ``cuda_runtime`` or ``cuda_driver``; GPU work has
+  category ``kernel``, ``gpu_memcpy`` or ``gpu_memset``. A GPU event is linked to the API call
+  that enqueued it by ``args["correlation"]``. All kernels of one graph replay carry the
+  correlation id of their ``cudaGraphLaunch``.
+- Iterations come from the profiler's step markers ``ProfilerStep#N`` on the CPU (category
+  ``user_annotation`` in recent torch, ``cpu_op`` in older ones; torch writes them only when the
+  profiler has a ``schedule`` and the loop calls ``prof.step()``). Without them, each
+  ``cudaGraphLaunch`` is one iteration (its CPU window is the launch call itself); without
+  those either, the whole trace is one window.
+
+Per iteration (all in microseconds; an iteration's CPU window is [cpu_start, cpu_end]):
+
+- a GPU event belongs to the iteration whose CPU window contains the start of its linked API
+  call; GPU events whose call is not in the trace count only when the whole trace is the window.
+- ``cpu_launch_us``: summed duration of the launch calls (``LAUNCH_API_NAMES``) starting in the
+  window, on any thread; a launch call nested inside another launch call on the same thread
+  (a driver call made by a runtime call) is not counted again. ``launches`` counts them.
+- ``cpu_other_us``: window duration minus ``cpu_launch_us`` (negative only if several threads
+  launch at the same time).
+- ``span_us``: from ``cpu_start`` to the later of ``cpu_end`` and the end of the iteration's last
+  GPU event. When the CPU runs ahead of the GPU, consecutive spans overlap and ``gpu_idle_us``
+  includes time the GPU spent on the previous iteration's work.
+- ``gpu_busy_us``: length of the union of the iteration's GPU intervals (kernels, memcpy,
+  memset), clipped to the span; ``gpu_idle_us`` = ``span_us`` - ``gpu_busy_us``.
+- ``kernels``: GPU events of category ``kernel`` (memcpy/memset count in busy time only).
+- ``launch_delay_us``: median, over the iteration's launch calls that enqueued GPU work, of the
+  first GPU start minus the end of the call (a graph launch's first kernel); NaN without any.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from profiler_core.errors import RunFormatError
+from profiler_core.schema import (
+    BREAKDOWN_COLUMNS,
+    KERNEL_COLUMNS,
+    LAUNCH_SPLIT_COLUMNS,
+    TABLE_FILES,
+)
+
+# Runtime and driver calls that enqueue GPU work. Trace names may carry a CUPTI version suffix
+# ("cudaLaunchKernel_v7000") and a per-thread-stream suffix ("_ptsz", "_ptds"); both are
+# stripped before the name is looked up here.
+LAUNCH_API_NAMES = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cudaLaunchCooperativeKernel",
+    "cudaGraphLaunch",
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cuGraphLaunch",
+)
+GRAPH_LAUNCH_API_NAMES = ("cudaGraphLaunch", "cuGraphLaunch")
+
+API_CALL_CATEGORIES = ("cuda_runtime", "cuda_driver")
+GPU_EVENT_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+KERNEL_CATEGORY = "kernel"
+STEP_MARKER_CATEGORIES = ("user_annotation", "cpu_op")
+# Complete events that are not CPU activity: GPU work, the GPU copy of the step markers, and the
+# profiler's own span ("PyTorch Profiler (0)"), which covers more than the recorded work.
+NOT_CPU_CATEGORIES = GPU_EVENT_CATEGORIES + ("gpu_user_annotation", "trace")
+
+STEP_MARKER_PATTERN = r"ProfilerStep#\d+"
+API_NAME_SUFFIX_PATTERN = re.compile(r"(_ptsz|_ptds)?(_v\d+)?$")
+
+ITERATION_SOURCE_DESCRIPTIONS = {
+    "profiler_steps": "the profiler's step markers (ProfilerStep#N), one iteration per step",
+    "graph_launches": (
+        "graph launches: no ProfilerStep markers were found, so each cudaGraphLaunch is one "
+        "iteration, from the launch call to the end of its last kernel"
+    ),
+    "whole_trace": (
+        "the whole trace as one window: no ProfilerStep markers and no graph launches were "
+        "found, so the figures are totals for the trace, not per training step"
+    ),
+}
+
+SUMMARY_FIELDS = (
+    "span_us", "cpu_launch_us", "cpu_other_us", "gpu_busy_us", "gpu_idle_us", "launches",
+    "kernels", "launch_delay_us",
+)
+LAUNCH_SPLIT_DTYPES = {
+    "mode": str, "iteration": "int64", "span_us": "float64", "cpu_launch_us": "float64",
+    "cpu_other_us": "float64", "gpu_busy_us": "float64", "gpu_idle_us": "float64",
+    "launches": "int64", "kernels": "int64", "launch_delay_us": "float64",
+}
+KERNEL_DTYPES = {
+    "mode": str, "kernel": str, "kernel_full": str, "calls_per_iter": "float64",
+    "total_us": "float64", "mean_us": "float64", "min_us": "float64", "max_us": "float64",
+    "share_of_gpu_pct": "float64",
+}
+BREAKDOWN_DTYPES = {
+    "component": str, "eager_us": "float64", "graph_us": "float64", "saving_us": "float64",
+    "share_of_saving_pct": "float64",
+}
+
+KERNEL_NAME_MAX_CHARS = 60
+# Kernel names whose informative part is their first template argument
+# (e.g. "cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>(...)").
+WRAPPER_KERNEL_NAMES = ("Kernel", "Kernel2", "device_kernel")
+REPORT_TOP_KERNELS = 10
+
+EVENT_COLUMNS = ["name", "cat", "ts", "end", "dur", "pid", "tid", "correlation"]
+
+
+@dataclass(frozen=True, eq=False)
+class TraceAnalysis:
+    """One trace analysed. Compared by identity (its fields are DataFrames)."""
+
+    mode: str  # label written in every row, e.g. "eager" or "graph"
+    launch_split: pd.DataFrame  # LAUNCH_SPLIT_COLUMNS, one row per iteration
+    kernels: pd.DataFrame  # KERNEL_COLUMNS, kernels of the analysed iterations
+    iteration_source: str  # "profiler_steps", "graph_launches" or "whole_trace"
+    launch_api_names: tuple[str, ...]  # launch call names found in the trace, as written there
+    gpu_event_count: int  # kernel + memcpy + memset events in the whole trace
+
+    def summary(self) -> dict[str, float]:
+        """Per-iteration medians of the launch split; NaN where no iteration has a value."""
+        medians = {}
+        for field in SUMMARY_FIELDS:
+            values = self.launch_split[field].dropna()
+            medians[field] = float(values.median()) if len(values) else float("nan")
+        return medians
+
+
+def load_trace(path: str | Path) -> dict:
+    """Read a Chrome trace (plain JSON, or gzip recognised by its magic bytes)."""
+    path = Path(path)
+    hint = "pass the file written by torch.profiler's prof.export_chrome_trace(path)"
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise RunFormatError(
+            f"cannot read trace {path}: {error.strerror or error}", hint
+        ) from error
+    try:
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        trace = json.loads(raw.decode("utf-8"))
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RunFormatError(
+            f"trace {path} is not valid (gzipped) JSON: {error}", hint
+        ) from error
+    _require_event_list(trace, str(path))
+    return trace
+
+
+def analyse_trace(trace: dict, mode: str = "trace") -> TraceAnalysis:
+    """Cut ``trace`` into iterations and measure each one (see the module docstring)."""
+    _require_event_list(trace, "the trace")
+    events = _complete_events(trace["traceEvents"])
+    api_calls = events[events["cat"].isin(API_CALL_CATEGORIES)]
+    api_calls = api_calls.assign(
+        api=api_calls["name"].str.replace(API_NAME_SUFFIX_PATTERN, "", regex=True)
+    )
+    launch_calls = _outermost_per_thread(api_calls[api_calls["api"].isin(LAUNCH_API_NAMES)])
+    gpu_events = events[events["cat"].isin(GPU_EVENT_CATEGORIES)]
+    windows, source = _iteration_windows(events, launch_calls)
+
+    launch_calls = launch_calls.assign(
+        iteration=_window_of(launch_calls["ts"].to_numpy(), windows)
+    )
+    gpu_events = _link_to_calls(gpu_events, api_calls)
+    if source == "whole_trace":
+        gpu_events = gpu_events.assign(iteration=np.zeros(len(gpu_events), dtype="int64"))
+    else:
+        gpu_events = gpu_events.assign(iteration=_window_of(gpu_events["call_ts"], windows))
+
+    launch_split = _launch_split(windows, launch_calls, gpu_events, mode)
+    assigned_kernels = gpu_events[
+        (gpu_events["iteration"] >= 0) & (gpu_events["cat"] == KERNEL_CATEGORY)
+    ]
+    return TraceAnalysis(
+        mode=mode,
+        launch_split=launch_split,
+        kernels=_kernel_table(assigned_kernels, len(windows), mode),
+        iteration_source=source,
+        launch_api_names=tuple(sorted(launch_calls["name"].unique())),
+        gpu_event_count=len(gpu_events),
+    )
+
+
+def decompose_speedup(eager: TraceAnalysis, graph: TraceAnalysis) -> pd.DataFrame:
+    """Where the per-iteration time went, eager vs graph (BREAKDOWN_COLUMNS).
+
+    Rows: ``gpu_busy`` (median GPU busy time), ``gpu_idle`` (median span minus median busy, so
+    that ``gpu_busy`` + ``gpu_idle`` = ``total_span`` exactly in every column; medians are not
+    additive, so this can differ slightly from the median of per-iteration idle times),
+    ``total_span`` (median span), then ``cpu_launch`` and ``cpu_other`` (median CPU times: they
+    explain the saving but do not add up to it). ``saving_us`` = ``eager_us`` - ``graph_us``;
+    ``share_of_saving_pct`` is every row's saving as a percentage of the span saving (NaN when
+    the span saving is zero), so a CPU row above 100% means more CPU time was removed than
+    span time.
+    """
+    eager_us, graph_us = _breakdown_components(eager), _breakdown_components(graph)
+    span_saving = eager_us["total_span"] - graph_us["total_span"]
+    rows = []
+    for component in eager_us:
+        saving = eager_us[component] - graph_us[component]
+        rows.append({
+            "component": component,
+            "eager_us": eager_us[component],
+            "graph_us": graph_us[component],
+            "saving_us": saving,
+            "share_of_saving_pct": saving / span_saving * 100 if span_saving else float("nan"),
+        })
+    return pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS).astype(BREAKDOWN_DTYPES)
+
+
+def _breakdown_components(analysis: TraceAnalysis) -> dict[str, float]:
+    medians = analysis.summary()
+    return {
+        "gpu_busy": medians["gpu_busy_us"],
+        "gpu_idle": medians["span_us"] - medians["gpu_busy_us"],
+        "total_span": medians["span_us"],
+        "cpu_launch": medians["cpu_launch_us"],
+        "cpu_other": medians["cpu_other_us"],
+    }
+
+
+def format_report(analysis: TraceAnalysis) -> str:
+    """A plain-text report of one analysed trace."""
+    split = analysis.launch_split
+    lines = [
+        f"Trace analysis, mode {analysis.mode!r}",
+        f"Iterations: {len(split)}, taken from "
+        f"{ITERATION_SOURCE_DESCRIPTIONS[analysis.iteration_source]}.",
+        f"GPU events in the trace (kernel, memcpy, memset): {analysis.gpu_event_count}",
+        "Launch calls counted: "
+        + (", ".join(analysis.launch_api_names) or "none found in this trace"),
+        "",
+        "Per-iteration medians:",
+    ]
+    medians = analysis.summary()
+    for field in SUMMARY_FIELDS:
+        unit = " us" if field.endswith("_us") else ""
+        lines.append(f"  {field.removesuffix('_us'):<14}{medians[field]:>12.1f}{unit}")
+    lines.append("")
+    top = analysis.kernels.head(REPORT_TOP_KERNELS)
+    if top.empty:
+        lines.append("No GPU kernels in the analysed iterations (a CPU-only profile?).")
+        return "\n".join(lines)
+    lines.append(f"Top {len(top)} kernels by total time:")
+    lines.append(f"  {'kernel':<{KERNEL_NAME_MAX_CHARS}} {'calls/iter':>10} {'total us':>10} "
+                 f"{'mean us':>9} {'% of GPU':>8}")
+    for kernel in top.itertuples(index=False):
+        lines.append(
+            f"  {kernel.kernel:<{KERNEL_NAME_MAX_CHARS}} {kernel.calls_per_iter:>10.2f} "
+            f"{kernel.total_us:>10.1f} {kernel.mean_us:>9.2f} {kernel.share_of_gpu_pct:>8.1f}"
+        )
+    return "\n".join(lines)
+
+
+def write_tables(analysis: TraceAnalysis, out_dir: str | Path) -> list[Path]:
+    """Write launch_split.csv and kernels.csv into ``out_dir`` (created if needed)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table_key, frame in (("launch_split", analysis.launch_split),
+                             ("kernels", analysis.kernels)):
+        file_name, columns = TABLE_FILES[table_key]
+        path = out_dir / file_name
+        frame[columns].to_csv(path, index=False)
+        written.append(path)
+    return written
+
+
+def short_kernel_name(full_name: str) -> str:
+    """A readable kernel name: no return type, namespaces, template arguments or parameters.
+
+    ``void at::native::(anonymous namespace)::foo<float, 4>(float*)`` -> ``foo``. Generic wrapper
+    kernels (``cutlass::Kernel2<cutlass_80_tensorop_...>(...)``) are named by their first
+    template argument. At most KERNEL_NAME_MAX_CHARS characters.
+    """
+    name = full_name.replace("(anonymous namespace)", "").strip().removeprefix("void ").strip()
+    short = _outside_brackets(name).rsplit("::", 1)[-1].strip() or name
+    wrapped = _first_template_argument(name)
+    if short in WRAPPER_KERNEL_NAMES and wrapped:
+        short = short_kernel_name(wrapped)
+    if len(short) > KERNEL_NAME_MAX_CHARS:
+        short = short[: KERNEL_NAME_MAX_CHARS - 3] + "..."
+    return short
+
+
+def _outside_brackets(name: str) -> str:
+    """``name`` without whatever is inside <...> or (...), at any depth."""
+    kept, depth = [], 0
+    for character in name:
+        if character in "<(":
+            depth += 1
+        elif character in ">)":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            kept.append(character)
+    return "".join(kept)
+
+
+def _first_template_argument(name: str) -> str:
+    """The text up to the first top-level comma of the first <...> in ``name``, or ""."""
+    opening = name.find("<")
+    if opening < 0:
+        return ""
+    depth = 0
+    for position in range(opening, len(name)):
+        character = name[position]
+        if character in "<(":
+            depth += 1
+        elif character in ">)":
+            depth -= 1
+        if depth == 0 or (depth == 1 and character == ","):
+            return name[opening + 1 : position].strip()
+    return name[opening + 1 :].strip()
+
+
+def _require_event_list(trace: object, where: str) -> None:
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise RunFormatError(
+            f"{where} has no 'traceEvents' list",
+            "expected a Chrome trace object as written by prof.export_chrome_trace(path)",
+        )
+
+
+def _complete_events(raw_events: list) -> pd.DataFrame:
+    """The complete ("X") events as a table; categories lower-cased, times in microseconds."""
+    records = []
+    for event in raw_events:
+        if not isinstance(event, dict) or event.get("ph") != "X" or "ts" not in event:
+            continue
+        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        raw_duration = event.get("dur")
+        ts = _microseconds(event["ts"], "ts")
+        dur = 0.0 if raw_duration is None else _microseconds(raw_duration, "dur")
+        records.append((
+            str(event.get("name", "")),
+            str(event.get("cat", "")).lower(),
+            ts,
+            ts + dur,
+            dur,
+            str(event.get("pid", "")),
+            str(event.get("tid", "")),
+            _correlation_id(args.get("correlation")),
+        ))
+    return pd.DataFrame.from_records(records, columns=EVENT_COLUMNS).astype({
+        "name": str, "cat": str, "ts": "float64", "end": "float64", "dur": "float64",
+        "pid": str, "tid": str, "correlation": "float64",
+    })
+
+
+def _microseconds(value: object, field: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise RunFormatError(
+            f"trace event has a non-numeric {field!r}: {value!r}",
+            "the file is not a torch.profiler Chrome trace, or it was edited by hand",
+        ) from None
+
+
+def _correlation_id(value: object) -> float:
+    """Correlation ids as floats (exact below 2**53), NaN when absent or not a number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _outermost_per_thread(calls: pd.DataFrame) -> pd.DataFrame:
+    """Drop calls that lie inside an earlier call on the same thread (nested driver calls)."""
+    ordered = calls.sort_values(["pid", "tid", "ts", "end"], ascending=[True, True, True, False])
+    thread = [ordered["pid"], ordered["tid"]]
+    furthest_end_before = ordered.groupby(thread)["end"].cummax().groupby(thread).shift()
+    nested = (ordered["ts"] < furthest_end_before) & (ordered["end"] <= furthest_end_before)
+    return ordered[~nested].sort_index()
+
+
+def _iteration_windows(events: pd.DataFrame,
+                       launch_calls: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """CPU windows ``iteration, cpu_start, cpu_end`` sorted by start, and their source."""
+    step_markers = events[
+        events["cat"].isin(STEP_MARKER_CATEGORIES)
+        & events["name"].str.fullmatch(STEP_MARKER_PATTERN)
+    ]
+    graph_launches = launch_calls[launch_calls["api"].isin(GRAPH_LAUNCH_API_NAMES)]
+    if len(step_markers):
+        chosen, source = step_markers, "profiler_steps"
+    elif len(graph_launches):
+        chosen, source = graph_launches, "graph_launches"
+    else:
+        cpu_events = events[~events["cat"].isin(NOT_CPU_CATEGORIES)]
+        if len(cpu_events):
+            start, end = cpu_events["ts"].min(), cpu_events["end"].max()
+        else:  # GPU events only, or nothing at all
+            start = end = events["ts"].min()
+        chosen = pd.DataFrame({"ts": [start], "end": [end]}).dropna()
+        source = "whole_trace"
+    chosen = chosen.sort_values("ts")
+    windows = pd.DataFrame({
+        "iteration": np.arange(len(chosen), dtype="int64"),
+        "cpu_start": chosen["ts"].to_numpy(dtype="float64"),
+        "cpu_end": chosen["end"].to_numpy(dtype="float64"),
+    })
+    return windows, source
+
+
+def _window_of(timestamps, windows: pd.DataFrame) -> np.ndarray:
+    """Index of the window containing each timestamp, -1 for none (or a NaN timestamp)."""
+    timestamps = np.asarray(timestamps, dtype="float64")
+    if windows.empty:
+        return np.full(len(timestamps), -1, dtype="int64")
+    starts, ends = windows["cpu_start"].to_numpy(), windows["cpu_end"].to_numpy()
+    candidate = np.searchsorted(starts, timestamps, side="right") - 1
+    inside = (candidate >= 0) & (timestamps <= ends[np.maximum(candidate, 0)])
+    return np.where(inside, candidate, -1).astype("int64")
+
+
+def _link_to_calls(gpu_events: pd.DataFrame, api_calls: pd.DataFrame) -> pd.DataFrame:
+    """Add the linked API call's start and end (NaN when unlinked) and whether it launches."""
+    calls = api_calls.dropna(subset=["correlation"]).drop_duplicates("correlation")
+    call_by_correlation = calls.set_index("correlation")
+    launch_correlations = calls.loc[calls["api"].isin(LAUNCH_API_NAMES), "correlation"]
+    correlation = gpu_events["correlation"]
+    return gpu_events.assign(
+        call_ts=correlation.map(call_by_correlation["ts"]).astype("float64"),
+        call_end=correlation.map(call_by_correlation["end"]).astype("float64"),
+        by_launch_call=correlation.isin(launch_correlations),
+    )
+
+
+def _launch_split(windows: pd.DataFrame, launch_calls: pd.DataFrame,
+                  gpu_events: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """One LAUNCH_SPLIT_COLUMNS row per window (definitions in the module docstring)."""
+    split = windows.set_index("iteration")
+    per_launch = launch_calls.groupby("iteration")["dur"]
+    split["cpu_launch_us"] = per_launch.sum().reindex(split.index, fill_value=0.0)
+    split["launches"] = per_launch.size().reindex(split.index, fill_value=0)
+    per_gpu_event = gpu_events.groupby("iteration")
+    last_gpu_end = per_gpu_event["end"].max().reindex(split.index)
+    split["span_end"] = np.fmax(split["cpu_end"], last_gpu_end)
+    split["span_us"] = split["span_end"] - split["cpu_start"]
+    split["cpu_other_us"] = split["cpu_end"] - split["cpu_start"] - split["cpu_launch_us"]
+    split["gpu_busy_us"] = _busy_time(gpu_events, split).reindex(split.index, fill_value=0.0)
+    split["gpu_idle_us"] = split["span_us"] - split["gpu_busy_us"]
+    is_kernel = (gpu_events["cat"] == KERNEL_CATEGORY).groupby(gpu_events["iteration"])
+    split["kernels"] = is_kernel.sum().reindex(split.index, fill_value=0)
+    split["launch_delay_us"] = _launch_delays(gpu_events).reindex(split.index)
+    split["mode"] = mode
+    return split.reset_index()[LAUNCH_SPLIT_COLUMNS].astype(LAUNCH_SPLIT_DTYPES)
+
+
+def _busy_time(gpu_events: pd.DataFrame, split: pd.DataFrame) -> pd.Series:
+    """Per iteration, the length of the union of its GPU intervals clipped to its span.
+
+    With intervals sorted by start, each adds what reaches past the furthest end before it.
+    """
+    in_windows = gpu_events[gpu_events["iteration"].isin(split.index)]
+    lower = split["cpu_start"].reindex(in_windows["iteration"]).to_numpy()
+    upper = split["span_end"].reindex(in_windows["iteration"]).to_numpy()
+    intervals = pd.DataFrame({
+        "iteration": in_windows["iteration"].to_numpy(),
+        "start": np.clip(in_windows["ts"].to_numpy(), lower, upper),
+        "end": np.clip(in_windows["end"].to_numpy(), lower, upper),
+    }).sort_values(["iteration", "start"], kind="stable")
+    furthest_end_before = (
+        intervals.groupby("iteration")["end"].cummax().groupby(intervals["iteration"]).shift()
+    )
+    reach_start = np.fmax(intervals["start"], furthest_end_before)
+    added = (intervals["end"] - reach_start).clip(lower=0)
+    return added.groupby(intervals["iteration"]).sum()
+
+
+def _launch_delays(gpu_events: pd.DataFrame) -> pd.Series:
+    """Per iteration, the median over launch calls of first GPU start minus end of the call."""
+    launched = gpu_events[gpu_events["by_launch_call"] & (gpu_events["iteration"] >= 0)]
+    per_call = launched.groupby(["iteration", "correlation"]).agg(
+        first_gpu_start=("ts", "min"), call_end=("call_end", "first")
+    )
+    delays = per_call["first_gpu_start"] - per_call["call_end"]
+    return delays.groupby(level="iteration").median()
+
+
+def _kernel_table(kernels: pd.DataFrame, iterations: int, mode: str) -> pd.DataFrame:
+    per_name = kernels.groupby("name").agg(
+        calls=("dur", "size"), total_us=("dur", "sum"), mean_us=("dur", "mean"),
+        min_us=("dur", "min"), max_us=("dur", "max"),
+    ).reset_index()
+    all_kernels_us = per_name["total_us"].sum()
+    table = pd.DataFrame({
+        "mode": mode,
+        "kernel": per_name["name"].map(short_kernel_name),
+        "kernel_full": per_name["name"],
+        "calls_per_iter": per_name["calls"] / iterations if iterations else np.nan,
+        "total_us": per_name["total_us"],
+        "mean_us": per_name["mean_us"],
+        "min_us": per_name["min_us"],
+        "max_us": per_name["max_us"],
+        "share_of_gpu_pct": per_name["total_us"] / all_kernels_us * 100 if all_kernels_us
+        else np.nan,
+    }, columns=KERNEL_COLUMNS)
+    table = table.sort_values(["total_us", "kernel_full"], ascending=[False, True])
+    return table.astype(KERNEL_DTYPES).reset_index(drop=True)
+
