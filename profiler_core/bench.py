@@ -4,8 +4,9 @@ Scope: the project's benchmark, on a GPU. For a few reference configs it times, 
 the tool's eager and graph medians and those of a bare loop written out by hand below (same step,
 same method: CUDA events around each step or replay, synchronised), alternating tool and bare
 rounds (ABBA) so drift hits both. It also reports the floor (graph replay median over the GPU
-busy time per iteration from the profiler), the NVML sampler's effect on the medians, and the
-profiler's overhead. Nothing here is a test: it prints and writes figures.
+busy time per iteration from the profiler, and the same with replays queued back to back), the
+NVML sampler's effect on the medians (sampler on vs off in alternating rounds of one process), and
+the profiler's overhead. Nothing here is a test: it prints and writes figures.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from profiler_core.capture import GraphedStep
 from profiler_core.config import RunConfig
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.runner import run_experiment
+from profiler_core.telemetry import NvmlSampler
+from profiler_core.workloads import TrainingStep, make_batches, matmul_precision
 
 BENCH_CONFIGS = {
     "seed-fp32": dict(dtype="fp32"),
@@ -31,8 +35,9 @@ ROUNDS = ("tool", "bare", "bare", "tool")
 
 @dataclass(frozen=True)
 class BareTimes:
-    eager_ms: np.ndarray
-    graph_ms: np.ndarray
+    eager_ms: np.ndarray  # per step, synchronised before each, CUDA events around it
+    graph_ms: np.ndarray  # per replay, likewise
+    graph_back_to_back_ms: float  # mean replay time with replays queued back to back
 
 
 def bare_loop(config: RunConfig, iterations: int) -> BareTimes:
@@ -105,8 +110,63 @@ def bare_loop(config: RunConfig, iterations: int) -> BareTimes:
         end.synchronize()
         if i >= 5:
             graph_ms.append(start.elapsed_time(end))
+    # Back to back: replays queued without a sync between them, events around the whole block.
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(iterations):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    back_to_back_ms = start.elapsed_time(end) / iterations
     torch.backends.cuda.matmul.allow_tf32 = False
-    return BareTimes(np.array(eager_ms), np.array(graph_ms))
+    return BareTimes(np.array(eager_ms), np.array(graph_ms), back_to_back_ms)
+
+
+def sampler_effect(config: RunConfig, rounds: int = 8, iterations: int = 50) -> dict[str, float]:
+    """Median step time with the NVML sampler running vs stopped, in one process on the same
+    replicas, rounds alternating (ABBA). ``*_noise_pct`` compares the sampler-off rounds among
+    themselves (even vs odd), the noise floor against which the effect is read."""
+    device = torch.device(config.device)
+    samples: dict[tuple[str, bool, int], list[float]] = {}
+    with matmul_precision(config.dtype):
+        batches = make_batches(config, 8, device, torch.Generator().manual_seed(config.seed))
+        eager = TrainingStep(config, device, graphed=False)
+        graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
+        graphed.capture(1, graphed.warm_up(batches[:3], count=True))
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        runs = {"eager": lambda i: eager.eager_step(*batches[i % 8]),
+                "graph": lambda i: (graphed.load(*batches[i % 8]), graphed.replay())}
+        for round_index in range(rounds):
+            order = (False, True) if round_index % 2 == 0 else (True, False)
+            for sampling in order:
+                sampler = NvmlSampler(device.index, interval_s=0.02) if sampling else None
+                if sampler is not None:
+                    sampler.start()
+                for mode, run in runs.items():
+                    for i in range(iterations):
+                        torch.cuda.synchronize(device)
+                        start.record()
+                        run(i)
+                        end.record()
+                        end.synchronize()
+                        samples.setdefault((mode, sampling, round_index % 2), []).append(
+                            start.elapsed_time(end))
+                if sampler is not None:
+                    sampler.stop()
+    effect = {}
+    for mode in ("eager", "graph"):
+        off_even = np.median(samples[(mode, False, 0)])
+        off_odd = np.median(samples[(mode, False, 1)])
+        off = np.median(samples[(mode, False, 0)] + samples[(mode, False, 1)])
+        on = np.median(samples[(mode, True, 0)] + samples[(mode, True, 1)])
+        effect[f"{mode}_sampler_effect_pct"] = float((on / off - 1.0) * 100.0)
+        effect[f"{mode}_noise_pct"] = float(abs(off_even / off_odd - 1.0) * 100.0)
+    return effect
+
+
+def _round_spread_pct(rounds: list[np.ndarray]) -> float:
+    medians = [float(np.median(r)) for r in rounds]
+    return (max(medians) / min(medians) - 1.0) * 100.0
 
 
 def run_benchmark(device: str = "cuda:0", replays: int = 400,
@@ -119,6 +179,7 @@ def run_benchmark(device: str = "cuda:0", replays: int = 400,
         base = RunConfig(device=device, replays=replays, trials=10, profile=False, nvml=False,
                          parity_steps=0, preset="seed", **overrides)
         samples: dict[tuple[str, str], list[np.ndarray]] = {}
+        back_to_back = []
         for round_kind in ROUNDS:
             counter.start_phase(f"{name}: {round_kind} loop")
             if round_kind == "tool":
@@ -131,6 +192,7 @@ def run_benchmark(device: str = "cuda:0", replays: int = 400,
                 bare = bare_loop(base, replays)
                 samples.setdefault(("eager", "bare"), []).append(bare.eager_ms)
                 samples.setdefault(("graph", "bare"), []).append(bare.graph_ms)
+                back_to_back.append(bare.graph_back_to_back_ms)
             counter.advance()
         for mode in ("eager", "graph"):
             tool_ms = float(np.median(np.concatenate(samples[(mode, "tool")])))
@@ -138,29 +200,31 @@ def run_benchmark(device: str = "cuda:0", replays: int = 400,
             fidelity.append({"config": name, "mode": mode, "tool_median_ms": tool_ms,
                              "bare_median_ms": bare_ms,
                              "difference_pct": (tool_ms / bare_ms - 1.0) * 100.0,
+                             "tool_round_spread_pct": _round_spread_pct(samples[(mode, "tool")]),
+                             "bare_round_spread_pct": _round_spread_pct(samples[(mode, "bare")]),
                              "gpu": gpu_name})
 
         counter.start_phase(f"{name}: profiled run (floor, profiler overhead)")
         profiled = run_experiment(base.replace(profile=True, nvml=False)).headline
+        busy_ms = profiled["graph_gpu_busy_us"] / 1e3
         floor.append({"config": name,
+                      "graph_busy_ms": busy_ms,
                       "graph_median_ms": profiled["graph_median_ms"],
-                      "graph_gpu_busy_ms": profiled["graph_gpu_busy_us"] / 1e3,
-                      "replay_over_busy": profiled["graph_median_ms"] * 1e3 / profiled["graph_gpu_busy_us"],
+                      "median_over_busy": profiled["graph_median_ms"] / busy_ms,
+                      "back_to_back_ms": float(np.median(back_to_back)),
+                      "back_to_back_over_busy": float(np.median(back_to_back)) / busy_ms,
                       "eager_median_ms": profiled["eager_median_ms"],
-                      "eager_gpu_busy_ms": profiled["eager_gpu_busy_us"] / 1e3,
+                      "eager_busy_ms": profiled["eager_gpu_busy_us"] / 1e3,
                       "eager_cpu_launch_ms": profiled["eager_cpu_launch_us"] / 1e3,
                       "graph_cpu_launch_ms": profiled["graph_cpu_launch_us"] / 1e3})
         counter.advance()
 
         counter.start_phase(f"{name}: NVML sampler on vs off")
-        without = run_experiment(base).headline
-        with_sampler = run_experiment(base.replace(nvml=True, nvml_interval_ms=20.0)).headline
         overheads.append({
             "config": name,
             "eager_profiler_overhead_pct": profiled["eager_profiler_overhead_pct"],
             "graph_profiler_overhead_pct": profiled["graph_profiler_overhead_pct"],
-            "eager_sampler_effect_pct": (with_sampler["eager_median_ms"] / without["eager_median_ms"] - 1) * 100,
-            "graph_sampler_effect_pct": (with_sampler["graph_median_ms"] / without["graph_median_ms"] - 1) * 100,
+            **sampler_effect(base),
         })
         counter.advance()
     counter.finish()

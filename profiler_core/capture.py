@@ -58,13 +58,13 @@ class GraphedStep:
     def capture(self, steps_per_graph: int, warmup_ms: float) -> CaptureCosts:
         """Capture ``steps_per_graph`` training steps into one graph (no work runs during capture)."""
         device = self.step.device
+        # As in the article: grads to None so backward allocates .grad from the graph's private pool.
+        self.step.optimizer.zero_grad(set_to_none=True)
         torch.cuda.synchronize(device)
         reserved_before = torch.cuda.memory_reserved(device)
         allocated_before = torch.cuda.memory_allocated(device)
         started = time.perf_counter()
         graph = torch.cuda.CUDAGraph()
-        # As in the article: grads to None so backward allocates .grad from the graph's private pool.
-        self.step.optimizer.zero_grad(set_to_none=True)
         try:
             with torch.cuda.graph(graph):
                 for index in range(steps_per_graph):

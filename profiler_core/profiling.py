@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import shutil
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -60,18 +61,21 @@ def profile_window(mode: str, prepare: Callable[[int], None], run: Callable[[int
                    on_iteration: Callable[[], None] = lambda: None) -> ProfiledWindow:
     """Profile ``iterations`` of ``run`` (after an untimed ``prepare``), export and analyse."""
     wall_ms = []
-    with profile(activities=_activities()) as profiler:
-        for i in range(iterations):
-            prepare(i)
-            timer.synchronize()
-            started = time.perf_counter()
-            with record_function(f"{ITERATION_MARKER}{i}"):
-                run(i)
-            timer.synchronize()
-            wall_ms.append((time.perf_counter() - started) * 1e3)
-            on_iteration()
-    trace_path.parent.mkdir(parents=True, exist_ok=True)
-    profiler.export_chrome_trace(str(trace_path))
+    with warnings.catch_warnings():
+        # torch warns that a profiler without a schedule clears events per cycle: one cycle here.
+        warnings.filterwarnings("ignore", message="Profiler clears events")
+        with profile(activities=_activities()) as profiler:
+            for i in range(iterations):
+                prepare(i)
+                timer.synchronize()
+                started = time.perf_counter()
+                with record_function(f"{ITERATION_MARKER}{i}"):
+                    run(i)
+                timer.synchronize()
+                wall_ms.append((time.perf_counter() - started) * 1e3)
+                on_iteration()
+        trace_path.parent.mkdir(parents=True, exist_ok=True)
+        profiler.export_chrome_trace(str(trace_path))
     analysis = analyse_trace(load_trace(trace_path), mode=mode)
     if trace_path.stat().st_size > COMPRESS_ABOVE_BYTES:
         packed = trace_path.with_name(trace_path.name + ".gz")

@@ -246,9 +246,13 @@ def plan_units(config: RunConfig) -> int:
 
 
 def _parity(config: RunConfig, device: torch.device, batches) -> dict[str, float]:
-    """Parameters after K eager steps vs K replays, dropout off, same seed and batches."""
+    """Parameters after K eager steps vs K replays, dropout off, same seed and batches.
+
+    Both replicas get the graphed replica's optimizer settings (``capturable=True`` for Adam), so
+    the comparison isolates replay against eager execution of the same arithmetic.
+    """
     quiet = config.replace(dropout1=0.0, dropout2=0.0)
-    eager = TrainingStep(quiet, device, graphed=False)
+    eager = TrainingStep(quiet, device, graphed=True)
     graphed = GraphedStep(TrainingStep(quiet, device, graphed=True), *batches[0])
     warmup = [batches[i % len(batches)] for i in range(quiet.warmup_iters)]
     graphed.warm_up(warmup, count=True)

@@ -85,10 +85,17 @@ def test_bf16_graph_launch_time_far_below_eager_and_one_graph_launch_per_replay(
     assert head["graph_cpu_launch_us"] < 0.25 * head["eager_cpu_launch_us"]
     graph_split = result.table("launch_split").query("mode == 'graph'")
     assert len(graph_split) == 20
-    assert (graph_split["launches"] == 1).all()
-    trace = load_trace(result.trace_paths["graph"])
-    launches = [e for e in trace["traceEvents"] if e.get("name", "").startswith("cudaGraphLaunch")]
-    assert len(launches) == 20
+    # One cudaGraphLaunch per replay; with dropout, replay() also refreshes the graph's RNG seed
+    # and offset (two small fill kernels), so a replay enqueues 3 launches in all.
+    assert (graph_split["launches"] == 3).all()
+    events = load_trace(result.trace_paths["graph"])["traceEvents"]
+    steps = [e for e in events if e.get("cat") == "user_annotation"
+             and e.get("name", "").startswith("ProfilerStep#")]
+    graph_launches = [e for e in events if e.get("name", "").startswith("cudaGraphLaunch")]
+    assert len(steps) == 20 and len(graph_launches) == 20
+    for step in steps:
+        inside = [e for e in graph_launches if step["ts"] <= e["ts"] <= step["ts"] + step["dur"]]
+        assert len(inside) == 1
 
 
 @pytest.mark.parametrize("dtype, optimizer, capture_iters", [("fp16", "adam", 1), ("tf32", "adamw", 2),
@@ -98,7 +105,7 @@ def test_other_precisions_and_optimizers_run_and_match(dtype, optimizer, capture
                        trials=4, profile=False, nvml=False, parity_steps=3, hidden_layers=2)
     result = run_experiment(config)
     assert result.headline["counters_match"] is True
-    assert result.headline["parity_max_rel_diff"] < 5e-2
+    assert result.headline["parity_max_rel_diff"] < 1e-3
     assert math.isfinite(result.headline["speedup"])
 
 
