@@ -1,7 +1,8 @@
 """The command line: ``python -m profiler_core {run,bench,trace-stats}``.
 
 Exit codes: 0 success; 2 bad input (one line naming the option and what is allowed); 3 no CUDA
-device; 4 the step could not be captured; 1 anything else the tool reports as an error.
+device; 4 the step could not be captured; 5 not enough GPU memory; 6 a GPU fault; 130 interrupted.
+A run that stops early keeps what it measured in its run directory, marked incomplete.
 """
 
 from __future__ import annotations
@@ -94,6 +95,12 @@ def _command_run(args) -> int:
         cli.BarProgress() if args.progress == "bar" else None)
     try:
         result = run_experiment(config, progress=reporter or (lambda progress: None))
+    except BaseException as error:
+        partial = getattr(error, "partial_result", None)
+        if partial is not None:
+            kept = partial.save(args.out)
+            print(f"The incomplete run was kept in {kept} (marked incomplete).", file=sys.stderr)
+        raise
     finally:
         if reporter is not None:
             reporter.close()

@@ -30,7 +30,7 @@ BENCH_CONFIGS = {
     "seed-bf16": dict(dtype="bf16"),
     "launch-bound-fp32": dict(batch=64, d_in=512, hidden=512, d_out=256),
 }
-ROUNDS = ("tool", "bare", "bare", "tool")
+ROUNDS = ("tool", "bare", "bare", "tool") * 3  # ABBA, three times: drift and noise hit both
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,61 @@ Scope: one graphed replica of the training step, its static inputs and what capt
 from __future__ import annotations
 
 import time
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from profiler_core.errors import CaptureError
 from profiler_core.workloads import TrainingStep
+
+
+_TORCH_DIR = str(Path(torch.__file__).parent)
+# Source text that gives away why a line cannot be captured.
+_HOST_SYNC_CODE = (".item()", ".cpu()", ".tolist()", ".numpy()", "print(", ".nonzero(", "synchronize(")
+_CPU_TENSOR_CODE = (".to(", ".cuda(", "torch.tensor(", "torch.zeros(", "torch.ones(", "torch.randn(")
+
+
+def _exception_chain(error: BaseException) -> list[BaseException]:
+    """The error and what it was raised from or during, the original first."""
+    chain = []
+    while error is not None and error not in chain:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain[::-1]
+
+
+def _offending_frame(error: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of the original error that is not inside torch itself."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if not frame.filename.startswith(_TORCH_DIR)]
+    return frames[-1] if frames else None
+
+
+def diagnose_capture_failure(error: BaseException) -> CaptureError:
+    """A ``CaptureError`` that names the cause (the offending line where it can be found) and the fix."""
+    chain = _exception_chain(error)
+    text = " ".join(str(e) for e in chain)
+    frame = _offending_frame(chain[0])
+    code = (frame.line or "").strip() if frame else ""
+    where = f" at {Path(frame.filename).name}:{frame.lineno} `{code}`" if frame else ""
+    if "capturable" in text:
+        cause = "the optimizer was built without capturable=True"
+        fix = "build Adam/AdamW with capturable=True (or use SGD) for the graphed step"
+    elif any(marker in code for marker in _HOST_SYNC_CODE):
+        cause = "the step synchronises with the host"
+        fix = ("keep .item(), .cpu(), .tolist(), print() of tensors and other host syncs out of the "
+               "captured step: read values after replay() instead")
+    elif any(marker in code for marker in _CPU_TENSOR_CODE):
+        cause = "the step copies a CPU tensor to the GPU"
+        fix = "create the tensor on the GPU once, before capture, and reuse it inside the step"
+    else:
+        cause = "an operation in the step is not allowed during capture"
+        fix = ("captured steps may not synchronise with the host, copy CPU tensors, or change tensor "
+               "shapes; see PyTorch's CUDA-graph constraints")
+    detail = str(chain[0]).strip().splitlines()[0] if str(chain[0]).strip() else type(chain[0]).__name__
+    return CaptureError(f"the training step could not be captured: {cause}{where} ({detail})", fix)
 
 
 @dataclass(frozen=True)
@@ -74,11 +123,7 @@ class GraphedStep:
                         self.step.optimizer.zero_grad(set_to_none=False)
                     self.step.forward_backward_update(self.static_x, self.static_y)
         except RuntimeError as error:
-            raise CaptureError(
-                f"the training step could not be captured into a CUDA graph: {error}".splitlines()[0],
-                "a captured step may not synchronise with the host (.item(), .cpu(), print of a "
-                "tensor), use CPU tensors, or use an optimizer without capturable=True",
-            ) from error
+            raise diagnose_capture_failure(error) from error
         torch.cuda.synchronize(device)
         capture_ms = (time.perf_counter() - started) * 1e3
         self.graph = graph

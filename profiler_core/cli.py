@@ -12,7 +12,7 @@ import sys
 import time
 from typing import IO, Any, Sequence
 
-from profiler_core.config import DTYPES, OPTIMIZERS, PRESETS, RunConfig, preset
+from profiler_core.config import DTYPES, OPTIMIZERS, PRESETS, WORKLOADS, RunConfig, preset
 from profiler_core.errors import ConfigError
 from profiler_core.progress import Progress
 
@@ -25,6 +25,7 @@ OPTION_OF_FIELD = {
     "count_warmup": "--count-warmup", "seed": "--seed", "device": "--device", "trials": "--trials",
     "profile": "--profile", "profile_iters": "--profile-iters", "nvml": "--nvml",
     "nvml_interval_ms": "--nvml-interval-ms", "parity_steps": "--parity-steps", "preset": "--preset",
+    "workload": "--workload",
 }
 _INT_FIELDS = ("batch", "d_in", "hidden", "d_out", "hidden_layers", "warmup_iters", "capture_iters",
                "replays", "eager_iters", "seed", "trials", "profile_iters", "parity_steps")
@@ -94,6 +95,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="sample GPU utilisation with NVML")
     parser.add_argument("--nvml-interval-ms", type=_float_text, help="NVML polling period")
     parser.add_argument("--parity-steps", type=_int_text, help="steps compared for parity (0: skip)")
+    parser.add_argument("--workload", choices=WORKLOADS,
+                        help="the article's MLP (default) or a deliberately broken step that cannot "
+                             "be captured, to see the diagnosis")
 
 
 def build_parser() -> _Parser:
@@ -118,7 +122,8 @@ def build_parser() -> _Parser:
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The preset, overridden by every option given."""
     overrides: dict[str, Any] = {}
-    for name in _INT_FIELDS + _BOOL_FIELDS + ("dtype", "optimizer", "device", "nvml_interval_ms"):
+    for name in _INT_FIELDS + _BOOL_FIELDS + ("dtype", "optimizer", "device", "nvml_interval_ms",
+                                              "workload"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -139,7 +144,7 @@ def config_to_argv(config: RunConfig) -> list[str]:
         argv.append(flag if getattr(config, name) else "--no-" + flag[2:])
     argv += ["--dropout", repr(config.dropout1), repr(config.dropout2), "--dtype", config.dtype,
              "--optimizer", config.optimizer, "--device", config.device,
-             "--nvml-interval-ms", repr(config.nvml_interval_ms)]
+             "--nvml-interval-ms", repr(config.nvml_interval_ms), "--workload", config.workload]
     return argv
 
 

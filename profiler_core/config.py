@@ -15,6 +15,9 @@ from profiler_core.errors import ConfigError
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
+# The article's step, plus deliberately broken steps that cannot be captured (for the tests and the
+# CLI only; the dashboard never offers them): a host sync, a CPU tensor, a non-capturable optimizer.
+WORKLOADS = ("mlp", "broken-host-sync", "broken-cpu-tensor", "broken-optimizer")
 
 # Largest tensor the tool will build, in elements (a layer over 2^31 elements is refused).
 MAX_TENSOR_ELEMENTS = 2**31
@@ -68,6 +71,7 @@ class RunConfig:
     nvml: bool = True  # sample GPU utilisation, clocks, power with NVML during the run
     nvml_interval_ms: float = 20.0  # NVML polling period
     parity_steps: int = 5  # replays compared with eager steps for numerical parity (0 = skip)
+    workload: str = "mlp"  # "mlp", or a deliberately broken step (see WORKLOADS)
     preset: str = "custom"  # informational: which preset the values came from
 
     def __post_init__(self) -> None:
@@ -142,6 +146,7 @@ def _validate(config: RunConfig) -> None:
         _check_float(config, name)
     _check_choice(config, "dtype", DTYPES)
     _check_choice(config, "optimizer", OPTIMIZERS)
+    _check_choice(config, "workload", WORKLOADS)
     for name in ("count_warmup", "profile", "nvml"):
         if not isinstance(getattr(config, name), bool):
             raise ConfigError(name, f"{name} must be true or false; got {getattr(config, name)!r}")

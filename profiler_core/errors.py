@@ -43,3 +43,15 @@ class CaptureError(ProfilerError):
     """The training step could not be captured into a CUDA graph."""
 
     exit_code = 4
+
+
+class GpuMemoryError(ProfilerError):
+    """The run needs more GPU memory than is free (estimated before running, or a real OOM)."""
+
+    exit_code = 5
+
+
+class CudaFaultError(ProfilerError):
+    """The GPU reported an error that leaves this process's CUDA context unusable."""
+
+    exit_code = 6

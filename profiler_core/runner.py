@@ -11,10 +11,12 @@ weights and see identical batches. ``--device cpu`` runs only the eager half.
 
 from __future__ import annotations
 
+import gc
 import math
 import platform
 import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -27,7 +29,9 @@ from profiler_core import schema, stats
 from profiler_core.capture import GraphedStep
 from profiler_core.config import RunConfig
 from profiler_core.counters import counters_table
-from profiler_core.errors import ConfigError, NoCudaError
+from profiler_core.errors import (ConfigError, CudaFaultError, GpuMemoryError, NoCudaError,
+                                  ProfilerError)
+from profiler_core.memory import check_fits
 from profiler_core.profiling import ProfiledWindow, initialise_profiler, profile_window
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.results import RunResult, coerce_table
@@ -298,48 +302,118 @@ def _launch_split_headline(windows: dict[str, ProfiledWindow], latency: pd.DataF
     return headline
 
 
+@dataclass
+class _RunState:
+    """What a run has measured so far; kept (marked incomplete) when a run stops early."""
+
+    headline: dict = field(default_factory=dict)
+    tables: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    traces: dict = field(default_factory=lambda: {"eager": None, "graph": None})
+    observed_counters: dict = field(default_factory=dict)
+
+
 def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progress) -> RunResult:
-    """Run ``config`` and return its result (not yet saved)."""
+    """Run ``config`` and return its result (not yet saved).
+
+    If the run stops early (out of memory, a step that cannot be captured, a GPU fault, Ctrl-C),
+    the exception raised carries ``partial_result``: what was measured, marked incomplete.
+    """
     device = resolve_device(config)
+    if device.type == "cuda":
+        check_fits(config, device)
     origin_s = time.time()
     phases = PhaseRecorder(origin_s)
     sampler = (NvmlSampler(device.index, interval_s=config.nvml_interval_ms / 1e3, origin_s=origin_s)
                if config.nvml and device.type == "cuda" else None)
     environment = describe_environment(device, _driver_version() if device.type == "cuda" else None)
     counter = ProgressCounter(plan_units(config), progress)
-    notes: list[str] = []
+    state = _RunState()
+    failure: BaseException | None = None
     if sampler is not None:
         sampler.start()
     try:
         with matmul_precision(config.dtype), tempfile.TemporaryDirectory() as trace_dir:
-            if device.type == "cuda":
-                headline, tables, traces = _run_cuda(config, device, phases, counter, Path(trace_dir))
-            else:
-                headline, tables, traces = _run_cpu(config, device, phases, counter)
-                notes.append("device cpu: only the eager half ran; CUDA graphs need a CUDA device, "
-                             "so there is no graph timing, capture, profiler split or NVML data")
+            try:
+                if device.type == "cuda":
+                    _run_cuda(config, device, phases, counter, Path(trace_dir), state)
+                else:
+                    state.notes.append("device cpu: only the eager half ran; CUDA graphs need a CUDA "
+                                       "device, so there is no graph timing, capture, profiler split "
+                                       "or NVML data")
+                    _run_cpu(config, device, phases, counter, state)
+            except torch.cuda.OutOfMemoryError as error:
+                failure = _out_of_memory(config, counter.phase, error)
+            except RuntimeError as error:
+                failure = _cuda_fault(counter.phase, error) if _is_cuda_fault(error) else error
+            except (ProfilerError, KeyboardInterrupt) as error:
+                failure = error
+            if failure is not None:
+                _release_gpu_memory(device)
+                state.notes.append(f"incomplete: the run stopped during {counter.phase}: "
+                                   f"{_one_line(failure)}")
+            if state.observed_counters:
+                state.tables["counters"] = counters_table(config, state.observed_counters)
             if sampler is not None:
                 sampler.stop()
-                tables["nvml"] = coerce_table("nvml", sampler.frame())
+                state.tables["nvml"] = coerce_table("nvml", sampler.frame())
                 capability = sampler.capability
-                headline["nvml_available"] = capability.available
+                state.headline["nvml_available"] = capability.available
                 if not capability.available:
-                    notes.append(f"NVML unavailable: {capability.reason}")
+                    state.notes.append(f"NVML unavailable: {capability.reason}")
                 elif capability.unsupported_metrics:
-                    notes.append("NVML metrics not supported on this GPU: "
-                                 + ", ".join(capability.unsupported_metrics))
-                notes.append(NVML_UTILISATION_CAVEAT)
-            tables["phases"] = coerce_table("phases", phases.frame())
+                    state.notes.append("NVML metrics not supported on this GPU: "
+                                       + ", ".join(capability.unsupported_metrics))
+                state.notes.append(NVML_UTILISATION_CAVEAT)
+            state.tables["phases"] = coerce_table("phases", phases.frame())
             environment["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            counter.finish()
-            result = RunResult(config=config, environment=environment, headline=headline,
-                               tables=tables, notes=notes, complete=True, trace_paths=traces)
-            # Traces live in the temporary directory: keep them in memory-independent form by
-            # letting save() copy them; callers save within this block via the returned paths.
-            return _detach_traces(result)
+            result = _detach_traces(RunResult(
+                config=config, environment=environment, headline=state.headline,
+                tables=state.tables, notes=state.notes, complete=failure is None,
+                trace_paths=state.traces))
     finally:
         if sampler is not None:
             sampler.stop()
+    if failure is not None:
+        failure.partial_result = result
+        raise failure
+    counter.finish()
+    return result
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _out_of_memory(config: RunConfig, phase: str, error: BaseException) -> GpuMemoryError:
+    """A fresh error (holding no frames, so the run's tensors can be freed) naming the phase."""
+    return GpuMemoryError(
+        f"CUDA ran out of memory during {phase} ({_one_line(error)})",
+        f"shrink the batch (now {config.batch:,}) or the layer sizes (D_in {config.d_in:,}, "
+        f"H {config.hidden:,} x{config.hidden_layers}, D_out {config.d_out:,}), or free memory "
+        "used by other processes")
+
+
+def _is_cuda_fault(error: RuntimeError) -> bool:
+    text = str(error)
+    return "CUDA error" in text or "CUBLAS_STATUS" in text or "cudaError" in text
+
+
+def _cuda_fault(phase: str, error: RuntimeError) -> CudaFaultError:
+    return CudaFaultError(f"the GPU reported an error during {phase}: {_one_line(error)}",
+                          "the CUDA context of this process is unusable: start a new run (the "
+                          "dashboard starts each run in a fresh worker process)")
+
+
+def _release_gpu_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        try:
+            torch.cuda.synchronize(device)
+            torch.cuda.empty_cache()
+        except RuntimeError:
+            pass  # a faulted context cannot synchronise; the process must end anyway
 
 
 def _detach_traces(result: RunResult) -> RunResult:
@@ -358,12 +432,13 @@ def _detach_traces(result: RunResult) -> RunResult:
 
 
 def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
-             progress: ProgressCounter):
+             progress: ProgressCounter, state: _RunState) -> None:
     generator = torch.Generator().manual_seed(config.seed)
     batches = make_batches(config, min(BATCH_POOL_SIZE, config.total_eager_iters), device, generator)
     step = TrainingStep(config, device, graphed=False)
     timer = _Timer(device)
-    observed = {"initial": float(step.counter.item())}
+    observed = state.observed_counters
+    observed["initial"] = float(step.counter.item())
     eager = _eager_mode(step, batches, 1)
     progress.start_phase("warm-up", f"{config.warmup_iters} eager steps")
     with phases.phase("warm-up"):
@@ -374,19 +449,20 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     progress.start_phase("timed trials", f"{config.total_eager_iters} eager steps")
     latency = _timed_trials([eager], {"eager": config.total_eager_iters}, config.trials, timer,
                             phases, progress)
+    state.tables["latency"] = latency
     observed["eager_after_timed"] = float(step.counter.item())
     progress.start_phase("article loop", "no-sync loop timing")
     blocks = _block_trials([eager], {"eager": max(1, config.total_eager_iters // config.trials)},
                            config.trials, timer, phases, progress)
-    table = _stats_table(latency, blocks)
-    headline = _timing_headline(config, latency, table)
-    headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
-    tables = {"counters": counters_table(config, observed), "latency": latency, "stats": table}
-    return headline, tables, {"eager": None, "graph": None}
+    state.tables["stats"] = _stats_table(latency, blocks)
+    state.headline.update(_timing_headline(config, latency, state.tables["stats"]))
+    state.headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
 
 
 def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
-              progress: ProgressCounter, trace_dir: Path):
+              progress: ProgressCounter, trace_dir: Path, state: _RunState) -> None:
+    headline, tables, observed = state.headline, state.tables, state.observed_counters
+    progress.start_phase("batches", f"{BATCH_POOL_SIZE} batches on {config.device}")
     generator = torch.Generator().manual_seed(config.seed)
     batches = make_batches(config, BATCH_POOL_SIZE, device, generator)
     timer = _Timer(device)
@@ -403,13 +479,13 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
             eager.run(i)
             progress.advance()
     torch.cuda.synchronize(device)
-    eager_peak = torch.cuda.max_memory_allocated(device) - baseline
+    headline["eager_peak_bytes"] = int(torch.cuda.max_memory_allocated(device) - baseline)
 
     # Graphed replica: the article's warm-up on a side stream, then capture.
     before_graph = torch.cuda.memory_allocated(device)
     graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
     counter_tensor = graphed.step.counter
-    observed = {"initial": float(counter_tensor.item())}
+    observed["initial"] = float(counter_tensor.item())
     if config.profile:
         with phases.phase("profiler init"):
             initialise_profiler()
@@ -424,15 +500,19 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         costs = graphed.capture(config.capture_iters, warmup_ms)
     progress.advance(config.capture_iters)
     observed["after_capture"] = float(counter_tensor.item())
+    headline.update(warmup_ms=costs.warmup_ms, capture_ms=costs.capture_ms,
+                    graph_pool_bytes=costs.pool_reserved_bytes,
+                    graph_pool_allocated_bytes=costs.pool_allocated_bytes)
     graph = _graph_mode(graphed, batches, config.capture_iters)
     torch.cuda.reset_peak_memory_stats(device)
+    progress.start_phase("graph warm-up", f"{TIMING_WARMUP_ITERS} untimed replays")
     with phases.phase("graph warm-up"):
         for i in range(TIMING_WARMUP_ITERS):
             graph.prepare(i)
             graph.run(i)
             progress.advance(config.capture_iters)
     torch.cuda.synchronize(device)
-    graph_peak = torch.cuda.max_memory_allocated(device) - before_graph
+    headline["graph_peak_bytes"] = int(torch.cuda.max_memory_allocated(device) - before_graph)
 
     # Timed trials: counters reset first, so after them they hold exactly the timed work.
     counter_tensor.zero_()
@@ -441,6 +521,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     latency = _timed_trials([eager, graph], {"eager": config.total_eager_iters,
                                              "graph": config.replays},
                             config.trials, timer, phases, progress)
+    tables["latency"] = latency
     observed["after_replay"] = float(counter_tensor.item())
     observed["eager_after_timed"] = float(eager_step.counter.item())
 
@@ -449,19 +530,13 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     blocks = _block_trials([eager, graph], {"eager": block_replays * config.capture_iters,
                                             "graph": block_replays},
                            config.trials, timer, phases, progress)
-    table = _stats_table(latency, blocks)
-    headline = _timing_headline(config, latency, table)
-    counters = counters_table(config, observed)
+    tables["stats"] = _stats_table(latency, blocks)
+    headline.update(_timing_headline(config, latency, tables["stats"]))
     headline.update(
-        counters_match=bool(counters["match"].all()),
-        warmup_ms=costs.warmup_ms, capture_ms=costs.capture_ms,
-        graph_pool_bytes=costs.pool_reserved_bytes, graph_pool_allocated_bytes=costs.pool_allocated_bytes,
-        eager_peak_bytes=int(eager_peak), graph_peak_bytes=int(graph_peak),
+        counters_match=bool(counters_table(config, observed)["match"].all()),
         break_even_iters=stats.break_even_iterations(costs.capture_ms, headline["eager_median_ms"],
                                                      headline["graph_median_ms"]),
     )
-    tables = {"counters": counters, "latency": latency, "stats": table}
-    traces: dict[str, Path | None] = {"eager": None, "graph": None}
     if config.profile:
         windows = _profile_modes(config, [eager, graph], timer, trace_dir, phases, progress)
         tables["launch_split"] = coerce_table("launch_split", pd.concat(
@@ -471,7 +546,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         tables["breakdown"] = coerce_table(
             "breakdown", decompose_speedup(windows["eager"].analysis, windows["graph"].analysis))
         headline.update(_launch_split_headline(windows, latency))
-        traces = {mode: window.trace_path for mode, window in windows.items()}
+        state.traces.update({mode: window.trace_path for mode, window in windows.items()})
 
     del graphed, graph, eager, eager_step, counter_tensor
     torch.cuda.empty_cache()
@@ -480,4 +555,3 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         with phases.phase("parity"):
             headline.update(_parity(config, device, batches))
         progress.advance(2 * config.parity_steps * config.capture_iters)
-    return headline, tables, traces

@@ -29,7 +29,12 @@ def build_model(config: RunConfig) -> nn.Sequential:
 
 
 def build_optimizer(config: RunConfig, params, capturable: bool) -> torch.optim.Optimizer:
-    """SGD (lr 0.1), Adam or AdamW; Adam-style optimizers get ``capturable=True`` when graphed."""
+    """SGD (lr 0.1), Adam or AdamW; Adam-style optimizers get ``capturable=True`` when graphed.
+
+    The ``broken-optimizer`` workload uses Adam without ``capturable``, which cannot be captured.
+    """
+    if config.workload == "broken-optimizer":
+        return torch.optim.Adam(params, lr=LEARNING_RATES["adam"], capturable=False)
     lr = LEARNING_RATES[config.optimizer]
     if config.optimizer == "sgd":
         return torch.optim.SGD(params, lr=lr)
@@ -96,7 +101,11 @@ class TrainingStep:
         """
         with self.autocast():
             prediction = self.model(x)
+            if self.config.workload == "broken-cpu-tensor":
+                prediction = prediction + torch.zeros(1).to(self.device)  # a CPU tensor copied in
             loss = self.loss_fn(prediction.float(), y)
+        if self.config.workload == "broken-host-sync":
+            loss.item()  # a host synchronisation inside the step
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
         else:

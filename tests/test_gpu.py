@@ -145,3 +145,58 @@ def test_cli_seed_run_end_to_end(tmp_path):
     assert completed.returncode == 0, completed.stderr
     assert "Speedup" in completed.stdout and "article's method" in completed.stdout
     assert json.loads((out / "summary.json").read_text())["complete"] is True
+
+
+@pytest.mark.parametrize("workload, cause", [
+    ("broken-host-sync", "synchronises with the host"),
+    ("broken-cpu-tensor", "copies a CPU tensor"),
+    ("broken-optimizer", "without capturable=True"),
+])
+def test_uncapturable_steps_are_diagnosed_and_the_next_run_works(workload, cause):
+    from profiler_core.errors import CaptureError
+
+    config = RunConfig(**LAUNCH_BOUND, workload=workload, replays=10, trials=2, nvml=False,
+                       profile=False, parity_steps=0)
+    with pytest.raises(CaptureError) as raised:
+        run_experiment(config)
+    print(f"{workload}: {raised.value.message} | fix: {raised.value.hint}")
+    assert cause in raised.value.message and "workloads.py" in raised.value.message
+    partial = raised.value.partial_result
+    assert partial.complete is False
+    assert set(partial.table("counters")["phase"]) == {"initial", "after_warmup"}
+    ok = run_experiment(RunConfig(**LAUNCH_BOUND, replays=10, trials=2, nvml=False, profile=False,
+                                  parity_steps=0))
+    assert ok.complete and ok.headline["counters_match"] is True
+
+
+def test_out_of_memory_is_caught_freed_and_the_next_run_works(monkeypatch):
+    import profiler_core.runner as runner
+    from profiler_core.errors import GpuMemoryError
+
+    monkeypatch.setattr(runner, "check_fits", lambda config, device: None)  # skip the estimate
+    free_before, _ = torch.cuda.mem_get_info()
+    huge = RunConfig(batch=131_072, d_in=16_384, hidden=16_384, d_out=16_384, replays=10, trials=2,
+                     nvml=False, profile=False, parity_steps=0)
+    with pytest.raises(GpuMemoryError) as raised:
+        run_experiment(huge)
+    print(f"out of memory: {raised.value.message} | fix: {raised.value.hint}")
+    assert "ran out of memory during" in raised.value.message and "batch" in raised.value.hint
+    assert raised.value.partial_result.complete is False
+    free_after, _ = torch.cuda.mem_get_info()
+    assert free_after > free_before - 2 * 2**30  # the failed run's memory was given back
+    monkeypatch.undo()
+    ok = run_experiment(RunConfig(**LAUNCH_BOUND, replays=10, trials=2, nvml=False, profile=False,
+                                  parity_steps=0))
+    assert ok.complete
+
+
+def test_the_memory_estimate_refuses_before_allocating():
+    from profiler_core.errors import GpuMemoryError
+
+    huge = RunConfig(batch=131_072, d_in=16_384, hidden=16_384, d_out=16_384)
+    before = torch.cuda.memory_allocated()
+    with pytest.raises(GpuMemoryError) as raised:
+        run_experiment(huge)
+    print(f"estimate: {raised.value.message}")
+    assert "GiB free" in raised.value.message
+    assert torch.cuda.memory_allocated() == before

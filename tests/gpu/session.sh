@@ -16,7 +16,7 @@ log=$OUT/session.log
     echo "=== $part ($(date -u +%T))"
     case $part in
       pytest)
-        timeout 300 python3 -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider 2>&1 ;;
+        timeout 300 python3 -m pytest -m gpu tests/test_gpu.py -q -s -p no:cacheprovider 2>&1 | grep -v -e "^\[" ;;
       cli)
         for preset in lesson1 lesson2 lesson3; do
           timeout 60 python3 -m profiler_core run --preset $preset --out "$work/$preset" --progress none \
@@ -25,7 +25,13 @@ log=$OUT/session.log
         timeout 120 python3 -m profiler_core run --preset seed --out "$work/seed-fp32" --progress none
         timeout 120 python3 -m profiler_core run --preset seed --dtype bf16 --out "$work/seed-bf16" --progress none
         timeout 120 python3 -m profiler_core run --batch 64 --d-in 512 --hidden 512 --d-out 256 --out "$work/launch-bound" --progress none
-        timeout 30 python3 -m profiler_core run --batch 0 --out "$work/bad"; echo "exit code for --batch 0: $?" ;;
+        timeout 30 python3 -m profiler_core run --batch 0 --out "$work/bad"; echo "exit code for --batch 0: $?"
+        for broken in broken-host-sync broken-cpu-tensor broken-optimizer; do
+          timeout 60 python3 -m profiler_core run --workload $broken --replays 10 --trials 2 --out "$work/$broken" --progress none
+          echo "exit code for --workload $broken: $?"
+        done
+        timeout 60 python3 -m profiler_core run --batch 131072 --d-in 16384 --hidden 16384 --d-out 16384 --out "$work/huge"
+        echo "exit code for a config too large for the GPU: $?" ;;
       traces)
         # Small real traces for the CPU tests (tests/data/): a handful of iterations per mode.
         timeout 120 python3 -m profiler_core run --batch 64 --d-in 512 --hidden 512 --d-out 256 \

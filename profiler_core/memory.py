@@ -1,0 +1,75 @@
+"""GPU memory: what a run will need, checked against what is free before anything is allocated.
+
+Scope: a deliberately simple, slightly generous estimate (weights, gradients, optimizer state,
+activations, the graph's private pool, the batch pool) and the refusal that names what to shrink.
+A run that still runs out of memory is caught in ``runner``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from profiler_core.config import RunConfig
+from profiler_core.errors import GpuMemoryError
+
+FP32_BYTES = 4
+# Batches drawn once and cycled (runner.BATCH_POOL_SIZE), kept here to avoid an import cycle.
+BATCH_POOL_BATCHES = 8
+# cuBLAS workspaces, the CUDA context's own allocations, allocator rounding.
+FIXED_OVERHEAD_BYTES = 512 * 2**20
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    parameters_bytes: int  # one replica's weights
+    gradients_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int  # one step's saved activations and backward temporaries
+    batches_bytes: int
+    total_bytes: int  # two replicas (eager, graphed), a graph pool, batches and fixed overhead
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def parameter_count(config: RunConfig) -> int:
+    hidden_layers = config.hidden_layers - 1
+    return (config.d_in * config.hidden + config.hidden
+            + hidden_layers * (config.hidden * config.hidden + config.hidden)
+            + config.hidden * config.d_out + config.d_out)
+
+
+def estimate(config: RunConfig) -> MemoryEstimate:
+    parameters = parameter_count(config) * FP32_BYTES
+    optimizer = 2 * parameters if config.optimizer in ("adam", "adamw") else 0
+    # Per layer output: the activation, the dropout/ReLU output and mask, its gradient; autocast
+    # adds low-precision copies of weights and activations. Counted at fp32 for margin.
+    widths = config.d_in + 3 * config.hidden * config.hidden_layers + 3 * config.d_out
+    activations = 2 * config.batch * widths * FP32_BYTES + parameters // 2
+    batches = BATCH_POOL_BATCHES * config.batch * (config.d_in + config.d_out) * FP32_BYTES
+    replica = 2 * parameters + optimizer  # weights and gradients, optimizer state
+    total = 2 * replica + 2 * activations + batches + FIXED_OVERHEAD_BYTES
+    return MemoryEstimate(parameters, parameters, optimizer, activations, batches, total)
+
+
+def _gib(value: int) -> str:
+    return f"{value / 2**30:.1f} GiB"
+
+
+def check_fits(config: RunConfig, device: torch.device) -> MemoryEstimate:
+    """Refuse a config that clearly needs more than the device's free memory."""
+    needed = estimate(config)
+    free_bytes, _ = torch.cuda.mem_get_info(device)
+    if needed.total_bytes > free_bytes:
+        largest = max(("batch", config.batch), ("hidden", config.hidden), ("d_in", config.d_in),
+                      key=lambda item: item[1])
+        raise GpuMemoryError(
+            f"this config needs about {_gib(needed.total_bytes)} of GPU memory "
+            f"(weights {_gib(needed.parameters_bytes)} per replica, activations "
+            f"{_gib(needed.activations_bytes)}, batches {_gib(needed.batches_bytes)}); "
+            f"{config.device} has {_gib(free_bytes)} free",
+            f"shrink the batch or the layer sizes (for example {largest[0]}, now {largest[1]:,}), "
+            "or free memory used by other processes")
+    return needed
