@@ -1,0 +1,59 @@
+"""Entry frame of the dashboard: ``streamlit run dashboard/app.py``.
+
+Page config, the shared sidebar (which run is open; the controls for a new run and the Run
+button), the live run panel, then the chosen view from ``dashboard/views/``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `streamlit run dashboard/app.py` puts only dashboard/ on the path
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from dashboard import controls, runpanel, state  # noqa: E402
+
+st.set_page_config(page_title="CUDA Graphs profiler", page_icon=":material/speed:", layout="wide")
+
+VIEWS = [
+    st.Page("views/overview.py", title="Overview", icon=":material/insights:", default=True),
+    st.Page("views/counters.py", title="Counters", icon=":material/pin:"),
+    st.Page("views/latency.py", title="Latency", icon=":material/timer:"),
+    st.Page("views/launch_split.py", title="Launch split", icon=":material/call_split:"),
+    st.Page("views/gpu.py", title="GPU", icon=":material/memory:"),
+    st.Page("views/kernels.py", title="Kernels", icon=":material/view_list:"),
+    st.Page("views/runs.py", title="Runs", icon=":material/folder_open:"),
+]
+page = st.navigation(VIEWS)
+
+state.init_session()
+runpanel.handle_finished_job()
+
+with st.sidebar:
+    st.header("Open a run")
+    # Current values are passed as defaults too (see controls._widget for why).
+    st.text_input("Runs folder", value=st.session_state[state.RUNS_DIR], key=state.RUNS_DIR,
+                  help="Where new runs are saved and listed (default ./runs, or $PROFILER_RUNS_DIR).")
+    options = state.run_options()
+    if st.session_state.get(state.OPEN_RUN) not in options:
+        st.session_state[state.OPEN_RUN] = next(iter(options), None)
+    if options:
+        keys = list(options)
+        st.selectbox("Showing", keys, index=keys.index(st.session_state[state.OPEN_RUN]),
+                     key=state.OPEN_RUN, format_func=options.get,
+                     help="The bundled sample, every run in the runs folder, and uploads.")
+    else:
+        st.caption("No runs yet: start one below, or upload a zip on the Runs page. "
+                   + state.sample_missing_text())
+
+    st.header("New run")
+    gpus, no_gpu_reason = state.device_list()
+    config, error = controls.run_controls(gpus, no_gpu_reason)
+    runpanel.run_button(config, error)
+
+runpanel.job_panel()
+page.run()

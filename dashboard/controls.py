@@ -1,0 +1,226 @@
+"""The sidebar's run controls: one widget per ``RunConfig`` field, presets, and validation.
+
+Scope: widgets -> a validated ``RunConfig``. Ranges come from ``INT_LIMITS``/``FLOAT_LIMITS``
+(the widgets refuse values outside them); every other rule of ``RunConfig`` (trials <= replays,
+no tensor over 2^31 elements, ...) is checked by building the config, and a ``ConfigError`` is
+shown right under the control it names, with what is allowed, before anything can run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import devices
+from profiler_core.config import (
+    DTYPES,
+    FLOAT_LIMITS,
+    INT_LIMITS,
+    OPTIMIZERS,
+    PRESET_DESCRIPTIONS,
+    PRESETS,
+    RunConfig,
+)
+from profiler_core.errors import ConfigError
+
+PREFIX = "cfg_"
+PRESET_KEY = "cfg_preset"
+DEVICE_KEY = "cfg_device"
+TIMEOUT_KEY = "cfg_timeout_s"
+DEFAULT_TIMEOUT_S = 900
+PRESET_FIELDS = [f.name for f in dataclasses.fields(RunConfig) if f.name not in ("device", "preset")]
+
+LABELS = {
+    "batch": "Batch size N", "d_in": "Input features D_in", "hidden": "Hidden width H",
+    "d_out": "Output features D_out", "hidden_layers": "Hidden layers",
+    "dropout1": "Dropout after the first Linear", "dropout2": "Dropout after the last Linear",
+    "dtype": "Precision", "optimizer": "Optimizer", "warmup_iters": "Warm-up iterations",
+    "capture_iters": "Iterations per graph", "replays": "Graph replays",
+    "eager_iters": "Eager iterations", "count_warmup": "Counter counts warm-up",
+    "seed": "Seed", "trials": "Trials (eager/graph blocks)", "profile": "Profiler (launch split)",
+    "profile_iters": "Profiled iterations", "nvml": "NVML telemetry",
+    "nvml_interval_ms": "NVML interval (ms)", "parity_steps": "Parity steps",
+}
+HELP = {
+    "batch": "Rows per training batch.",
+    "d_in": "Features into the first Linear layer.",
+    "hidden": "Width of every hidden layer.",
+    "d_out": "Features out of the last Linear layer.",
+    "hidden_layers": "1 is the article's Linear-Dropout-Linear-Dropout; k adds k-1 Linear+ReLU.",
+    "dropout1": "Dropout probability after the first Linear.",
+    "dropout2": "Dropout probability after the last Linear.",
+    "dtype": "fp32 (TF32 off), tf32, bf16 autocast or fp16 autocast with a GradScaler.",
+    "optimizer": "SGD (lr 0.1), Adam or AdamW (capturable=True in the graphed copy).",
+    "warmup_iters": "Side-stream iterations before capture (CUDA graphs need them).",
+    "capture_iters": "Training steps captured in one graph (the article's lesson 3 uses 3).",
+    "replays": "Timed graph replays.",
+    "eager_iters": "Timed eager steps. Empty: replays x iterations per graph, so both modes "
+                   "train for the same number of steps.",
+    "count_warmup": "Does the static counter count warm-up steps (the article's lesson 2: no).",
+    "seed": "Seeds weights, batches and dropout.",
+    "trials": "Eager and graph alternate in this many blocks, so drift hits both.",
+    "profile": "Record a torch.profiler window per mode: CPU launch vs GPU busy/idle, kernels, traces.",
+    "profile_iters": "Iterations in each profiled window.",
+    "nvml": "Sample GPU utilisation, clocks, power and memory with NVML during the run.",
+    "nvml_interval_ms": "NVML polling period.",
+    "parity_steps": "Replays compared with eager steps for numerical parity (0 skips it).",
+}
+SECTIONS = (
+    ("Model", ("batch", "d_in", "hidden", "d_out", "hidden_layers", "dropout1", "dropout2",
+               "dtype", "optimizer")),
+    ("Schedule", ("warmup_iters", "capture_iters", "replays", "eager_iters", "trials",
+                  "count_warmup", "seed")),
+    ("Measurement", ("profile", "profile_iters", "nvml", "nvml_interval_ms", "parity_steps")),
+)
+CHOICES = {"dtype": DTYPES, "optimizer": OPTIMIZERS}
+BOOLS = ("count_warmup", "profile", "nvml")
+
+
+def allowed_text(name: str) -> str:
+    """What a control accepts, in words (shown in its help and with any refusal)."""
+    if name in INT_LIMITS:
+        low, high = INT_LIMITS[name]
+        extra = " (empty: automatic)" if name == "eager_iters" else ""
+        return f"Allowed: a whole number from {low:,} to {high:,}{extra}."
+    if name in FLOAT_LIMITS:
+        low, high = FLOAT_LIMITS[name]
+        return f"Allowed: {low:g} to {high:g}."
+    if name in CHOICES:
+        return f"Allowed: {', '.join(CHOICES[name])}."
+    return ""
+
+
+def key(name: str) -> str:
+    return PREFIX + name
+
+
+def apply_preset() -> None:
+    """on_change of the preset selector: fill every control from the chosen preset."""
+    name = st.session_state.get(PRESET_KEY)
+    if name not in PRESETS:
+        return
+    config = PRESETS[name]
+    for field in PRESET_FIELDS:
+        st.session_state[key(field)] = getattr(config, field)
+
+
+def init_controls() -> None:
+    """First run of a session: the controls start at the seed preset."""
+    if PRESET_KEY not in st.session_state:
+        st.session_state[PRESET_KEY] = "seed"
+        apply_preset()
+    st.session_state.setdefault(TIMEOUT_KEY, DEFAULT_TIMEOUT_S)
+
+
+def _widget(name: str) -> None:
+    """One control. Its current value is also passed as the widget's default: a rerun that
+    reaches the server before the browser has drawn the control (a click right after the page
+    loads) then falls back to that value, not to the widget's minimum."""
+    label, help_text = LABELS[name], f"{HELP[name]} {allowed_text(name)}".strip()
+    k = key(name)
+    current = st.session_state.get(k)
+    if name in BOOLS:
+        st.toggle(label, value=bool(current), key=k, help=help_text)
+    elif name in CHOICES:
+        options = list(CHOICES[name])
+        st.selectbox(label, options, index=options.index(current) if current in options else 0,
+                     key=k, help=help_text)
+    elif name in FLOAT_LIMITS:
+        low, high = FLOAT_LIMITS[name]
+        step = 0.05 if name.startswith("dropout") else 5.0
+        st.number_input(label, min_value=float(low), max_value=float(high), step=step,
+                        value=None if current is None else float(current),
+                        format="%.2f" if name.startswith("dropout") else "%.1f", key=k, help=help_text)
+    else:
+        low, high = INT_LIMITS[name]
+        st.number_input(label, min_value=low, max_value=high, step=1, key=k, help=help_text,
+                        value=None if current is None else int(current),
+                        placeholder="auto: replays x iterations per graph" if name == "eager_iters" else None)
+
+
+def _device_selector(gpus: pd.DataFrame, no_gpu_reason: str) -> None:
+    options = list(gpus["device"]) + [devices.CPU_DEVICE]
+    rows = {row["device"]: row for row in gpus.to_dict("records")}
+    if st.session_state.get(DEVICE_KEY) not in options:
+        st.session_state[DEVICE_KEY] = options[0]
+
+    def describe(device: str) -> str:
+        if device == devices.CPU_DEVICE:
+            return "CPU (eager only: no graphs, to try the pipeline)"
+        return devices.describe_device(rows[device])
+
+    st.selectbox("GPU", options, index=options.index(st.session_state[DEVICE_KEY]), key=DEVICE_KEY,
+                 format_func=describe,
+                 help="The machine's GPUs by index, name and free memory. A CPU run times the "
+                      "eager step only.")
+    if gpus.empty:
+        st.caption(f"No CUDA GPU found: a run here times the eager step on the CPU only. "
+                   f"({no_gpu_reason})")
+
+
+def config_values() -> dict[str, Any]:
+    """The RunConfig keyword arguments the controls hold now."""
+    values: dict[str, Any] = {f: st.session_state.get(key(f)) for f in PRESET_FIELDS}
+    for name in INT_LIMITS:
+        if values.get(name) is not None:
+            values[name] = int(values[name])
+    for name in FLOAT_LIMITS:
+        if values.get(name) is not None:
+            values[name] = float(values[name])
+    values["device"] = st.session_state.get(DEVICE_KEY) or devices.CPU_DEVICE
+    chosen = st.session_state.get(PRESET_KEY, "seed")
+    same = chosen in PRESETS and all(values[f] == getattr(PRESETS[chosen], f) for f in PRESET_FIELDS)
+    values["preset"] = chosen if same else "custom"
+    return values
+
+
+def build_config(values: dict[str, Any]) -> tuple[RunConfig | None, ConfigError | None]:
+    try:
+        return RunConfig(**values), None
+    except ConfigError as error:
+        return None, error
+    except TypeError as exc:  # a control left empty that needs a value
+        return None, ConfigError("preset", f"a setting is missing: {exc}", "fill every control")
+
+
+def refusal_text(error: ConfigError) -> str:
+    allowed = allowed_text(error.field)
+    hint = f" {error.hint}." if error.hint else ""
+    return f"Refused: {error.message}.{hint} {allowed}".strip()
+
+
+def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | None, ConfigError | None]:
+    """Draw every control in the sidebar; returns the config, or the error shown beside its control.
+
+    Widget values are in session state before the widgets are drawn, so the config is checked
+    first: the section holding a refused control opens, and the refusal sits right under it.
+    """
+    init_controls()
+    _device_selector(gpus, no_gpu_reason)
+    presets = list(PRESETS)
+    st.selectbox("Preset", presets, index=presets.index(st.session_state[PRESET_KEY]),
+                 key=PRESET_KEY, on_change=apply_preset,
+                 help="Fills every control with one of the article's experiments.")
+    st.caption(PRESET_DESCRIPTIONS.get(st.session_state[PRESET_KEY], ""))
+    values = config_values()
+    config, error = build_config(values)
+    for title, names in SECTIONS:
+        refused_here = error is not None and error.field in names
+        with st.expander(title, expanded=(title == "Model") or refused_here):
+            for name in names:
+                _widget(name)
+                if refused_here and error.field == name:
+                    st.error(refusal_text(error), icon=":material/block:")
+    st.number_input("Stop a run after (s)", min_value=0, max_value=86_400, step=60, key=TIMEOUT_KEY,
+                    value=int(st.session_state[TIMEOUT_KEY]),
+                    help="A worker still running after this long is stopped (0: no limit).")
+    if error is None and values["preset"] == "custom":
+        st.caption("Values changed from the preset: this run is labelled 'custom'.")
+    return config, error
+
+
+def field_label(field: str) -> str:
+    return LABELS.get(field, field)

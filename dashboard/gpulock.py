@@ -1,0 +1,102 @@
+"""One run at a time per GPU, across every browser session of the server.
+
+Scope: a first-come-first-served lock per device key ("cuda:0", "cpu") that remembers who holds
+it and since when, and who waits. The app keeps one :class:`GpuLockRegistry` per server process
+(``st.cache_resource``); the worker threads of :mod:`dashboard.worker` acquire and release it, so
+the lock is released when a run ends however it ends, even if its browser tab is gone.
+No Streamlit here; thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One request for a device: which run, from which session, since when (``time.time()``)."""
+
+    job_id: str
+    run_name: str
+    session: str
+    requested_at: float
+
+
+@dataclass(frozen=True)
+class Holder:
+    ticket: Ticket
+    since: float  # time.time() when the lock was granted
+
+
+@dataclass(frozen=True)
+class LockState:
+    device: str
+    holder: Holder | None
+    waiting: tuple[Ticket, ...]
+
+    def position(self, job_id: str) -> int | None:
+        """1-based place in the queue, None if not waiting."""
+        for i, ticket in enumerate(self.waiting, start=1):
+            if ticket.job_id == job_id:
+                return i
+        return None
+
+
+class GpuLock:
+    """A FIFO lock for one device; ``acquire`` can be abandoned through a cancel event."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self._cond = threading.Condition()
+        self._holder: Holder | None = None
+        self._queue: deque[Ticket] = deque()
+
+    def acquire(self, ticket: Ticket, cancel: threading.Event | None = None,
+                poll_s: float = 0.1) -> bool:
+        """Wait for the turn of ``ticket``; False if ``cancel`` was set while waiting."""
+        with self._cond:
+            self._queue.append(ticket)
+            try:
+                while self._holder is not None or self._queue[0] is not ticket:
+                    if cancel is not None and cancel.is_set():
+                        return False
+                    self._cond.wait(poll_s)
+                if cancel is not None and cancel.is_set():
+                    return False
+                self._holder = Holder(ticket, time.time())
+                return True
+            finally:
+                self._queue.remove(ticket)
+                self._cond.notify_all()
+
+    def release(self, ticket: Ticket) -> None:
+        with self._cond:
+            if self._holder is not None and self._holder.ticket is ticket:
+                self._holder = None
+                self._cond.notify_all()
+
+    def state(self) -> LockState:
+        with self._cond:
+            return LockState(self.device, self._holder, tuple(self._queue))
+
+
+class GpuLockRegistry:
+    """The lock of every device, created on first use."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, GpuLock] = {}
+        self._guard = threading.Lock()
+
+    def lock(self, device: str) -> GpuLock:
+        with self._guard:
+            if device not in self._locks:
+                self._locks[device] = GpuLock(device)
+            return self._locks[device]
+
+    def states(self) -> list[LockState]:
+        with self._guard:
+            locks = list(self._locks.values())
+        return [lock.state() for lock in locks]

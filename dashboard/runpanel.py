@@ -1,0 +1,163 @@
+"""Starting, following and cancelling a run from the page; the GPU lock as other sessions see it.
+
+Scope: the Run button (sidebar), the live panel above every view (progress bar, current phase,
+Cancel; or the queue position and who holds the device and since when), and what happens when a
+run ends (the new run opens). The work itself is done by :class:`dashboard.worker.RunJob`.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard import controls, rundata, state, worker
+from dashboard.gpulock import LockState
+from profiler_core.config import RunConfig
+from profiler_core.errors import ConfigError
+
+POLL_S = 0.5
+HANDLED = "job_handled"
+
+
+def new_run_name(config: RunConfig, when: float | None = None) -> str:
+    """A folder name that sorts by time and says what ran: 20261130-142501-seed-fp32-cuda0-ab12."""
+    stamp = datetime.fromtimestamp(when or time.time()).strftime("%Y%m%d-%H%M%S")
+    device = config.device.replace(":", "")
+    return f"{stamp}-{config.preset}-{config.dtype}-{device}-{state.session_id()[:4]}"
+
+
+def _ago(since: float) -> str:
+    seconds = max(0, int(time.time() - since))
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
+
+
+def describe_lock(lock: LockState, own_job: str | None = None) -> str:
+    """'cuda:0 is free' / 'cuda:0 is running 2026...-seed (another session) since 14:02:11 (35 s)'."""
+    if lock.holder is None:
+        return f"{lock.device} is free."
+    ticket = lock.holder.ticket
+    whose = "your run" if ticket.job_id == own_job else (
+        "your other tab" if ticket.session == state.session_id() else "another session")
+    since = datetime.fromtimestamp(lock.holder.since).strftime("%H:%M:%S")
+    text = (f"{lock.device} is busy: run **{ticket.run_name}** ({whose}) holds it since {since} "
+            f"({_ago(lock.holder.since)} ago).")
+    if lock.waiting:
+        text += f" {len(lock.waiting)} run(s) waiting."
+    return text
+
+
+def start_run(config: RunConfig) -> worker.RunJob:
+    """Create the run folder name, queue the job on the device's lock and start it."""
+    folder = state.runs_dir()
+    out_dir = (folder / new_run_name(config)).resolve()
+    lock = state.lock_registry().lock(config.device)
+    timeout = float(st.session_state.get(controls.TIMEOUT_KEY) or 0) or None
+    job = worker.RunJob(worker.worker_argv(config, out_dir), out_dir, config.device, lock,
+                        session=state.session_id(), timeout_s=timeout)
+    st.session_state[state.JOB] = job
+    return job.start()
+
+
+def run_button(config: RunConfig | None, error: ConfigError | None) -> None:
+    """The Run button, disabled while a run of this session is active or a setting is refused."""
+    job: worker.RunJob | None = st.session_state.get(state.JOB)
+    active = job is not None and job.snapshot().active
+    if error is not None:
+        st.error(f"Run is disabled: {controls.field_label(error.field)} was refused (see above).")
+    device = st.session_state.get(controls.DEVICE_KEY)
+    if device:
+        lock = state.lock_registry().lock(device).state()
+        if lock.holder is not None:
+            st.caption(describe_lock(lock, job.job_id if job else None)
+                       + " A run started now waits its turn.")
+    if st.button("Run", type="primary", key="run_button", disabled=config is None or active,
+                 width="stretch", icon=":material/play_arrow:"):
+        start_run(config)
+        st.rerun()
+
+
+def handle_finished_job() -> None:
+    """Once per finished job: open its run if it wrote one. Call before the sidebar is drawn."""
+    job: worker.RunJob | None = st.session_state.get(state.JOB)
+    if job is None:
+        return
+    snap = job.snapshot()
+    if snap.active or st.session_state.get(HANDLED) == snap.job_id:
+        return
+    st.session_state[HANDLED] = snap.job_id
+    out_dir = Path(snap.out_dir)
+    state.refresh_runs()
+    if rundata.is_run_dir(out_dir):
+        key = str(out_dir.resolve())
+        if out_dir.resolve().parent != state.runs_dir().resolve():
+            state.remember_extra_run(out_dir, f"{out_dir.name} (new run)")
+        st.session_state[state.OPEN_RUN] = key
+
+
+def _progress(snap: worker.JobSnapshot) -> None:
+    if snap.status == "queued":
+        lock = state.lock_registry().lock(snap.device).state()
+        position = lock.position(snap.job_id)
+        st.info(f"Waiting for {snap.device}: " + describe_lock(lock, snap.job_id)
+                + (f" Your run is number {position} in the queue." if position else ""),
+                icon=":material/hourglass_top:")
+    else:
+        phase = snap.phase or snap.status
+        text = f"{snap.run_name}: {phase}" + (f" - {snap.message}" if snap.message else "")
+        st.progress(snap.fraction, text=text)
+        if snap.started_at:
+            st.caption(f"Running for {_ago(snap.started_at)} in a worker process on {snap.device}.")
+    if st.button("Cancel", key="cancel_run", icon=":material/stop:",
+                 disabled=snap.status == "cancelling"):
+        st.session_state[state.JOB].cancel()
+        st.rerun()
+
+
+def _result(snap: worker.JobSnapshot) -> None:
+    if st.session_state.get("job_dismissed") == snap.job_id:
+        return
+    if snap.status == "done":
+        st.success(f"Run {snap.run_name} finished and is open.", icon=":material/check_circle:")
+    elif snap.status == "error":
+        error = snap.error or {}
+        field = error.get("field")
+        where = f" ({controls.field_label(field)})" if field else ""
+        hint = f" {error.get('hint')}" if error.get("hint") else ""
+        verb = "was refused" if error.get("kind") in worker.REFUSALS else "stopped"
+        kind = "" if error.get("kind") in worker.REFUSALS or not error.get("kind") else (
+            f" [{error.get('kind')}]")
+        st.error(f"The run {verb}{where}{kind}: {error.get('message') or snap.message}.{hint}")
+    elif snap.status in ("cancelled", "timeout"):
+        st.warning(f"Run {snap.run_name} {snap.message}.")
+    else:
+        st.error(f"Run {snap.run_name} failed: {snap.message}. The server is unaffected; the "
+                 f"device lock was released.")
+        if snap.stderr_tail.strip():
+            with st.expander("What the worker printed last"):
+                st.code(snap.stderr_tail[-3000:], language=None)
+    if snap.status != "done" and rundata.is_run_dir(Path(snap.out_dir)):
+        st.info("What it measured before it stopped was kept, marked incomplete, and is open.")
+    if st.button("Dismiss", key="dismiss_run"):
+        st.session_state["job_dismissed"] = snap.job_id
+        st.rerun()
+
+
+def job_panel() -> None:
+    """Above every view: the live progress of this session's run, or how the last one ended."""
+    job: worker.RunJob | None = st.session_state.get(state.JOB)
+    if job is None:
+        return
+    if job.snapshot().active:
+        @st.fragment(run_every=POLL_S)
+        def live() -> None:
+            snap = job.snapshot()
+            if not snap.active:
+                st.rerun()  # the whole app: open the new run
+            _progress(snap)
+
+        live()
+    else:
+        _result(job.snapshot())

@@ -1,0 +1,154 @@
+"""Session and server state: which run is open, the runs folder, shared caches and the GPU locks.
+
+Scope: the Streamlit glue between the sidebar, the views and the file/worker modules. Objects
+shared by every session live in ``st.cache_resource`` (the lock registry, loaded runs); the
+per-session choices live in ``st.session_state`` under the keys below.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import devices, rundata
+from dashboard.gpulock import GpuLockRegistry
+from profiler_core.errors import ProfilerError
+
+SAMPLE = "sample"  # the option key of the bundled sample run; every other key is a folder path
+OPEN_RUN = "open_run"
+RUNS_DIR = "runs_dir"
+EXTRA_RUNS = "extra_runs"  # paths opened from elsewhere: uploads, runs written to another folder
+JOB = "job"
+
+
+def init_session() -> None:
+    ss = st.session_state
+    ss.setdefault("session_id", uuid.uuid4().hex[:8])
+    ss.setdefault(RUNS_DIR, rundata.default_runs_dir())
+    ss.setdefault(EXTRA_RUNS, {})
+
+
+def session_id() -> str:
+    return st.session_state.get("session_id", "?")
+
+
+@st.cache_resource
+def lock_registry() -> GpuLockRegistry:
+    """One registry of device locks for every session of this server."""
+    return GpuLockRegistry()
+
+
+@st.cache_data(ttl=15, show_spinner=False)
+def device_list() -> tuple[pd.DataFrame, str]:
+    return devices.list_devices()
+
+
+def runs_dir() -> Path:
+    return Path(str(st.session_state.get(RUNS_DIR) or rundata.DEFAULT_RUNS_DIR)).expanduser()
+
+
+@st.cache_data(ttl=3, show_spinner=False)
+def _list_runs(folder: str) -> pd.DataFrame:
+    return rundata.list_runs(Path(folder))
+
+
+def folder_runs() -> pd.DataFrame:
+    return _list_runs(str(runs_dir().resolve()))
+
+
+def refresh_runs() -> None:
+    """Forget the cached folder listing (a run was just written)."""
+    _list_runs.clear()
+
+
+def sample_dir() -> Path:
+    return rundata.SAMPLE_RUN_DIR
+
+
+@st.cache_data(show_spinner=False)
+def _sample_label(path: str, stamp: float) -> str:
+    try:
+        summary = rundata.read_summary(Path(path))
+    except (ProfilerError, OSError):
+        return "Bundled sample run (unreadable)"
+    env = summary.get("environment") or {}
+    bits = ["Bundled sample run", env.get("gpu_name") or "", str(env.get("started_at") or "")[:10]]
+    return " · ".join(b for b in bits if b)
+
+
+def run_options() -> dict[str, str]:
+    """Option key -> label for every run that can be opened now (sample, folder, extra)."""
+    options: dict[str, str] = {}
+    if rundata.sample_run_available(sample_dir()):
+        summary = sample_dir() / rundata.SUMMARY_FILE
+        options[SAMPLE] = _sample_label(str(sample_dir()), summary.stat().st_mtime)
+    for row in folder_runs().itertuples(index=False):
+        bits = [row.name, row.gpu, row.started]
+        if not row.complete:
+            bits.append("incomplete")
+        if row.problem:
+            bits.append("unreadable")
+        options[str(Path(row.path).resolve())] = " · ".join(b for b in bits if b)
+    for path, label in st.session_state.get(EXTRA_RUNS, {}).items():
+        if path not in options and rundata.is_run_dir(Path(path)):
+            options[path] = label
+    return options
+
+
+def remember_extra_run(path: Path, label: str) -> str:
+    key = str(Path(path).resolve())
+    st.session_state.setdefault(EXTRA_RUNS, {})[key] = label
+    return key
+
+
+def option_path(key: str) -> Path:
+    return sample_dir() if key == SAMPLE else Path(key)
+
+
+@st.cache_resource(max_entries=12, show_spinner="Opening the run...")
+def _load(path: str, source: str, stamp: float) -> rundata.OpenedRun:
+    return rundata.open_run(Path(path), source)
+
+
+def load_option(key: str) -> rundata.OpenedRun:
+    """Open a run by option key (cached per folder and summary.json time); ProfilerError if bad."""
+    path = option_path(key)
+    summary = path / rundata.SUMMARY_FILE
+    stamp = summary.stat().st_mtime if summary.is_file() else 0.0
+    source = SAMPLE if key == SAMPLE else (
+        "folder" if path.resolve().parent == runs_dir().resolve() else "other")
+    return _load(str(path), source, stamp)
+
+
+def current_run() -> tuple[rundata.OpenedRun | None, str]:
+    """(the open run, or None with one line saying why)."""
+    key = st.session_state.get(OPEN_RUN)
+    if not key:
+        return None, ""
+    try:
+        return load_option(key), ""
+    except (ProfilerError, OSError) as exc:
+        return None, f"This run cannot be opened: {exc}"
+
+
+def require_run() -> rundata.OpenedRun:
+    """The open run for a view; otherwise say how to get one and stop the page."""
+    run, problem = current_run()
+    if run is None:
+        if problem:
+            st.error(problem)
+        else:
+            st.info("No run is open. Pick one in the sidebar under **Open a run**, upload a zip on "
+                    "the **Runs** page, or start a new run from the sidebar.")
+        if not rundata.sample_run_available(sample_dir()):
+            st.caption(sample_missing_text())
+        st.stop()
+    return run
+
+
+def sample_missing_text() -> str:
+    return ("The bundled sample run (dashboard/sample_run/, a real H200 run) is not in this copy "
+            "of the project, so there is nothing to show until you open or upload a run.")

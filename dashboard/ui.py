@@ -1,0 +1,107 @@
+"""Small Streamlit helpers the views share: a run's header, charts, tables with CSV downloads,
+and the run/trace downloads.
+
+Scope: presentation only; data comes from ``dashboard.analysis`` and figures from
+``dashboard.charts``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dashboard import rundata, state
+from dashboard.rundata import OpenedRun
+
+PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+
+
+def chart(fig: go.Figure, key: str) -> None:
+    st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
+
+
+def csv_download(frame: pd.DataFrame, file_name: str, key: str, label: str = "CSV") -> None:
+    """A download button serving ``frame`` as CSV (built on click, not on every rerun)."""
+    st.download_button(f"Download {label}", data=lambda: rundata.table_csv_bytes(frame),
+                       file_name=file_name, mime="text/csv", key=key, icon=":material/download:")
+
+
+def table(frame: pd.DataFrame, file_name: str, key: str, label: str | None = None,
+          column_config: dict[str, Any] | None = None, height: int | str = "auto",
+          column_order: list[str] | None = None) -> None:
+    """A sortable table with its CSV download (all columns) under it."""
+    st.dataframe(frame, hide_index=True, column_config=column_config, key=f"{key}_table",
+                 height=height, column_order=column_order)
+    csv_download(frame, file_name, key=f"{key}_csv", label=label or file_name)
+
+
+def fmt(value: Any, pattern: str = "{:.3f}", missing: str = "n/a") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return missing
+    try:
+        return pattern.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def run_header(run: OpenedRun, title: str) -> None:
+    """The view's title, which run this is, and any warning that comes with it."""
+    st.title(title)
+    env = run.environment
+    if run.source == state.SAMPLE:
+        st.caption(f"Bundled sample run, recorded with this tool on **{env.get('gpu_name', '?')}** "
+                   f"on {str(env.get('started_at', '?'))[:10]} · preset {run.config.preset}, "
+                   f"{run.config.dtype}")
+    else:
+        st.caption(f"Run **{run.name}** · {env.get('gpu_name') or env.get('device_type') or '?'} · "
+                   f"{rundata._when(env.get('started_at'))} · preset {run.config.preset}, "
+                   f"{run.config.dtype}")
+    if not run.complete:
+        st.warning("This run is incomplete (it was interrupted): some tables may be empty.",
+                   icon=":material/warning:")
+
+
+def notes(run: OpenedRun) -> None:
+    if run.notes:
+        with st.expander(f"Notes from the run ({len(run.notes)})"):
+            for note in run.notes:
+                st.markdown(f"- {note}")
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def _zip_bytes(path: str, stamp: float) -> bytes:
+    return rundata.run_zip_bytes(Path(path))
+
+
+def run_downloads(run: OpenedRun, key: str) -> None:
+    """The whole run as one zip, summary.json, and the traces for Perfetto."""
+    summary = run.path / rundata.SUMMARY_FILE
+    stamp = summary.stat().st_mtime if summary.exists() else 0.0
+    cols = st.columns(4)
+    with cols[0]:
+        st.download_button("Download run (zip)", data=lambda: _zip_bytes(str(run.path), stamp),
+                           file_name=f"{run.name}.zip", mime="application/zip", key=f"{key}_zip",
+                           icon=":material/folder_zip:")
+    with cols[1]:
+        st.download_button("Download summary.json",
+                           data=lambda: json.dumps(json.loads(summary.read_text()), indent=2),
+                           file_name=f"{run.name}-summary.json", mime="application/json",
+                           key=f"{key}_summary", icon=":material/download:")
+    for col, mode in zip(cols[2:], ("eager", "graph")):
+        path = run.trace_paths.get(mode)
+        with col:
+            if path is not None and Path(path).is_file():
+                st.download_button(f"Trace: {mode} (Perfetto)", data=lambda p=Path(path): p.read_bytes(),
+                                   file_name=f"{run.name}-{Path(path).name}",
+                                   mime=("application/gzip" if str(path).endswith(".gz")
+                                         else "application/json"),
+                                   key=f"{key}_trace_{mode}", icon=":material/timeline:",
+                                   help="Open it at https://ui.perfetto.dev (or chrome://tracing).")
+            else:
+                st.caption(f"No {mode} trace in this run (profiler off).")

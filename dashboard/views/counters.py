@@ -1,0 +1,32 @@
+"""Counters: the article's lesson table (phase, predicted, observed, match), one line per lesson."""
+
+import streamlit as st
+
+from dashboard import analysis, charts, state, ui
+
+run = state.require_run()
+ui.run_header(run, "Counters: the article's lessons")
+st.markdown(
+    "A static counter tensor is incremented inside the training step. Its value after each phase "
+    "shows what a CUDA graph really runs: **warm-up** runs the step (if the step counts it), "
+    "**capture** records kernels without running them, and every **replay** runs all the captured "
+    "steps. The predicted column applies that rule to this run's settings "
+    f"({run.config.warmup_iters} warm-up, counted: {'yes' if run.config.count_warmup else 'no'}; "
+    f"{run.config.capture_iters} captured; {run.config.replays} replays).")
+
+lessons = analysis.counter_lessons(run.table("counters"), run.config)
+if lessons.empty:
+    st.info("This run has no counter table.")
+else:
+    matched = int(lessons["match"].sum())
+    st.metric("Phases matching the rule", f"{matched} of {len(lessons)}")
+    left, right = st.columns([3, 2])
+    with left:
+        ui.table(lessons, f"{run.name}-counters.csv", key="counters", label="counters CSV",
+                 column_order=["phase", "predicted", "observed", "match"],
+                 column_config={"match": st.column_config.CheckboxColumn("match")})
+    with right:
+        ui.chart(charts.counter_bars(lessons), key="counters_chart")
+    st.subheader("The lessons, one line each")
+    for phase, why in zip(lessons["phase"], lessons["why"]):
+        st.markdown(f"- **{phase}**: {why}")

@@ -1,0 +1,53 @@
+"""Latency: per-step distributions eager vs graph (histogram, ECDF), every step in order (warm-up
+effects, drift), a percentile table, and the article's no-sync timing beside the true timing."""
+
+import streamlit as st
+
+from dashboard import analysis, charts, state, ui
+
+run = state.require_run()
+ui.run_header(run, "Latency per training step")
+steps = analysis.per_step_latency(run.table("latency"))
+columns = ["gpu_ms", "wall_ms"]
+default = analysis.latency_column(analysis.headline_method(run.headline, run.table("stats")))
+if steps[default].isna().all() and not steps.empty:  # e.g. a CPU run has no CUDA-event times
+    default = "wall_ms" if default == "gpu_ms" else "gpu_ms"
+column = st.radio("Timing", columns, index=columns.index(default), horizontal=True, key="latency_timing",
+                  format_func=lambda c: {"gpu_ms": "GPU time (CUDA events)",
+                                         "wall_ms": "wall time (synchronised)"}[c],
+                  help="Both are true timings of each step; a replay covering several captured "
+                       "steps is divided by their number.")
+if steps.empty:
+    st.info("This run has no per-iteration latency table.")
+
+left, right = st.columns(2)
+with left:
+    ui.chart(charts.latency_histogram(steps, column), key="latency_hist")
+with right:
+    ui.chart(charts.latency_ecdf(steps, column), key="latency_ecdf")
+ui.chart(charts.latency_series(steps, column), key="latency_series")
+ui.csv_download(run.table("latency"), f"{run.name}-latency.csv", key="latency_raw_csv",
+                label="every iteration (latency.csv)")
+
+st.subheader("Percentiles (ms per step)")
+ui.table(analysis.percentile_table(run.table("latency"), steps), f"{run.name}-percentiles.csv",
+         key="latency_pct", label="percentiles CSV",
+         column_config={c: st.column_config.NumberColumn(format="%.4f")
+                        for c in analysis.PERCENTILE_COLUMNS[3:]})
+
+st.subheader("The article's timing beside the true timing")
+st.markdown(
+    "The article times `perf_counter()` around its loop **without** `torch.cuda.synchronize()`. "
+    "That measures how fast the CPU *enqueues* work, not how long the GPU takes to run it, so it "
+    "flatters whichever mode launches faster. The true timings below wait for the GPU.")
+timing = analysis.timing_comparison(run.table("stats"), run.headline)
+ui.chart(charts.timing_methods_bars(timing), key="latency_methods")
+ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table", label="timing CSV",
+         column_config={"eager_median_ms": st.column_config.NumberColumn(format="%.4f"),
+                        "graph_median_ms": st.column_config.NumberColumn(format="%.4f"),
+                        "speedup": st.column_config.NumberColumn(format="%.2fx"),
+                        "meaning": st.column_config.TextColumn(width="large")},
+         column_order=["label", "eager_median_ms", "graph_median_ms", "speedup", "meaning"])
+
+st.subheader("Statistics per mode and method (stats.csv)")
+ui.table(run.table("stats"), f"{run.name}-stats.csv", key="latency_stats", label="stats CSV")

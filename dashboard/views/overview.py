@@ -1,0 +1,65 @@
+"""Overview: the headline speedup with its confidence interval, both medians, the verdict from
+the launch split (launch-bound or GPU-bound, and why), the GPU, the config and the downloads."""
+
+import streamlit as st
+
+from dashboard import analysis, charts, state, ui
+
+gpus, no_gpu_reason = state.device_list()
+if gpus.empty:
+    st.info(f"**No CUDA GPU was found on this machine** ({no_gpu_reason}). CUDA Graphs are an NVIDIA "
+            "GPU feature, so this machine cannot measure them: a new run here can only time the "
+            "eager step on the CPU. Every view still works on recorded runs: the bundled H200 "
+            "sample, the runs folder, or a zip uploaded on the Runs page.",
+            icon=":material/info:")
+
+run = state.require_run()
+ui.run_header(run, "Overview")
+h = run.headline
+speedup = analysis.number(h, "speedup")
+low, high = analysis.number(h, "speedup_ci_low"), analysis.number(h, "speedup_ci_high")
+ci = f"95% CI {ui.fmt(low, '{:.2f}')}-{ui.fmt(high, '{:.2f}')}x" if analysis.finite(low) else "no CI"
+
+cols = st.columns(4)
+cols[0].metric("Speedup", ui.fmt(speedup, "{:.2f}x"), delta=ci,
+               delta_color="off", delta_arrow="off",
+               help="Median eager step / median graph step (CUDA-event timing), with its bootstrap 95% "
+                    "confidence interval.")
+cols[1].metric("Eager median per step", ui.fmt(analysis.number(h, "eager_median_ms"), "{:.3f} ms"))
+cols[2].metric("Graph median per step", ui.fmt(analysis.number(h, "graph_median_ms"), "{:.3f} ms"))
+cols[3].metric("The article's 'speedup' (no sync)", ui.fmt(analysis.number(h, "article_speedup"), "{:.2f}x"),
+               help="perf_counter around the loop without torch.cuda.synchronize(): CPU enqueue "
+                    "time, not training time. See the Latency view.")
+
+verdict = analysis.verdict(h, run.table("launch_split"))
+box = {"launch-bound": st.success, "gpu-bound": st.info, "mixed": st.info}.get(verdict.kind, st.warning)
+box(f"**{verdict.title}.** {verdict.text}", icon=":material/lightbulb:")
+
+medians = analysis.split_medians(run.table("launch_split"))
+left, right = st.columns([3, 2])
+with left:
+    method = analysis.headline_method(h, run.table("stats"))
+    ui.chart(charts.median_bars(run.table("stats"), medians, method=method), key="overview_medians")
+with right:
+    st.subheader("One-time costs and checks")
+    costs = analysis.one_time_costs(h)
+    ui.table(costs, f"{run.name}-one_time_costs.csv", key="overview_costs", label="costs CSV",
+             column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+    match = h.get("counters_match")
+    if match is not None:
+        st.caption(("The article's counter lessons all matched." if match else
+                    "A counter lesson did not match: see Counters."))
+
+left, right = st.columns(2)
+with left:
+    st.subheader("GPU and software")
+    ui.table(analysis.environment_table(run.environment), f"{run.name}-environment.csv",
+             key="overview_env", label="environment CSV")
+with right:
+    st.subheader("Configuration")
+    ui.table(analysis.config_table(run.config), f"{run.name}-config.csv", key="overview_config",
+             label="config CSV", height=300)
+
+ui.notes(run)
+st.subheader("Downloads")
+ui.run_downloads(run, key="overview_dl")

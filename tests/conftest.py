@@ -1,0 +1,157 @@
+"""Shared fixtures: a complete synthetic run directory, written with RunResult.save like a real run.
+
+Plausible numbers for a launch-bound step (eager ~1.2 ms, graph ~0.25 ms per step), clearly
+labelled as synthetic: the GPU name says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+SYNTHETIC_GPU = "Synthetic GPU (test fixture)"
+
+
+def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: int = 10,
+                        started_at: str = "2026-11-30T14:02:11") -> Path:
+    from profiler_core.config import PRESETS
+    from profiler_core.results import RunResult, coerce_table
+
+    rng = np.random.default_rng(seed)
+    config = PRESETS["seed"].replace(replays=per_mode, trials=trials)
+    modes = {"eager": (1.2, 0.75), "graph": (0.25, 0.25)}  # median gpu ms, article no-sync ms
+    latency, stats = [], []
+    for mode, (median, article) in modes.items():
+        gpu = median * rng.lognormal(0, 0.04, per_mode) + (rng.random(per_mode) < 0.01) * median
+        wall = gpu + rng.gamma(2, 0.01, per_mode)
+        block = np.arange(per_mode)
+        latency.append(pd.DataFrame({"mode": mode, "trial": block // (per_mode // trials),
+                                     "iteration": block % (per_mode // trials), "steps": 1,
+                                     "gpu_ms": gpu, "wall_ms": wall}))
+        for method, v in (("cuda_event", gpu), ("sync_wall", wall), ("block_sync", gpu * 1.01),
+                          ("article_no_sync", article * rng.lognormal(0, 0.05, per_mode))):
+            q = np.percentile(v, [10, 25, 50, 75, 90, 99])
+            stats.append([mode, method, v.size, v.mean(), q[2], q[0], q[4], q[5], q[3] - q[1],
+                          v.min(), v.max()])
+    split = {"eager": (1200, 700, 500, 220, 980, 45, 40, 15), "graph": (250, 22, 30, 225, 25, 1, 40, 9)}
+    launch = pd.DataFrame([[m, i, *(x * (1 + 0.02 * rng.standard_normal()) for x in v[:5]), *v[5:]]
+                           for m, v in split.items() for i in range(20)],
+                          columns=["mode", "iteration", "span_us", "cpu_launch_us", "cpu_other_us",
+                                   "gpu_busy_us", "gpu_idle_us", "launches", "kernels",
+                                   "launch_delay_us"])
+    breakdown = pd.DataFrame([["gpu_busy", 220, 225, -5, -0.5], ["gpu_idle", 980, 25, 955, 100.5],
+                              ["total_span", 1200, 250, 950, 100.0], ["cpu_launch", 700, 22, 678, 71.4],
+                              ["cpu_other", 500, 30, 470, 49.5]],
+                             columns=["component", "eager_us", "graph_us", "saving_us",
+                                      "share_of_saving_pct"])
+    names = ["sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", "ampere_sgemm_64x32_sliced1x4_tn",
+             "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+             "void at::native::fused_dropout_kernel_vec<float, float, unsigned int, 1, 4, bool>",
+             "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, MeanOps>>",
+             "void at::native::mse_backward_kernel", "void at::native::sgd_update_kernel",
+             "void at::native::copy_kernel"]
+    kernels = pd.DataFrame([[m, n.split("<")[0][:40], n, 1 + k % 3, t, t / 20 / (1 + k % 3),
+                             t / 25, t / 15, 100 * t / 4400]
+                            for m in modes for k, (n, t) in enumerate(zip(names, np.geomspace(1500, 40, 8)))],
+                           columns=["mode", "kernel", "kernel_full", "calls_per_iter", "total_us",
+                                    "mean_us", "min_us", "max_us", "share_of_gpu_pct"])
+    phases = pd.DataFrame([["warm-up", 0.0, 0.5], ["capture", 0.5, 0.6], ["timed trials", 0.6, 3.5],
+                           ["profiled eager", 3.5, 4.2], ["profiled graph", 4.2, 4.8]],
+                          columns=["phase", "start_s", "end_s"])
+    t = np.arange(0, 5, 0.02)
+    busy = (t > 0.6) & (t < 4.8)
+    metrics = {"gpu_util_pct": np.where(busy, 96.0, 3.0), "mem_util_pct": np.where(busy, 40.0, 1.0),
+               "mem_used_mib": np.where(t > 0.2, 2300.0, 600.0),
+               "sm_clock_mhz": np.where(busy, 1980.0, 345.0),
+               "mem_clock_mhz": np.full(t.size, 2619.0), "power_w": np.where(busy, 540.0, 110.0),
+               "temperature_c": 35 + 10 * t / 5}
+    nvml = pd.concat([pd.DataFrame({"t_s": t, "metric": k, "value": v, "source": "poll"})
+                      for k, v in metrics.items()]
+                     + [pd.DataFrame({"t_s": t[::8], "metric": "gpu_util_pct",
+                                      "value": metrics["gpu_util_pct"][::8], "source": "driver"})])
+    counters = pd.DataFrame([["initial", 0, 0, True, "starts at zero"],
+                             ["after_warmup", 3, 3, True, "warm-up iters if counted, else 0"],
+                             ["after_capture", 3, 3, True, "capture adds nothing"],
+                             ["after_replay", per_mode, per_mode, True, "replays x captured iters"]],
+                            columns=["phase", "observed", "predicted", "match", "rule"])
+    tables = {"latency": pd.concat(latency), "stats": pd.DataFrame(stats, columns=[
+        "mode", "method", "count", "mean_ms", "median_ms", "p10_ms", "p90_ms", "p99_ms", "iqr_ms",
+        "min_ms", "max_ms"]), "launch_split": launch, "breakdown": breakdown, "kernels": kernels,
+        "phases": phases, "nvml": nvml, "counters": counters}
+    eager_ms, graph_ms = (float(np.median(frame["gpu_ms"])) for _, frame in tables["latency"].groupby("mode"))
+    headline = {"eager_median_ms": eager_ms, "graph_median_ms": graph_ms, "speedup": eager_ms / graph_ms,
+                "speedup_ci_low": eager_ms / graph_ms * 0.97, "speedup_ci_high": eager_ms / graph_ms * 1.03,
+                "article_eager_ms": 0.75, "article_graph_ms": 0.25, "article_speedup": 3.0,
+                "capture_ms": 35.2, "graph_pool_bytes": 64 * 2**20, "eager_peak_bytes": 310 * 2**20,
+                "graph_peak_bytes": 380 * 2**20, "break_even_iters": 38.0, "parity_max_abs_diff": 0.0,
+                "parity_max_rel_diff": 0.0, "counters_match": True, "eager_cpu_launch_us": 700.0,
+                "graph_cpu_launch_us": 22.0, "eager_gpu_busy_us": 220.0, "graph_gpu_busy_us": 225.0,
+                "eager_profiler_overhead_pct": 3.1, "graph_profiler_overhead_pct": 1.2}
+    environment = {"gpu_name": SYNTHETIC_GPU, "gpu_index": 0, "driver_version": "580.00",
+                   "cuda_version": "13.0", "torch_version": "2.13.0", "python_version": "3.11",
+                   "started_at": started_at, "finished_at": started_at, "device_type": "cuda"}
+    result = RunResult(config=config, environment=environment, headline=headline, notes=["synthetic run"],
+                       tables={k: coerce_table(k, v) for k, v in tables.items()}, trace_paths={})
+    saved = result.save(path)
+    for mode in modes:  # a tiny Chrome trace per mode, as the profiler exports them
+        (saved / f"trace_{mode}.json").write_text(json.dumps({"traceEvents": [
+            {"name": f"{mode} step", "ph": "X", "ts": 0, "dur": 10, "pid": 1, "tid": 1}]}))
+    return saved
+
+
+@pytest.fixture
+def synthetic_run(tmp_path) -> Path:
+    """A run folder ``<tmp>/runs/synthetic-seed`` (its parent is a runs folder)."""
+    return write_synthetic_run(tmp_path / "runs" / "synthetic-seed")
+
+
+FAKE_WORKER = r'''
+import json, os, shutil, signal, subprocess, sys, time
+mode, out = sys.argv[1], sys.argv[2]
+def emit(**record):
+    print(json.dumps(record), flush=True)
+for done, phase in enumerate(["warm-up", "capture", "timed trials"]):
+    emit(event="progress", phase=phase, done=done, total=3, fraction=done / 3, message=f"{phase} ...")
+    time.sleep(0.05)
+if mode == "done":
+    shutil.copytree(sys.argv[3], out)
+    emit(event="done", out=out)
+elif mode == "error":
+    emit(event="error", kind="ConfigError", field="replays", message="--replays: too many",
+         hint="lower it")
+    sys.exit(2)
+elif mode == "oom":  # stops early, keeping what it measured
+    shutil.copytree(sys.argv[3], out)
+    emit(event="error", kind="OutOfMemoryError", field=None, message="out of memory during capture",
+         hint="shrink the batch")
+    sys.exit(5)
+elif mode == "crash":
+    print("Traceback: CUDA error: an illegal memory access was encountered", file=sys.stderr)
+    sys.exit(1)
+elif mode == "segv":
+    os.kill(os.getpid(), signal.SIGSEGV)
+elif mode == "sleep":  # a hang, with a child process that must die with it
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with open(out + ".pids", "w") as handle:
+        handle.write(f"{os.getpid()} {child.pid}")
+    signal.signal(signal.SIGTERM, signal.SIG_IGN) if len(sys.argv) > 3 else None
+    time.sleep(120)
+'''
+
+
+@pytest.fixture
+def fake_worker(tmp_path):
+    """argv(mode, out_dir, source_run=None): a stand-in for `python -m profiler_core run`."""
+    import sys
+
+    script = tmp_path / "fake_worker.py"
+    script.write_text(FAKE_WORKER)
+
+    def argv(mode: str, out_dir: Path, *extra: str) -> list[str]:
+        return [sys.executable, str(script), mode, str(out_dir), *map(str, extra)]
+
+    return argv

@@ -1,0 +1,196 @@
+"""The dashboard in a real headless Chromium (Debian's /usr/bin/chromium, driven by Playwright).
+
+Starts ``streamlit run dashboard/app.py`` on a free port against a runs folder holding a synthetic
+run, opens every view and waits for its Plotly charts to draw, downloads a CSV and checks its
+header, uploads a bad and a good zip, and saves a screenshot of each view in test-artifacts/.
+Outside CI a missing chromium or playwright skips with the reason; with CI=true it fails.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+# Nav label -> (title on the page, Plotly charts it draws).
+VIEWS = {
+    "Overview": ("Overview", 1),
+    "Counters": ("Counters: the article's lessons", 1),
+    "Latency": ("Latency per training step", 4),
+    "Launch split": ("Launch split: CPU launch vs GPU work", 3),
+    "GPU": ("GPU telemetry (NVML)", 1),
+    "Kernels": ("Kernels", 2),
+}
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}: the browser test must run in CI (.ci/run installs it)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def playwright_api():
+    if not CHROMIUM.exists():
+        _missing(f"{CHROMIUM} is not installed (apt-get install -y chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed (pip install playwright; no browser download)")
+    with sync_playwright() as api:
+        yield api
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from conftest import write_synthetic_run
+
+    runs = tmp_path_factory.mktemp("browser") / "runs"
+    run = write_synthetic_run(runs / "synthetic-seed")
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = _free_port()
+    env = dict(os.environ, PROFILER_RUNS_DIR=str(runs), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    log = open(ARTIFACTS / "streamlit-server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline or proc.poll() is not None:
+                pytest.fail(f"the server did not start; see {ARTIFACTS / 'streamlit-server.log'}")
+            time.sleep(0.2)
+        yield url, run
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(playwright_api, server):
+    url, _ = server
+    browser = playwright_api.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=CHROMIUM_ARGS)
+    context = browser.new_context(viewport={"width": 1400, "height": 1700}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(45_000)
+    page.goto(url)
+    yield page
+    context.close()
+    browser.close()
+
+
+def _settle(page) -> None:
+    """Wait until Streamlit's rerun has finished (the running indicator is gone)."""
+    page.wait_for_timeout(200)
+    page.wait_for_function(
+        "() => document.querySelectorAll('[data-testid=\"stStatusWidget\"]').length === 0")
+
+
+def _open(page, nav: str, title: str) -> None:
+    page.locator('[data-testid="stSidebarNavLink"]', has_text=nav).first.click()
+    page.get_by_role("heading", name=title, exact=True).wait_for()
+    _settle(page)
+
+
+def _wait_for_charts(page, count: int) -> None:
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    page.wait_for_function(
+        """n => {
+            const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]');
+            return charts.length === n && [...charts].every(c => {
+                const svg = c.querySelector('.main-svg');
+                // drawn: an SVG of real size holding traces (SVG groups, or WebGL canvases)
+                return svg && svg.getBoundingClientRect().width > 200
+                    && c.querySelector('.trace, canvas, .annotation');
+            });
+        }""", arg=count)
+    assert charts.count() == count
+    for i in range(count):
+        box = charts.nth(i).locator(".main-svg").first.bounding_box()
+        assert box and box["width"] > 200 and box["height"] > 150
+
+
+def test_every_view_draws_its_charts(page):
+    page.get_by_role("heading", name="Overview", exact=True).wait_for()
+    for nav, (title, count) in VIEWS.items():
+        _open(page, nav, title)
+        _wait_for_charts(page, count)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.wait_for_timeout(300)  # let the last transitions finish before the picture
+        name = nav.lower().replace(" ", "-")
+        page.screenshot(path=str(ARTIFACTS / f"view-{name}.png"))
+        last = page.locator('[data-testid="stPlotlyChart"]').nth(count - 1)
+        box = last.bounding_box()
+        if box and box["y"] + box["height"] > 1700:  # below the fold: a second picture, scrolled
+            last.scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+            page.screenshot(path=str(ARTIFACTS / f"view-{name}-lower.png"))
+    # Navigating right after the page loaded must not reset the sidebar to the widgets' minimums.
+    assert page.get_by_role("spinbutton", name="Batch size N").input_value() == "640"
+    assert page.get_by_role("spinbutton", name="Hidden width H").input_value() == "2048"
+
+
+def test_a_csv_download_has_the_table_header(page):
+    _open(page, "Counters", VIEWS["Counters"][0])
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download counters CSV").click()
+    download = info.value
+    assert download.suggested_filename.endswith("-counters.csv")
+    rows = list(csv.reader(io.StringIO(Path(download.path()).read_text())))
+    assert rows[0] == ["phase", "predicted", "observed", "match", "why"]
+    assert len(rows) >= 5 and all(len(row) == 5 for row in rows)  # the article's 4 phases at least
+
+
+def test_upload_refuses_a_bad_zip_and_opens_a_good_one(page, server, tmp_path):
+    from dashboard.rundata import run_zip_bytes
+
+    _, run = server
+    _open(page, "Runs", "Runs")
+    bad = tmp_path / "not-a-run.zip"
+    bad.write_bytes(b"PK\x03\x04 not really a zip")
+    upload = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
+    upload.set_input_files(str(bad))
+    page.get_by_text("not-a-run.zip was refused: the upload is not a zip file").wait_for()
+    good = tmp_path / "uploaded-run.zip"
+    good.write_bytes(run_zip_bytes(run, root="uploaded-run"))
+    upload.set_input_files(str(good))
+    page.get_by_text("uploaded-run.zip is open").wait_for()
+    _settle(page)
+    _wait_for_charts(page, 2)  # two runs now: the comparison draws
+    page.screenshot(path=str(ARTIFACTS / "view-runs-compare.png"))
+    _open(page, "Overview", "Overview")
+    _wait_for_charts(page, 1)
+    assert page.get_by_text("Run uploaded-run").count() >= 1

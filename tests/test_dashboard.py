@@ -1,0 +1,482 @@
+"""The Streamlit app through AppTest (no GPU, no browser), the CSV builders and upload validation."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from dashboard import analysis, devices, rundata, state, worker
+from profiler_core.errors import RunFormatError
+from profiler_core.results import RunResult
+from profiler_core.schema import TABLE_FILES
+
+APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+_real_list_devices = devices.list_devices
+NO_GPU = (pd.DataFrame(columns=devices.DEVICE_COLUMNS), "no GPU in this test")
+ONE_GPU = (pd.DataFrame([{"device": "cuda:0", "index": 0, "name": "NVIDIA H200",
+                          "memory_free_mib": 140_000.0, "memory_total_mib": 143_771.0,
+                          "source": "nvml"}]), "")
+
+
+@pytest.fixture(autouse=True)
+def fresh_app_state(monkeypatch, tmp_path):
+    """Each test starts with empty server caches and without the bundled sample run."""
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")
+    monkeypatch.setattr(devices, "list_devices", lambda: NO_GPU)
+    yield
+    st.cache_resource.clear()
+
+
+def _app(runs_dir: Path, run: bool = True) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(runs_dir)
+    return at.run() if run else at
+
+
+def _figures(at: AppTest) -> list[dict]:
+    return [json.loads(element.proto.spec) for element in at.get("plotly_chart")]
+
+
+def _trace_types(at: AppTest) -> list[list[str]]:
+    return [[trace.get("type", "scatter") for trace in fig["data"]] for fig in _figures(at)]
+
+
+def _texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def test_app_starts_without_a_gpu_and_says_so(monkeypatch, tmp_path):
+    monkeypatch.undo()  # the machine's own device discovery (NVML, then torch.cuda)
+    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")
+    at = _app(tmp_path / "runs")
+    assert not at.exception
+    gpus, _ = devices.list_devices()
+    if gpus.empty:
+        assert "No CUDA GPU was found on this machine" in _texts(at.info)
+        assert at.sidebar.selectbox(key="cfg_device").value == "cpu"
+    assert "No run is open" in _texts(at.info)
+    assert "sample run (dashboard/sample_run/" in _texts(at.caption)  # says the sample is absent
+    assert not at.get("plotly_chart")
+
+
+def test_gpu_selector_lists_gpus_by_index_name_and_free_memory(monkeypatch, tmp_path):
+    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
+    at = _app(tmp_path / "runs")
+    selector = at.sidebar.selectbox(key="cfg_device")
+    assert selector.options == ["GPU 0 · NVIDIA H200 · 136.7 of 140.4 GiB free",
+                                "CPU (eager only: no graphs, to try the pipeline)"]
+    assert selector.value == "cuda:0"
+    assert "No CUDA GPU" not in _texts(at.info)
+
+
+def test_presets_fill_the_controls(tmp_path):
+    at = _app(tmp_path / "runs")
+    number = lambda name: at.sidebar.number_input(key=f"cfg_{name}").value  # noqa: E731
+    assert (number("batch"), number("d_in"), number("hidden"), number("d_out")) == (640, 4096, 2048, 1024)
+    assert (number("warmup_iters"), number("capture_iters"), number("replays")) == (3, 1, 200)
+    at.sidebar.selectbox(key="cfg_preset").select("lesson3").run()
+    assert (number("warmup_iters"), number("capture_iters"), number("replays")) == (3, 3, 10)
+    assert at.sidebar.toggle(key="cfg_count_warmup").value is True
+    assert "10 replays count 30" in _texts(at.sidebar.caption)
+    at.sidebar.selectbox(key="cfg_preset").select("lesson2").run()
+    assert (number("warmup_iters"), number("capture_iters"), number("replays")) == (1, 1, 10)
+    assert at.sidebar.toggle(key="cfg_count_warmup").value is False
+    assert not at.exception
+    at.sidebar.number_input(key="cfg_batch").set_value(64).run()  # edited after a preset: custom
+    assert "labelled 'custom'" in _texts(at.sidebar.caption)
+
+
+def test_every_control_has_its_allowed_range_in_the_help(tmp_path):
+    at = _app(tmp_path / "runs")
+    helps = {w.key: w.help for w in at.sidebar.number_input}
+    assert "from 1 to 1,048,576" in helps["cfg_batch"]
+    assert "0 to 0.99" in helps["cfg_dropout1"]
+    assert "from 1 to 100" in helps["cfg_capture_iters"]
+    assert len(helps) == 17  # 16 numeric RunConfig fields + the worker timeout
+    assert {t.key for t in at.sidebar.toggle} == {"cfg_count_warmup", "cfg_profile", "cfg_nvml"}
+
+
+def test_a_refused_value_is_shown_beside_its_control_and_nothing_can_run(tmp_path):
+    at = _app(tmp_path / "runs")
+    assert not at.sidebar.button(key="run_button").disabled
+    at.sidebar.number_input(key="cfg_replays").set_value(5).run()  # trials (10) > replays (5)
+    errors = _texts(at.sidebar.error)
+    assert "Refused: trials (10) cannot exceed replays (5)" in errors
+    assert "Allowed: a whole number from 1 to 1,000." in errors
+    assert "Run is disabled: Trials" in errors
+    assert at.sidebar.button(key="run_button").disabled
+    at.sidebar.number_input(key="cfg_replays").set_value(200).run()
+    assert not at.sidebar.error and not at.sidebar.button(key="run_button").disabled
+    at.sidebar.number_input(key="cfg_batch").set_value(1_048_576).run()  # 2^20 x 4096 > 2^31
+    assert "over 2^31" in _texts(at.sidebar.error)
+    assert at.sidebar.button(key="run_button").disabled
+    at.sidebar.number_input(key="cfg_batch").set_value(0).run()  # below the widget's own minimum
+    assert at.sidebar.number_input(key="cfg_batch").value >= 1
+    assert not at.exception
+
+
+VIEWS = {
+    "views/overview.py": ([["bar", "bar", "scatter"]],
+                          [["quantity", "value", "unit"], ["item", "value"], ["setting", "value"]]),
+    "views/counters.py": ([["bar", "bar"]], [analysis.COUNTER_LESSON_COLUMNS]),
+    "views/latency.py": ([["bar", "bar"], ["scatter", "scatter"], ["scattergl"] * 4, ["bar", "bar"]],
+                         [analysis.PERCENTILE_COLUMNS, analysis.TIMING_COLUMNS,
+                          TABLE_FILES["stats"][1]]),
+    "views/launch_split.py": ([["bar"] * 4, ["bar", "bar"], ["waterfall", "waterfall"]],
+                              [analysis.SPLIT_MEDIAN_COLUMNS, TABLE_FILES["breakdown"][1]]),
+    "views/gpu.py": ([["scattergl"] * 5 + ["scatter"] * 5],
+                     [TABLE_FILES["phases"][1], ["metric", "source", "count", "mean", "min", "max"]]),
+    "views/kernels.py": ([["bar"], ["bar"]], [analysis.KERNEL_TABLE_COLUMNS]),
+    "views/runs.py": ([], [[c for c in rundata.RUN_LIST_COLUMNS if c != "path"]]),
+}
+
+
+@pytest.fixture(scope="module")
+def shared_run(tmp_path_factory):
+    from conftest import write_synthetic_run
+
+    return write_synthetic_run(tmp_path_factory.mktemp("shared") / "runs" / "synthetic-seed")
+
+
+@pytest.mark.parametrize("page", list(VIEWS))
+def test_the_synthetic_run_renders_every_view(shared_run, page):
+    charts_expected, tables_expected = VIEWS[page]
+    at = _app(shared_run.parent)
+    assert at.session_state[state.OPEN_RUN] == str(shared_run.resolve())
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _trace_types(at) == charts_expected
+    assert [list(df.value.columns) for df in at.dataframe] == tables_expected
+    assert len(at.download_button) >= len(tables_expected)  # every table has its CSV
+    assert not at.error
+
+
+def test_overview_headline_verdict_and_downloads(shared_run):
+    at = _app(shared_run.parent)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Speedup"].endswith("x") and 4.0 < float(metrics["Speedup"][:-1]) < 6.0
+    assert metrics["Eager median per step"].startswith("1.")
+    assert metrics["The article's 'speedup' (no sync)"] == "3.00x"
+    ci = next(m for m in at.metric if m.label == "Speedup").proto.delta
+    assert ci.startswith("95% CI ")
+    assert "Launch-bound" in _texts(at.success)
+    labels = {b.label for b in at.download_button}
+    assert {"Download run (zip)", "Download summary.json", "Trace: eager (Perfetto)",
+            "Trace: graph (Perfetto)"} <= labels
+    assert "Synthetic GPU (test fixture)" in _texts(at.caption)
+
+
+def test_the_bundled_sample_opens_first_and_is_labelled(monkeypatch, shared_run, tmp_path):
+    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", shared_run)
+    at = _app(tmp_path / "empty-runs")
+    assert at.session_state[state.OPEN_RUN] == state.SAMPLE
+    assert ("Bundled sample run, recorded with this tool on **Synthetic GPU (test fixture)** on "
+            "2026-11-30") in _texts(at.caption)
+    assert len(at.get("plotly_chart")) == 1 and not at.exception
+
+
+@pytest.mark.skipif(not rundata.sample_run_available(rundata.SAMPLE_RUN_DIR),
+                    reason="dashboard/sample_run/ (a real H200 run) is not in this checkout yet")
+def test_the_real_bundled_sample_renders_every_view(monkeypatch, tmp_path):
+    real = Path(__file__).resolve().parent.parent / "dashboard" / "sample_run"
+    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", real)
+    at = _app(tmp_path / "runs")
+    assert at.session_state[state.OPEN_RUN] == state.SAMPLE
+    for page in VIEWS:
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert len(_figures(at)) == len(VIEWS[page][0])
+
+
+def test_two_runs_compare_side_by_side(shared_run, tmp_path):
+    from conftest import write_synthetic_run
+
+    runs = tmp_path / "runs"
+    write_synthetic_run(runs / "a", seed=1, started_at="2026-11-30T10:00:00")
+    write_synthetic_run(runs / "b", per_mode=100, trials=5, seed=2, started_at="2026-11-30T11:00:00")
+    at = _app(runs)
+    at.switch_page("views/runs.py").run()
+    assert not at.exception
+    assert _trace_types(at) == [["bar", "bar"], ["bar"] * 4]
+    diff = at.dataframe[-1].value
+    assert set(diff["setting"]) == {"replays", "trials"}
+    split = _figures(at)[1]
+    assert split["data"][0]["x"][0][:2] == ["A: eager", "A: graph"]
+
+
+def test_an_unreadable_run_is_listed_and_refused_with_a_message(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "broken").mkdir(parents=True)
+    (runs / "broken" / "summary.json").write_text("{not json")
+    at = _app(runs)
+    assert not at.exception
+    assert "cannot be opened" in _texts(at.error)
+    listed = rundata.list_runs(runs)
+    assert listed["problem"].str.contains("not valid JSON").all()
+
+
+# ----------------------------------------------------------------------------- running
+
+
+@pytest.fixture
+def fake_runs(monkeypatch, fake_worker, shared_run):
+    """The Run button starts the fake worker; mode by device: cpu 'done', otherwise as set."""
+    modes = {"mode": "done"}
+
+    def argv(config, out_dir, python=None):
+        return fake_worker(modes["mode"], out_dir, shared_run)
+
+    monkeypatch.setattr(worker, "worker_argv", argv)
+    return modes
+
+
+def test_run_button_runs_the_worker_and_opens_the_new_run(fake_runs, tmp_path):
+    runs = tmp_path / "runs"
+    at = _app(runs)
+    at.sidebar.button(key="run_button").click().run()
+    job = at.session_state[state.JOB]
+    assert job.wait(30)
+    at.run()
+    assert not at.exception
+    snap = job.snapshot()
+    assert snap.status == "done" and Path(snap.out_dir).parent == runs.resolve()
+    assert at.session_state[state.OPEN_RUN] == str(Path(snap.out_dir).resolve())
+    assert "finished and is open" in _texts(at.success)
+    assert "-seed-fp32-cpu-" in Path(snap.out_dir).name
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_a_failed_run_is_reported_and_the_app_keeps_serving(fake_runs, tmp_path):
+    fake_runs["mode"] = "crash"
+    at = _app(tmp_path / "runs")
+    at.sidebar.button(key="run_button").click().run()
+    assert at.session_state[state.JOB].wait(30)
+    at.run()
+    assert "failed: the worker crashed (exit code 1)" in _texts(at.error)
+    assert not at.exception and not at.sidebar.button(key="run_button").disabled
+    fake_runs["mode"] = "error"
+    at.sidebar.button(key="run_button").click().run()
+    assert at.session_state[state.JOB].wait(30)
+    at.run()
+    assert "The run was refused (Graph replays): --replays: too many. lower it" in _texts(at.error)
+    fake_runs["mode"] = "oom"
+    at.sidebar.button(key="run_button").click().run()
+    job = at.session_state[state.JOB]
+    assert job.wait(30)
+    at.run()
+    assert ("The run stopped [OutOfMemoryError]: out of memory during capture. shrink the batch"
+            in _texts(at.error))
+    assert "kept, marked incomplete, and is open" in _texts(at.info)
+    assert at.session_state[state.OPEN_RUN] == str(Path(job.snapshot().out_dir).resolve())
+
+
+def test_cancel_and_the_lock_shared_by_two_sessions(fake_runs, tmp_path):
+    runs = tmp_path / "runs"
+    fake_runs["mode"] = "sleep"
+    first = _app(runs)
+    first.sidebar.button(key="run_button").click().run()
+    first_job = first.session_state[state.JOB]
+    fake_runs["mode"] = "done"
+    second = _app(runs)
+    assert "A run started now waits its turn" in _texts(second.sidebar.caption)
+    second.sidebar.button(key="run_button").click().run()
+    second_job = second.session_state[state.JOB]
+    second.run()
+    waiting = _texts(second.info)
+    assert "Waiting for cpu" in waiting and "(another session) holds it since" in waiting
+    assert first_job.run_name in waiting and "number 1 in the queue" in waiting
+    assert second_job.snapshot().status == "queued"
+    first.run()
+    assert first.button(key="cancel_run")  # progress panel with its Cancel button
+    first.button(key="cancel_run").click().run()
+    assert first_job.wait(10) and first_job.snapshot().status == "cancelled"
+    assert second_job.wait(30) and second_job.snapshot().status == "done"
+    first.run()
+    second.run()
+    assert "cancelled" in _texts(first.warning)
+    assert "finished and is open" in _texts(second.success)
+
+
+# ----------------------------------------------------------------------------- CSV and zip
+
+
+def test_csv_builders_produce_the_schema_columns(shared_run):
+    run = RunResult.load(shared_run)
+    for name, (_, columns) in TABLE_FILES.items():
+        csv = rundata.table_csv_bytes(run.table(name)).decode()
+        assert csv.splitlines()[0].split(",") == columns
+        assert len(pd.read_csv(io.StringIO(csv))) == len(run.table(name))
+    derived = {
+        "percentiles": (analysis.percentile_table(run.table("latency")), analysis.PERCENTILE_COLUMNS),
+        "timing": (analysis.timing_comparison(run.table("stats"), run.headline), analysis.TIMING_COLUMNS),
+        "split": (analysis.split_medians(run.table("launch_split")), analysis.SPLIT_MEDIAN_COLUMNS),
+        "lessons": (analysis.counter_lessons(run.table("counters")), analysis.COUNTER_LESSON_COLUMNS),
+        "kernels": (analysis.kernel_table(run.table("kernels")), analysis.KERNEL_TABLE_COLUMNS),
+    }
+    for frame, columns in derived.values():
+        header = pd.read_csv(io.BytesIO(rundata.table_csv_bytes(frame))).columns
+        assert list(header) == columns
+
+
+def test_run_zip_round_trips_through_upload(shared_run, tmp_path):
+    data = rundata.run_zip_bytes(shared_run)
+    names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+    assert "synthetic-seed/summary.json" in names and "synthetic-seed/trace_graph.json" in names
+    dest = rundata.extract_run_zip(data, tmp_path / "unpacked")
+    loaded, original = RunResult.load(dest), RunResult.load(shared_run)
+    assert loaded.config == original.config
+    for name in TABLE_FILES:
+        pd.testing.assert_frame_equal(loaded.table(name), original.table(name))
+    assert loaded.trace_paths["eager"] == dest / "trace_eager.json"
+
+
+def _zip(files: dict[str, bytes | str], symlink: str | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, content in files.items():
+            zf.writestr(name, content)
+        if symlink:
+            info = zipfile.ZipInfo(symlink)
+            info.external_attr = (0o120777 << 16)
+            zf.writestr(info, "/etc/passwd")
+    return buffer.getvalue()
+
+
+def _run_files(shared_run) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in shared_run.iterdir()}
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("not_a_zip", "not a zip file"),
+    ("no_summary", "summary.json is missing"),
+    ("no_latency", "lacks latency.csv"),
+    ("bad_columns", "stats.csv lacks the columns mean_ms, median_ms"),
+    ("traversal", "unsafe path: '../evil.txt'"),
+    ("absolute", "unsafe path: '/tmp/evil.txt'"),
+    ("symlink", "holds a link"),
+    ("two_runs", "more than one run"),
+    ("bad_version", "not a version-1 run summary"),
+    ("bad_config", "invalid config"),
+    ("bad_json", "not valid JSON"),
+])
+def test_upload_validation_rejects_a_bad_zip(shared_run, tmp_path, damage, message):
+    files = _run_files(shared_run)
+    summary = json.loads(files["summary.json"])
+    symlink = None
+    if damage == "not_a_zip":
+        data = b"PK\x03\x04 this is not really a zip"
+    else:
+        if damage == "no_summary":
+            del files["summary.json"]
+        elif damage == "no_latency":
+            del files["latency.csv"]
+        elif damage == "bad_columns":
+            files["stats.csv"] = b"mode,method,count\neager,cuda_event,3\n"
+        elif damage == "traversal":
+            files["../evil.txt"] = b"x"
+        elif damage == "absolute":
+            files["/tmp/evil.txt"] = b"x"
+        elif damage == "symlink":
+            symlink = "run/link"
+        elif damage == "two_runs":
+            files.update({f"other/{k}": v for k, v in files.items()})
+        elif damage == "bad_version":
+            files["summary.json"] = json.dumps({**summary, "schema_version": 99})
+        elif damage == "bad_config":
+            files["summary.json"] = json.dumps({**summary, "config": {**summary["config"], "batch": 0}})
+        elif damage == "bad_json":
+            files["summary.json"] = "{oops"
+        data = _zip(files, symlink)
+    with pytest.raises(RunFormatError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        rundata.extract_run_zip(data, tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+    assert not (tmp_path / "evil.txt").exists()
+
+
+def test_upload_size_limits(shared_run, tmp_path, monkeypatch):
+    data = rundata.run_zip_bytes(shared_run)
+    monkeypatch.setattr(rundata, "MAX_UPLOAD_BYTES", len(data) - 1)
+    with pytest.raises(RunFormatError, match="over the"):
+        rundata.validate_run_zip(data)
+    monkeypatch.setattr(rundata, "MAX_UPLOAD_BYTES", 10 * len(data))
+    monkeypatch.setattr(rundata, "MAX_UNCOMPRESSED_BYTES", 1000)
+    with pytest.raises(RunFormatError, match="unpacks to"):
+        rundata.validate_run_zip(data)
+
+
+def test_unknown_files_in_a_zip_are_never_written(shared_run, tmp_path):
+    files = {f"run/{k}": v for k, v in _run_files(shared_run).items()}
+    files["run/notes.py"] = b"import os; os.system('echo pwned')"
+    dest = rundata.extract_run_zip(_zip(files), tmp_path / "dest")
+    assert "notes.py" not in {p.name for p in dest.iterdir()}
+    assert RunResult.load(dest).complete
+
+
+# ----------------------------------------------------------------------------- the real engine
+
+
+def _run_from_the_sidebar(at: AppTest, timeout_s: float) -> tuple[worker.JobSnapshot, float]:
+    """Press Run, follow the job like the page does, and time it until every view has drawn."""
+    import time
+
+    started = time.perf_counter()
+    at.sidebar.button(key="run_button").click().run()
+    job = at.session_state[state.JOB]
+    while not job.wait(0.5):
+        at.run()  # the live panel polls the job like the browser's fragment does
+        assert not at.exception
+        assert time.perf_counter() - started < timeout_s, job.snapshot()
+    at.run()
+    for page in VIEWS:
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+    return job.snapshot(), time.perf_counter() - started
+
+
+def test_a_real_cpu_run_from_the_sidebar_end_to_end(tmp_path):
+    """The real worker (`python -m profiler_core run --device cpu`), started by the Run button."""
+    at = _app(tmp_path / "runs")
+    at.sidebar.selectbox(key="cfg_device").select("cpu")
+    for name, value in (("batch", 64), ("d_in", 256), ("hidden", 256), ("d_out", 128),
+                        ("replays", 20), ("trials", 2), ("profile_iters", 3)):
+        at.sidebar.number_input(key=f"cfg_{name}").set_value(value)
+    at.run()
+    snap, _ = _run_from_the_sidebar(at, timeout_s=120)
+    assert snap.status == "done", (snap.message, snap.stderr_tail)
+    at.switch_page("views/overview.py").run()
+    assert at.session_state[state.OPEN_RUN] == str(Path(snap.out_dir).resolve())
+    run = RunResult.load(snap.out_dir)
+    assert run.config.batch == 64 and run.config.device == "cpu" and run.complete
+    at.switch_page("views/latency.py").run()
+    assert at.radio(key="latency_timing").value == "wall_ms"  # a CPU run has no CUDA-event times
+    assert _trace_types(at)[0] == ["bar"]  # eager only
+
+
+@pytest.mark.gpu
+def test_a_real_gpu_run_from_the_sidebar_end_to_end(monkeypatch, tmp_path):
+    """On a GPU: the seed preset from the sidebar to every view drawn (target: under 15 s)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    monkeypatch.setattr(devices, "list_devices", _real_list_devices)
+    at = _app(tmp_path / "runs")
+    assert at.sidebar.selectbox(key="cfg_device").value == "cuda:0"
+    snap, seconds = _run_from_the_sidebar(at, timeout_s=300)
+    assert snap.status == "done", (snap.message, snap.stderr_tail)
+    run = RunResult.load(snap.out_dir)
+    print(f"\nRun pressed -> every view drawn: {seconds:.1f} s on {run.environment.get('gpu_name')}; "
+          f"speedup {run.headline.get('speedup')}")
+    artifacts = Path(__file__).resolve().parent.parent / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    (artifacts / "gpu-run-timing.txt").write_text(f"{seconds:.2f} s {run.environment}\n")
+    assert len(run.table("launch_split")) and len(run.table("kernels"))
+    assert seconds < 60
