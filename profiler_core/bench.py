@@ -129,7 +129,7 @@ def sampler_effect(config: RunConfig, rounds: int = 8, iterations: int = 50) -> 
     device = torch.device(config.device)
     samples: dict[tuple[str, bool, int], list[float]] = {}
     with matmul_precision(config.dtype):
-        batches = make_batches(config, 8, device, torch.Generator().manual_seed(config.seed))
+        batches = make_batches(config, 8, device)
         eager = TrainingStep(config, device, graphed=False)
         graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
         graphed.capture(1, graphed.warm_up(batches[:3], count=True))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from profiler_core.errors import CaptureError
+from profiler_core.errors import CaptureError, CudaFaultError
 from profiler_core.workloads import TrainingStep
 
 
@@ -21,6 +21,20 @@ _TORCH_DIR = str(Path(torch.__file__).parent)
 # Source text that gives away why a line cannot be captured.
 _HOST_SYNC_CODE = (".item()", ".cpu()", ".tolist()", ".numpy()", "print(", ".nonzero(", "synchronize(")
 _CPU_TENSOR_CODE = (".to(", ".cuda(", "torch.tensor(", "torch.zeros(", "torch.ones(", "torch.randn(")
+
+
+# The diagnosis of a capture that failed in this process. A failed capture leaves PyTorch's CUDA
+# random-number state in capture mode ("Offset increment outside graph capture encountered
+# unexpectedly" at the next dropout), so later runs in the same process are refused clearly.
+_failed_capture: str | None = None
+
+
+def refuse_after_failed_capture() -> None:
+    if _failed_capture is not None:
+        raise CudaFaultError(
+            f"an earlier capture in this process failed ({_failed_capture}), which leaves PyTorch's "
+            "CUDA random-number state unusable for further runs here",
+            "start a new process for the next run (the dashboard runs each run in its own worker)")
 
 
 def _exception_chain(error: BaseException) -> list[BaseException]:
@@ -123,7 +137,10 @@ class GraphedStep:
                         self.step.optimizer.zero_grad(set_to_none=False)
                     self.step.forward_backward_update(self.static_x, self.static_y)
         except RuntimeError as error:
-            raise diagnose_capture_failure(error) from error
+            global _failed_capture
+            diagnosis = diagnose_capture_failure(error)
+            _failed_capture = diagnosis.message
+            raise diagnosis from error
         torch.cuda.synchronize(device)
         capture_ms = (time.perf_counter() - started) * 1e3
         self.graph = graph

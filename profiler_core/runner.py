@@ -16,6 +16,7 @@ import math
 import platform
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +27,7 @@ import pandas as pd
 import torch
 
 from profiler_core import schema, stats
-from profiler_core.capture import GraphedStep
+from profiler_core.capture import GraphedStep, refuse_after_failed_capture
 from profiler_core.config import RunConfig
 from profiler_core.counters import counters_table
 from profiler_core.errors import (ConfigError, CudaFaultError, GpuMemoryError, NoCudaError,
@@ -321,6 +322,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
     """
     device = resolve_device(config)
     if device.type == "cuda":
+        refuse_after_failed_capture()
         check_fits(config, device)
     origin_s = time.time()
     phases = PhaseRecorder(origin_s)
@@ -343,6 +345,8 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
                                        "or NVML data")
                     _run_cpu(config, device, phases, counter, state)
             except torch.cuda.OutOfMemoryError as error:
+                # Drop the locals of the failed frames (the run's tensors) whoever keeps the error.
+                traceback.clear_frames(error.__traceback__)
                 failure = _out_of_memory(config, counter.phase, error)
             except RuntimeError as error:
                 failure = _cuda_fault(counter.phase, error) if _is_cuda_fault(error) else error
@@ -433,8 +437,7 @@ def _detach_traces(result: RunResult) -> RunResult:
 
 def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
              progress: ProgressCounter, state: _RunState) -> None:
-    generator = torch.Generator().manual_seed(config.seed)
-    batches = make_batches(config, min(BATCH_POOL_SIZE, config.total_eager_iters), device, generator)
+    batches = make_batches(config, min(BATCH_POOL_SIZE, config.total_eager_iters), device)
     step = TrainingStep(config, device, graphed=False)
     timer = _Timer(device)
     observed = state.observed_counters
@@ -463,8 +466,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
               progress: ProgressCounter, trace_dir: Path, state: _RunState) -> None:
     headline, tables, observed = state.headline, state.tables, state.observed_counters
     progress.start_phase("batches", f"{BATCH_POOL_SIZE} batches on {config.device}")
-    generator = torch.Generator().manual_seed(config.seed)
-    batches = make_batches(config, BATCH_POOL_SIZE, device, generator)
+    batches = make_batches(config, BATCH_POOL_SIZE, device)
     timer = _Timer(device)
     torch.cuda.synchronize(device)
 

@@ -55,13 +55,15 @@ def matmul_precision(dtype: str) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def make_batches(config: RunConfig, count: int, device: torch.device,
-                 generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``count`` distinct (input, target) batches, drawn once so that both modes see the same data."""
+def make_batches(config: RunConfig, count: int,
+                 device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``count`` distinct (input, target) batches, drawn once on ``device`` from a generator seeded
+    with ``config.seed``, so that both modes see the same data."""
+    generator = torch.Generator(device=device).manual_seed(config.seed)
     batches = []
     for _ in range(count):
-        x = torch.randn(config.batch, config.d_in, generator=generator).to(device)
-        y = torch.randn(config.batch, config.d_out, generator=generator).to(device)
+        x = torch.randn(config.batch, config.d_in, device=device, generator=generator)
+        y = torch.randn(config.batch, config.d_out, device=device, generator=generator)
         batches.append((x, y))
     return batches
 
