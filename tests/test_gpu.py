@@ -147,38 +147,52 @@ def test_cli_seed_run_end_to_end(tmp_path):
     assert json.loads((out / "summary.json").read_text())["complete"] is True
 
 
+_BROKEN_RUN = textwrap.dedent("""
+    import json, sys
+    from profiler_core.config import RunConfig
+    from profiler_core.errors import CaptureError, CudaFaultError
+    from profiler_core.runner import run_experiment
+    small = dict(batch=64, d_in=512, hidden=512, d_out=256, replays=10, trials=2, nvml=False,
+                 profile=False, parity_steps=0)
+    report = {}
+    try:
+        run_experiment(RunConfig(**small, workload=sys.argv[1]))
+    except CaptureError as error:
+        report.update(message=error.message, hint=error.hint, code=error.exit_code,
+                      complete=error.partial_result.complete,
+                      phases=sorted(error.partial_result.table("counters")["phase"]))
+    try:
+        run_experiment(RunConfig(**small))
+    except CudaFaultError as error:
+        report["refused_next"] = error.hint
+    print(json.dumps(report))
+""")
+
+
 @pytest.mark.parametrize("workload, cause", [
     ("broken-host-sync", "synchronises with the host"),
     ("broken-cpu-tensor", "copies a CPU tensor"),
     ("broken-optimizer", "without capturable=True"),
 ])
 def test_uncapturable_steps_are_diagnosed_and_the_next_run_works(workload, cause, tmp_path):
-    from profiler_core.errors import CaptureError
-
-    config = RunConfig(**LAUNCH_BOUND, workload=workload, replays=10, trials=2, nvml=False,
-                       profile=False, parity_steps=0)
-    with pytest.raises(CaptureError) as raised:
-        run_experiment(config)
-    print(f"{workload}: {raised.value.message} | fix: {raised.value.hint}")
-    assert cause in raised.value.message and "workloads.py" in raised.value.message
-    partial = raised.value.partial_result
-    assert partial.complete is False
-    assert set(partial.table("counters")["phase"]) == {"initial", "after_warmup"}
-    # A failed capture leaves torch's CUDA RNG state unusable in this process: refused clearly...
-    from profiler_core.errors import CudaFaultError
-    import profiler_core.capture as capture
-
-    with pytest.raises(CudaFaultError) as refused:
-        run_experiment(RunConfig(**LAUNCH_BOUND, replays=10, trials=2, nvml=False, profile=False))
-    assert "start a new process" in refused.value.hint
-    capture._failed_capture = None  # (the next parametrised case runs in this process too)
+    # Each case in its own process: a failed capture leaves torch's CUDA RNG state in capture mode.
+    root = Path(__file__).parents[1]
+    completed = subprocess.run([sys.executable, "-c", _BROKEN_RUN, workload], capture_output=True,
+                               text=True, timeout=300, cwd=root)
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    print(f"{workload}: {report['message']} | fix: {report['hint']}")
+    assert cause in report["message"] and "workloads.py" in report["message"]
+    assert report["code"] == 4 and report["complete"] is False
+    assert report["phases"] == ["after_warmup", "initial"]
+    # The same process refuses another run clearly...
+    assert "start a new process" in report["refused_next"]
     # ...while the next run in a new process, as the dashboard's worker does, works.
     completed = subprocess.run([sys.executable, "-m", "profiler_core", "run", "--batch", "64",
                                 "--d-in", "512", "--hidden", "512", "--d-out", "256", "--replays",
                                 "10", "--trials", "2", "--no-profile", "--no-nvml", "--out",
                                 str(tmp_path / "next"), "--progress", "none"],
-                               capture_output=True, text=True, timeout=300,
-                               cwd=Path(__file__).parents[1])
+                               capture_output=True, text=True, timeout=300, cwd=root)
     assert completed.returncode == 0, completed.stderr
     assert RunResult.load(tmp_path / "next").headline["counters_match"] is True
 
