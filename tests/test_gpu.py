@@ -203,14 +203,15 @@ def test_out_of_memory_is_caught_freed_and_the_next_run_works(monkeypatch):
 
     monkeypatch.setattr(runner, "check_fits", lambda config, device: None)  # skip the estimate
     free_before, _ = torch.cuda.mem_get_info()
-    # The batches fit (32 GiB); eight 8-GiB-per-layer activations do not.
-    huge = RunConfig(batch=131_072, d_in=4_096, hidden=16_384, d_out=4_096, hidden_layers=8,
+    # The batches fit (32 GiB); sixteen layers of 8-GiB activations do not. Narrow layers keep the
+    # matrix products short, so the first eager forward runs out within seconds.
+    huge = RunConfig(batch=1_048_576, d_in=512, hidden=2_048, d_out=512, hidden_layers=16,
                      replays=10, trials=2, nvml=False, profile=False, parity_steps=0)
     with pytest.raises(GpuMemoryError) as raised:
         run_experiment(huge)
     print(f"out of memory: {raised.value.message} | fix: {raised.value.hint}")
     assert "ran out of memory during eager warm-up" in raised.value.message
-    assert "batch" in raised.value.hint
+    assert "batch (now 1,048,576)" in raised.value.hint
     assert raised.value.partial_result.complete is False
     free_after, _ = torch.cuda.mem_get_info()
     assert free_after > free_before - 2 * 2**30  # the failed run's memory was given back
