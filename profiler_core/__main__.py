@@ -8,6 +8,7 @@ A run that stops early keeps what it measured in its run directory, marked incom
 from __future__ import annotations
 
 import math
+import signal
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -87,8 +88,15 @@ def format_summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _command_run(args) -> int:
     from profiler_core.runner import run_experiment
+
+    # SIGTERM (the dashboard's Cancel) stops the run like Ctrl-C, so the partial run is kept.
+    signal.signal(signal.SIGTERM, _interrupt)
 
     config = cli.config_from_args(args)
     reporter = cli.JsonlProgress() if args.progress == "jsonl" else (

@@ -144,12 +144,19 @@ def _graph_mode(graphed: GraphedStep, batches, capture_iters: int) -> _Mode:
                  lambda i: graphed.replay())
 
 
+def _latency_table(rows: list[tuple]) -> pd.DataFrame:
+    return coerce_table("latency", pd.DataFrame(rows, columns=schema.LATENCY_COLUMNS))
+
+
 def _timed_trials(modes: list[_Mode], iterations: dict[str, int], trials: int, timer: _Timer,
-                  phases: PhaseRecorder, progress: ProgressCounter) -> pd.DataFrame:
-    """Per-iteration timing, modes alternating in ``trials`` blocks (ABBA order)."""
+                  phases: PhaseRecorder, progress: ProgressCounter,
+                  rows: list[tuple]) -> pd.DataFrame:
+    """Per-iteration timing, modes alternating in ``trials`` blocks (ABBA order).
+
+    Rows are appended to ``rows`` as they are measured, so an interrupted run keeps them.
+    """
     sizes = {mode.name: _split(iterations[mode.name], trials) for mode in modes}
     next_index = {mode.name: 0 for mode in modes}
-    rows = []
     for trial in range(trials):
         order = modes if trial % 2 == 0 else modes[::-1]
         for mode in order:
@@ -161,7 +168,7 @@ def _timed_trials(modes: list[_Mode], iterations: dict[str, int], trials: int, t
                     rows.append((mode.name, trial, i, mode.steps, gpu_ms, wall_ms))
                     next_index[mode.name] = i + 1
                     progress.advance(mode.steps, f"trial {trial + 1}/{trials}, {mode.name}")
-    return coerce_table("latency", pd.DataFrame(rows, columns=schema.LATENCY_COLUMNS))
+    return _latency_table(rows)
 
 
 def _block_trials(modes: list[_Mode], block_iters: dict[str, int], trials: int, timer: _Timer,
@@ -312,6 +319,7 @@ class _RunState:
     notes: list = field(default_factory=list)
     traces: dict = field(default_factory=lambda: {"eager": None, "graph": None})
     observed_counters: dict = field(default_factory=dict)
+    latency_rows: list = field(default_factory=list)  # timed iterations, as they are measured
 
 
 def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progress) -> RunResult:
@@ -354,6 +362,8 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
                 failure = error
             if failure is not None:
                 _release_gpu_memory(device)
+                if "latency" not in state.tables and state.latency_rows:
+                    state.tables["latency"] = _latency_table(state.latency_rows)
                 state.notes.append(f"incomplete: the run stopped during {counter.phase}: "
                                    f"{_one_line(failure)}")
             if state.observed_counters:
@@ -451,7 +461,7 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     step.counter.zero_()
     progress.start_phase("timed trials", f"{config.total_eager_iters} eager steps")
     latency = _timed_trials([eager], {"eager": config.total_eager_iters}, config.trials, timer,
-                            phases, progress)
+                            phases, progress, state.latency_rows)
     state.tables["latency"] = latency
     observed["eager_after_timed"] = float(step.counter.item())
     progress.start_phase("article loop", "no-sync loop timing")
@@ -522,7 +532,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     progress.start_phase("timed trials", f"{config.trials} interleaved trials per mode")
     latency = _timed_trials([eager, graph], {"eager": config.total_eager_iters,
                                              "graph": config.replays},
-                            config.trials, timer, phases, progress)
+                            config.trials, timer, phases, progress, state.latency_rows)
     tables["latency"] = latency
     observed["after_replay"] = float(counter_tensor.item())
     observed["eager_after_timed"] = float(eager_step.counter.item())

@@ -31,8 +31,11 @@ LAUNCH_SPLIT_COLUMNS = [
     "gpu_idle_us", "launches", "kernels", "launch_delay_us",
 ]
 
-# The speedup decomposed (per iteration, medians over the profiled window).
+# The speedup decomposed (per iteration, medians over the profiled window). Components:
+# gpu_busy + gpu_idle = total_span exactly (the GPU timeline); cpu_launch and cpu_other describe
+# the CPU side and do not add into the span. Shares are of the total_span saving.
 BREAKDOWN_COLUMNS = ["component", "eager_us", "graph_us", "saving_us", "share_of_saving_pct"]
+BREAKDOWN_COMPONENTS = ["gpu_busy", "gpu_idle", "total_span", "cpu_launch", "cpu_other"]
 
 KERNEL_COLUMNS = [
     "mode", "kernel", "kernel_full", "calls_per_iter", "total_us", "mean_us", "min_us",
@@ -59,3 +62,10 @@ TABLE_FILES = {
     "phases": ("phases.csv", PHASE_COLUMNS),
 }
 TRACE_FILES = {"eager": "trace_eager.json", "graph": "trace_graph.json"}
+
+# The worker's JSON-lines error record: "kind" is one of these, with the CLI's exit code.
+ERROR_KINDS = {
+    "UsageError": 2, "ConfigError": 2,  # refused input: nothing ran
+    "NoCudaError": 3, "CaptureError": 4, "GpuMemoryError": 5, "CudaFaultError": 6,
+    "RunFormatError": 2, "Interrupted": 130,
+}

@@ -110,3 +110,28 @@ def test_bar_progress_draws_a_bar(tmp_path, capsys):
     assert main(["run", "--out", str(tmp_path / "r"), "--device", "cpu", *TINY]) == 0
     err = capsys.readouterr().err
     assert "[" in err and "100.0%" in err and "timed trials" in err
+
+
+def test_sigterm_keeps_the_incomplete_run(tmp_path):
+    """The dashboard's Cancel sends SIGTERM: the worker keeps what it measured, marked incomplete."""
+    import signal
+    import time
+
+    out = tmp_path / "cancelled"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "profiler_core", "run", "--out", str(out), "--device", "cpu",
+         "--progress", "jsonl", "--batch", "64", "--d-in", "256", "--hidden", "256", "--d-out", "64",
+         "--replays", "100000", "--trials", "10"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    for line in worker.stdout:  # wait until the timed trials have started
+        if '"timed trials"' in line:
+            break
+    time.sleep(0.5)
+    worker.send_signal(signal.SIGTERM)
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 130, err
+    assert "kept" in err
+    loaded = RunResult.load(out)
+    assert loaded.complete is False
+    assert any("incomplete" in note and "timed trials" in note for note in loaded.notes)
+    assert len(loaded.table("latency")) > 0  # the iterations timed before the signal are kept
