@@ -472,6 +472,17 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     state.headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
 
 
+def _untimed_iterations(mode: _Mode, phases: PhaseRecorder, progress: ProgressCounter) -> None:
+    """The first iterations of a mode, run but not timed (phase "<mode> warm-up")."""
+    phase = f"{mode.name} warm-up"
+    progress.start_phase(phase, f"{TIMING_WARMUP_ITERS} untimed iterations")
+    with phases.phase(phase):
+        for i in range(TIMING_WARMUP_ITERS):
+            mode.prepare(i)
+            mode.run(i)
+            progress.advance(mode.steps)
+
+
 def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
               progress: ProgressCounter, trace_dir: Path, state: _RunState) -> None:
     headline, tables, observed = state.headline, state.tables, state.observed_counters
@@ -485,11 +496,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     eager_step = TrainingStep(config, device, graphed=False)
     eager = _eager_mode(eager_step, batches, config.capture_iters)
     torch.cuda.reset_peak_memory_stats(device)
-    progress.start_phase("eager warm-up", f"{TIMING_WARMUP_ITERS} untimed eager steps")
-    with phases.phase("eager warm-up"):
-        for i in range(TIMING_WARMUP_ITERS):
-            eager.run(i)
-            progress.advance()
+    _untimed_iterations(eager, phases, progress)
     torch.cuda.synchronize(device)
     headline["eager_peak_bytes"] = int(torch.cuda.max_memory_allocated(device) - baseline)
 
@@ -517,12 +524,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
                     graph_pool_allocated_bytes=costs.pool_allocated_bytes)
     graph = _graph_mode(graphed, batches, config.capture_iters)
     torch.cuda.reset_peak_memory_stats(device)
-    progress.start_phase("graph warm-up", f"{TIMING_WARMUP_ITERS} untimed replays")
-    with phases.phase("graph warm-up"):
-        for i in range(TIMING_WARMUP_ITERS):
-            graph.prepare(i)
-            graph.run(i)
-            progress.advance(config.capture_iters)
+    _untimed_iterations(graph, phases, progress)
     torch.cuda.synchronize(device)
     headline["graph_peak_bytes"] = int(torch.cuda.max_memory_allocated(device) - before_graph)
 
