@@ -96,7 +96,6 @@ class GraphedStep:
         self.static_x = torch.empty_like(example_x)
         self.static_y = torch.empty_like(example_y)
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.costs: CaptureCosts | None = None
 
     def load(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Copy a fresh batch into the static inputs the graph reads."""
@@ -144,13 +143,12 @@ class GraphedStep:
         torch.cuda.synchronize(device)
         capture_ms = (time.perf_counter() - started) * 1e3
         self.graph = graph
-        self.costs = CaptureCosts(
+        return CaptureCosts(
             warmup_ms=warmup_ms,
             capture_ms=capture_ms,
             pool_reserved_bytes=torch.cuda.memory_reserved(device) - reserved_before,
             pool_allocated_bytes=torch.cuda.memory_allocated(device) - allocated_before,
         )
-        return self.costs
 
     def replay(self) -> None:
         """One replay (``steps_per_graph`` training steps), then the fp16 scaler update if any."""

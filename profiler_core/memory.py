@@ -30,9 +30,6 @@ class MemoryEstimate:
     batches_bytes: int
     total_bytes: int  # two replicas (eager, graphed), a graph pool, batches and fixed overhead
 
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
-
 
 def parameter_count(config: RunConfig) -> int:
     hidden_layers = config.hidden_layers - 1
