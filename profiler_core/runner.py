@@ -486,15 +486,15 @@ def _untimed_iterations(mode: _Mode, phases: PhaseRecorder, progress: ProgressCo
 def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
               progress: ProgressCounter, trace_dir: Path, state: _RunState) -> None:
     headline, tables, observed = state.headline, state.tables, state.observed_counters
-    progress.start_phase("batches", f"{BATCH_POOL_SIZE} batches on {config.device}")
-    batches = make_batches(config, BATCH_POOL_SIZE, device)
-    timer = _Timer(device)
-    torch.cuda.synchronize(device)
-
-    # Eager replica and its untimed warm-up (also measures its peak memory).
-    baseline = torch.cuda.memory_allocated(device)
-    eager_step = TrainingStep(config, device, graphed=False)
-    eager = _eager_mode(eager_step, batches, config.capture_iters)
+    progress.start_phase("setup", f"{BATCH_POOL_SIZE} batches and the eager replica on {config.device}")
+    with phases.phase("setup"):  # the first CUDA work of a process also loads its kernels
+        batches = make_batches(config, BATCH_POOL_SIZE, device)
+        timer = _Timer(device)
+        torch.cuda.synchronize(device)
+        # Eager replica and its untimed warm-up (also measures its peak memory).
+        baseline = torch.cuda.memory_allocated(device)
+        eager_step = TrainingStep(config, device, graphed=False)
+        eager = _eager_mode(eager_step, batches, config.capture_iters)
     torch.cuda.reset_peak_memory_stats(device)
     _untimed_iterations(eager, phases, progress)
     torch.cuda.synchronize(device)
