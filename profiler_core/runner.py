@@ -402,8 +402,10 @@ def _one_line(error: BaseException) -> str:
 
 def _out_of_memory(config: RunConfig, phase: str, error: BaseException) -> GpuMemoryError:
     """A fresh error (holding no frames, so the run's tensors can be freed) naming the phase."""
+    # torch's message runs on with allocator advice; its first three sentences say what failed.
+    detail = ". ".join(_one_line(error).split(". ")[:3])
     return GpuMemoryError(
-        f"CUDA ran out of memory during {phase} ({_one_line(error)})",
+        f"CUDA ran out of memory during {phase} ({detail})",
         f"shrink the batch (now {config.batch:,}) or the layer sizes (D_in {config.d_in:,}, "
         f"H {config.hidden:,} x{config.hidden_layers}, D_out {config.d_out:,}), or free memory "
         "used by other processes")
