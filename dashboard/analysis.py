@@ -147,7 +147,8 @@ def split_medians(launch_split: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=SPLIT_MEDIAN_COLUMNS)
     numeric = SPLIT_MEDIAN_COLUMNS[2:]
     frame = launch_split.copy()
-    frame[numeric] = frame[numeric].apply(pd.to_numeric, errors="coerce")
+    # plain floats: a missing integer (pandas NA) becomes NaN, never an NA that float() refuses
+    frame[numeric] = frame[numeric].apply(pd.to_numeric, errors="coerce").astype(float)
     grouped = frame.groupby("mode", sort=False)
     out = grouped[numeric].median()
     out.insert(0, "iterations", grouped.size())

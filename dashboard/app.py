@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:  # `streamlit run dashboard/app.py` puts only dash
 
 import streamlit as st  # noqa: E402
 
-from dashboard import controls, runpanel, state  # noqa: E402
+from dashboard import controls, rundata, runpanel, state, ui  # noqa: E402
 
 st.set_page_config(page_title="CUDA Graphs profiler", page_icon=":material/speed:", layout="wide")
 
@@ -36,8 +36,16 @@ runpanel.handle_finished_job()
 with st.sidebar:
     st.header("Open a run")
     # Current values are passed as defaults too (see controls._widget for why).
-    st.text_input("Runs folder", value=st.session_state[state.RUNS_DIR], key=state.RUNS_DIR,
-                  help="Where new runs are saved and listed (default ./runs, or $PROFILER_RUNS_DIR).")
+    st.text_input("Runs folder", value=str(st.session_state[state.RUNS_DIR] or "")[:rundata.MAX_FOLDER_CHARS],
+                  key=state.RUNS_DIR,
+                  max_chars=rundata.MAX_FOLDER_CHARS,
+                  help="Where new runs are saved and listed (default ./runs, or $PROFILER_RUNS_DIR). "
+                       "It must lie under the server's allowed folders "
+                       f"(${rundata.RUNS_ROOT_ENV}, by default the folder the server started in).")
+    folder_problem = state.runs_dir_problem()
+    if folder_problem:
+        st.error(f"Runs folder refused: {ui.escape_md(folder_problem)}. Showing and saving to "
+                 f"{ui.escape_md(state.runs_dir())} instead.", icon=":material/block:")
     options = state.run_options()
     if st.session_state.get(state.OPEN_RUN) not in options:
         st.session_state[state.OPEN_RUN] = next(iter(options), None)

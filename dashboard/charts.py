@@ -17,6 +17,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from profiler_core.schema import BREAKDOWN_COMPONENTS
+
 MODE_COLORS = {"eager": "#E4572E", "graph": "#2E86AB"}
 SPLIT_COLORS = {
     "cpu_launch_us": "#F4A259", "cpu_other_us": "#BC4B51",
@@ -37,7 +39,11 @@ NVML_PANELS = (
 LATENCY_LABELS = {"gpu_ms": "GPU time per step (ms, CUDA events)",
                   "wall_ms": "wall time per step (ms, synchronised)"}
 HEIGHT = 380
-TOTAL_COMPONENTS = ("total", "span", "iteration", "step", "span_us", "total_us")
+# The breakdown's components come from the schema: "total_span" is the iteration span, the
+# others belong to the GPU timeline (busy + idle = span) or the CPU one (launch + other).
+TOTAL_COMPONENT = "total_span"
+TIMELINE_OF_COMPONENT = {c: c.split("_", 1)[0].upper() for c in BREAKDOWN_COMPONENTS
+                         if c != TOTAL_COMPONENT}
 
 
 def _color(mode: str, index: int = 0) -> str:
@@ -64,7 +70,7 @@ def empty_figure(title: str, message: str = "no data in this run") -> go.Figure:
 
 
 def _modes(frame: pd.DataFrame) -> list[str]:
-    present = list(pd.unique(frame["mode"].astype(str)))
+    present = list(pd.unique(frame["mode"].dropna().astype(str)))  # a row without a mode is skipped
     order = {"eager": 0, "graph": 1}
     return sorted(present, key=lambda m: (order.get(m, 9), m))
 
@@ -81,7 +87,7 @@ def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
         return empty_figure(title)
     fig = go.Figure()
     for i, mode in enumerate(_modes(part)):
-        row = part[part["mode"] == mode].iloc[0]
+        row = part[part["mode"].astype(str) == mode].iloc[0]
         median, p10, p90 = float(row["median_ms"]), float(row["p10_ms"]), float(row["p90_ms"])
         fig.add_trace(go.Bar(
             x=[mode], y=[median], name=mode, marker_color=_color(mode, i),
@@ -273,14 +279,18 @@ def split_bars(medians: pd.DataFrame) -> go.Figure:
 
 
 def _is_total(component: str) -> bool:
-    name = component.lower()
-    return name in TOTAL_COMPONENTS or name.startswith("total")
+    return component == TOTAL_COMPONENT
 
 
 def _side(component: str) -> str:
-    """Which timeline a breakdown component belongs to: 'GPU', 'CPU' or ''."""
-    prefix = component.lower().split("_", 1)[0]
-    return prefix.upper() if prefix in ("gpu", "cpu") else ""
+    """Which timeline a breakdown component belongs to: 'GPU' or 'CPU' (schema components)."""
+    return TIMELINE_OF_COMPONENT.get(component, "")
+
+
+def unknown_components(breakdown: pd.DataFrame) -> list[str]:
+    """Components of a breakdown table that the schema does not list (they are not drawn)."""
+    names = breakdown["component"].dropna().astype(str)
+    return sorted(set(names) - set(BREAKDOWN_COMPONENTS))
 
 
 def _step_label(component: str, side: str) -> str:
@@ -300,8 +310,12 @@ def waterfall_steps(breakdown: pd.DataFrame) -> dict[str, pd.DataFrame]:
     measure (absolute/relative/total).
     """
     names = breakdown["component"].astype(str)
-    totals = breakdown[names.map(_is_total)]
-    parts = breakdown[~names.map(_is_total)]
+    known = breakdown[names.isin(BREAKDOWN_COMPONENTS)]
+    order = {c: i for i, c in enumerate(BREAKDOWN_COMPONENTS)}
+    known = known.iloc[known["component"].astype(str).map(order).argsort(kind="stable")]
+    names = known["component"].astype(str)
+    totals = known[names.map(_is_total)]
+    parts = known[~names.map(_is_total)]
     sides: dict[str, pd.DataFrame] = {}
     for side in dict.fromkeys(parts["component"].astype(str).map(_side)):
         group = parts[parts["component"].astype(str).map(_side) == side]
@@ -335,6 +349,8 @@ def speedup_waterfall(breakdown: pd.DataFrame) -> go.Figure:
     if breakdown.empty:
         return empty_figure(title, "no breakdown in this run (profiler off)")
     sides = waterfall_steps(breakdown)
+    if not sides:
+        return empty_figure(title, "no component of this breakdown is known to this dashboard")
     fig = make_subplots(rows=1, cols=len(sides), shared_yaxes=True, horizontal_spacing=0.04,
                         subplot_titles=[f"{side} timeline" if side != "all" else "" for side in sides])
     for col, steps in enumerate(sides.values(), start=1):

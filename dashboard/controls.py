@@ -216,7 +216,9 @@ def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | No
                     st.error(refusal_text(error), icon=":material/block:")
     st.number_input("Stop a run after (s)", min_value=0, max_value=86_400, step=60, key=TIMEOUT_KEY,
                     value=int(st.session_state[TIMEOUT_KEY]),
-                    help="A worker still running after this long is stopped (0: no limit).")
+                    help="A worker still running this long after it started (time waiting for the "
+                         "device does not count) is stopped; what it measured is kept, marked "
+                         "incomplete (0: no limit).")
     if error is None and values["preset"] == "custom":
         st.caption("Values changed from the preset: this run is labelled 'custom'.")
     return config, error

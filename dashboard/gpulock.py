@@ -32,6 +32,18 @@ class Holder:
 
 
 @dataclass(frozen=True)
+class Grant:
+    """One turn on a device, for the record: who, when granted, when released (None: holding)."""
+
+    job_id: str
+    run_name: str
+    session: str
+    requested_at: float
+    granted_at: float
+    released_at: float | None = None
+
+
+@dataclass(frozen=True)
 class LockState:
     device: str
     holder: Holder | None
@@ -46,19 +58,41 @@ class LockState:
 
 
 class GpuLock:
-    """A FIFO lock for one device; ``acquire`` can be abandoned through a cancel event."""
+    """A FIFO lock for one device; ``acquire`` can be abandoned through a cancel event.
+
+    ``enqueue`` takes a place in the queue at once (the Run button does, so runs start in the
+    order Run was pressed, not in the order their threads happen to be scheduled); ``acquire``
+    enqueues too if needed, then waits for the turn. The last grants are kept (``history``).
+    """
+
+    HISTORY = 50
 
     def __init__(self, device: str) -> None:
         self.device = device
         self._cond = threading.Condition()
         self._holder: Holder | None = None
         self._queue: deque[Ticket] = deque()
+        self._history: deque[Grant] = deque(maxlen=self.HISTORY)
+
+    def enqueue(self, ticket: Ticket) -> None:
+        with self._cond:
+            if ticket not in self._queue and (self._holder is None or self._holder.ticket is not ticket):
+                self._queue.append(ticket)
+                self._cond.notify_all()
+
+    def leave(self, ticket: Ticket) -> None:
+        """Leave the queue if still in it (a job that ends without ever getting its turn)."""
+        with self._cond:
+            if ticket in self._queue:
+                self._queue.remove(ticket)
+                self._cond.notify_all()
 
     def acquire(self, ticket: Ticket, cancel: threading.Event | None = None,
                 poll_s: float = 0.1) -> bool:
         """Wait for the turn of ``ticket``; False if ``cancel`` was set while waiting."""
         with self._cond:
-            self._queue.append(ticket)
+            if ticket not in self._queue:
+                self._queue.append(ticket)
             try:
                 while self._holder is not None or self._queue[0] is not ticket:
                     if cancel is not None and cancel.is_set():
@@ -67,6 +101,8 @@ class GpuLock:
                 if cancel is not None and cancel.is_set():
                     return False
                 self._holder = Holder(ticket, time.time())
+                self._history.append(Grant(ticket.job_id, ticket.run_name, ticket.session,
+                                           ticket.requested_at, self._holder.since))
                 return True
             finally:
                 self._queue.remove(ticket)
@@ -76,7 +112,18 @@ class GpuLock:
         with self._cond:
             if self._holder is not None and self._holder.ticket is ticket:
                 self._holder = None
+                for i in range(len(self._history) - 1, -1, -1):
+                    grant = self._history[i]
+                    if grant.job_id == ticket.job_id and grant.released_at is None:
+                        self._history[i] = Grant(grant.job_id, grant.run_name, grant.session,
+                                                 grant.requested_at, grant.granted_at, time.time())
+                        break
                 self._cond.notify_all()
+
+    def history(self) -> list[Grant]:
+        """The last grants, oldest first."""
+        with self._cond:
+            return list(self._history)
 
     def state(self) -> LockState:
         with self._cond:

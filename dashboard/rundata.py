@@ -1,9 +1,13 @@
 """Run directories for the dashboard: open, list, zip, and validate uploaded zips.
 
-Scope: files only, no Streamlit. A run is opened with ``profiler_core.results.RunResult.load``;
-listing reads only each run's summary.json. Uploads are checked before anything is written:
-size, member names (no path traversal, no links), the expected files, and every table's columns.
-Only known file names are ever written, so a name inside a zip never becomes a path.
+Scope: files only, no Streamlit. A run is opened with ``profiler_core.results.RunResult.load``
+(JSON and CSV only: nothing from a run is ever executed or unpickled) after its files are
+checked: regular files only (no links, devices or pipes) and none over its size limit. Listing
+reads only each run's summary.json. Uploads are checked before anything is written: size, member
+names (no path traversal, no links, no encryption, no duplicates), declared sizes, the expected
+files, and every table's columns. Only known file names are ever written, so a name inside a zip
+never becomes a path. The runs folder typed in the sidebar must lie under an allowed root
+(:func:`resolve_runs_folder`). Every failure is a ``ProfilerError`` with a message and a hint.
 """
 
 from __future__ import annotations
@@ -33,10 +37,18 @@ SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
 RUNS_DIR_ENV = "PROFILER_RUNS_DIR"
 DEFAULT_RUNS_DIR = "runs"
 
+RUNS_ROOT_ENV = "PROFILER_RUNS_ROOT"  # where the runs folder may be (os.pathsep-separated)
+
 MAX_UPLOAD_MB = 200
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
-MAX_UNCOMPRESSED_BYTES = 2 * 2**30
-MAX_ZIP_MEMBERS = 500
+MAX_UNCOMPRESSED_BYTES = 2**30  # a whole run, unpacked
+MAX_ZIP_MEMBERS = 500  # entries of a zip, folders included
+# Largest file of each sort that is read (folder or upload): a summary is a few kB, a table of
+# 100,000 steps per mode a few MB; traces are only served for download, never parsed.
+MAX_SUMMARY_BYTES = 16 * 2**20
+MAX_TABLE_BYTES = 256 * 2**20
+MAX_TRACE_BYTES = 2**30
+MAX_FOLDER_CHARS = 1024
 
 # Files every run written by the tool has; the other tables are checked when present.
 REQUIRED_FILES = (SUMMARY_FILE, "counters.csv", "latency.csv", "stats.csv")
@@ -50,8 +62,102 @@ def default_runs_dir() -> str:
     return os.environ.get(RUNS_DIR_ENV) or DEFAULT_RUNS_DIR
 
 
+class FolderRefused(ProfilerError):
+    """A runs folder typed in the sidebar that the dashboard will not use."""
+
+    exit_code = 2
+
+
+def allowed_roots() -> list[Path]:
+    """Where a runs folder may be: ``$PROFILER_RUNS_ROOT`` (folders separated by the OS's path
+    separator) or, when unset, the server's working directory; the default runs folder always."""
+    env = os.environ.get(RUNS_ROOT_ENV, "")
+    roots = [Path(p).expanduser() for p in env.split(os.pathsep) if p.strip()] or [Path.cwd()]
+    roots.append(Path(default_runs_dir()).expanduser())
+    resolved: list[Path] = []
+    for root in roots:
+        try:
+            path = root.resolve()
+        except (OSError, ValueError, RuntimeError):
+            continue
+        if path not in resolved:
+            resolved.append(path)
+    return resolved
+
+
+def resolve_runs_folder(text: Any, roots: list[Path] | None = None) -> Path:
+    """The runs folder typed in the sidebar as an absolute path, checked.
+
+    Refused (``FolderRefused``, saying why and what is allowed): control characters, over
+    ``MAX_FOLDER_CHARS``, a path that does not resolve, a file, or a folder outside every allowed
+    root (``..``, links and ``~`` are resolved first, so none of them can step outside).
+    """
+    raw = str(text if text is not None else "").strip() or default_runs_dir()
+    roots = allowed_roots() if roots is None else roots
+    where = ", ".join(str(r) for r in roots)
+    hint = (f"use a folder under {where}; to allow another place, start the server with "
+            f"{RUNS_ROOT_ENV} set to it")
+    if len(raw) > MAX_FOLDER_CHARS:
+        raise FolderRefused(f"the runs folder name is {len(raw):,} characters long "
+                            f"(at most {MAX_FOLDER_CHARS:,})", hint)
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in raw):
+        raise FolderRefused("the runs folder name holds control characters", hint)
+    try:
+        path = Path(raw).expanduser().resolve()
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise FolderRefused(f"the runs folder {raw!r} cannot be used: {exc}", hint) from None
+    if not any(path == root or path.is_relative_to(root) for root in roots):
+        raise FolderRefused(f"the runs folder {path} is outside the allowed folders", hint)
+    try:
+        if path.exists() and not path.is_dir():
+            raise FolderRefused(f"{path} is a file, not a folder", "pick a folder")
+    except OSError as exc:
+        raise FolderRefused(f"the runs folder {path} cannot be read: {exc}", hint) from None
+    return path
+
+
 def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and (path / SUMMARY_FILE).is_file()
+    try:
+        return path.is_dir() and (path / SUMMARY_FILE).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _limit_of(name: str) -> int:
+    if name == SUMMARY_FILE:
+        return MAX_SUMMARY_BYTES
+    if name in _TABLE_OF_FILE:
+        return MAX_TABLE_BYTES
+    return MAX_TRACE_BYTES
+
+
+def check_run_files(path: Path) -> None:
+    """Refuse a run folder that is a link, or whose known files are links, not regular files, or
+    over their size limit (``RunFormatError`` naming the file). Unknown files are ignored."""
+    path = Path(path)
+    try:
+        if path.is_symlink():
+            raise RunFormatError(f"{path.name} is a link; links are not followed",
+                                 "copy the run folder itself into the runs folder")
+        for name in sorted(_KNOWN_FILES):
+            file = path / name
+            try:
+                info = file.lstat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                raise RunFormatError(f"{name} in {path.name} is a link; links are not followed",
+                                     "replace the link with the file itself")
+            if not stat.S_ISREG(info.st_mode):
+                raise RunFormatError(f"{name} in {path.name} is not a regular file",
+                                     "the run folder was not written by this tool")
+            limit = _limit_of(name)
+            if info.st_size > limit:
+                raise RunFormatError(f"{name} in {path.name} is {info.st_size / 2**20:,.0f} MiB, "
+                                     f"over the {limit / 2**20:,.0f} MiB limit",
+                                     "the file is not a run file, or was damaged")
+    except OSError as exc:
+        raise RunFormatError(f"{path.name} cannot be read: {exc}", "check its permissions") from None
 
 
 def sample_run_available(path: Path | None = None) -> bool:
@@ -66,10 +172,11 @@ def read_summary(path: Path) -> dict[str, Any]:
     file = path / SUMMARY_FILE
     if not file.is_file():
         raise RunFormatError(f"{path} has no {SUMMARY_FILE}", "pick a folder written by the tool")
+    check_run_files(path)
     try:
         summary = json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RunFormatError(f"{SUMMARY_FILE} is not valid JSON: {exc}",
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise RunFormatError(f"{SUMMARY_FILE} is not valid JSON: {str(exc)[:200]}",
                              "the file is damaged; record the run again") from None
     if not isinstance(summary, dict):
         raise RunFormatError(f"{SUMMARY_FILE} does not hold a JSON object", "")
@@ -103,6 +210,7 @@ class OpenedRun:
 
     def __post_init__(self) -> None:
         self.name = self.name or self.path.name
+        self._tables = {name: _plain_table(frame) for name, frame in self.result.tables.items()}
 
     @property
     def config(self) -> RunConfig:
@@ -126,11 +234,13 @@ class OpenedRun:
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
-        return self.result.tables
+        return dict(self._tables)
 
     def table(self, name: str) -> pd.DataFrame:
-        """A table of the run (empty with its columns when not measured)."""
-        return self.result.table(name)
+        """A table of the run (empty with its columns when not measured), missing values plain:
+        an empty cell of a text column is '', of an integer column NaN (see ``_plain_table``)."""
+        frame = self._tables.get(name)
+        return frame if frame is not None else self.result.table(name)
 
     @property
     def trace_paths(self) -> dict[str, Path | None]:
@@ -141,19 +251,52 @@ class OpenedRun:
         return run_label(self.name, self.environment, self.config)
 
 
+def _plain_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A loaded table whose missing cells cannot trip the views: pandas' NA in a text column
+    becomes '' (so ``astype(str)`` and comparisons work) and an integer column holding NA becomes
+    float with NaN (so ``float()`` works). Tables without missing cells are returned as they are."""
+    if not frame.isna().to_numpy().any():
+        return frame
+    frame = frame.copy()
+    for column in frame.columns:
+        series = frame[column]
+        if not series.isna().any():
+            continue
+        if pd.api.types.is_string_dtype(series) or series.dtype == object:
+            frame[column] = series.astype("object").where(series.notna(), "").astype(series.dtype)
+        elif pd.api.types.is_integer_dtype(series) and not pd.api.types.is_bool_dtype(series):
+            frame[column] = pd.to_numeric(series, errors="coerce").astype(float)
+    return frame
+
+
 def open_run(path: Path, source: str, name: str = "") -> OpenedRun:
     """Load a run; raises ``ProfilerError`` (RunFormatError...) with a message and hint."""
     path = Path(path)
     if not is_run_dir(path):
         raise RunFormatError(f"{path} is not a run folder (no {SUMMARY_FILE})",
                              "pick a folder written by `python -m profiler_core run`")
+    read_summary(path)  # checks the files, the JSON, the version and the config first
     try:
         result = load_result(path)
     except ProfilerError:
         raise
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RunFormatError(f"{path.name} cannot be opened: {exc}", "the run files are damaged") from None
+    except Exception as exc:  # noqa: BLE001 - whatever a damaged file raises, say so, never crash
+        raise RunFormatError(f"{path.name} cannot be opened: {type(exc).__name__}: {str(exc)[:300]}",
+                             "the run files are damaged or were edited by hand") from None
     return OpenedRun(path=path, source=source, result=result, name=name)
+
+
+INCOMPLETE_NOTE = "incomplete:"  # how the engine's note on an interrupted run starts
+
+
+def where_it_stopped(notes: list[str]) -> str:
+    """From an incomplete run's notes: 'it stopped during timed trials: interrupted (...)'."""
+    for note in notes:
+        text = str(note).strip()
+        if text.lower().startswith(INCOMPLETE_NOTE):
+            text = text[len(INCOMPLETE_NOTE):].strip()
+            return ("it " + text[len("the run "):]) if text.lower().startswith("the run ") else text
+    return ""
 
 
 def _when(text: Any) -> str:
@@ -196,16 +339,24 @@ def list_runs(folder: Path) -> pd.DataFrame:
                    "preset": "", "dtype": "", "speedup": math.nan, "complete": False, "problem": ""}
             try:
                 summary = read_summary(child)
-                env = summary.get("environment") or {}
+                env = summary.get("environment")
+                env = env if isinstance(env, dict) else {}
+                headline = summary.get("headline")
+                speedup = headline.get("speedup") if isinstance(headline, dict) else None
                 config = summary["_config"]
-                speedup = (summary.get("headline") or {}).get("speedup")
-                row.update(started=_when(env.get("started_at")), gpu=env.get("gpu_name") or "",
+                row.update(started=_when(env.get("started_at")), gpu=str(env.get("gpu_name") or ""),
                            preset=config.preset, dtype=config.dtype,
-                           speedup=float(speedup) if isinstance(speedup, (int, float)) else math.nan,
-                           complete=bool(summary.get("complete", False)))
-            except (ProfilerError, OSError) as exc:
+                           speedup=(float(speedup) if isinstance(speedup, (int, float))
+                                    and not isinstance(speedup, bool) else math.nan),
+                           complete=summary.get("complete") is True)
+            except ProfilerError as exc:
                 row["problem"] = str(exc)
-            row["_mtime"] = (child / SUMMARY_FILE).stat().st_mtime
+            except Exception as exc:  # noqa: BLE001 - a damaged summary is listed, never a crash
+                row["problem"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            try:
+                row["_mtime"] = (child / SUMMARY_FILE).stat().st_mtime
+            except OSError:
+                row["_mtime"] = 0.0
             rows.append(row)
     frame = pd.DataFrame(rows, columns=RUN_LIST_COLUMNS + ["_mtime"])
     frame = frame.sort_values("_mtime", ascending=False, kind="stable").drop(columns="_mtime")
@@ -277,21 +428,22 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
                              f"{MAX_UPLOAD_MB} MB limit", "zip the run without its traces")
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, ValueError):
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError):
         raise RunFormatError("the upload is not a zip file",
                              "upload the zip that the dashboard's 'Download run (zip)' gives") from None
     with zf:
-        infos = [i for i in zf.infolist() if not i.is_dir()]
-        if len(infos) > MAX_ZIP_MEMBERS:
-            raise RunFormatError(f"the zip holds {len(infos)} files (at most {MAX_ZIP_MEMBERS})",
+        entries = zf.infolist()
+        if len(entries) > MAX_ZIP_MEMBERS:
+            raise RunFormatError(f"the zip holds {len(entries):,} entries (at most {MAX_ZIP_MEMBERS})",
                                  "upload one run")
-        for info in zf.infolist():
+        for info in entries:
             if _unsafe_name(info.filename):
                 raise RunFormatError(f"the zip holds an unsafe path: {info.filename!r}",
                                      "names must be relative, without '..'")
             if _is_link(info):
                 raise RunFormatError(f"the zip holds a link: {info.filename!r}",
                                      "links are not accepted")
+        infos = [i for i in entries if not i.is_dir()]
         summaries = [i for i in infos if PurePosixPath(i.filename).name == SUMMARY_FILE
                      and len(PurePosixPath(i.filename).parts) <= 2]
         if not summaries:
@@ -301,11 +453,22 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
         if len(summaries) > 1:
             raise RunFormatError("the zip holds more than one run", "upload one run per zip")
         prefix = PurePosixPath(summaries[0].filename).parent
-        members = {
-            PurePosixPath(i.filename).name: i for i in infos
-            if PurePosixPath(i.filename).parent == prefix
-            and PurePosixPath(i.filename).name in _KNOWN_FILES
-        }
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            path = PurePosixPath(info.filename)
+            if path.parent != prefix or path.name not in _KNOWN_FILES:
+                continue
+            if path.name in members:
+                raise RunFormatError(f"the zip holds {path.name} twice", "upload one run per zip")
+            if info.flag_bits & 0x1:
+                raise RunFormatError(f"{path.name} in the zip is encrypted",
+                                     "upload a zip without a password")
+            limit = _limit_of(path.name)
+            if info.file_size > limit:
+                raise RunFormatError(f"{path.name} unpacks to {info.file_size / 2**20:,.0f} MiB "
+                                     f"(at most {limit / 2**20:,.0f} MiB)",
+                                     "the zip is damaged or crafted (a zip bomb?)")
+            members[path.name] = info
         missing = [f for f in REQUIRED_FILES if f not in members]
         if missing:
             raise RunFormatError(f"the run in this zip lacks {', '.join(missing)}",
@@ -313,25 +476,29 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
         total = sum(i.file_size for i in members.values())
         if total > MAX_UNCOMPRESSED_BYTES:
             raise RunFormatError(f"the run unpacks to {total / 2**30:.1f} GiB "
-                                 f"(at most {MAX_UNCOMPRESSED_BYTES / 2**30:.0f} GiB)", "")
+                                 f"(at most {MAX_UNCOMPRESSED_BYTES / 2**30:.0f} GiB)",
+                                 "the zip is damaged or crafted (a zip bomb?)")
         try:
             for file, info in members.items():
                 if file in _TABLE_OF_FILE:
                     with zf.open(info) as handle:
                         _check_csv_header(file, handle.read(64 * 1024))
             summary_bytes = zf.read(members[SUMMARY_FILE])
-        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
+        except RunFormatError:
+            raise
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError,
+                RuntimeError, ValueError) as exc:
             raise RunFormatError(f"the zip cannot be read: {exc}", "the zip is damaged") from None
-        try:
-            summary = json.loads(summary_bytes.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise RunFormatError(f"{SUMMARY_FILE} is not valid JSON: {exc}", "") from None
+    try:
+        summary = json.loads(summary_bytes.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise RunFormatError(f"{SUMMARY_FILE} is not valid JSON: {str(exc)[:200]}", "") from None
     if not isinstance(summary, dict) or summary.get("schema_version") != SCHEMA_VERSION:
         raise RunFormatError(f"{SUMMARY_FILE} is not a version-{SCHEMA_VERSION} run summary",
                              "upload a zip written by this version of the tool")
     try:
         RunConfig.from_dict(summary.get("config") or {})
-    except (ConfigError, TypeError) as exc:
+    except (ConfigError, TypeError, ValueError) as exc:
         raise RunFormatError(f"{SUMMARY_FILE} holds an invalid config: {exc}", "") from None
     return members
 
@@ -339,26 +506,46 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
 def extract_run_zip(data: bytes, dest: Path) -> Path:
     """Validate ``data`` and write its run files into the new folder ``dest``.
 
-    Only the known file names are written, in chunks, stopping at the size limit (a zip's
-    declared sizes can lie). ``dest`` must not exist; on any error it is removed again.
+    Only the known file names are written, in chunks, stopping at each file's declared size and
+    at the total limit (a zip's declared sizes can lie). ``dest`` must not exist; on any error it
+    is removed again.
     """
     members = validate_run_zip(data)
     dest = Path(dest)
-    dest.mkdir(parents=True)
+    try:
+        dest.mkdir(parents=True)
+    except OSError as exc:
+        raise RunFormatError(f"cannot unpack the upload into {dest}: {exc}", "") from None
     written = 0
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             for file, info in members.items():
-                with zf.open(info) as source, open(dest / file, "wb") as target:
+                file_written = 0
+                with zf.open(info) as source, open(dest / file, "xb") as target:
                     while chunk := source.read(1 << 20):
                         written += len(chunk)
-                        if written > MAX_UNCOMPRESSED_BYTES:
+                        file_written += len(chunk)
+                        if written > MAX_UNCOMPRESSED_BYTES or file_written > info.file_size:
                             raise RunFormatError("the run unpacks to more than its declared size",
-                                                 "the zip is damaged or crafted")
+                                                 "the zip is damaged or crafted (a zip bomb?)")
                         target.write(chunk)
-    except (RunFormatError, zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
+    except Exception as exc:  # never leave a half-written folder behind; re-raised below
         shutil.rmtree(dest, ignore_errors=True)
         if isinstance(exc, RunFormatError):
             raise
-        raise RunFormatError(f"the zip cannot be unpacked: {exc}", "the zip is damaged") from None
+        if isinstance(exc, (zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError,
+                            NotImplementedError, ValueError)):
+            raise RunFormatError(f"the zip cannot be unpacked: {exc}", "the zip is damaged") from None
+        raise
     return dest
+
+
+def unpack_run(data: bytes, dest: Path, name: str = "") -> OpenedRun:
+    """Validate, unpack into ``dest`` and open an uploaded run; ``dest`` is removed on any error,
+    so a refused upload leaves nothing behind."""
+    dest = extract_run_zip(data, dest)
+    try:
+        return open_run(dest, "upload", name=name)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise

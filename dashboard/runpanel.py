@@ -7,26 +7,53 @@ run ends (the new run opens). The work itself is done by :class:`dashboard.worke
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime
 from pathlib import Path
 
 import streamlit as st
 
-from dashboard import controls, rundata, state, worker
+from dashboard import controls, rundata, state, ui, worker
 from dashboard.gpulock import LockState
-from profiler_core.config import RunConfig
+from profiler_core.config import PRESETS, RunConfig
 from profiler_core.errors import ConfigError
 
 POLL_S = 0.5
 HANDLED = "job_handled"
 
 
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
+
+
 def new_run_name(config: RunConfig, when: float | None = None) -> str:
-    """A folder name that sorts by time and says what ran: 20261130-142501-seed-fp32-cuda0-ab12."""
+    """A folder name that sorts by time and says what ran: 20261130-142501-seed-fp32-cuda0-ab12.
+
+    Built only from validated values (a preset name, a dtype, a device), and checked again: it is
+    one plain path component, never '..' nor a path.
+    """
     stamp = datetime.fromtimestamp(when or time.time()).strftime("%Y%m%d-%H%M%S")
     device = config.device.replace(":", "")
-    return f"{stamp}-{config.preset}-{config.dtype}-{device}-{state.session_id()[:4]}"
+    preset = config.preset if config.preset in PRESETS else "custom"
+    session = re.sub(r"[^A-Za-z0-9]", "", state.session_id())[:4] or "s"
+    name = f"{stamp}-{preset}-{config.dtype}-{device}-{session}"
+    if not RUN_NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"unsafe run name {name!r}")
+    return name
+
+
+def new_run_dir(folder: Path, config: RunConfig) -> Path:
+    """A fresh folder for the new run directly in ``folder``; never an existing run's folder."""
+    folder = folder.resolve()
+    base = new_run_name(config)
+    out_dir = folder / base
+    suffix = 2
+    while out_dir.exists() or out_dir.is_symlink():  # a run started in the same second
+        out_dir = folder / f"{base}-{suffix}"
+        suffix += 1
+    if out_dir.parent != folder:
+        raise ValueError(f"{out_dir} is not directly in {folder}")
+    return out_dir
 
 
 def _ago(since: float) -> str:
@@ -51,8 +78,7 @@ def describe_lock(lock: LockState, own_job: str | None = None) -> str:
 
 def start_run(config: RunConfig) -> worker.RunJob:
     """Create the run folder name, queue the job on the device's lock and start it."""
-    folder = state.runs_dir()
-    out_dir = (folder / new_run_name(config)).resolve()
+    out_dir = new_run_dir(state.runs_dir(), config)
     lock = state.lock_registry().lock(config.device)
     timeout = float(st.session_state.get(controls.TIMEOUT_KEY) or 0) or None
     job = worker.RunJob(worker.worker_argv(config, out_dir), out_dir, config.device, lock,
@@ -117,29 +143,25 @@ def _progress(snap: worker.JobSnapshot) -> None:
 
 
 def _result(snap: worker.JobSnapshot) -> None:
+    """How this session's last run ended, in plain words, with what to change."""
     if st.session_state.get("job_dismissed") == snap.job_id:
         return
-    if snap.status == "done":
-        st.success(f"Run {snap.run_name} finished and is open.", icon=":material/check_circle:")
-    elif snap.status == "error":
-        error = snap.error or {}
-        field = error.get("field")
-        where = f" ({controls.field_label(field)})" if field else ""
-        hint = f" {error.get('hint')}" if error.get("hint") else ""
-        verb = "was refused" if error.get("kind") in worker.REFUSALS else "stopped"
-        kind = "" if error.get("kind") in worker.REFUSALS or not error.get("kind") else (
-            f" [{error.get('kind')}]")
-        st.error(f"The run {verb}{where}{kind}: {error.get('message') or snap.message}.{hint}")
-    elif snap.status in ("cancelled", "timeout"):
-        st.warning(f"Run {snap.run_name} {snap.message}.")
-    else:
-        st.error(f"Run {snap.run_name} failed: {snap.message}. The server is unaffected; the "
-                 f"device lock was released.")
-        if snap.stderr_tail.strip():
-            with st.expander("What the worker printed last"):
-                st.code(snap.stderr_tail[-3000:], language=None)
+    outcome = worker.describe_outcome(snap, controls.field_label)
+    box = {"success": st.success, "warning": st.warning}.get(outcome.level, st.error)
+    icon = {"success": ":material/check_circle:", "warning": ":material/warning:"}.get(
+        outcome.level, ":material/error:")
+    text = f"**{ui.escape_md(outcome.title)}**"
+    if outcome.detail:
+        text += f" {ui.escape_md(outcome.detail)}"
+    if outcome.hint:
+        text += f"  \n**What to change:** {ui.escape_md(outcome.hint)}"
+    box(text, icon=icon)
+    if outcome.show_log and snap.stderr_tail.strip():
+        with st.expander("What the worker printed last"):
+            st.code(snap.stderr_tail[-3000:], language=None)
     if snap.status != "done" and rundata.is_run_dir(Path(snap.out_dir)):
-        st.info("What it measured before it stopped was kept, marked incomplete, and is open.")
+        st.info("What it measured before it stopped was kept, marked incomplete, and is open.",
+                icon=":material/save:")
     if st.button("Dismiss", key="dismiss_run"):
         st.session_state["job_dismissed"] = snap.job_id
         st.rerun()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import devices, rundata
+from dashboard import devices, rundata, uploads
 from dashboard.gpulock import GpuLockRegistry
 from profiler_core.errors import ProfilerError
 
@@ -22,6 +22,7 @@ OPEN_RUN = "open_run"
 RUNS_DIR = "runs_dir"
 EXTRA_RUNS = "extra_runs"  # paths opened from elsewhere: uploads, runs written to another folder
 JOB = "job"
+UPLOADS = "uploads"  # this session's SessionUploads (its folder goes when the session ends)
 
 
 def init_session() -> None:
@@ -46,8 +47,51 @@ def device_list() -> tuple[pd.DataFrame, str]:
     return devices.list_devices()
 
 
+LAST_GOOD_RUNS_DIR = "runs_dir_accepted"
+
+
 def runs_dir() -> Path:
-    return Path(str(st.session_state.get(RUNS_DIR) or rundata.DEFAULT_RUNS_DIR)).expanduser()
+    """The runs folder typed in the sidebar, resolved; if that is refused, the last one accepted
+    in this session (else the default one)."""
+    try:
+        folder = rundata.resolve_runs_folder(st.session_state.get(RUNS_DIR))
+    except ProfilerError:
+        last = st.session_state.get(LAST_GOOD_RUNS_DIR)
+        return Path(last) if last else Path(rundata.default_runs_dir()).expanduser().resolve()
+    st.session_state[LAST_GOOD_RUNS_DIR] = str(folder)
+    return folder
+
+
+def runs_dir_problem() -> str:
+    """Why the typed runs folder is refused ('' when it is fine)."""
+    try:
+        rundata.resolve_runs_folder(st.session_state.get(RUNS_DIR))
+    except ProfilerError as exc:
+        return str(exc)
+    return ""
+
+
+@st.cache_resource
+def upload_store() -> uploads.UploadStore:
+    """The server's one folder for uploaded runs (removed when the server exits)."""
+    return uploads.UploadStore()
+
+
+def session_uploads() -> uploads.SessionUploads:
+    """This session's uploads, created on first use."""
+    store = upload_store()
+    current = st.session_state.get(UPLOADS)
+    if not isinstance(current, uploads.SessionUploads) or current.store is not store:
+        current = store.session()
+        st.session_state[UPLOADS] = current
+    return current
+
+
+def forget_extra_runs(paths: list[Path]) -> None:
+    """Drop runs (removed uploads) from this session's list of extra runs."""
+    extra = st.session_state.get(EXTRA_RUNS, {})
+    for path in paths:
+        extra.pop(str(Path(path).resolve()), None)
 
 
 @st.cache_data(ttl=3, show_spinner=False)
@@ -139,7 +183,9 @@ def require_run() -> rundata.OpenedRun:
     run, problem = current_run()
     if run is None:
         if problem:
-            st.error(problem)
+            from dashboard.ui import escape_md  # ui imports this module
+
+            st.error(escape_md(problem), icon=":material/block:")
         else:
             st.info("No run is open. Pick one in the sidebar under **Open a run**, upload a zip on "
                     "the **Runs** page, or start a new run from the sidebar.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,14 @@ import streamlit as st
 
 from dashboard import rundata, state
 from dashboard.rundata import OpenedRun
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>$~|#])")
+
+
+def escape_md(text: object) -> str:
+    """Text from a run or the worker shown as itself in Markdown (no emphasis, links, LaTeX)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+
 
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 
@@ -34,8 +43,14 @@ def csv_download(frame: pd.DataFrame, file_name: str, key: str, label: str = "CS
 
 def table(frame: pd.DataFrame, file_name: str, key: str, label: str | None = None,
           column_config: dict[str, Any] | None = None, height: int | str = "auto",
-          column_order: list[str] | None = None) -> None:
-    """A sortable table with its CSV download (all columns) under it."""
+          column_order: list[str] | None = None, empty: str | None = None) -> None:
+    """A sortable table with its CSV download (all columns) under it.
+
+    An empty table with an ``empty`` text shows that text instead (say what is missing and why).
+    """
+    if frame.empty and empty:
+        st.info(empty, icon=":material/info:")
+        return
     st.dataframe(frame, hide_index=True, column_config=column_config, key=f"{key}_table",
                  height=height, column_order=column_order)
     csv_download(frame, file_name, key=f"{key}_csv", label=label or file_name)
@@ -63,8 +78,16 @@ def run_header(run: OpenedRun, title: str) -> None:
                    f"{rundata._when(env.get('started_at'))} · preset {run.config.preset}, "
                    f"{run.config.dtype}")
     if not run.complete:
-        st.warning("This run is incomplete (it was interrupted): some tables may be empty.",
-                   icon=":material/warning:")
+        st.warning(incomplete_text(run), icon=":material/warning:")
+
+
+def incomplete_text(run: OpenedRun) -> str:
+    """'Incomplete run: it stopped during timed trials (...)'; what every view says of such a run."""
+    where = rundata.where_it_stopped(run.notes)
+    text = "**Incomplete run:** " + (escape_md(where) if where else
+                                     "it did not finish, and no note says where it stopped")
+    return (text.rstrip(".") + ". Only what was measured before that is shown; tables of the "
+            "phases it did not reach are empty.")
 
 
 def notes(run: OpenedRun) -> None:

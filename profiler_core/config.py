@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from profiler_core.errors import ConfigError
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
+PRESET_NAMES = ("seed", "lesson1", "lesson2", "lesson3")  # the article's step and its three lessons
 OPTIMIZERS = ("sgd", "adam", "adamw")
 # The article's step, plus deliberately broken steps that cannot be captured (for the tests and the
 # CLI only; the dashboard never offers them): a host sync, a CPU tensor, a non-capturable optimizer.
@@ -179,8 +180,9 @@ def _validate(config: RunConfig) -> None:
                 f"a tensor of {elements:,} elements (over 2^31) follows from {name}={getattr(config, name):,}",
                 "shrink the batch or layer sizes so that no weight or activation exceeds 2^31 elements",
             )
-    if not isinstance(config.preset, str):
-        raise ConfigError("preset", f"preset must be a name; got {config.preset!r}")
+    if config.preset not in PRESET_NAMES + ("custom",):
+        raise ConfigError("preset", f"preset must be custom or one of {', '.join(PRESET_NAMES)}; "
+                          f"got {config.preset!r}")
 
 
 PRESETS: dict[str, RunConfig] = {

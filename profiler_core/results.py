@@ -141,15 +141,21 @@ class RunResult:
                                  "choose a run directory written by python -m profiler_core run")
         try:
             summary = _from_json_safe(json.loads(summary_path.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise RunFormatError(f"{summary_path} is not valid JSON: {error}",
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+            raise RunFormatError(f"{summary_path} is not valid JSON: {type(error).__name__}",
                                  "the file was damaged or edited; run again") from None
         if not isinstance(summary, dict) or summary.get("schema_version") != schema.SCHEMA_VERSION:
             raise RunFormatError(
                 f"{summary_path} has schema version {summary.get('schema_version') if isinstance(summary, dict) else None!r}",
                 f"this tool reads version {schema.SCHEMA_VERSION}")
+        expected = {"complete": bool, "config": dict, "environment": dict, "headline": dict,
+                    "notes": list}
+        for key, kind in expected.items():
+            if not isinstance(summary.get(key), kind):
+                raise RunFormatError(f"{summary_path}: {key!r} must be a JSON {kind.__name__}",
+                                     "the file was damaged or edited; run again")
         try:
-            config = RunConfig.from_dict(summary.get("config") or {})
+            config = RunConfig.from_dict(summary["config"])
         except (ConfigError, TypeError) as error:
             raise RunFormatError(f"{summary_path} holds an invalid config: {error}",
                                  "the file was edited by hand; run again") from None
@@ -173,7 +179,6 @@ class RunResult:
         for mode, file_name in schema.TRACE_FILES.items():
             plain, packed = directory / file_name, directory / (file_name + ".gz")
             traces[mode] = plain if plain.is_file() else (packed if packed.is_file() else None)
-        return cls(config=config, environment=dict(summary.get("environment") or {}),
-                   headline=dict(summary.get("headline") or {}), tables=tables,
-                   notes=[str(n) for n in summary.get("notes") or []],
-                   complete=bool(summary.get("complete", False)), trace_paths=traces)
+        return cls(config=config, environment=summary["environment"], headline=summary["headline"],
+                   tables=tables, notes=[str(n) for n in summary["notes"]],
+                   complete=summary["complete"], trace_paths=traces)

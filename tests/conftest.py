@@ -114,6 +114,13 @@ import json, os, shutil, signal, subprocess, sys, time
 mode, out = sys.argv[1], sys.argv[2]
 def emit(**record):
     print(json.dumps(record), flush=True)
+def keep_incomplete(phase, cause):  # what the real worker does when a run stops early
+    shutil.copytree(sys.argv[3], out)
+    summary = json.loads(open(os.path.join(out, "summary.json")).read())
+    summary["complete"] = False
+    summary["notes"] = list(summary.get("notes") or []) + [
+        f"incomplete: the run stopped during {phase}: {cause}"]
+    open(os.path.join(out, "summary.json"), "w").write(json.dumps(summary))
 for done, phase in enumerate(["warm-up", "capture", "timed trials"]):
     emit(event="progress", phase=phase, done=done, total=3, fraction=done / 3, message=f"{phase} ...")
     time.sleep(0.05)
@@ -125,20 +132,43 @@ elif mode == "error":
          hint="lower it")
     sys.exit(2)
 elif mode == "oom":  # stops early, keeping what it measured
-    shutil.copytree(sys.argv[3], out)
-    emit(event="error", kind="OutOfMemoryError", field=None, message="out of memory during capture",
+    keep_incomplete("capture", "out of memory during capture")
+    emit(event="error", kind="GpuMemoryError", field=None, message="out of memory during capture",
          hint="shrink the batch")
     sys.exit(5)
+elif mode == "capture":
+    emit(event="error", kind="CaptureError", field=None,
+         message="the step calls .item(), a host sync, inside the captured region",
+         hint="keep .item() and .cpu() out of the training step")
+    sys.exit(4)
+elif mode == "cudafault":  # a sticky CUDA error: the engine reports it, keeps the partial run, exits 6
+    print("RuntimeError: CUDA error: an illegal memory access was encountered", file=sys.stderr)
+    keep_incomplete("timed trials", "CUDA error: an illegal memory access was encountered")
+    emit(event="error", kind="CudaFaultError", field=None,
+         message="CUDA error: an illegal memory access was encountered (during timed trials)",
+         hint="the GPU context of that process is unusable: run again (a new worker process)")
+    sys.exit(6)
+elif mode == "silent6":  # exit 6 before any error record
+    print("CUDA error: unspecified launch failure", file=sys.stderr)
+    sys.exit(6)
 elif mode == "crash":
     print("Traceback: CUDA error: an illegal memory access was encountered", file=sys.stderr)
     sys.exit(1)
 elif mode == "segv":
     os.kill(os.getpid(), signal.SIGSEGV)
+elif mode == "kill":  # killed from outside, e.g. by the kernel's out-of-memory killer
+    os.kill(os.getpid(), signal.SIGKILL)
+elif mode == "orphan":  # dies, leaving a child that holds stdout open
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with open(out + ".pids", "w") as handle:
+        handle.write(f"{os.getpid()} {child.pid}")
+    os.kill(os.getpid(), signal.SIGSEGV)
 elif mode == "sleep":  # a hang, with a child process that must die with it
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     with open(out + ".pids", "w") as handle:
         handle.write(f"{os.getpid()} {child.pid}")
-    signal.signal(signal.SIGTERM, signal.SIG_IGN) if len(sys.argv) > 3 else None
+    if sys.argv[3:4] == ["ignore-term"]:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     time.sleep(120)
 '''
 

@@ -1,8 +1,10 @@
 """The dashboard in a real headless Chromium (Debian's /usr/bin/chromium, driven by Playwright).
 
-Starts ``streamlit run dashboard/app.py`` on a free port against a runs folder holding a synthetic
-run, opens every view and waits for its Plotly charts to draw, downloads a CSV and checks its
-header, uploads a bad and a good zip, and saves a screenshot of each view in test-artifacts/.
+Starts ``streamlit run dashboard/app.py`` on a free port (the address from .streamlit/config.toml,
+checked to be loopback only) against a runs folder holding a synthetic run and an interrupted one,
+opens every view and waits for its Plotly charts to draw, downloads a CSV and checks its header,
+uploads a bad and a good zip, opens the interrupted run, and saves a screenshot of each view in
+test-artifacts/.
 Outside CI a missing chromium or playwright skips with the reason; with CI=true it fails.
 """
 
@@ -10,7 +12,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -62,19 +66,38 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _write_interrupted_run(path: Path) -> Path:
+    """A run stopped during its timed trials: latency only, the rest empty, complete=false."""
+    from conftest import write_synthetic_run
+
+    from profiler_core.results import RunResult
+
+    full = RunResult.load(write_synthetic_run(path))
+    latency = full.table("latency")
+    partial = RunResult(config=full.config, environment=full.environment, headline={},
+                        tables={"latency": latency[latency["mode"] == "eager"].head(60)},
+                        notes=["incomplete: the run stopped during timed trials: KeyboardInterrupt"],
+                        complete=False)
+    saved = partial.save(path)
+    assert json.loads((saved / "summary.json").read_text())["complete"] is False
+    return saved
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     from conftest import write_synthetic_run
 
     runs = tmp_path_factory.mktemp("browser") / "runs"
+    _write_interrupted_run(runs / "interrupted-run")  # older: the synthetic run opens first
+    time.sleep(0.05)
     run = write_synthetic_run(runs / "synthetic-seed")
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
     env = dict(os.environ, PROFILER_RUNS_DIR=str(runs), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     log = open(ARTIFACTS / "streamlit-server.log", "w")
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # no --server.address: the config file's default must be loopback
         [sys.executable, "-m", "streamlit", "run", "dashboard/app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port)],
+         "--server.port", str(port)],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -194,3 +217,46 @@ def test_upload_refuses_a_bad_zip_and_opens_a_good_one(page, server, tmp_path):
     _open(page, "Overview", "Overview")
     _wait_for_charts(page, 1)
     assert page.get_by_text("Run uploaded-run").count() >= 1
+
+
+def _listening_addresses(port: int) -> list[str]:
+    """Local addresses (hex, as /proc/net shows them) of the sockets listening on ``port``."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            address, hex_port = fields[1].rsplit(":", 1)
+            if fields[3] == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                found.append(address)
+    return found
+
+
+def test_the_server_listens_on_localhost_only(server):
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("needs Linux's /proc/net/tcp")
+    url, _ = server
+    addresses = _listening_addresses(int(url.rsplit(":", 1)[1]))
+    loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+    assert addresses and set(addresses) <= loopback, addresses
+
+
+def test_an_interrupted_run_is_marked_on_its_views(page):
+    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
+        has_text="Showing").click()
+    page.get_by_role("option", name=re.compile("interrupted-run.*incomplete")).click()
+    _settle(page)
+    _open(page, "Latency", VIEWS["Latency"][0])
+    page.get_by_text("Incomplete run:").first.wait_for()
+    page.get_by_text("it stopped during timed trials: interrupted").first.wait_for()
+    page.get_by_text("No timing statistics in this run").wait_for()
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / "view-latency-incomplete.png"))
+    _open(page, "Launch split", VIEWS["Launch split"][0])
+    page.get_by_text("Incomplete run:").first.wait_for()
+    page.get_by_text("No profiled window in this run (profiler off, a CPU run").wait_for()
+    assert page.locator('[data-testid="stException"]').count() == 0

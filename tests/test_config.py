@@ -95,3 +95,10 @@ def test_fp16_captures_one_step_per_graph():
     with pytest.raises(ConfigError) as raised:
         RunConfig(dtype="fp16", capture_iters=3)
     assert raised.value.field == "capture_iters" and "GradScaler" in raised.value.hint
+
+
+def test_preset_label_must_be_known():
+    with pytest.raises(ConfigError) as raised:
+        RunConfig(preset="../../etc")
+    assert raised.value.field == "preset"
+    assert RunConfig(preset="custom").preset == "custom"

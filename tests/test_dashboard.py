@@ -26,12 +26,14 @@ ONE_GPU = (pd.DataFrame([{"device": "cuda:0", "index": 0, "name": "NVIDIA H200",
 
 
 @pytest.fixture(autouse=True)
-def fresh_app_state(monkeypatch, tmp_path):
-    """Each test starts with empty server caches and without the bundled sample run."""
+def fresh_app_state(monkeypatch, tmp_path, tmp_path_factory):
+    """Each test starts with empty server caches and without the bundled sample run; runs folders
+    may be anywhere under pytest's temporary folder."""
     st.cache_data.clear()
     st.cache_resource.clear()
     monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")
     monkeypatch.setattr(devices, "list_devices", lambda: NO_GPU)
+    monkeypatch.setenv(rundata.RUNS_ROOT_ENV, str(tmp_path_factory.getbasetemp()))
     yield
     st.cache_resource.clear()
 
@@ -55,8 +57,7 @@ def _texts(elements) -> str:
 
 
 def test_app_starts_without_a_gpu_and_says_so(monkeypatch, tmp_path):
-    monkeypatch.undo()  # the machine's own device discovery (NVML, then torch.cuda)
-    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")
+    monkeypatch.setattr(devices, "list_devices", _real_list_devices)  # NVML, then torch.cuda
     at = _app(tmp_path / "runs")
     assert not at.exception
     gpus, _ = devices.list_devices()
@@ -267,13 +268,16 @@ def test_a_failed_run_is_reported_and_the_app_keeps_serving(fake_runs, tmp_path)
     at.sidebar.button(key="run_button").click().run()
     assert at.session_state[state.JOB].wait(30)
     at.run()
-    assert "The run was refused (Graph replays): --replays: too many. lower it" in _texts(at.error)
+    assert ("**The run was refused (Graph replays): nothing ran.** --replays: too many.  \n"
+            "**What to change:** lower it.") in _texts(at.error)
     fake_runs["mode"] = "oom"
     at.sidebar.button(key="run_button").click().run()
     job = at.session_state[state.JOB]
     assert job.wait(30)
     at.run()
-    assert ("The run stopped [OutOfMemoryError]: out of memory during capture. shrink the batch"
+    assert ("**Not enough GPU memory for this run: run " in _texts(at.error))
+    assert ("out of memory during capture. The worker released the GPU memory when it exited; "
+            "the next run starts in a fresh process.  \n**What to change:** shrink the batch."
             in _texts(at.error))
     assert "kept, marked incomplete, and is open" in _texts(at.info)
     assert at.session_state[state.OPEN_RUN] == str(Path(job.snapshot().out_dir).resolve())

@@ -127,7 +127,7 @@ def test_waterfall_walks_from_eager_to_graph_on_each_timeline(run):
     assert list(cpu.x) == ["eager", "launch", "other", "waiting on GPU", "graph"]
     assert cpu.y[0] + sum(cpu.y[1:4]) == pytest.approx(250) and cpu.y[3] == pytest.approx(198)
     assert [a.text for a in fig.layout.annotations] == ["GPU timeline", "CPU timeline"]
-    unattributed = pd.DataFrame({"component": ["gpu_idle", "total"], "eager_us": [900, 1200],
+    unattributed = pd.DataFrame({"component": ["gpu_idle", "total_span"], "eager_us": [900, 1200],
                                  "graph_us": [20, 250], "saving_us": [880, 950],
                                  "share_of_saving_pct": [92.6, 100]})
     trace = charts.speedup_waterfall(unattributed).data[0]

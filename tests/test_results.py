@@ -73,7 +73,8 @@ def test_missing_directory_or_summary(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["bad_json", "wrong_version", "bad_config", "missing_column",
-                                    "text_in_number"])
+                                    "text_in_number", "complete_as_text", "notes_as_text",
+                                    "deep_json"])
 def test_damaged_runs_raise_run_format_error(tmp_path, damage):
     saved = _result(tmp_path).save(tmp_path / "run")
     summary = json.loads((saved / "summary.json").read_text())
@@ -85,6 +86,11 @@ def test_damaged_runs_raise_run_format_error(tmp_path, damage):
     elif damage == "bad_config":
         summary["config"]["batch"] = -1
         (saved / "summary.json").write_text(json.dumps(summary))
+    elif damage in ("complete_as_text", "notes_as_text"):
+        summary["complete" if damage == "complete_as_text" else "notes"] = "false"
+        (saved / "summary.json").write_text(json.dumps(summary))
+    elif damage == "deep_json":
+        (saved / "summary.json").write_text("[" * 100_000 + "]" * 100_000)
     elif damage == "missing_column":
         pd.read_csv(saved / "latency.csv").drop(columns=["gpu_ms"]).to_csv(saved / "latency.csv")
     else:

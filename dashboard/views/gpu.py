@@ -21,10 +21,12 @@ st.caption("Shaded bands are the run's phases (warm-up, capture, timed trials, p
 left, right = st.columns(2)
 with left:
     st.subheader("Phases")
-    ui.table(phases, f"{run.name}-phases.csv", key="gpu_phases", label="phases CSV")
+    ui.table(phases, f"{run.name}-phases.csv", key="gpu_phases", label="phases CSV",
+             empty="No phases recorded in this run.")
 with right:
     st.subheader("Samples")
     summary = (nvml.groupby(["metric", "source"])["value"].agg(["count", "mean", "min", "max"])
                .reset_index() if not nvml.empty else nvml)
-    ui.table(summary, f"{run.name}-nvml_summary.csv", key="gpu_summary", label="summary CSV")
+    ui.table(summary, f"{run.name}-nvml_summary.csv", key="gpu_summary", label="summary CSV",
+             empty="No NVML samples in this run (NVML off, unavailable, or a CPU run).")
     ui.csv_download(nvml, f"{run.name}-nvml.csv", key="gpu_nvml_csv", label="every sample (nvml.csv)")

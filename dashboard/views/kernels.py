@@ -8,7 +8,9 @@ run = state.require_run()
 ui.run_header(run, "Kernels")
 kernels = run.table("kernels")
 if kernels.empty:
-    st.info("No kernel table in this run (the profiler was off or saw no GPU).")
+    st.info("No kernel table in this run (the profiler was off, the run was on the CPU, or it "
+            "stopped before profiling).", icon=":material/info:")
+    st.stop()
 top_n = st.slider("Top N kernels per mode", min_value=3, max_value=30, value=10, key="kernels_top_n")
 cols = st.columns(2)
 for col, mode in zip(cols, analysis.MODES):

@@ -18,7 +18,8 @@ column = st.radio("Timing", columns, index=columns.index(default), horizontal=Tr
                   help="Both are true timings of each step; a replay covering several captured "
                        "steps is divided by their number.")
 if steps.empty:
-    st.info("This run has no per-iteration latency table.")
+    st.info("This run has no per-iteration latency table (it stopped before the timed trials, or "
+            "its latency.csv is empty).", icon=":material/info:")
 
 left, right = st.columns(2)
 with left:
@@ -31,7 +32,7 @@ ui.csv_download(run.table("latency"), f"{run.name}-latency.csv", key="latency_ra
 
 st.subheader("Percentiles (ms per step)")
 ui.table(analysis.percentile_table(run.table("latency"), steps), f"{run.name}-percentiles.csv",
-         key="latency_pct", label="percentiles CSV",
+         key="latency_pct", label="percentiles CSV", empty="No timed steps, so no percentiles.",
          column_config={c: st.column_config.NumberColumn(format="%.4f")
                         for c in analysis.PERCENTILE_COLUMNS[3:]})
 
@@ -43,6 +44,8 @@ st.markdown(
 timing = analysis.timing_comparison(run.table("stats"), run.headline)
 ui.chart(charts.timing_methods_bars(timing), key="latency_methods")
 ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table", label="timing CSV",
+         empty="No timing statistics in this run (stats.csv is empty: the run stopped before its "
+               "statistics were computed).",
          column_config={"eager_median_ms": st.column_config.NumberColumn(format="%.4f"),
                         "graph_median_ms": st.column_config.NumberColumn(format="%.4f"),
                         "speedup": st.column_config.NumberColumn(format="%.2fx"),
@@ -50,4 +53,5 @@ ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table", l
          column_order=["label", "eager_median_ms", "graph_median_ms", "speedup", "meaning"])
 
 st.subheader("Statistics per mode and method (stats.csv)")
-ui.table(run.table("stats"), f"{run.name}-stats.csv", key="latency_stats", label="stats CSV")
+ui.table(run.table("stats"), f"{run.name}-stats.csv", key="latency_stats", label="stats CSV",
+         empty="stats.csv is empty in this run.")

@@ -27,19 +27,25 @@ with left:
 with right:
     ui.chart(charts.launch_count_bars(medians), key="split_counts")
 ui.chart(charts.speedup_waterfall(run.table("breakdown")), key="split_waterfall")
+unknown = charts.unknown_components(run.table("breakdown"))
+if unknown:
+    st.warning("breakdown.csv holds components this dashboard does not know, left out of the "
+               f"waterfall: {ui.escape_md(', '.join(unknown))}. Known: "
+               f"{', '.join(charts.BREAKDOWN_COMPONENTS)}.", icon=":material/warning:")
 st.caption("Each timeline adds up to the iteration span: on the GPU, busy + idle; on the CPU, "
            "launch calls + other work + time spent waiting for the GPU.")
 left, right = st.columns(2)
 with left:
     st.subheader("Medians per iteration")
     ui.table(medians, f"{run.name}-launch_split_medians.csv", key="split_medians",
-             label="medians CSV",
+             label="medians CSV", empty="No profiled window in this run (profiler off, a CPU run, "
+                                        "or it stopped before profiling).",
              column_config={c: st.column_config.NumberColumn(format="%.1f")
                             for c in analysis.SPLIT_MEDIAN_COLUMNS[2:]})
 with right:
     st.subheader("The speedup decomposed")
     ui.table(run.table("breakdown"), f"{run.name}-breakdown.csv", key="split_breakdown",
-             label="breakdown CSV",
+             label="breakdown CSV", empty="No breakdown in this run (it needs both profiled modes).",
              column_config={c: st.column_config.NumberColumn(format="%.1f")
                             for c in ("eager_us", "graph_us", "saving_us", "share_of_saving_pct")})
 ui.csv_download(split, f"{run.name}-launch_split.csv", key="split_raw_csv",

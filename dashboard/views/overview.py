@@ -43,8 +43,12 @@ with left:
 with right:
     st.subheader("One-time costs and checks")
     costs = analysis.one_time_costs(h)
-    ui.table(costs, f"{run.name}-one_time_costs.csv", key="overview_costs", label="costs CSV",
-             column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+    if costs["value"].isna().all():
+        st.info("No one-time costs in this run (they need a CUDA run that reached capture).",
+                icon=":material/info:")
+    else:
+        ui.table(costs, f"{run.name}-one_time_costs.csv", key="overview_costs", label="costs CSV",
+                 column_config={"value": st.column_config.NumberColumn(format="%.4g")})
     match = h.get("counters_match")
     if match is not None:
         st.caption(("The article's counter lessons all matched." if match else
@@ -54,7 +58,8 @@ left, right = st.columns(2)
 with left:
     st.subheader("GPU and software")
     ui.table(analysis.environment_table(run.environment), f"{run.name}-environment.csv",
-             key="overview_env", label="environment CSV")
+             key="overview_env", label="environment CSV",
+             empty="This run does not say which GPU and software it ran on.")
 with right:
     st.subheader("Configuration")
     ui.table(analysis.config_table(run.config), f"{run.name}-config.csv", key="overview_config",

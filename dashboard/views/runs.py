@@ -1,9 +1,5 @@
 """Runs: every run in the runs folder, uploading a run as a zip, and two runs side by side."""
 
-import re
-import tempfile
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
 
@@ -13,27 +9,23 @@ from profiler_core.errors import ProfilerError
 UPLOAD_KEY = "upload_zip"
 
 
-def _safe_stem(name: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(name or "upload").stem).strip(".-")
-    return stem[:60] or "upload"
-
-
 def _on_upload() -> None:
-    """Validate and unpack the uploaded zip into a fresh temporary folder, then open it."""
+    """Validate, unpack (into this session's upload folder) and open the uploaded zip."""
     uploaded = st.session_state.get(UPLOAD_KEY)
     st.session_state.pop("upload_error", None)
+    st.session_state.pop("upload_ok", None)
     if uploaded is None:
         return
-    dest = Path(tempfile.mkdtemp(prefix="cgp-upload-")) / _safe_stem(uploaded.name)
+    name = str(uploaded.name)
     try:
-        rundata.extract_run_zip(uploaded.getvalue(), dest)
-        rundata.open_run(dest, "upload")
+        run, removed = state.session_uploads().add(uploaded.getvalue(), name)
     except ProfilerError as exc:
-        st.session_state["upload_error"] = f"{uploaded.name} was refused: {exc}"
+        st.session_state["upload_error"] = f"{name} was refused: {exc}"
         return
-    key = state.remember_extra_run(dest, f"{dest.name} (uploaded)")
+    state.forget_extra_runs(removed)
+    key = state.remember_extra_run(run.path, f"{run.path.name} (uploaded)")
     st.session_state[state.OPEN_RUN] = key
-    st.session_state["upload_ok"] = f"{uploaded.name} is open: see the other views."
+    st.session_state["upload_ok"] = f"{name} is open: see the other views."
 
 
 st.title("Runs")
@@ -44,6 +36,14 @@ runs = state.folder_runs()
 if runs.empty:
     st.info("No runs in this folder yet.")
 else:
+    incomplete, unreadable = int((~runs["complete"] & (runs["problem"] == "")).sum()), int(
+        (runs["problem"] != "").sum())
+    if incomplete:
+        st.caption(f"{incomplete} run(s) are incomplete (interrupted: cancelled, stopped at the "
+                   "time limit, or failed part-way); they open, marked as such.")
+    if unreadable:
+        st.warning(f"{unreadable} run folder(s) cannot be opened; the problem column says why.",
+                   icon=":material/warning:")
     ui.table(runs.drop(columns=["path"]), "runs.csv", key="runs_list", label="runs list CSV",
              column_config={"speedup": st.column_config.NumberColumn(format="%.2fx")})
 
@@ -52,9 +52,11 @@ st.file_uploader(
     f"A zip this tool produced (the 'Download run (zip)' button), at most {rundata.MAX_UPLOAD_MB} MB",
     type=["zip"], key=UPLOAD_KEY, on_change=_on_upload, max_upload_size=rundata.MAX_UPLOAD_MB)
 if st.session_state.get("upload_error"):
-    st.error(st.session_state["upload_error"], icon=":material/block:")
+    st.error(ui.escape_md(st.session_state["upload_error"]), icon=":material/block:")
 elif st.session_state.get("upload_ok"):
-    st.success(st.session_state.pop("upload_ok"))
+    st.success(ui.escape_md(st.session_state.pop("upload_ok")))
+st.caption(f"Uploads are unpacked into a temporary folder of this server; the newest "
+           f"{state.upload_store().keep} of this session are kept until the session ends.")
 
 st.subheader("Compare two runs")
 options = state.run_options()
@@ -81,7 +83,9 @@ stats_rows, medians = [], []
 for col, (tag, run) in zip(cols, loaded.items()):
     h = run.headline
     with col:
-        st.markdown(f"**{tag}: {run.label}**")
+        st.markdown(f"**{tag}: {ui.escape_md(run.label)}**")
+        if not run.complete:
+            st.warning(ui.incomplete_text(run), icon=":material/warning:")
         m = st.columns(3)
         m[0].metric("Speedup", ui.fmt(analysis.number(h, "speedup"), "{:.2f}x"))
         m[1].metric("Eager", ui.fmt(analysis.number(h, "eager_median_ms"), "{:.3f} ms"))

@@ -1,0 +1,134 @@
+"""Uploaded runs on disk, and how they are cleaned up.
+
+Scope: where an uploaded zip is unpacked and when it is deleted; no Streamlit. The server keeps
+one app-owned folder, ``<tmp>/cgp-uploads-<pid>-<random>/`` (an :class:`UploadStore`), with one
+subfolder per browser session (a :class:`SessionUploads`), each upload in its own numbered
+folder: ``session-<random>/<n>/<name>/``. Removed:
+
+- a refused upload at once (nothing of it is left);
+- a session's older uploads beyond the newest ``keep`` (3) when it uploads another;
+- a session's folder when the session ends (its ``SessionUploads`` is garbage-collected);
+- the whole folder when the server process exits (``weakref.finalize`` runs at exit);
+- after a crash or a SIGKILL, by the next server: folders of server processes that are gone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import threading
+import weakref
+from pathlib import Path
+
+from dashboard import rundata
+
+ROOT_PREFIX = "cgp-uploads-"
+KEEP_PER_SESSION = 3
+_ROOT_NAME = re.compile(re.escape(ROOT_PREFIX) + r"(\d+)-[A-Za-z0-9_]+")
+
+
+def safe_stem(name: str) -> str:
+    """A plain folder name from an uploaded file's name ('../../x y.zip' -> 'x-y')."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(str(name or "upload").replace("\\", "/")).stem)
+    stem = stem.strip(".-")[:60].strip(".-")
+    return stem or "upload"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # exists (another user's), or cannot tell: leave it alone
+    return True
+
+
+def sweep_stale(base: Path) -> list[Path]:
+    """Remove upload folders under ``base`` left by server processes that no longer exist."""
+    removed = []
+    try:
+        children = list(Path(base).iterdir())
+    except OSError:
+        return removed
+    for child in children:
+        match = _ROOT_NAME.fullmatch(child.name)
+        if not match:
+            continue
+        try:
+            info = child.lstat()
+        except OSError:
+            continue
+        if child.is_symlink() or not child.is_dir() or info.st_uid != os.getuid():
+            continue
+        if not _pid_alive(int(match.group(1))):
+            shutil.rmtree(child, ignore_errors=True)
+            removed.append(child)
+    return removed
+
+
+class UploadStore:
+    """The server's folder of uploads (one per process); removed when the process exits."""
+
+    def __init__(self, base: Path | None = None, keep: int = KEEP_PER_SESSION) -> None:
+        self.base = Path(base) if base is not None else Path(tempfile.gettempdir())
+        self.base.mkdir(parents=True, exist_ok=True)
+        sweep_stale(self.base)
+        self.root = Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-", dir=self.base))
+        self.keep = keep
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)
+
+    def session(self) -> "SessionUploads":
+        """A new session's uploads (keeps this store, hence its folder, alive while it lives)."""
+        return SessionUploads(self)
+
+    def close(self) -> None:
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+
+class SessionUploads:
+    """One browser session's uploads; its folder is removed when this object is collected."""
+
+    def __init__(self, store: UploadStore) -> None:
+        self.store = store
+        self.dir = Path(tempfile.mkdtemp(prefix="session-", dir=store.root))
+        self._runs: list[Path] = []
+        self._count = 0
+        self._guard = threading.Lock()
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.dir), True)
+
+    def add(self, data: bytes, file_name: str) -> tuple[rundata.OpenedRun, list[Path]]:
+        """Validate, unpack and open an upload; returns the run and the older uploads removed to
+        keep the newest ``store.keep``. A refused upload raises ``ProfilerError`` and leaves
+        nothing on disk."""
+        with self._guard:
+            self._count += 1
+            slot = self.dir / str(self._count)
+        try:
+            slot.mkdir(parents=True)
+            run = rundata.unpack_run(data, slot / safe_stem(file_name))
+        except BaseException:
+            shutil.rmtree(slot, ignore_errors=True)
+            raise
+        removed: list[Path] = []
+        with self._guard:
+            self._runs.append(run.path)
+            while len(self._runs) > self.store.keep:
+                old = self._runs.pop(0)
+                shutil.rmtree(old.parent, ignore_errors=True)
+                removed.append(old)
+        return run, removed
+
+    def paths(self) -> list[Path]:
+        """The uploads still kept, oldest first."""
+        with self._guard:
+            return list(self._runs)
+
+    def close(self) -> None:
+        self._finalizer()
