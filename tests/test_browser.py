@@ -76,7 +76,8 @@ def _write_interrupted_run(path: Path) -> Path:
     latency = full.table("latency")
     partial = RunResult(config=full.config, environment=full.environment, headline={},
                         tables={"latency": latency[latency["mode"] == "eager"].head(60)},
-                        notes=["incomplete: the run stopped during timed trials: KeyboardInterrupt"],
+                        notes=["incomplete: the run stopped during timed trials: interrupted "
+                               "(Ctrl-C, or SIGTERM: the dashboard's Cancel or its time limit)"],
                         complete=False)
     saved = partial.save(path)
     assert json.loads((saved / "summary.json").read_text())["complete"] is False
