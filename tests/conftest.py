@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dashboard.devices import DEVICE_COLUMNS
+
 SYNTHETIC_GPU = "Synthetic GPU (test fixture)"
 
 
@@ -185,3 +187,38 @@ def fake_worker(tmp_path):
         return [sys.executable, str(script), mode, str(out_dir), *map(str, extra)]
 
     return argv
+
+
+NO_GPU = (pd.DataFrame(columns=DEVICE_COLUMNS), "no GPU in this test")
+
+
+@pytest.fixture
+def fresh_app_state(monkeypatch, tmp_path, tmp_path_factory):
+    """Empty server caches, no bundled sample run, no GPU; runs folders allowed under pytest's
+    temporary folder. Dashboard test modules use it for every test."""
+    import streamlit as st
+
+    from dashboard import devices, rundata
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")
+    monkeypatch.setattr(devices, "list_devices", lambda: NO_GPU)
+    monkeypatch.setenv(rundata.RUNS_ROOT_ENV, str(tmp_path_factory.getbasetemp()))
+    yield
+    st.cache_resource.clear()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process still runs (a zombie counts as dead)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

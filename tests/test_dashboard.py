@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from dashboard import analysis, devices, rundata, state, worker
@@ -17,25 +16,12 @@ from profiler_core.errors import RunFormatError
 from profiler_core.results import RunResult
 from profiler_core.schema import TABLE_FILES
 
+pytestmark = pytest.mark.usefixtures("fresh_app_state")
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 _real_list_devices = devices.list_devices
-NO_GPU = (pd.DataFrame(columns=devices.DEVICE_COLUMNS), "no GPU in this test")
 ONE_GPU = (pd.DataFrame([{"device": "cuda:0", "index": 0, "name": "NVIDIA H200",
                           "memory_free_mib": 140_000.0, "memory_total_mib": 143_771.0,
                           "source": "nvml"}]), "")
-
-
-@pytest.fixture(autouse=True)
-def fresh_app_state(monkeypatch, tmp_path, tmp_path_factory):
-    """Each test starts with empty server caches and without the bundled sample run; runs folders
-    may be anywhere under pytest's temporary folder."""
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")
-    monkeypatch.setattr(devices, "list_devices", lambda: NO_GPU)
-    monkeypatch.setenv(rundata.RUNS_ROOT_ENV, str(tmp_path_factory.getbasetemp()))
-    yield
-    st.cache_resource.clear()
 
 
 def _app(runs_dir: Path, run: bool = True) -> AppTest:

@@ -28,9 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import streamlit as st
 import tomllib
-from conftest import write_synthetic_run
+from conftest import process_alive, write_synthetic_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
@@ -38,7 +37,6 @@ from streamlit.testing.v1 import AppTest
 from dashboard import (
     analysis,
     charts,
-    devices,
     rundata,
     runpanel,
     state,
@@ -54,21 +52,9 @@ from profiler_core.schema import BREAKDOWN_COMPONENTS, ERROR_KINDS, TABLE_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "dashboard" / "app.py"
-NO_GPU = (pd.DataFrame(columns=devices.DEVICE_COLUMNS), "no GPU in this test")
+pytestmark = pytest.mark.usefixtures("fresh_app_state")
 PAGES = ["views/overview.py", "views/counters.py", "views/latency.py", "views/launch_split.py",
          "views/gpu.py", "views/kernels.py"]
-
-
-@pytest.fixture(autouse=True)
-def fresh_app_state(monkeypatch, tmp_path, tmp_path_factory):
-    """Empty server caches, no bundled sample, no GPU; runs folders allowed under pytest's tmp."""
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")
-    monkeypatch.setattr(devices, "list_devices", lambda: NO_GPU)
-    monkeypatch.setenv(rundata.RUNS_ROOT_ENV, str(tmp_path_factory.getbasetemp()))
-    yield
-    st.cache_resource.clear()
 
 
 @pytest.fixture(scope="module")
@@ -96,18 +82,6 @@ def _texts(elements) -> str:
 
 def _everything(at: AppTest) -> str:
     return "\n".join(_texts(getattr(at, kind)) for kind in ("error", "warning", "info", "success"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purpose
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _wait_for(predicate, timeout=10.0) -> bool:
@@ -226,7 +200,7 @@ def test_a_hung_worker_is_stopped_after_the_time_limit_set_in_the_sidebar(fake_r
     assert "Raise 'Stop a run after (s)' (0: no limit)" in shown
     assert _lock_is_free()
     pids = [int(p) for p in Path(snap.out_dir + ".pids").read_text().split()]
-    assert _wait_for(lambda: not any(_alive(pid) for pid in pids))  # the worker and its child
+    assert _wait_for(lambda: not any(process_alive(pid) for pid in pids))  # the worker and its child
     fake_runs["mode"] = "done"
     assert _press_run_and_wait(at).status == "done"
 
@@ -243,7 +217,7 @@ def test_a_worker_that_ignores_the_stop_request_is_killed_and_that_is_said(fake_
     assert "it did not stop when asked, so it was killed" in outcome.detail
     assert lock.state().holder is None
     pids = [int(p) for p in (tmp_path / "out.pids").read_text().split()]
-    assert _wait_for(lambda: not any(_alive(pid) for pid in pids))
+    assert _wait_for(lambda: not any(process_alive(pid) for pid in pids))
 
 
 def test_children_left_behind_by_a_dead_worker_are_killed_and_the_lock_released(fake_worker,
@@ -257,7 +231,7 @@ def test_children_left_behind_by_a_dead_worker_are_killed_and_the_lock_released(
     assert snap.status == "crashed" and "SIGSEGV" in snap.message
     assert lock.state().holder is None and lock.history()[-1].released_at is not None
     child = int((tmp_path / "out.pids").read_text().split()[1])
-    assert _wait_for(lambda: not _alive(child))
+    assert _wait_for(lambda: not process_alive(child))
 
 
 def test_a_finished_job_has_already_released_the_lock(fake_worker, tmp_path):
@@ -312,8 +286,8 @@ def test_a_bug_in_the_dashboard_while_a_worker_runs_kills_it_before_freeing_the_
     assert snap.status == "crashed" and "could not run the worker" in snap.message
     assert lock.state().holder is None and not lock.state().waiting
     pids = [int(p) for p in pids_file.read_text().split()]
-    assert not any(_alive(pid) for pid in pids[:1])  # the worker was dead before the lock was free
-    assert _wait_for(lambda: not any(_alive(pid) for pid in pids))
+    assert not any(process_alive(pid) for pid in pids[:1])  # the worker was dead before the lock was free
+    assert _wait_for(lambda: not any(process_alive(pid) for pid in pids))
 
 
 def test_workers_still_running_are_stopped_when_the_server_exits(fake_worker, tmp_path):
@@ -336,7 +310,7 @@ def test_workers_still_running_are_stopped_when_the_server_exits(fake_worker, tm
     assert done.returncode == 0 and "started" in done.stdout, done.stderr
     assert time.time() - started < 15
     pids = [int(p) for p in (tmp_path / "out.pids").read_text().split()]
-    assert _wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=5)
+    assert _wait_for(lambda: not any(process_alive(pid) for pid in pids), timeout=5)
 
 
 # ----------------------------------------------------------------------------- incomplete runs

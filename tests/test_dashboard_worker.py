@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
 import pytest
 
 from dashboard.gpulock import GpuLock, GpuLockRegistry, Ticket
+from conftest import process_alive
 from dashboard.worker import RunJob, describe_exit, worker_argv
 from profiler_core import cli
 from profiler_core.config import PRESETS
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purpose
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split()[2] != "Z"
-    except OSError:
-        return True
 
 
 def _wait_for(predicate, timeout=10.0):
@@ -90,7 +78,7 @@ def test_cancel_kills_the_worker_and_its_children(tmp_path, fake_worker):
     assert job.wait(10)
     assert time.time() - started < 5
     assert job.snapshot().status == "cancelled"
-    assert _wait_for(lambda: not any(_alive(pid) for pid in pids))
+    assert _wait_for(lambda: not any(process_alive(pid) for pid in pids))
     assert lock.state().holder is None
 
 
