@@ -222,3 +222,15 @@ def process_alive(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def wait_for(predicate, timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` every 20 ms until it holds (True) or ``timeout`` seconds pass (False)."""
+    import time
+
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False

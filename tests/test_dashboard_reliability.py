@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import tomllib
-from conftest import process_alive, write_synthetic_run
+from conftest import process_alive, wait_for, write_synthetic_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
@@ -82,15 +82,6 @@ def _texts(elements) -> str:
 
 def _everything(at: AppTest) -> str:
     return "\n".join(_texts(getattr(at, kind)) for kind in ("error", "warning", "info", "success"))
-
-
-def _wait_for(predicate, timeout=10.0) -> bool:
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def _lock_is_free(device: str = "cpu") -> bool:
@@ -200,7 +191,7 @@ def test_a_hung_worker_is_stopped_after_the_time_limit_set_in_the_sidebar(fake_r
     assert "Raise 'Stop a run after (s)' (0: no limit)" in shown
     assert _lock_is_free()
     pids = [int(p) for p in Path(snap.out_dir + ".pids").read_text().split()]
-    assert _wait_for(lambda: not any(process_alive(pid) for pid in pids))  # the worker and its child
+    assert wait_for(lambda: not any(process_alive(pid) for pid in pids))  # the worker and its child
     fake_runs["mode"] = "done"
     assert _press_run_and_wait(at).status == "done"
 
@@ -217,7 +208,7 @@ def test_a_worker_that_ignores_the_stop_request_is_killed_and_that_is_said(fake_
     assert "it did not stop when asked, so it was killed" in outcome.detail
     assert lock.state().holder is None
     pids = [int(p) for p in (tmp_path / "out.pids").read_text().split()]
-    assert _wait_for(lambda: not any(process_alive(pid) for pid in pids))
+    assert wait_for(lambda: not any(process_alive(pid) for pid in pids))
 
 
 def test_children_left_behind_by_a_dead_worker_are_killed_and_the_lock_released(fake_worker,
@@ -231,7 +222,7 @@ def test_children_left_behind_by_a_dead_worker_are_killed_and_the_lock_released(
     assert snap.status == "crashed" and "SIGSEGV" in snap.message
     assert lock.state().holder is None and lock.history()[-1].released_at is not None
     child = int((tmp_path / "out.pids").read_text().split()[1])
-    assert _wait_for(lambda: not process_alive(child))
+    assert wait_for(lambda: not process_alive(child))
 
 
 def test_a_finished_job_has_already_released_the_lock(fake_worker, tmp_path):
@@ -276,7 +267,7 @@ def test_a_bug_in_the_dashboard_while_a_worker_runs_kills_it_before_freeing_the_
     pids_file = tmp_path / "out.pids"
 
     def broken(line):  # fails on the first line, once the worker and its child are both up
-        _wait_for(lambda: pids_file.exists() and len(pids_file.read_text().split()) == 2)
+        wait_for(lambda: pids_file.exists() and len(pids_file.read_text().split()) == 2)
         raise RuntimeError("a bug while reading the worker's progress")
 
     job._on_line = broken
@@ -287,7 +278,7 @@ def test_a_bug_in_the_dashboard_while_a_worker_runs_kills_it_before_freeing_the_
     assert lock.state().holder is None and not lock.state().waiting
     pids = [int(p) for p in pids_file.read_text().split()]
     assert not any(process_alive(pid) for pid in pids[:1])  # the worker was dead before the lock was free
-    assert _wait_for(lambda: not any(process_alive(pid) for pid in pids))
+    assert wait_for(lambda: not any(process_alive(pid) for pid in pids))
 
 
 def test_workers_still_running_are_stopped_when_the_server_exits(fake_worker, tmp_path):
@@ -310,7 +301,7 @@ def test_workers_still_running_are_stopped_when_the_server_exits(fake_worker, tm
     assert done.returncode == 0 and "started" in done.stdout, done.stderr
     assert time.time() - started < 15
     pids = [int(p) for p in (tmp_path / "out.pids").read_text().split()]
-    assert _wait_for(lambda: not any(process_alive(pid) for pid in pids), timeout=5)
+    assert wait_for(lambda: not any(process_alive(pid) for pid in pids), timeout=5)
 
 
 # ----------------------------------------------------------------------------- incomplete runs
@@ -336,7 +327,7 @@ def test_a_cancelled_real_cpu_run_is_kept_listed_opened_and_marked_on_every_view
     _tiny_config(at, replays=100_000)  # far longer than the test waits
     at.sidebar.button(key="run_button").click().run()
     job = at.session_state[state.JOB]
-    assert _wait_for(lambda: job.snapshot().phase == "timed trials" and job.snapshot().fraction > 0,
+    assert wait_for(lambda: job.snapshot().phase == "timed trials" and job.snapshot().fraction > 0,
                      timeout=30), job.snapshot()
     at.run()
     at.button(key="cancel_run").click().run()
@@ -874,7 +865,7 @@ def test_an_app_session_ending_removes_its_uploads(source_run, tmp_path):
     assert any(folder.iterdir())
     del at
     gc.collect()
-    assert _wait_for(lambda: not folder.exists(), timeout=5)
+    assert wait_for(lambda: not folder.exists(), timeout=5)
 
 
 def test_upload_folders_of_dead_servers_are_swept(tmp_path):

@@ -8,19 +8,10 @@ import time
 import pytest
 
 from dashboard.gpulock import GpuLock, GpuLockRegistry, Ticket
-from conftest import process_alive
+from conftest import process_alive, wait_for
 from dashboard.worker import RunJob, describe_exit, worker_argv
 from profiler_core import cli
 from profiler_core.config import PRESETS
-
-
-def _wait_for(predicate, timeout=10.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_worker_argv_is_the_cli_contract(tmp_path):
@@ -70,15 +61,15 @@ def test_cancel_kills_the_worker_and_its_children(tmp_path, fake_worker):
     out = tmp_path / "out"
     job = RunJob(fake_worker("sleep", out), out, "cpu", lock).start()
     pids_file = tmp_path / "out.pids"
-    assert _wait_for(pids_file.exists)
-    assert _wait_for(lambda: len(pids_file.read_text().split()) == 2)
+    assert wait_for(pids_file.exists)
+    assert wait_for(lambda: len(pids_file.read_text().split()) == 2)
     pids = [int(p) for p in pids_file.read_text().split()]
     started = time.time()
     job.cancel()
     assert job.wait(10)
     assert time.time() - started < 5
     assert job.snapshot().status == "cancelled"
-    assert _wait_for(lambda: not any(process_alive(pid) for pid in pids))
+    assert wait_for(lambda: not any(process_alive(pid) for pid in pids))
     assert lock.state().holder is None
 
 
@@ -86,7 +77,7 @@ def test_a_worker_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path, fa
     out = tmp_path / "out"
     job = RunJob(fake_worker("sleep", out, "ignore-term"), out, "cpu", GpuLock("cpu"),
                  grace_s=0.5).start()
-    assert _wait_for((tmp_path / "out.pids").exists)
+    assert wait_for((tmp_path / "out.pids").exists)
     time.sleep(0.2)
     job.cancel()
     assert job.wait(10)
@@ -108,12 +99,12 @@ def test_one_run_per_device_in_arrival_order_and_cancel_while_queued(tmp_path, f
     assert registry.lock("cuda:0") is lock and registry.lock("cuda:1") is not lock
     first = RunJob(fake_worker("sleep", tmp_path / "a"), tmp_path / "a", "cuda:0", lock,
                    session="s1").start()
-    assert _wait_for(lambda: lock.state().holder is not None)
+    assert wait_for(lambda: lock.state().holder is not None)
     second = RunJob(fake_worker("done", tmp_path / "b", synthetic_run), tmp_path / "b", "cuda:0",
                     lock, session="s2").start()
     third = RunJob(fake_worker("done", tmp_path / "c", synthetic_run), tmp_path / "c", "cuda:0",
                    lock, session="s3").start()
-    assert _wait_for(lambda: len(lock.state().waiting) == 2)
+    assert wait_for(lambda: len(lock.state().waiting) == 2)
     state = lock.state()
     assert state.holder.ticket.run_name == "a" and state.holder.ticket.session == "s1"
     assert state.holder.since <= time.time()
@@ -151,7 +142,7 @@ def test_lock_is_fifo_under_contention():
         thread = threading.Thread(target=worker, args=(name,))
         thread.start()
         threads.append(thread)
-        assert _wait_for(lambda: len(lock.state().waiting) == len(threads))
+        assert wait_for(lambda: len(lock.state().waiting) == len(threads))
     lock.release(holder)
     for thread in threads:
         thread.join(5)
