@@ -144,12 +144,30 @@ def _command_bench(args) -> int:
 
 
 def _command_trace_stats(args) -> int:
-    from profiler_core.trace import analyse_trace, format_report, load_trace, write_tables
+    from profiler_core.errors import RunFormatError
+    from profiler_core.trace import (
+        analyse_trace,
+        format_report,
+        load_trace,
+        shown,
+        write_tables,
+    )
 
     analysis = analyse_trace(load_trace(args.trace), mode=Path(args.trace).name)
+    if analysis.launch_split.empty:
+        raise RunFormatError(f"trace {shown(args.trace)} holds no events to analyse (no complete "
+                             "'X' events with a timestamp)",
+                             "export the trace after the profiled steps ran, with "
+                             "prof.export_chrome_trace(path)")
     print(format_report(analysis))
     if args.out:
-        for path in write_tables(analysis, args.out):
+        try:
+            written = write_tables(analysis, args.out)
+        except OSError as error:
+            raise ConfigError("out", f"cannot write the tables into {shown(args.out)}: "
+                                     f"{shown(error.strerror or str(error), 200)}",
+                              "pick a folder you can write to") from None
+        for path in written:
             print(f"Wrote {path}")
     return 0
 

@@ -39,13 +39,26 @@ Per iteration (all in microseconds; an iteration's CPU window is [cpu_start, cpu
 - ``kernels``: GPU events of category ``kernel`` (memcpy/memset count in busy time only).
 - ``launch_delay_us``: median, over the iteration's launch calls that enqueued GPU work, of the
   first GPU start minus the end of the call (a graph launch's first kernel); NaN without any.
+
+What is refused (``RunFormatError``, one line naming the file or the event, and a hint): anything
+but a regular file (a link to one is fine; a pipe, device or folder is refused before it is
+opened, and the file is opened without blocking); a file, or a gzip's inflated content, over
+``MAX_TRACE_MB`` MiB (``$PROFILER_CORE_MAX_TRACE_MB`` raises it; gzip is inflated in chunks and
+stops at the cap); JSON that does not parse (nested too deep, numbers too long, bad UTF-8); a
+complete event whose ``ts`` or ``dur`` is not a finite number within ``MAX_TIME_US`` or whose
+``dur`` is negative. Text from the file that a message quotes is cut short and its control
+characters escaped, so a message stays on one line.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import math
+import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +66,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from profiler_core.csvsafe import csv_bytes
 from profiler_core.errors import RunFormatError
 from profiler_core.schema import (
     BREAKDOWN_COLUMNS,
@@ -123,6 +137,19 @@ KERNEL_NAME_MAX_CHARS = 60
 # Kernel names whose informative part is their first template argument
 # (e.g. "cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>(...)").
 WRAPPER_KERNEL_NAMES = ("Kernel", "Kernel2", "device_kernel")
+WRAPPER_MAX_DEPTH = 8  # wrappers inside wrappers looked through, at most
+# Characters of a kernel name read to shorten it: the name itself comes before its template
+# arguments and parameters (real names seen: under 1,000 characters).
+KERNEL_NAME_SCAN_CHARS = 4096
+
+MAX_TRACE_MB = 512  # largest trace read, as a file and inflated (MiB)
+MAX_TRACE_MB_ENV = "PROFILER_CORE_MAX_TRACE_MB"  # overrides MAX_TRACE_MB
+READ_CHUNK_BYTES = 1 << 20
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_TIME_US = 1e18  # |ts| and dur beyond this (31,700 years) are refused: sums stay finite
+ECHO_MAX_CHARS = 80  # characters of input text quoted in an error message
+TRACE_HINT = "pass the file written by torch.profiler's prof.export_chrome_trace(path)"
+EVENT_HINT = "the file is not a torch.profiler Chrome trace, or it was edited by hand"
 REPORT_TOP_KERNELS = 10
 
 EVENT_COLUMNS = ["name", "cat", "ts", "end", "dur", "pid", "tid", "correlation"]
@@ -149,25 +176,133 @@ class TraceAnalysis:
 
 
 def load_trace(path: str | Path) -> dict:
-    """Read a Chrome trace (plain JSON, or gzip recognised by its magic bytes)."""
+    """Read a Chrome trace (plain JSON, or gzip recognised by its magic bytes).
+
+    Refuses (``RunFormatError``) what is not a regular file, a file or inflated content over
+    :func:`max_trace_bytes`, and anything that does not parse as a JSON object with a
+    ``traceEvents`` list.
+    """
     path = Path(path)
-    hint = "pass the file written by torch.profiler's prof.export_chrome_trace(path)"
+    limit = max_trace_bytes()
+    raw = _read_regular_file(path, limit)
+    if raw[:2] == GZIP_MAGIC:
+        raw = _inflate(raw, path, limit)
     try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise RunFormatError(
-            f"cannot read trace {path}: {error.strerror or error}", hint
-        ) from error
-    try:
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        trace = json.loads(raw.decode("utf-8"))
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise RunFormatError(
-            f"trace {path} is not valid (gzipped) JSON: {error}", hint
-        ) from error
-    _require_event_list(trace, str(path))
+        text = raw.decode("utf-8")
+        del raw
+        trace = json.loads(text)
+    except RecursionError:
+        raise RunFormatError(f"trace {shown(path)} nests its JSON too deeply to be read",
+                             TRACE_HINT) from None
+    except MemoryError:
+        raise RunFormatError(f"trace {shown(path)} is too large to parse in this machine's "
+                             "memory", f"lower {MAX_TRACE_MB_ENV} or profile fewer steps") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise RunFormatError(f"trace {shown(path)} is not valid (gzipped) JSON: "
+                             f"{shown(str(error), 200)}", TRACE_HINT) from None
+    except ValueError as error:  # an integer over Python's digit limit
+        raise RunFormatError(f"trace {shown(path)} holds a number too long to read "
+                             f"({shown(str(error).split(':')[0], 200)})", TRACE_HINT) from None
+    _require_event_list(trace, f"trace {shown(path)}")
     return trace
+
+
+def max_trace_bytes() -> int:
+    """The largest trace read (file and inflated): ``$PROFILER_CORE_MAX_TRACE_MB`` MiB, else
+    ``MAX_TRACE_MB``."""
+    text = os.environ.get(MAX_TRACE_MB_ENV, "").strip()
+    if not text:
+        return MAX_TRACE_MB * 2**20
+    try:
+        megabytes = float(text)
+    except ValueError:
+        megabytes = math.nan
+    if not (math.isfinite(megabytes) and megabytes > 0):
+        raise RunFormatError(f"{MAX_TRACE_MB_ENV} is '{shown(text)}', not a positive number of MiB",
+                             f"unset it for the default of {MAX_TRACE_MB} MiB, or set it to a "
+                             "number such as 2048")
+    return max(1, int(megabytes * 2**20))
+
+
+def shown(value: object, limit: int = ECHO_MAX_CHARS) -> str:
+    """Text from input fit to quote in a one-line message: at most ``limit`` characters (then
+    "..."), unprintable characters escaped (a line break shows as ``\\n``). A list or object
+    is named, not printed."""
+    if isinstance(value, (str, Path)):
+        text = str(value)
+    elif isinstance(value, list):
+        text = "a JSON list"
+    elif isinstance(value, dict):
+        text = "a JSON object"
+    else:
+        try:
+            text = repr(value)
+        except ValueError:  # an integer over Python's digit limit
+            text = "a number too long to print"
+    return _printable(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def _printable(text: str) -> str:
+    """``text`` with every unprintable character (control, line or paragraph separator, lone
+    surrogate) written as its escape, e.g. ``\\n`` or ``\\x1b``."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file (after following links) of at most
+    ``limit`` bytes; a pipe is never opened in a way that waits for a writer."""
+    where = f"trace {shown(path)}"
+    try:
+        _require_regular(path.stat(), where)
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                             | getattr(os, "O_CLOEXEC", 0))
+        with open(descriptor, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            _require_regular(info, where)  # replaced between the check and the opening
+            if info.st_size > limit:
+                raise _too_large(f"{where} is {info.st_size / 2**20:,.1f} MiB, over the "
+                                 f"{limit / 2**20:.4g} MiB limit for a trace")
+            raw = handle.read(limit + 1)
+    except (OSError, ValueError) as error:  # ValueError: a NUL byte in the path
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise RunFormatError(f"cannot read {where}: {shown(str(reason), 200)}",
+                             TRACE_HINT) from None
+    if len(raw) > limit:  # it grew while being read
+        raise _too_large(f"{where} is over the {limit / 2**20:.4g} MiB limit for a trace")
+    return raw
+
+
+def _require_regular(info: os.stat_result, where: str) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a named pipe" if stat.S_ISFIFO(info.st_mode) else
+                "a folder" if stat.S_ISDIR(info.st_mode) else
+                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else
+                "a socket" if stat.S_ISSOCK(info.st_mode) else "a special file")
+        raise RunFormatError(f"{where} is {kind}, not a regular file",
+                             "pass the trace file itself; a link to a file is fine")
+
+
+def _inflate(packed: bytes, path: Path, limit: int) -> bytearray:
+    """Gzipped ``packed`` inflated in chunks, refused as soon as it passes ``limit`` bytes."""
+    inflated = bytearray()
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(packed)) as reader:
+            while chunk := reader.read(READ_CHUNK_BYTES):
+                inflated += chunk
+                if len(inflated) > limit:
+                    raise _too_large(f"trace {shown(path)} inflates to over the "
+                                     f"{limit / 2**20:.4g} MiB limit for a trace")
+    except (OSError, EOFError, zlib.error) as error:
+        raise RunFormatError(f"trace {shown(path)} is not valid gzip: {shown(str(error), 200)}",
+                             TRACE_HINT) from None
+    return inflated
+
+
+def _too_large(message: str) -> RunFormatError:
+    return RunFormatError(message, f"to read it anyway, set {MAX_TRACE_MB_ENV} to a larger "
+                                   f"number of MiB; the default is {MAX_TRACE_MB}")
 
 
 def analyse_trace(trace: dict, mode: str = "trace") -> TraceAnalysis:
@@ -277,7 +412,8 @@ def format_report(analysis: TraceAnalysis) -> str:
 
 
 def write_tables(analysis: TraceAnalysis, out_dir: str | Path) -> list[Path]:
-    """Write launch_split.csv and kernels.csv into ``out_dir`` (created if needed)."""
+    """Write launch_split.csv and kernels.csv into ``out_dir`` (created if needed), as CSV for a
+    user: text that a spreadsheet would run as a formula is made inert (``csvsafe``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -285,7 +421,7 @@ def write_tables(analysis: TraceAnalysis, out_dir: str | Path) -> list[Path]:
                              ("kernels", analysis.kernels)):
         file_name, columns = TABLE_FILES[table_key]
         path = out_dir / file_name
-        frame[columns].to_csv(path, index=False)
+        path.write_bytes(csv_bytes(frame[columns]))
         written.append(path)
     return written
 
@@ -295,13 +431,19 @@ def short_kernel_name(full_name: str) -> str:
 
     ``void at::native::(anonymous namespace)::foo<float, 4>(float*)`` -> ``foo``. Generic wrapper
     kernels (``cutlass::Kernel2<cutlass_80_tensorop_...>(...)``) are named by their first
-    template argument. At most KERNEL_NAME_MAX_CHARS characters.
+    template argument (looking through at most WRAPPER_MAX_DEPTH wrappers). Only the first
+    KERNEL_NAME_SCAN_CHARS characters are read; unprintable characters are escaped. At most
+    KERNEL_NAME_MAX_CHARS characters.
     """
-    name = full_name.replace("(anonymous namespace)", "").strip().removeprefix("void ").strip()
-    short = _outside_brackets(name).rsplit("::", 1)[-1].strip() or name
-    wrapped = _first_template_argument(name)
-    if short in WRAPPER_KERNEL_NAMES and wrapped:
-        short = short_kernel_name(wrapped)
+    name = full_name[:KERNEL_NAME_SCAN_CHARS]
+    for _ in range(WRAPPER_MAX_DEPTH + 1):
+        name = name.replace("(anonymous namespace)", "").strip().removeprefix("void ").strip()
+        short = _outside_brackets(name).rsplit("::", 1)[-1].strip() or name
+        wrapped = _first_template_argument(name)
+        if short not in WRAPPER_KERNEL_NAMES or not wrapped:
+            break
+        name = wrapped
+    short = _printable(short)
     if len(short) > KERNEL_NAME_MAX_CHARS:
         short = short[: KERNEL_NAME_MAX_CHARS - 3] + "..."
     return short
@@ -348,13 +490,16 @@ def _require_event_list(trace: object, where: str) -> None:
 def _complete_events(raw_events: list) -> pd.DataFrame:
     """The complete ("X") events as a table; categories lower-cased, times in microseconds."""
     records = []
-    for event in raw_events:
+    for index, event in enumerate(raw_events):
         if not isinstance(event, dict) or event.get("ph") != "X" or "ts" not in event:
             continue
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
         raw_duration = event.get("dur")
-        ts = _microseconds(event["ts"], "ts")
-        dur = 0.0 if raw_duration is None else _microseconds(raw_duration, "dur")
+        ts = _microseconds(event, index, "ts")
+        dur = 0.0 if raw_duration is None else _microseconds(event, index, "dur")
+        if dur < 0:
+            raise RunFormatError(f"{_event_label(event, index)} has a negative duration: 'dur' is "
+                                 f"{shown(raw_duration)}", EVENT_HINT)
         records.append((
             str(event.get("name", "")),
             str(event.get("cat", "")).lower(),
@@ -371,22 +516,35 @@ def _complete_events(raw_events: list) -> pd.DataFrame:
     })
 
 
-def _microseconds(value: object, field: str) -> float:
+def _microseconds(event: dict, index: int, field: str) -> float:
+    """``event[field]`` as a float, refused unless finite and at most ``MAX_TIME_US`` in size."""
+    value = event[field]
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
-        raise RunFormatError(
-            f"trace event has a non-numeric {field!r}: {value!r}",
-            "the file is not a torch.profiler Chrome trace, or it was edited by hand",
-        ) from None
+        problem = "a non-numeric"
+    except OverflowError:  # an integer too large for a float
+        problem = "an out-of-range"
+    else:
+        if abs(number) <= MAX_TIME_US:
+            return number
+        problem = "a non-finite" if not math.isfinite(number) else "an out-of-range"
+    raise RunFormatError(f"{_event_label(event, index)} has {problem} {field!r}: {shown(value)}",
+                         EVENT_HINT)
+
+
+def _event_label(event: dict, index: int) -> str:
+    """'trace event #12 ('cudaLaunchKernel')': which event a message is about."""
+    return f"trace event #{index} ('{shown(event.get('name', ''))}')"
 
 
 def _correlation_id(value: object) -> float:
-    """Correlation ids as floats (exact below 2**53), NaN when absent or not a number."""
+    """Correlation ids as floats (exact below 2**53), NaN when absent or not a finite number."""
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
         return float("nan")
+    return number if math.isfinite(number) else float("nan")
 
 
 def _outermost_per_thread(calls: pd.DataFrame) -> pd.DataFrame:
