@@ -18,17 +18,32 @@ from profiler_core.config import RunConfig
 
 MODES = ("eager", "graph")
 
+# Every timing method of stats.csv (see profiler_core.schema), in the order they are shown.
 METHOD_LABELS = {
-    "cuda_event": "CUDA events (GPU time)",
-    "sync_wall": "wall clock, synchronised",
-    "block_sync": "block timed with one sync",
+    "steady_event": "steady state (CUDA events)",
+    "steady_wall": "steady state (wall clock)",
+    "cold_event": "cold start (CUDA events)",
+    "cold_wall": "cold start (wall clock)",
+    "block_sync": "loop closed by one sync",
     "article_no_sync": "article: perf_counter, no sync",
 }
 METHOD_MEANING = {
-    "cuda_event": "true: GPU time between events recorded around each step",
-    "sync_wall": "true: host time with torch.cuda.synchronize() after each step",
-    "block_sync": "true: a whole block of steps between two synchronize() calls",
+    "steady_event": "true, the headline: steps queued back to back as in training, GPU time "
+                    "between CUDA events recorded after consecutive steps (a graph's batch copy "
+                    "included)",
+    "steady_wall": "true, the headline on a CPU: host time between consecutive steps",
+    "cold_event": "true for one isolated step: synchronise first, then CUDA events around the step, "
+                  "so every step pays the latency of its first launch",
+    "cold_wall": "true for one isolated step: host time from a synchronise to a synchronise",
+    "block_sync": "true: the article's loop, closed by torch.cuda.synchronize()",
     "article_no_sync": "wrong: CPU enqueue time only - the GPU may still be working",
+}
+# The latency.csv rows and column each per-iteration method reads.
+SERIES = {
+    "steady_event": ("steady", "gpu_ms"),
+    "steady_wall": ("steady", "wall_ms"),
+    "cold_event": ("cold", "gpu_ms"),
+    "cold_wall": ("cold", "wall_ms"),
 }
 
 
@@ -45,41 +60,52 @@ def finite(value: float) -> bool:
 
 
 def headline_method(headline: dict[str, Any], stats: pd.DataFrame) -> str:
-    """The timing method the speedup uses (CUDA events on a GPU, synchronised wall time on a CPU)."""
+    """The timing method the speedup uses (steady-state CUDA events on a GPU, steady-state wall
+    time on a CPU; cold-start events for runs recorded before steady-state timing existed)."""
     method = headline.get("timing_method")
     present = set(stats["method"].dropna()) if not stats.empty else set()
-    if method in present or (method and not present):
+    if method in present or (method in METHOD_LABELS and not present):
         return str(method)
-    for candidate in ("cuda_event", "sync_wall", "block_sync"):
+    for candidate in ("steady_event", "steady_wall", "cold_event", "cold_wall", "block_sync"):
         if candidate in present:
             return candidate
-    return "cuda_event"
+    return "steady_event"
 
 
-def latency_column(method: str) -> str:
-    """The latency.csv column a timing method reads."""
-    return "wall_ms" if method == "sync_wall" else "gpu_ms"
+def series_available(steps: pd.DataFrame) -> list[str]:
+    """The per-iteration methods (keys of ``SERIES``) this run has samples of."""
+    return [name for name, (method, column) in SERIES.items()
+            if not steps.empty and steps.loc[steps["method"] == method, column].notna().any()]
 
 
-PER_STEP_COLUMNS = ["mode", "seq", "trial", "iteration", "gpu_ms", "wall_ms"]
+def series_steps(steps: pd.DataFrame, series: str) -> tuple[pd.DataFrame, str]:
+    """The rows of ``per_step_latency`` one method reads, and the column holding its time."""
+    method, column = SERIES[series]
+    return steps[steps["method"] == method].reset_index(drop=True), column
+
+
+PER_STEP_COLUMNS = ["mode", "method", "seq", "trial", "iteration", "gpu_ms", "wall_ms"]
 
 
 def per_step_latency(latency: pd.DataFrame) -> pd.DataFrame:
-    """Per training step (``gpu_ms``/``wall_ms`` divided by ``steps``), ``seq`` = order in mode."""
+    """Per training step (``gpu_ms``/``wall_ms`` divided by ``steps``); ``seq`` = order within
+    its mode and method."""
     if latency.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object" if c == "mode" else "float64")
+        return pd.DataFrame({c: pd.Series(dtype="object" if c in ("mode", "method") else "float64")
                              for c in PER_STEP_COLUMNS})
-    codes, names = pd.factorize(latency["mode"], sort=True)
-    mode = np.asarray(names.astype(str), dtype=object)[codes]
+    group = (latency["mode"].astype(str) + "\0" + latency["method"].astype(str))
+    codes, names = pd.factorize(group, sort=True)
+    mode = latency["mode"].astype(str).to_numpy(dtype=object)
+    method = latency["method"].astype(str).to_numpy(dtype=object)
     trial = pd.to_numeric(latency["trial"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     iteration = pd.to_numeric(latency["iteration"], errors="coerce").to_numpy(dtype=float,
                                                                                na_value=np.nan)
-    order = np.lexsort((iteration, trial, codes))  # by mode, then trial, then iteration
+    order = np.lexsort((iteration, trial, codes))  # by mode and method, then trial, then iteration
     steps = pd.to_numeric(latency["steps"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     steps = np.where(np.isfinite(steps) & (steps >= 1), steps, 1.0)[order]
-    mode = mode[order]
     out = pd.DataFrame({
-        "mode": mode,
+        "mode": mode[order],
+        "method": method[order],
         "trial": trial[order],
         "iteration": iteration[order],
         "gpu_ms": pd.to_numeric(latency["gpu_ms"], errors="coerce").to_numpy(
@@ -88,9 +114,9 @@ def per_step_latency(latency: pd.DataFrame) -> pd.DataFrame:
             dtype=float, na_value=np.nan)[order] / steps,
     })
     sorted_codes = codes[order]
-    starts = np.r_[0, np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1]  # each mode's first
-    index = np.arange(len(mode))
-    out.insert(1, "seq", index - np.repeat(starts, np.diff(np.r_[starts, len(mode)])))
+    starts = np.r_[0, np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1]  # each group's first
+    index = np.arange(len(out))
+    out.insert(2, "seq", index - np.repeat(starts, np.diff(np.r_[starts, len(out)])))
     return out[PER_STEP_COLUMNS]
 
 
@@ -101,12 +127,13 @@ PERCENTILE_COLUMNS = (["mode", "timing", "count"]
 
 
 def percentile_table(latency: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Percentiles of the per-step time per mode, for CUDA-event and synchronised wall timing
-    (``steps``: the ``per_step_latency`` of ``latency`` when already computed)."""
+    """Percentiles of the per-step time per mode and per-iteration method (``steps``: the
+    ``per_step_latency`` of ``latency`` when already computed)."""
     steps = per_step_latency(latency) if steps is None else steps
     rows = []
-    for mode, group in steps.groupby("mode", sort=True):
-        for column, timing in (("gpu_ms", "cuda_event"), ("wall_ms", "sync_wall")):
+    for timing in SERIES:
+        part, column = series_steps(steps, timing)
+        for mode, group in part.groupby("mode", sort=True):
             values = group[column].dropna().to_numpy(dtype=float)
             if values.size == 0:
                 continue
@@ -169,32 +196,39 @@ LAUNCH_BOUND_IDLE = 0.35  # eager GPU idle share at or above this: launch-bound
 GPU_BOUND_IDLE = 0.15  # at or below this: GPU-bound
 
 
-def verdict(headline: dict[str, Any], launch_split: pd.DataFrame) -> Verdict:
-    """Plain words from the launch split: is eager launch-bound or GPU-bound, and why."""
+def verdict(headline: dict[str, Any], launch_split: pd.DataFrame, steps_per_graph: int = 1) -> Verdict:
+    """Plain words: the timed speedup and medians (the headline method), and why, from the
+    profiled window's launch split (is eager launch-bound or GPU-bound). Every figure says which
+    measurement it comes from: the profiler adds CPU time to each launch, so its times are not
+    the timed ones."""
     speedup = number(headline, "speedup")
     speedup_text = f"{speedup:.2f}x" if finite(speedup) else "unknown"
+    eager_ms, graph_ms = number(headline, "eager_median_ms"), number(headline, "graph_median_ms")
+    timed = (f"Timed in a training loop (steady state), an eager step took {eager_ms:.3f} ms and a "
+             f"graph step {graph_ms:.3f} ms. " if finite(eager_ms) and finite(graph_ms) else "")
     medians = split_medians(launch_split).set_index("mode")
     if "eager" not in medians.index or not finite(float(medians.loc["eager", "span_us"])):
         return Verdict(
             "unknown", "No launch split in this run",
-            f"The speedup is {speedup_text}, but this run has no profiled window (profiler off or "
-            "not recorded), so it cannot say whether the eager step was waiting on the CPU or the "
-            "GPU. Turn the profiler on to see why.")
+            f"{timed}The speedup is {speedup_text}, but this run has no profiled window (profiler "
+            "off or not recorded), so it cannot say whether the eager step was waiting on the CPU "
+            "or the GPU. Turn the profiler on to see why.")
     eager = medians.loc["eager"]
     span, busy, idle = float(eager["span_us"]), float(eager["gpu_busy_us"]), float(eager["gpu_idle_us"])
     launch, launches = float(eager["cpu_launch_us"]), float(eager["launches"])
     other = float(eager["cpu_other_us"])
     idle_share = idle / span if span > 0 else math.nan
+    window = "In the profiled window (torch.profiler on, which slows every launch)"
     floor = ""
-    if "graph" in medians.index and float(medians.loc["graph", "gpu_busy_us"]) > 0:
-        g_span, g_busy = float(medians.loc["graph", "span_us"]), float(medians.loc["graph", "gpu_busy_us"])
-        floor = (f" Graph replay took {g_span:,.0f} us per step against {g_busy:,.0f} us of GPU "
-                 f"work ({g_span / g_busy:.2f}x the GPU busy time, which is the floor no launch "
-                 "strategy can beat).")
+    if "graph" in medians.index and float(medians.loc["graph", "gpu_busy_us"]) > 0 and finite(graph_ms):
+        busy_ms = float(medians.loc["graph", "gpu_busy_us"]) / 1000.0 / max(1, steps_per_graph)
+        floor = (f" The graph step's {graph_ms:.3f} ms is {graph_ms / busy_ms:.2f}x the GPU's own "
+                 f"work per step ({busy_ms:.3f} ms busy in the profiled window), which is the floor "
+                 "no launch strategy can beat.")
     if idle_share >= LAUNCH_BOUND_IDLE:
         return Verdict(
             "launch-bound", f"Launch-bound: eager mode kept the GPU waiting ({speedup_text} speedup)",
-            f"In eager mode the GPU sat idle {idle_share:.0%} of each step ({idle:,.0f} of "
+            f"{timed}{window}, the GPU sat idle {idle_share:.0%} of each eager step ({idle:,.0f} of "
             f"{span:,.0f} us): the CPU needed {launch + other:,.0f} us to issue the step "
             f"({launch:,.0f} us in {launches:,.0f} launch calls, {other:,.0f} us in the framework "
             f"and Python code around them) while the GPU's work took only {busy:,.0f} us. The CPU "
@@ -203,16 +237,16 @@ def verdict(headline: dict[str, Any], launch_split: pd.DataFrame) -> Verdict:
     if idle_share <= GPU_BOUND_IDLE:
         return Verdict(
             "gpu-bound", f"GPU-bound: the kernels set the pace ({speedup_text} speedup)",
-            f"Kernels kept the GPU busy {1 - idle_share:.0%} of each eager step ({busy:,.0f} of "
-            f"{span:,.0f} us). The CPU queued work faster than the GPU ran it, so removing launch "
-            f"overhead can save at most the {idle:,.0f} us of idle time; a speedup near 1x is the "
+            f"{timed}{window}, kernels kept the GPU busy {1 - idle_share:.0%} of each eager step "
+            f"({busy:,.0f} of {span:,.0f} us). The CPU queued work faster than the GPU ran it, so "
+            f"removing launch overhead can save at most the idle time; a speedup near 1x is the "
             "expected result. To go faster, shrink the GPU work first (TF32, bf16, smaller layers)."
             f"{floor}")
     return Verdict(
         "mixed", f"Partly launch-bound ({speedup_text} speedup)",
-        f"In eager mode the GPU was idle {idle_share:.0%} of each step ({idle:,.0f} of {span:,.0f} us) "
-        f"and busy for {busy:,.0f} us; the CPU spent {launch:,.0f} us on {launches:,.0f} launch "
-        f"calls and {other:,.0f} us in the framework and Python. "
+        f"{timed}{window}, the GPU was idle {idle_share:.0%} of each eager step ({idle:,.0f} of "
+        f"{span:,.0f} us) and busy for {busy:,.0f} us; the CPU spent {launch:,.0f} us on "
+        f"{launches:,.0f} launch calls and {other:,.0f} us in the framework and Python. "
         f"A graph removes the launch gaps but not the kernel time.{floor}")
 
 
@@ -301,6 +335,7 @@ def one_time_costs(headline: dict[str, Any]) -> pd.DataFrame:
     mib = 2**20
     rows = [
         ("capture time", number(headline, "capture_ms"), "ms"),
+        ("batch copy into the static inputs, per step", number(headline, "graph_input_copy_ms"), "ms"),
         ("graph memory pool", number(headline, "graph_pool_bytes") / mib, "MiB"),
         ("peak memory, eager", number(headline, "eager_peak_bytes") / mib, "MiB"),
         ("peak memory, graph", number(headline, "graph_peak_bytes") / mib, "MiB"),

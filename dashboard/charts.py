@@ -36,8 +36,7 @@ NVML_PANELS = (
     ("power_w", "power (W)"),
     ("mem_used_mib", "memory (MiB)"),
 )
-LATENCY_LABELS = {"gpu_ms": "GPU time per step (ms, CUDA events)",
-                  "wall_ms": "wall time per step (ms, synchronised)"}
+LATENCY_LABELS = {"gpu_ms": "ms per step (CUDA events)", "wall_ms": "ms per step (wall clock)"}
 HEIGHT = 380
 # The breakdown's components come from the schema: "total_span" is the iteration span, the
 # others belong to the GPU timeline (busy + idle = span) or the CPU one (launch + other).
@@ -79,9 +78,9 @@ def _modes(frame: pd.DataFrame) -> list[str]:
 
 
 def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
-                method: str = "cuda_event") -> go.Figure:
+                method: str = "steady_event", method_label: str | None = None) -> go.Figure:
     """Median time per step per mode with p10-p90 whiskers; the GPU busy time as the floor."""
-    title = f"Median time per training step ({method}; whiskers: p10-p90)"
+    title = f"Median time per training step ({method_label or method}; whiskers: p10-p90)"
     part = stats[stats["method"] == method] if not stats.empty else stats
     if part.empty:
         return empty_figure(title)

@@ -61,7 +61,8 @@ HELP = {
                    "train for the same number of steps.",
     "count_warmup": "Does the static counter count warm-up steps (the article's lesson 2: no).",
     "seed": "Seeds weights, batches and dropout.",
-    "trials": "Eager and graph alternate in this many blocks, so drift hits both.",
+    "trials": "Eager and graph alternate in this many blocks, so drift hits both. Empty: up to 10, "
+              "with at least two iterations in each block.",
     "profile": "Record a torch.profiler window per mode: CPU launch vs GPU busy/idle, kernels, traces.",
     "profile_iters": "Iterations in each profiled window.",
     "nvml": "Sample GPU utilisation, clocks, power and memory with NVML during the run.",
@@ -76,6 +77,8 @@ SECTIONS = (
     ("Measurement", ("profile", "profile_iters", "nvml", "nvml_interval_ms", "parity_steps")),
 )
 CHOICES = {"dtype": DTYPES, "optimizer": OPTIMIZERS}
+# Controls that may be left empty, and what empty means.
+PLACEHOLDERS = {"eager_iters": "auto: replays x iterations per graph", "trials": "auto: up to 10"}
 BOOLS = ("count_warmup", "profile", "nvml")
 
 
@@ -83,7 +86,7 @@ def allowed_text(name: str) -> str:
     """What a control accepts, in words (shown in its help and with any refusal)."""
     if name in INT_LIMITS:
         low, high = INT_LIMITS[name]
-        extra = " (empty: automatic)" if name == "eager_iters" else ""
+        extra = " (empty: automatic)" if name in PLACEHOLDERS else ""
         return f"Allowed: a whole number from {low:,} to {high:,}{extra}."
     if name in FLOAT_LIMITS:
         low, high = FLOAT_LIMITS[name]
@@ -138,7 +141,7 @@ def _widget(name: str) -> None:
         low, high = INT_LIMITS[name]
         st.number_input(label, min_value=low, max_value=high, step=1, key=k, help=help_text,
                         value=None if current is None else int(current),
-                        placeholder="auto: replays x iterations per graph" if name == "eager_iters" else None)
+                        placeholder=PLACEHOLDERS.get(name))
 
 
 def _device_selector(gpus: pd.DataFrame, no_gpu_reason: str) -> None:

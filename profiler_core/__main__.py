@@ -16,7 +16,7 @@ from typing import Sequence
 import pandas as pd
 
 from profiler_core import cli
-from profiler_core.errors import ConfigError, ProfilerError
+from profiler_core.errors import ConfigError, NoCudaError, ProfilerError
 from profiler_core.results import RunResult
 
 
@@ -28,6 +28,18 @@ def _ratio(value: float) -> str:
     return f"{value:.2f}x" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
 
 
+# Every timing method of stats.csv, in the order they are shown.
+TIMING_LABELS = {
+    "steady_event": "steady state: CUDA events between consecutive steps (headline)",
+    "steady_wall": "steady state: wall clock between consecutive steps (headline, CPU)",
+    "input_copy": "  of which: copying the batch into the static inputs",
+    "cold_event": "cold start: synchronise, then CUDA events around the step",
+    "cold_wall": "cold start: synchronised wall clock",
+    "block_sync": "loop, synchronised at the end",
+    "article_no_sync": "article's method: no sync (CPU enqueue only!)",
+}
+
+
 def format_summary(result: RunResult) -> str:
     """The run's headline as plain text: counters, timing per method, one-time costs, split."""
     config, env, head = result.config, result.environment, result.headline
@@ -37,7 +49,7 @@ def format_summary(result: RunResult) -> str:
         f"Workload: N={config.batch}, {config.d_in} -> {config.hidden} x{config.hidden_layers} -> "
         f"{config.d_out}, {config.dtype}, {config.optimizer}; warm-up {config.warmup_iters}, "
         f"{config.capture_iters} step(s) per graph, {config.replays} replays, "
-        f"{config.total_eager_iters} eager steps, {config.trials} interleaved trials",
+        f"{config.total_eager_iters} eager steps, {config.trial_count} interleaved trials",
         "",
         "Counters (the article's static_counter lessons)",
     ]
@@ -47,26 +59,27 @@ def format_summary(result: RunResult) -> str:
     stats = result.table("stats")
     if len(stats):
         lines += ["", "Time per training step (median, p10-p90, n)"]
-        labels = {"cuda_event": "CUDA events (GPU time)", "sync_wall": "synchronised wall clock",
-                  "block_sync": "loop, synchronised at the end",
-                  "article_no_sync": "article's method: no sync (CPU enqueue only!)"}
         table = []
-        for method, label in labels.items():
+        for method, label in TIMING_LABELS.items():
             row = {"method": label}
             for mode in ("eager", "graph"):
                 match = stats[(stats["mode"] == mode) & (stats["method"] == method)]
                 row[mode] = (f"{_ms(match['median_ms'].iloc[0])} ({match['p10_ms'].iloc[0]:.4f}-"
                              f"{match['p90_ms'].iloc[0]:.4f}, {int(match['count'].iloc[0])})"
                              if len(match) else "n/a")
-            table.append(row)
+            if row["eager"] != "n/a" or row["graph"] != "n/a":
+                table.append(row)
         lines.append(pd.DataFrame(table).to_string(index=False))
     if "speedup" in head and config.is_cuda:
         lines += ["",
-                  f"Speedup (median eager / median graph, {head.get('timing_method')}): "
+                  f"Speedup (median eager / median graph, {TIMING_LABELS.get(head.get('timing_method'), head.get('timing_method'))}): "
                   f"{_ratio(head['speedup'])} (95% bootstrap CI {_ratio(head['speedup_ci_low'])}-"
                   f"{_ratio(head['speedup_ci_high'])})",
-                  f"Loop synchronised at the end: {_ratio(head.get('block_speedup', math.nan))}; "
-                  f"the article's no-sync loop would claim {_ratio(head.get('article_speedup', math.nan))}",
+                  f"Cold start of each step: {_ratio(head.get('cold_speedup', math.nan))}; loop "
+                  f"synchronised at the end: {_ratio(head.get('block_speedup', math.nan))}; the "
+                  f"article's no-sync loop would claim {_ratio(head.get('article_speedup', math.nan))}",
+                  f"Copying a batch into the graph's static inputs: "
+                  f"{_ms(head.get('graph_input_copy_ms', math.nan))} per step (inside the graph's time)",
                   f"Capture {_ms(head.get('capture_ms', math.nan))}, graph pool "
                   f"{head.get('graph_pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
                   f"{head.get('eager_peak_bytes', 0) / 2**20:.1f} MiB / graph "
@@ -86,6 +99,9 @@ def format_summary(result: RunResult) -> str:
                              f"{head[f'{mode}_profiler_overhead_pct']:+.1f}%")
     lines += [""] + [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
+
+
+MAX_BENCH_ROUNDS = 100
 
 
 def _interrupt(signum, frame) -> None:
@@ -124,14 +140,16 @@ def _command_run(args) -> int:
 def _command_bench(args) -> int:
     from profiler_core.bench import format_benchmark, run_benchmark
 
-    config = cli.config_from_args(cli.parse(["run", "--out", "-", "--device", args.device]))
-    if not config.is_cuda:
-        raise ConfigError("device", "the benchmark needs a CUDA device", "pass a CUDA index such as 0")
-    from profiler_core.runner import resolve_device
+    if not 1 <= args.rounds <= MAX_BENCH_ROUNDS:
+        raise ConfigError("rounds", f"rounds must be a whole number from 1 to {MAX_BENCH_ROUNDS}; "
+                                    f"got {args.rounds:,}", "6 rounds give a usable interval")
+    import torch
 
-    resolve_device(config)
+    if not torch.cuda.is_available():
+        raise NoCudaError("the benchmark needs a CUDA device (torch.cuda.is_available() is False)",
+                          "run it on a machine with an NVIDIA GPU and a CUDA build of torch")
     bar = cli.BarProgress()
-    tables = run_benchmark(config.device, args.replays, bar)
+    tables = run_benchmark(args.rounds, progress=bar)
     bar.close()
     print(format_benchmark(tables))
     if args.out:

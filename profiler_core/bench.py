@@ -1,238 +1,171 @@
-"""``python -m profiler_core bench``: does the tool measure what a bare hand-written loop measures?
+"""``python -m profiler_core bench``: does the tool's default run time what a bare training loop
+times?
 
-Scope: the project's benchmark, on a GPU. For a few reference configs it times, in one process,
-the tool's eager and graph medians and those of a bare loop written out by hand below (same step,
-same method: CUDA events around each step or replay, synchronised), alternating tool and bare
-rounds (ABBA) so drift hits both. It also reports the floor (graph replay median over the GPU
-busy time per iteration from the profiler, and the same with replays queued back to back), the
-NVML sampler's effect on the medians (sampler on vs off in alternating rounds of one process), and
-the profiler's overhead. Nothing here is a test: it prints and writes figures.
+Scope: the project's benchmark, on a GPU. For each reference config it runs rounds of three fresh
+processes: the tool's default run exactly as users run it (``python -m profiler_core run``,
+profiler and NVML on) and two bare loops (``profiler_core/bare_loop.py``, a hand-written training
+loop that imports nothing from this tool). The order rotates every round, so each role takes each
+position. Per round it forms tool/bare ratios of the eager median, the graph median and the
+speedup, and bare/bare for the same quantities (the host's own noise from one process to the
+next). Across rounds it reports the geometric mean of each ratio with a 95% Student-t interval on
+the log ratios. It also reports, from the tool's runs, the floor (graph time over GPU busy time),
+the batch-copy cost and the cold-start speedup beside the steady-state one. Nothing here is a
+test: it prints and writes figures.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
-from profiler_core.capture import GraphedStep
-from profiler_core.config import RunConfig
+from profiler_core.errors import ProfilerError
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
-from profiler_core.runner import run_experiment
-from profiler_core.telemetry import NvmlSampler
-from profiler_core.workloads import TrainingStep, make_batches, matmul_precision
 
-BENCH_CONFIGS = {
-    "seed-fp32": dict(dtype="fp32"),
-    "seed-bf16": dict(dtype="bf16"),
-    "launch-bound-fp32": dict(batch=64, d_in=512, hidden=512, d_out=256),
+# name -> options shared by the tool's ``run`` and the bare loop (seed: the article's step).
+BENCH_CONFIGS: dict[str, list[str]] = {
+    "seed-fp32": [],
+    "seed-bf16": ["--dtype", "bf16"],
+    "launch-bound-fp32": ["--batch", "64", "--d-in", "512", "--hidden", "512", "--d-out", "256"],
 }
-ROUNDS = ("tool", "bare", "bare", "tool") * 3  # ABBA, three times: drift and noise hit both
+ROLES = ("tool", "bare", "bare_again")
+QUANTITIES = ("eager", "graph", "speedup")
+BARE_LOOP = Path(__file__).with_name("bare_loop.py")
+# Two-sided 95% Student-t quantiles by degrees of freedom (1-30); 1.96 beyond.
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042)
+
+# One process: the config's options -> its figures ("eager" and "graph": ms per training step).
+Runner = Callable[[Sequence[str]], dict[str, float]]
 
 
 @dataclass(frozen=True)
-class BareTimes:
-    eager_ms: np.ndarray  # per step, synchronised before each, CUDA events around it
-    graph_ms: np.ndarray  # per replay, likewise
-    graph_back_to_back_ms: float  # mean replay time with replays queued back to back
+class Interval:
+    """Geometric mean of per-round ratios, with a 95% t-interval (NaN bounds with one round)."""
+
+    ratio: float
+    low: float
+    high: float
 
 
-def bare_loop(config: RunConfig, iterations: int) -> BareTimes:
-    """The same training step, written out by hand as a user would: no tool code at all."""
-    device = torch.device(config.device)
-    torch.backends.cuda.matmul.allow_tf32 = config.dtype == "tf32"
-    autocast_dtype = {"bf16": torch.bfloat16}.get(config.dtype)
-
-    def build():
-        torch.manual_seed(config.seed)
-        layers = [torch.nn.Linear(config.d_in, config.hidden), torch.nn.Dropout(config.dropout1)]
-        for _ in range(config.hidden_layers - 1):
-            layers += [torch.nn.Linear(config.hidden, config.hidden), torch.nn.ReLU()]
-        layers += [torch.nn.Linear(config.hidden, config.d_out), torch.nn.Dropout(config.dropout2)]
-        model = torch.nn.Sequential(*layers).to(device)
-        return model, torch.optim.SGD(model.parameters(), lr=0.1)
-
-    loss_fn = torch.nn.MSELoss()
-    inputs = [torch.randn(config.batch, config.d_in, device=device) for _ in range(8)]
-    targets = [torch.randn(config.batch, config.d_out, device=device) for _ in range(8)]
-    counter = torch.zeros(1, device=device)
-
-    def body(model, optimizer, x, y):
-        if autocast_dtype is None:
-            loss = loss_fn(model(x), y)
-        else:
-            with torch.autocast("cuda", dtype=autocast_dtype, cache_enabled=False):
-                loss = loss_fn(model(x).float(), y)
-        loss.backward()
-        optimizer.step()
-        counter[0] += 1.0
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    # Eager.
-    model, optimizer = build()
-    eager_ms = []
-    for i in range(iterations + 5):
-        torch.cuda.synchronize()
-        start.record()
-        optimizer.zero_grad(set_to_none=True)
-        body(model, optimizer, inputs[i % 8], targets[i % 8])
-        end.record()
-        end.synchronize()
-        if i >= 5:
-            eager_ms.append(start.elapsed_time(end))
-
-    # Graph, as in the article.
-    model, optimizer = build()
-    static_x, static_y = inputs[0].clone(), targets[0].clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(config.warmup_iters):
-            optimizer.zero_grad(set_to_none=True)
-            body(model, optimizer, static_x, static_y)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    optimizer.zero_grad(set_to_none=True)
-    with torch.cuda.graph(graph):
-        body(model, optimizer, static_x, static_y)
-    graph_ms = []
-    for i in range(iterations + 5):
-        static_x.copy_(inputs[i % 8])
-        static_y.copy_(targets[i % 8])
-        torch.cuda.synchronize()
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        if i >= 5:
-            graph_ms.append(start.elapsed_time(end))
-    # Back to back: replays queued without a sync between them, events around the whole block.
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(iterations):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    back_to_back_ms = start.elapsed_time(end) / iterations
-    torch.backends.cuda.matmul.allow_tf32 = False
-    return BareTimes(np.array(eager_ms), np.array(graph_ms), back_to_back_ms)
+def t95(degrees_of_freedom: int) -> float:
+    return _T95[degrees_of_freedom - 1] if 1 <= degrees_of_freedom <= len(_T95) else 1.96
 
 
-def sampler_effect(config: RunConfig, rounds: int = 8, iterations: int = 50) -> dict[str, float]:
-    """Median step time with the NVML sampler running vs stopped, in one process on the same
-    replicas, rounds alternating (ABBA). ``*_noise_pct`` compares the sampler-off rounds among
-    themselves (even vs odd), the noise floor against which the effect is read."""
-    device = torch.device(config.device)
-    samples: dict[tuple[str, bool, int], list[float]] = {}
-    with matmul_precision(config.dtype):
-        batches = make_batches(config, 8, device)
-        eager = TrainingStep(config, device, graphed=False)
-        graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
-        graphed.capture(1, graphed.warm_up(batches[:3], count=True))
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        runs = {"eager": lambda i: eager.eager_step(*batches[i % 8]),
-                "graph": lambda i: (graphed.load(*batches[i % 8]), graphed.replay())}
+def ratio_interval(ratios: Sequence[float]) -> Interval:
+    logs = np.log(np.asarray(ratios, dtype=float))
+    logs = logs[np.isfinite(logs)]
+    if logs.size == 0:
+        return Interval(math.nan, math.nan, math.nan)
+    mean = float(logs.mean())
+    if logs.size == 1:
+        return Interval(math.exp(mean), math.nan, math.nan)
+    half = t95(logs.size - 1) * float(logs.std(ddof=1)) / math.sqrt(logs.size)
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
+
+
+def rotated_roles(round_index: int) -> list[str]:
+    """The order of the three processes in a round: rotated each round."""
+    shift = round_index % len(ROLES)
+    return list(ROLES[shift:] + ROLES[:shift])
+
+
+def _run_process(argv: Sequence[str], timeout_s: float) -> str:
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ProfilerError(f"a benchmark process failed (exit {done.returncode}): {tail}",
+                            f"run it alone to see why: {' '.join(argv)}")
+    return done.stdout
+
+
+def tool_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, float]:
+    """The tool's default run in a fresh process; its headline figures."""
+    with tempfile.TemporaryDirectory(prefix="profiler_core_bench_") as folder:
+        out = Path(folder) / "run"
+        _run_process([sys.executable, "-m", "profiler_core", "run", "--preset", "seed", *options,
+                      "--out", str(out), "--progress", "none"], timeout_s)
+        headline = json.loads((out / "summary.json").read_text(encoding="utf-8"))["headline"]
+
+    def number(key: str) -> float:
+        value = headline.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+    busy_ms = number("graph_gpu_busy_us") / 1e3
+    return {"eager": number("eager_median_ms"), "graph": number("graph_median_ms"),
+            "graph_over_busy": number("graph_median_ms") / busy_ms if busy_ms > 0 else math.nan,
+            "input_copy_ms": number("graph_input_copy_ms"), "cold_speedup": number("cold_speedup"),
+            "eager_profiler_overhead_pct": number("eager_profiler_overhead_pct")}
+
+
+def bare_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, float]:
+    """The bare loop in a fresh process; its medians."""
+    output = _run_process([sys.executable, str(BARE_LOOP), *options], timeout_s)
+    figures = json.loads(output.strip().splitlines()[-1])
+    return {"eager": float(figures["eager_ms"]), "graph": float(figures["graph_ms"])}
+
+
+def run_benchmark(rounds: int = 6, configs: dict[str, list[str]] | None = None,
+                  progress: ProgressCallback = ignore_progress,
+                  tool: Runner = tool_process, bare: Runner = bare_process) -> dict[str, pd.DataFrame]:
+    """Tables ``rounds`` (every process's figures), ``fidelity`` (ratios with intervals) and
+    ``tool`` (the tool's own extra figures, medians over rounds)."""
+    configs = BENCH_CONFIGS if configs is None else configs
+    counter = ProgressCounter(len(configs) * rounds * len(ROLES), progress)
+    rows = []
+    for name, options in configs.items():
         for round_index in range(rounds):
-            order = (False, True) if round_index % 2 == 0 else (True, False)
-            for sampling in order:
-                sampler = NvmlSampler(device.index, interval_s=0.02) if sampling else None
-                if sampler is not None:
-                    sampler.start()
-                for mode, run in runs.items():
-                    for i in range(iterations):
-                        torch.cuda.synchronize(device)
-                        start.record()
-                        run(i)
-                        end.record()
-                        end.synchronize()
-                        samples.setdefault((mode, sampling, round_index % 2), []).append(
-                            start.elapsed_time(end))
-                if sampler is not None:
-                    sampler.stop()
-    effect = {}
-    for mode in ("eager", "graph"):
-        off_even = np.median(samples[(mode, False, 0)])
-        off_odd = np.median(samples[(mode, False, 1)])
-        off = np.median(samples[(mode, False, 0)] + samples[(mode, False, 1)])
-        on = np.median(samples[(mode, True, 0)] + samples[(mode, True, 1)])
-        effect[f"{mode}_sampler_effect_pct"] = float((on / off - 1.0) * 100.0)
-        effect[f"{mode}_noise_pct"] = float(abs(off_even / off_odd - 1.0) * 100.0)
-    return effect
-
-
-def _round_spread_pct(rounds: list[np.ndarray]) -> float:
-    medians = [float(np.median(r)) for r in rounds]
-    return (max(medians) / min(medians) - 1.0) * 100.0
-
-
-def run_benchmark(device: str = "cuda:0", replays: int = 400,
-                  progress: ProgressCallback = ignore_progress) -> dict[str, pd.DataFrame]:
-    """Tables ``fidelity`` (tool vs bare loop), ``floor`` and ``overheads``."""
-    counter = ProgressCounter(len(BENCH_CONFIGS) * (len(ROUNDS) + 2), progress)
-    fidelity, floor, overheads = [], [], []
-    gpu_name = torch.cuda.get_device_name(torch.device(device))
-    for name, overrides in BENCH_CONFIGS.items():
-        base = RunConfig(device=device, replays=replays, trials=10, profile=False, nvml=False,
-                         parity_steps=0, preset="seed", **overrides)
-        samples: dict[tuple[str, str], list[np.ndarray]] = {}
-        back_to_back = []
-        for round_kind in ROUNDS:
-            counter.start_phase(f"{name}: {round_kind} loop")
-            if round_kind == "tool":
-                latency = run_experiment(base).table("latency")
-                for mode in ("eager", "graph"):
-                    rows = latency[latency["mode"] == mode]
-                    samples.setdefault((mode, "tool"), []).append(
-                        (rows["gpu_ms"] / rows["steps"]).to_numpy(float))
-            else:
-                bare = bare_loop(base, replays)
-                samples.setdefault(("eager", "bare"), []).append(bare.eager_ms)
-                samples.setdefault(("graph", "bare"), []).append(bare.graph_ms)
-                back_to_back.append(bare.graph_back_to_back_ms)
-            counter.advance()
-        for mode in ("eager", "graph"):
-            tool_ms = float(np.median(np.concatenate(samples[(mode, "tool")])))
-            bare_ms = float(np.median(np.concatenate(samples[(mode, "bare")])))
-            fidelity.append({"config": name, "mode": mode, "tool_median_ms": tool_ms,
-                             "bare_median_ms": bare_ms,
-                             "difference_pct": (tool_ms / bare_ms - 1.0) * 100.0,
-                             "tool_round_spread_pct": _round_spread_pct(samples[(mode, "tool")]),
-                             "bare_round_spread_pct": _round_spread_pct(samples[(mode, "bare")]),
-                             "gpu": gpu_name})
-
-        counter.start_phase(f"{name}: profiled run (floor, profiler overhead)")
-        profiled = run_experiment(base.replace(profile=True, nvml=False)).headline
-        busy_ms = profiled["graph_gpu_busy_us"] / 1e3
-        floor.append({"config": name,
-                      "graph_busy_ms": busy_ms,
-                      "graph_median_ms": profiled["graph_median_ms"],
-                      "median_over_busy": profiled["graph_median_ms"] / busy_ms,
-                      "back_to_back_ms": float(np.median(back_to_back)),
-                      "back_to_back_over_busy": float(np.median(back_to_back)) / busy_ms,
-                      "eager_median_ms": profiled["eager_median_ms"],
-                      "eager_busy_ms": profiled["eager_gpu_busy_us"] / 1e3,
-                      "eager_cpu_launch_ms": profiled["eager_cpu_launch_us"] / 1e3,
-                      "graph_cpu_launch_ms": profiled["graph_cpu_launch_us"] / 1e3})
-        counter.advance()
-
-        counter.start_phase(f"{name}: NVML sampler on vs off")
-        overheads.append({
-            "config": name,
-            "eager_profiler_overhead_pct": profiled["eager_profiler_overhead_pct"],
-            "graph_profiler_overhead_pct": profiled["graph_profiler_overhead_pct"],
-            **sampler_effect(base),
-        })
-        counter.advance()
+            for role in rotated_roles(round_index):
+                counter.start_phase(f"{name}: round {round_index + 1}/{rounds}, {role}")
+                figures = (tool if role == "tool" else bare)(options)
+                figures["speedup"] = figures["eager"] / figures["graph"]
+                rows.append({"config": name, "round": round_index, "role": role, **figures})
+                counter.advance()
     counter.finish()
-    return {"fidelity": pd.DataFrame(fidelity), "floor": pd.DataFrame(floor),
-            "overheads": pd.DataFrame(overheads)}
+    table = pd.DataFrame(rows)
+    return {"rounds": table, "fidelity": fidelity_table(table), "tool": tool_figures(table)}
+
+
+def fidelity_table(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Per config and quantity: medians over rounds of tool and bare, and the tool/bare and
+    bare/bare ratios (geometric mean over rounds, 95% interval)."""
+    rows = []
+    for name, group in rounds.groupby("config", sort=False):
+        by_role = {role: part.set_index("round") for role, part in group.groupby("role")}
+        for quantity in QUANTITIES:
+            tool, bare, again = (by_role[r][quantity] for r in ROLES)
+            tool_vs_bare = ratio_interval((tool / bare).dropna())
+            bare_vs_bare = ratio_interval((again / bare).dropna())
+            rows.append({
+                "config": name, "quantity": quantity, "rounds": int(len(tool)),
+                "tool": float(tool.median()), "bare": float(bare.median()),
+                "tool_over_bare": tool_vs_bare.ratio, "ci_low": tool_vs_bare.low,
+                "ci_high": tool_vs_bare.high, "bare_over_bare": bare_vs_bare.ratio,
+                "bare_ci_low": bare_vs_bare.low, "bare_ci_high": bare_vs_bare.high,
+            })
+    return pd.DataFrame(rows)
+
+
+def tool_figures(rounds: pd.DataFrame) -> pd.DataFrame:
+    """The tool runs' own figures per config, medians over rounds."""
+    columns = ["graph_over_busy", "input_copy_ms", "cold_speedup", "speedup",
+               "eager_profiler_overhead_pct"]
+    tool = rounds[rounds["role"] == "tool"]
+    present = [c for c in columns if c in tool.columns]
+    return tool.groupby("config", sort=False)[present].median().reset_index()
 
 
 def format_benchmark(tables: dict[str, pd.DataFrame]) -> str:
     def show(frame: pd.DataFrame) -> str:
         return frame.to_string(index=False, float_format=lambda v: f"{v:.4f}" if math.isfinite(v) else "nan")
-    return "\n\n".join(f"{name}\n{show(frame)}" for name, frame in tables.items())
+    return "\n\n".join(f"{name}\n{show(frame)}" for name, frame in tables.items()
+                       if name != "rounds")

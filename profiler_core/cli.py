@@ -87,7 +87,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="let the static counter count warm-up steps (lesson 2: no)")
     parser.add_argument("--seed", type=_int_text, help="random seed")
     parser.add_argument("--device", type=_device_text, help="CUDA device index, or cpu")
-    parser.add_argument("--trials", type=_int_text, help="interleaved eager/graph blocks")
+    parser.add_argument("--trials", type=_int_text,
+                        help="interleaved eager/graph blocks (default: up to 10, at least 2 "
+                             "iterations per block)")
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
                         help="record a torch.profiler window per mode")
     parser.add_argument("--profile-iters", type=_int_text, help="iterations per profiled window")
@@ -109,10 +111,11 @@ def build_parser() -> _Parser:
     run.add_argument("--out", required=True, help="run directory to write (e.g. runs/seed)")
     run.add_argument("--progress", choices=("bar", "jsonl", "none"), default="bar",
                      help="progress as a text bar (stderr), JSON lines (stdout) or nothing")
-    bench = commands.add_parser("bench", help="tool vs a bare hand-written loop, on a GPU")
-    bench.add_argument("--device", type=_device_text, default="cuda:0", help="CUDA device index")
-    bench.add_argument("--replays", type=_int_text, default=400, help="timed iterations per mode")
-    bench.add_argument("--out", help="write the benchmark tables (CSV, JSON) into this folder")
+    bench = commands.add_parser(
+        "bench", help="the tool's default run vs a bare hand-written loop, fresh processes, on a GPU")
+    bench.add_argument("--rounds", type=_int_text, default=6,
+                       help="rounds of three processes (tool, bare, bare) per config (default: 6)")
+    bench.add_argument("--out", help="write the benchmark tables (CSV) into this folder")
     stats = commands.add_parser("trace-stats", help="graph-aware launch split of a Chrome trace")
     stats.add_argument("trace", help="Chrome-trace JSON exported by torch.profiler (.json or .gz)")
     stats.add_argument("--out", help="write launch_split.csv and kernels.csv into this folder")

@@ -20,6 +20,9 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 # CLI only; the dashboard never offers them): a host sync, a CPU tensor, a non-capturable optimizer.
 WORKLOADS = ("mlp", "broken-host-sync", "broken-cpu-tensor", "broken-optimizer")
 
+# Interleaved trials when none are asked for (fewer when the replays or eager steps are few).
+DEFAULT_TRIALS = 10
+
 # Largest tensor the tool will build, in elements (a layer over 2^31 elements is refused).
 MAX_TENSOR_ELEMENTS = 2**31
 
@@ -66,7 +69,7 @@ class RunConfig:
     count_warmup: bool = True  # does the static counter count warm-up steps (lesson 2: no)
     seed: int = 0  # seeds weights, batches and dropout
     device: str = "cuda:0"  # "cuda:N" or "cpu" (cpu runs only the eager half)
-    trials: int = 10  # eager and graph alternate in this many blocks each
+    trials: int | None = None  # eager and graph alternate in this many blocks; None = auto
     profile: bool = True  # record a torch.profiler window per mode (launch/kernel split)
     profile_iters: int = 20  # iterations in each profiled window
     nvml: bool = True  # sample GPU utilisation, clocks, power with NVML during the run
@@ -82,6 +85,14 @@ class RunConfig:
     def total_eager_iters(self) -> int:
         """Timed eager steps: the explicit value, else as many training steps as the replays do."""
         return self.eager_iters if self.eager_iters is not None else self.replays * self.capture_iters
+
+    @property
+    def trial_count(self) -> int:
+        """Interleaved blocks per mode: the explicit value, else up to ``DEFAULT_TRIALS`` with at
+        least two iterations in each block (a steady-state block keeps all but its first)."""
+        if self.trials is not None:
+            return self.trials
+        return max(1, min(DEFAULT_TRIALS, self.replays // 2, self.total_eager_iters // 2))
 
     @property
     def is_cuda(self) -> bool:
@@ -140,7 +151,7 @@ def _check_choice(config: RunConfig, name: str, choices: tuple[str, ...]) -> Non
 
 def _validate(config: RunConfig) -> None:
     for name in INT_LIMITS:
-        if name == "eager_iters" and config.eager_iters is None:
+        if name in ("eager_iters", "trials") and getattr(config, name) is None:
             continue
         _check_int(config, name)
     for name in FLOAT_LIMITS:
@@ -160,10 +171,11 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("capture_iters", "with fp16, capture_iters must be 1",
                           "fp16's GradScaler step runs outside the graph, so a graph can hold only "
                           "one training step: use bf16, or capture_iters 1")
-    if config.trials > config.replays:
+    if config.trials is not None and config.trials > config.replays:
         raise ConfigError("trials", f"trials ({config.trials}) cannot exceed replays ({config.replays})",
-                          "each trial needs at least one replay: lower trials or raise replays")
-    if config.total_eager_iters < config.trials:
+                          "each trial needs at least one replay: lower trials, raise replays, or "
+                          "leave trials empty (automatic)")
+    if config.trials is not None and config.total_eager_iters < config.trials:
         raise ConfigError("eager_iters",
                           f"eager_iters ({config.total_eager_iters}) cannot be fewer than trials "
                           f"({config.trials})", "raise eager_iters or lower trials")

@@ -144,10 +144,13 @@ class RunResult:
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
             raise RunFormatError(f"{summary_path} is not valid JSON: {type(error).__name__}",
                                  "the file was damaged or edited; run again") from None
-        if not isinstance(summary, dict) or summary.get("schema_version") != schema.SCHEMA_VERSION:
+        version = summary.get("schema_version") if isinstance(summary, dict) else None
+        if isinstance(version, bool) or not isinstance(version, int) or (
+                version not in schema.READABLE_SCHEMA_VERSIONS):
             raise RunFormatError(
-                f"{summary_path} has schema version {summary.get('schema_version') if isinstance(summary, dict) else None!r}",
-                f"this tool reads version {schema.SCHEMA_VERSION}")
+                f"{summary_path} has schema version {version!r}",
+                "this tool reads versions "
+                + ", ".join(str(v) for v in schema.READABLE_SCHEMA_VERSIONS))
         expected = {"complete": bool, "config": dict, "environment": dict, "headline": dict,
                     "notes": list}
         for key, kind in expected.items():
@@ -170,15 +173,48 @@ class RunResult:
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
                 raise RunFormatError(f"{path} is not a readable CSV: {error}",
                                      "the file was damaged or edited; run again") from None
+            if version == 1:
+                frame = _upgrade_v1_table(name, frame)
             try:
                 tables[name] = coerce_table(name, frame)
             except (ValueError, TypeError) as error:
                 raise RunFormatError(f"{path} holds a non-numeric value: {error}",
                                      "the file was damaged or edited; run again") from None
+        headline, notes = summary["headline"], [str(n) for n in summary["notes"]]
+        if version == 1:
+            headline, notes = _upgrade_v1_summary(headline, notes)
         traces = {}
         for mode, file_name in schema.TRACE_FILES.items():
             plain, packed = directory / file_name, directory / (file_name + ".gz")
             traces[mode] = plain if plain.is_file() else (packed if packed.is_file() else None)
-        return cls(config=config, environment=summary["environment"], headline=summary["headline"],
-                   tables=tables, notes=[str(n) for n in summary["notes"]],
-                   complete=summary["complete"], trace_paths=traces)
+        return cls(config=config, environment=summary["environment"], headline=headline,
+                   tables=tables, notes=notes, complete=summary["complete"], trace_paths=traces)
+
+
+# Schema 1 timed each iteration from an idle device only: its methods are today's cold start.
+_V1_METHODS = {"cuda_event": "cold_event", "sync_wall": "cold_wall"}
+
+
+def _upgrade_v1_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """A schema-1 table in today's columns and method names."""
+    frame = frame.copy()
+    if name == "latency":
+        if "method" not in frame.columns:
+            frame.insert(min(1, len(frame.columns)), "method", "cold")
+        if "input_copy_ms" not in frame.columns:
+            frame["input_copy_ms"] = math.nan
+    if name == "stats" and "method" in frame.columns:
+        frame["method"] = frame["method"].replace(_V1_METHODS)
+    return frame
+
+
+def _upgrade_v1_summary(headline: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """A schema-1 headline: its speedup is the cold-start one (a synchronise before every step)."""
+    headline = dict(headline)
+    method = headline.get("timing_method")
+    if isinstance(method, str):
+        headline["timing_method"] = _V1_METHODS.get(method, method)
+    return headline, notes + [
+        "recorded by an earlier version of this tool (run schema 1), which timed every step from "
+        "an idle device (cold start): its headline is the cold-start speedup, not the steady "
+        "state of a training loop; run it again for the steady-state figure"]

@@ -1,10 +1,13 @@
-"""One experiment end to end: eager vs CUDA graph, timed correctly, with the article's counters.
+"""One experiment end to end: eager vs CUDA graph, timed as a training loop runs, with the
+article's counters, then profiled.
 
 Scope: orchestration. The order of a CUDA run is
   batches -> eager replica + untimed warm-up -> graphed replica: side-stream warm-up, capture
-  -> untimed replays -> counters reset -> interleaved timed trials (per-iteration CUDA events and
-  synchronised wall time) -> interleaved block trials (the article's no-sync timing and the
-  synchronised block time) -> profiled windows -> numerical parity.
+  -> untimed replays -> counters reset -> interleaved steady-state trials (the headline)
+  -> interleaved cold-start trials -> the article's loop -> profiled windows -> numerical parity.
+Nothing that slows a launching thread runs while the trials are timed: torch.profiler (whose
+CUPTI stays attached once started) is first used after them, and NVML is sampled from a child
+process (``NvmlSamplerProcess``), never a thread here. Progress is reported between blocks only.
 Eager and graph use separate replicas built from the same seed, so they start from identical
 weights and see identical batches. ``--device cpu`` runs only the eager half.
 """
@@ -20,24 +23,24 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 import torch
 
-from profiler_core import schema, stats
+from profiler_core import schema, stats, timing
 from profiler_core.capture import GraphedStep, refuse_after_failed_capture
 from profiler_core.config import RunConfig
 from profiler_core.counters import counters_table
 from profiler_core.errors import (ConfigError, CudaFaultError, GpuMemoryError, NoCudaError,
                                   ProfilerError)
 from profiler_core.memory import check_fits
-from profiler_core.profiling import ProfiledWindow, initialise_profiler, profile_window
+from profiler_core.profiling import ProfiledWindow, kernels_were_recorded, profile_window
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.results import RunResult, coerce_table
-from profiler_core.telemetry import (NVML_UTILISATION_CAVEAT, NvmlSampler, PhaseRecorder,
+from profiler_core.telemetry import (NVML_UTILISATION_CAVEAT, NvmlSamplerProcess, PhaseRecorder,
                                      default_nvml)
+from profiler_core.timing import Mode
 from profiler_core.trace import decompose_speedup
 from profiler_core.workloads import TrainingStep, make_batches, matmul_precision
 
@@ -90,121 +93,91 @@ def _driver_version() -> str | None:
     return version.decode() if isinstance(version, bytes) else version
 
 
-def _split(total: int, parts: int) -> list[int]:
-    return [total // parts + (1 if k < total % parts else 0) for k in range(parts)]
-
-
-class _Timer:
-    """Times one iteration: sync, then CUDA events and host wall clock around ``run``."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.cuda = device.type == "cuda"
-        if self.cuda:
-            self.start = torch.cuda.Event(enable_timing=True)
-            self.end = torch.cuda.Event(enable_timing=True)
-
-    def __call__(self, run: Callable[[], None]) -> tuple[float, float]:
-        """(gpu_ms, wall_ms); gpu_ms is NaN on the CPU."""
-        if not self.cuda:
-            started = time.perf_counter()
-            run()
-            return math.nan, (time.perf_counter() - started) * 1e3
-        torch.cuda.synchronize(self.device)
-        started = time.perf_counter()
-        self.start.record()
-        run()
-        self.end.record()
-        self.end.synchronize()
-        wall_ms = (time.perf_counter() - started) * 1e3
-        return self.start.elapsed_time(self.end), wall_ms
-
-    def synchronize(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-
-
-class _Mode:
-    """How one mode runs iteration ``i``: ``prepare`` (untimed) then ``run`` (timed)."""
-
-    def __init__(self, name: str, steps: int, prepare: Callable[[int], None],
-                 run: Callable[[int], None]) -> None:
-        self.name, self.steps, self.prepare, self.run = name, steps, prepare, run
-
-
-def _eager_mode(step: TrainingStep, batches, capture_iters: int) -> _Mode:
+def _eager_mode(step: TrainingStep, batches, capture_iters: int) -> Mode:
     # Eager step i uses the batch replay i // capture_iters uses, so both modes see the same data.
     def run(i: int) -> None:
         step.eager_step(*batches[(i // capture_iters) % len(batches)])
-    return _Mode("eager", 1, lambda i: None, run)
+    return Mode("eager", 1, run)
 
 
-def _graph_mode(graphed: GraphedStep, batches, capture_iters: int) -> _Mode:
-    return _Mode("graph", capture_iters, lambda i: graphed.load(*batches[i % len(batches)]),
-                 lambda i: graphed.replay())
+def _graph_mode(graphed: GraphedStep, batches, capture_iters: int) -> Mode:
+    return Mode("graph", capture_iters, lambda i: graphed.replay(),
+                load=lambda i: graphed.load(*batches[i % len(batches)]))
 
 
 def _latency_table(rows: list[tuple]) -> pd.DataFrame:
     return coerce_table("latency", pd.DataFrame(rows, columns=schema.LATENCY_COLUMNS))
 
 
-def _timed_trials(modes: list[_Mode], iterations: dict[str, int], trials: int, timer: _Timer,
-                  phases: PhaseRecorder, progress: ProgressCounter,
-                  rows: list[tuple]) -> pd.DataFrame:
-    """Per-iteration timing, modes alternating in ``trials`` blocks (ABBA order).
-
-    Rows are appended to ``rows`` as they are measured, so an interrupted run keeps them.
-    """
-    sizes = {mode.name: _split(iterations[mode.name], trials) for mode in modes}
+def _steady_trials(modes: list[Mode], iterations: dict[str, int], trials: int, clock: timing.Clock,
+                   phases: PhaseRecorder, progress: ProgressCounter, rows: list[tuple]) -> None:
+    """The headline timing: each mode's iterations in ``trials`` back-to-back blocks, modes
+    interleaved ABBA. Rows are appended to ``rows`` block by block, so an interrupted run keeps them."""
+    sizes = {mode.name: timing.split_evenly(iterations[mode.name], trials) for mode in modes}
     next_index = {mode.name: 0 for mode in modes}
-    for trial in range(trials):
-        order = modes if trial % 2 == 0 else modes[::-1]
-        for mode in order:
-            with phases.phase(f"{mode.name} timed"):
-                for _ in range(sizes[mode.name][trial]):
-                    i = next_index[mode.name]
-                    mode.prepare(i)
-                    gpu_ms, wall_ms = timer(lambda: mode.run(i))
-                    rows.append((mode.name, trial, i, mode.steps, gpu_ms, wall_ms))
-                    next_index[mode.name] = i + 1
-                    progress.advance(mode.steps, f"trial {trial + 1}/{trials}, {mode.name}")
-    return _latency_table(rows)
+    for trial, mode in timing.interleaved(modes, trials):
+        count = sizes[mode.name][trial]
+        with phases.phase(f"{mode.name} timed"):
+            timing.steady_block(mode, next_index[mode.name], count, trial, clock, rows)
+        next_index[mode.name] += count
+        progress.advance(count * mode.steps, f"trial {trial + 1}/{trials}, {mode.name}")
 
 
-def _block_trials(modes: list[_Mode], block_iters: dict[str, int], trials: int, timer: _Timer,
-                  phases: PhaseRecorder, progress: ProgressCounter) -> pd.DataFrame:
-    """The article's loop timing: perf_counter around a loop with no sync (CPU enqueue time),
-    and the same loop closed by a synchronize (true time). Per training step, one row per block."""
+def _cold_trials(modes: list[Mode], iterations: dict[str, int], trials: int, clock: timing.Clock,
+                 phases: PhaseRecorder, progress: ProgressCounter, rows: list[tuple]) -> None:
+    """Each iteration from an idle device (synchronise first), modes interleaved ABBA."""
+    sizes = {mode.name: timing.split_evenly(iterations[mode.name], trials) for mode in modes}
+    next_index = {mode.name: 0 for mode in modes}
+    for trial, mode in timing.interleaved(modes, trials):
+        count = sizes[mode.name][trial]
+        with phases.phase(f"{mode.name} cold start"):
+            for i in range(next_index[mode.name], next_index[mode.name] + count):
+                rows.append(timing.cold_iteration(mode, i, trial, clock))
+        next_index[mode.name] += count
+        progress.advance(count * mode.steps, f"cold start {trial + 1}/{trials}, {mode.name}")
+
+
+def _article_loops(modes: list[Mode], block_iters: dict[str, int], trials: int,
+                   clock: timing.Clock, phases: PhaseRecorder,
+                   progress: ProgressCounter) -> pd.DataFrame:
+    """The article's loop timing, modes interleaved ABBA: one row per block and method."""
     rows = []
-    for trial in range(trials):
-        order = modes if trial % 2 == 0 else modes[::-1]
-        for mode in order:
-            count = block_iters[mode.name]
-            with phases.phase(f"{mode.name} article loop"):
-                timer.synchronize()
-                started = time.perf_counter()
-                for i in range(count):
-                    mode.prepare(i)
-                    mode.run(i)
-                enqueued = time.perf_counter()
-                timer.synchronize()
-                finished = time.perf_counter()
-            steps = count * mode.steps
-            rows.append((mode.name, "article_no_sync", (enqueued - started) * 1e3 / steps))
-            rows.append((mode.name, "block_sync", (finished - started) * 1e3 / steps))
-            progress.advance(steps, f"article loop {trial + 1}/{trials}, {mode.name}")
+    for trial, mode in timing.interleaved(modes, trials):
+        count = block_iters[mode.name]
+        with phases.phase(f"{mode.name} article loop"):
+            loop = timing.article_loop(mode, count, clock)
+        rows.append((mode.name, "article_no_sync", loop.enqueue_ms))
+        rows.append((mode.name, "block_sync", loop.synchronised_ms))
+        progress.advance(count * mode.steps, f"article loop {trial + 1}/{trials}, {mode.name}")
     return pd.DataFrame(rows, columns=["mode", "method", "ms_per_step"])
 
 
-def _stats_table(latency: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
+# stats.csv methods computed from latency.csv: (latency method, column) per stats method.
+_LATENCY_METHODS = {
+    "steady_event": (timing.STEADY, "gpu_ms"),
+    "steady_wall": (timing.STEADY, "wall_ms"),
+    "cold_event": (timing.COLD, "gpu_ms"),
+    "cold_wall": (timing.COLD, "wall_ms"),
+    "input_copy": (timing.STEADY, "input_copy_ms"),
+}
+
+
+def _per_step(latency: pd.DataFrame, mode: str, method: str) -> np.ndarray:
+    """A stats method's samples of one mode, per training step (NaN-free)."""
+    latency_method, column = _LATENCY_METHODS[method]
+    rows = latency[(latency["mode"] == mode) & (latency["method"] == latency_method)]
+    values = (rows[column].astype(float) / rows["steps"].astype(float)).to_numpy()
+    return values[np.isfinite(values)]
+
+
+def _stats_table(latency: pd.DataFrame, loops: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for mode, group in latency.groupby("mode", sort=False):
-        steps = group["steps"].astype(float)
-        for method, column in (("cuda_event", "gpu_ms"), ("sync_wall", "wall_ms")):
-            summary = stats.summarize(group[column].astype(float) / steps)
+    for mode in latency["mode"].drop_duplicates():
+        for method in _LATENCY_METHODS:
+            summary = stats.summarize(_per_step(latency, mode, method))
             if summary["count"]:
                 rows.append({"mode": mode, "method": method, **summary})
-    for (mode, method), group in blocks.groupby(["mode", "method"], sort=False):
+    for (mode, method), group in loops.groupby(["mode", "method"], sort=False):
         rows.append({"mode": mode, "method": method, **stats.summarize(group["ms_per_step"])})
     frame = pd.DataFrame(rows, columns=schema.STATS_COLUMNS) if rows else pd.DataFrame(
         columns=schema.STATS_COLUMNS)
@@ -216,45 +189,63 @@ def _median(table: pd.DataFrame, mode: str, method: str) -> float:
     return float(match["median_ms"].iloc[0]) if len(match) else math.nan
 
 
-def _per_step(latency: pd.DataFrame, mode: str, column: str) -> np.ndarray:
-    rows = latency[latency["mode"] == mode]
-    return (rows[column].astype(float) / rows["steps"].astype(float)).to_numpy()
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator and math.isfinite(denominator) else math.nan
 
 
 def _timing_headline(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame) -> dict:
-    primary = "cuda_event" if config.is_cuda else "sync_wall"
-    column = "gpu_ms" if config.is_cuda else "wall_ms"
-    speedup, low, high = stats.median_ratio_ci(_per_step(latency, "eager", column),
-                                               _per_step(latency, "graph", column), seed=config.seed)
+    """The speedup by the steady-state method (median eager / median graph, bootstrap CI), and
+    every other method's medians beside it."""
+    primary = "steady_event" if config.is_cuda else "steady_wall"
+    speedup, low, high = stats.median_ratio_ci(_per_step(latency, "eager", primary),
+                                               _per_step(latency, "graph", primary), seed=config.seed)
     headline = {
         "timing_method": primary,
         "eager_median_ms": _median(table, "eager", primary),
         "graph_median_ms": _median(table, "graph", primary),
         "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high,
-        "eager_wall_median_ms": _median(table, "eager", "sync_wall"),
-        "graph_wall_median_ms": _median(table, "graph", "sync_wall"),
-        "article_eager_ms": _median(table, "eager", "article_no_sync"),
-        "article_graph_ms": _median(table, "graph", "article_no_sync"),
-        "block_eager_ms": _median(table, "eager", "block_sync"),
-        "block_graph_ms": _median(table, "graph", "block_sync"),
     }
-    headline["article_speedup"] = headline["article_eager_ms"] / headline["article_graph_ms"]
-    headline["block_speedup"] = headline["block_eager_ms"] / headline["block_graph_ms"]
+    if config.is_cuda:
+        headline.update(
+            graph_input_copy_ms=_median(table, "graph", "input_copy"),
+            cold_eager_median_ms=_median(table, "eager", "cold_event"),
+            cold_graph_median_ms=_median(table, "graph", "cold_event"),
+            article_eager_ms=_median(table, "eager", "article_no_sync"),
+            article_graph_ms=_median(table, "graph", "article_no_sync"),
+            block_eager_ms=_median(table, "eager", "block_sync"),
+            block_graph_ms=_median(table, "graph", "block_sync"),
+        )
+        headline["cold_speedup"] = _ratio(headline["cold_eager_median_ms"], headline["cold_graph_median_ms"])
+        headline["article_speedup"] = _ratio(headline["article_eager_ms"], headline["article_graph_ms"])
+        headline["block_speedup"] = _ratio(headline["block_eager_ms"], headline["block_graph_ms"])
     return headline
+
+
+def _article_block_replays(config: RunConfig) -> int:
+    return max(MIN_BLOCK_REPLAYS, config.replays // config.trial_count)
 
 
 def plan_units(config: RunConfig) -> int:
     """Work units (training steps) the run will do, for the progress bar."""
+    if not config.is_cuda:
+        return config.warmup_iters + config.total_eager_iters
     steps = TIMING_WARMUP_ITERS + config.total_eager_iters
-    steps += config.total_eager_iters if not config.is_cuda else 0  # the CPU's article loop
-    if config.is_cuda:
-        block = max(MIN_BLOCK_REPLAYS, config.replays // config.trials) * config.capture_iters
-        steps += config.warmup_iters + config.capture_iters + TIMING_WARMUP_ITERS * config.capture_iters
-        steps += config.replays * config.capture_iters + 2 * config.trials * block
-        if config.profile:
-            steps += config.profile_iters * (1 + config.capture_iters)
-        steps += 2 * config.parity_steps * config.capture_iters
-    return steps
+    block = _article_block_replays(config) * config.capture_iters
+    steps += config.total_eager_iters  # cold start
+    steps += config.warmup_iters + config.capture_iters + TIMING_WARMUP_ITERS * config.capture_iters
+    steps += 2 * config.replays * config.capture_iters + 2 * config.trial_count * block
+    if config.profile:
+        steps += config.profile_iters * (1 + config.capture_iters)
+    return steps + 2 * config.parity_steps * config.capture_iters
+
+
+def _capture_fresh(config: RunConfig, device: torch.device, batches) -> GraphedStep:
+    """A graphed replica built, warmed up on a side stream and captured, as in the article."""
+    graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
+    warmup_ms = graphed.warm_up([batches[i % len(batches)] for i in range(config.warmup_iters)],
+                                count=config.count_warmup)
+    graphed.capture(config.capture_iters, warmup_ms)
+    return graphed
 
 
 def _parity(config: RunConfig, device: torch.device, batches) -> dict[str, float]:
@@ -265,12 +256,9 @@ def _parity(config: RunConfig, device: torch.device, batches) -> dict[str, float
     """
     quiet = config.replace(dropout1=0.0, dropout2=0.0)
     eager = TrainingStep(quiet, device, graphed=True)
-    graphed = GraphedStep(TrainingStep(quiet, device, graphed=True), *batches[0])
-    warmup = [batches[i % len(batches)] for i in range(quiet.warmup_iters)]
-    graphed.warm_up(warmup, count=True)
-    for x, y in warmup:
-        eager.eager_step(x, y)
-    graphed.capture(quiet.capture_iters, warmup_ms=0.0)
+    for i in range(quiet.warmup_iters):
+        eager.eager_step(*batches[i % len(batches)])
+    graphed = _capture_fresh(quiet, device, batches)
     for replay in range(quiet.parity_steps):
         x, y = batches[replay % len(batches)]
         graphed.load(x, y)
@@ -285,28 +273,45 @@ def _parity(config: RunConfig, device: torch.device, batches) -> dict[str, float
             "parity_max_rel_diff": max_abs / scale if scale > 0 else math.nan}
 
 
-def _profile_modes(config: RunConfig, modes: list[_Mode], timer: _Timer, trace_dir: Path,
-                   phases: PhaseRecorder, progress: ProgressCounter) -> dict[str, ProfiledWindow]:
+def _profile_modes(config: RunConfig, device: torch.device, batches, modes: list[Mode],
+                   trace_dir: Path, phases: PhaseRecorder, progress: ProgressCounter,
+                   notes: list[str]) -> dict[str, ProfiledWindow]:
+    """A profiled window per mode, after every timed trial. If the graph window recorded its
+    launches but none of the replay's kernels (a graph captured before the profiler's first use,
+    in some PyTorch versions), a fresh graph is captured now, with the profiler initialised, and
+    profiled instead."""
     windows = {}
     for mode in modes:
         progress.start_phase(f"profiling {mode.name}", f"{config.profile_iters} iterations")
         with phases.phase(f"{mode.name} profiled"):
-            windows[mode.name] = profile_window(
-                mode.name, mode.prepare, mode.run, config.profile_iters, timer,
-                trace_dir / schema.TRACE_FILES[mode.name],
-                lambda: progress.advance(mode.steps))
+            window = profile_window(mode, config.profile_iters, device,
+                                    trace_dir / schema.TRACE_FILES[mode.name],
+                                    lambda: progress.advance(mode.steps))
+            if mode.name == "graph" and not kernels_were_recorded(window.analysis):
+                notes.append("the graph captured before profiling showed no kernels in the profiler "
+                             "(a known issue of some PyTorch versions), so a fresh graph was captured "
+                             "after the profiler's first use and profiled instead")
+                fresh = _graph_mode(_capture_fresh(config, device, batches), batches,
+                                    config.capture_iters)
+                window = profile_window(fresh, config.profile_iters, device,
+                                        trace_dir / schema.TRACE_FILES[mode.name])
+        windows[mode.name] = window
     return windows
 
 
-def _launch_split_headline(windows: dict[str, ProfiledWindow], latency: pd.DataFrame) -> dict:
+def _launch_split_headline(windows: dict[str, ProfiledWindow], modes: list[Mode],
+                           table: pd.DataFrame) -> dict:
+    """Each mode's split medians and the profiler's overhead: the profiled window's median
+    iteration (synchronised each, like the cold start) over the cold-start wall median."""
     headline: dict[str, object] = {}
-    for mode, window in windows.items():
+    for mode in modes:
+        window = windows[mode.name]
         for key, value in window.analysis.summary().items():
-            headline[f"{mode}_{key}"] = value
-        timed = float(np.median(latency.loc[latency["mode"] == mode, "wall_ms"].astype(float)))
-        headline[f"{mode}_profiled_wall_median_ms"] = window.wall_median_ms
-        headline[f"{mode}_profiler_overhead_pct"] = (window.wall_median_ms / timed - 1.0) * 100.0
-        headline[f"{mode}_iteration_source"] = window.analysis.iteration_source
+            headline[f"{mode.name}_{key}"] = value
+        headline[f"{mode.name}_profiled_wall_median_ms"] = window.wall_median_ms
+        cold_wall_ms = _median(table, mode.name, "cold_wall") * mode.steps  # per iteration
+        headline[f"{mode.name}_profiler_overhead_pct"] = (window.wall_median_ms / cold_wall_ms - 1) * 100
+        headline[f"{mode.name}_iteration_source"] = window.analysis.iteration_source
     return headline
 
 
@@ -334,7 +339,8 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
         check_fits(config, device)
     origin_s = time.time()
     phases = PhaseRecorder(origin_s)
-    sampler = (NvmlSampler(device.index, interval_s=config.nvml_interval_ms / 1e3, origin_s=origin_s)
+    sampler = (NvmlSamplerProcess(device.index, interval_s=config.nvml_interval_ms / 1e3,
+                                  origin_s=origin_s)
                if config.nvml and device.type == "cuda" else None)
     environment = describe_environment(device, _driver_version() if device.type == "cuda" else None)
     counter = ProgressCounter(plan_units(config), progress)
@@ -451,9 +457,10 @@ def _detach_traces(result: RunResult) -> RunResult:
 
 def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
              progress: ProgressCounter, state: _RunState) -> None:
+    """The eager half on the CPU: steady-state wall time between consecutive steps (on a CPU a
+    step is finished when its call returns, so there is no cold start or no-sync pitfall to show)."""
     batches = make_batches(config, min(BATCH_POOL_SIZE, config.total_eager_iters), device)
     step = TrainingStep(config, device, graphed=False)
-    timer = _Timer(device)
     observed = state.observed_counters
     observed["initial"] = float(step.counter.item())
     eager = _eager_mode(step, batches, 1)
@@ -461,28 +468,27 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     with phases.phase("warm-up"):
         for i in range(config.warmup_iters):
             step.eager_step(*batches[i % len(batches)], count=config.count_warmup)
+            progress.advance(1)
     observed["after_warmup"] = float(step.counter.item())
     step.counter.zero_()
     progress.start_phase("timed trials", f"{config.total_eager_iters} eager steps")
-    latency = _timed_trials([eager], {"eager": config.total_eager_iters}, config.trials, timer,
-                            phases, progress, state.latency_rows)
-    state.tables["latency"] = latency
+    _steady_trials([eager], {"eager": config.total_eager_iters}, config.trial_count,
+                   timing.HostClock(), phases, progress, state.latency_rows)
+    latency = state.tables["latency"] = _latency_table(state.latency_rows)
     observed["eager_after_timed"] = float(step.counter.item())
-    progress.start_phase("article loop", "no-sync loop timing")
-    blocks = _block_trials([eager], {"eager": max(1, config.total_eager_iters // config.trials)},
-                           config.trials, timer, phases, progress)
-    state.tables["stats"] = _stats_table(latency, blocks)
+    state.tables["stats"] = _stats_table(latency, pd.DataFrame(columns=["mode", "method", "ms_per_step"]))
     state.headline.update(_timing_headline(config, latency, state.tables["stats"]))
     state.headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
 
 
-def _untimed_iterations(mode: _Mode, phases: PhaseRecorder, progress: ProgressCounter) -> None:
+def _untimed_iterations(mode: Mode, phases: PhaseRecorder, progress: ProgressCounter) -> None:
     """The first iterations of a mode, run but not timed (phase "<mode> warm-up")."""
     phase = f"{mode.name} warm-up"
     progress.start_phase(phase, f"{TIMING_WARMUP_ITERS} untimed iterations")
     with phases.phase(phase):
         for i in range(TIMING_WARMUP_ITERS):
-            mode.prepare(i)
+            if mode.load is not None:
+                mode.load(i)
             mode.run(i)
             progress.advance(mode.steps)
 
@@ -493,7 +499,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     progress.start_phase("setup", f"{BATCH_POOL_SIZE} batches and the eager replica on {config.device}")
     with phases.phase("setup"):  # the first CUDA work of a process also loads its kernels
         batches = make_batches(config, BATCH_POOL_SIZE, device)
-        timer = _Timer(device)
+        clock = timing.CudaClock(device)
         torch.cuda.synchronize(device)
         # Eager replica and its untimed warm-up (also measures its peak memory).
         baseline = torch.cuda.memory_allocated(device)
@@ -509,9 +515,6 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
     counter_tensor = graphed.step.counter
     observed["initial"] = float(counter_tensor.item())
-    if config.profile:
-        with phases.phase("profiler init"):
-            initialise_profiler()
     progress.start_phase("warm-up", f"{config.warmup_iters} side-stream iterations")
     with phases.phase("warm-up"):
         warmup_ms = graphed.warm_up([batches[i % len(batches)] for i in range(config.warmup_iters)],
@@ -532,41 +535,44 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     torch.cuda.synchronize(device)
     headline["graph_peak_bytes"] = int(torch.cuda.max_memory_allocated(device) - before_graph)
 
-    # Timed trials: counters reset first, so after them they hold exactly the timed work.
+    # Steady-state trials: counters reset first, so after them they hold exactly that work.
     counter_tensor.zero_()
     eager_step.counter.zero_()
-    progress.start_phase("timed trials", f"{config.trials} interleaved trials per mode")
-    latency = _timed_trials([eager, graph], {"eager": config.total_eager_iters,
-                                             "graph": config.replays},
-                            config.trials, timer, phases, progress, state.latency_rows)
-    tables["latency"] = latency
+    modes = [eager, graph]
+    iterations = {"eager": config.total_eager_iters, "graph": config.replays}
+    trials = config.trial_count
+    progress.start_phase("timed trials", f"{trials} interleaved steady-state trials per mode")
+    _steady_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
     observed["after_replay"] = float(counter_tensor.item())
     observed["eager_after_timed"] = float(eager_step.counter.item())
+    progress.start_phase("cold-start trials", "a synchronise before every iteration")
+    _cold_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
+    latency = tables["latency"] = _latency_table(state.latency_rows)
 
     progress.start_phase("article loop", "no-sync loop timing, then synchronised")
-    block_replays = max(MIN_BLOCK_REPLAYS, config.replays // config.trials)
-    blocks = _block_trials([eager, graph], {"eager": block_replays * config.capture_iters,
-                                            "graph": block_replays},
-                           config.trials, timer, phases, progress)
-    tables["stats"] = _stats_table(latency, blocks)
+    block_replays = _article_block_replays(config)
+    loops = _article_loops(modes, {"eager": block_replays * config.capture_iters,
+                                   "graph": block_replays}, trials, clock, phases, progress)
+    tables["stats"] = _stats_table(latency, loops)
     headline.update(_timing_headline(config, latency, tables["stats"]))
     headline.update(
         counters_match=bool(counters_table(config, observed)["match"].all()),
         break_even_iters=stats.break_even_iterations(costs.capture_ms, headline["eager_median_ms"],
                                                      headline["graph_median_ms"]),
     )
-    if config.profile:
-        windows = _profile_modes(config, [eager, graph], timer, trace_dir, phases, progress)
+    if config.profile:  # after every timed trial: the profiler slows whatever runs after it
+        windows = _profile_modes(config, device, batches, modes, trace_dir, phases, progress,
+                                 state.notes)
         tables["launch_split"] = coerce_table("launch_split", pd.concat(
             [w.analysis.launch_split for w in windows.values()], ignore_index=True))
         tables["kernels"] = coerce_table("kernels", pd.concat(
             [w.analysis.kernels for w in windows.values()], ignore_index=True))
         tables["breakdown"] = coerce_table(
             "breakdown", decompose_speedup(windows["eager"].analysis, windows["graph"].analysis))
-        headline.update(_launch_split_headline(windows, latency))
+        headline.update(_launch_split_headline(windows, modes, tables["stats"]))
         state.traces.update({mode: window.trace_path for mode, window in windows.items()})
 
-    del graphed, graph, eager, eager_step, counter_tensor
+    del graphed, graph, eager, eager_step, counter_tensor, modes
     torch.cuda.empty_cache()
     if config.parity_steps:
         progress.start_phase("parity", f"{config.parity_steps} replays vs eager steps, dropout off")

@@ -7,16 +7,27 @@ An empty table keeps its columns.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Older versions this tool still reads (``results.RunResult.load`` brings them up to date).
+# Version 1 timed every iteration from an idle device only (today's cold start).
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 SUMMARY_FILE = "summary.json"
 
-# Per timed iteration. ``gpu_ms``/``wall_ms`` are for the whole timed iteration (one eager step,
-# or one replay covering ``steps`` captured training steps); statistics divide by ``steps``.
-LATENCY_COLUMNS = ["mode", "trial", "iteration", "steps", "gpu_ms", "wall_ms"]
+# Per timed iteration. ``method`` is "steady" (back to back, a CUDA event between consecutive
+# iterations: time in ``gpu_ms``, or in ``wall_ms`` on the CPU) or "cold" (a synchronise before
+# the iteration: CUDA events around the step in ``gpu_ms``, synchronised host time in ``wall_ms``).
+# Times are for the whole iteration (one eager step, or one replay covering ``steps`` captured
+# training steps); statistics divide by ``steps``. ``input_copy_ms`` is the part of a steady graph
+# iteration spent copying the new batch into the static inputs (NaN otherwise).
+LATENCY_COLUMNS = ["mode", "method", "trial", "iteration", "steps", "gpu_ms", "wall_ms",
+                   "input_copy_ms"]
+LATENCY_METHODS = ("steady", "cold")
 
-# Per mode and timing method, all per training step. Methods: cuda_event, sync_wall,
-# block_sync (a trial's block timed with one sync at each end), article_no_sync.
+# Per mode and timing method, all per training step. Methods: steady_event (the headline on a
+# GPU), steady_wall (the headline on the CPU), input_copy (the graph's batch copy, part of its
+# steady iteration), cold_event, cold_wall, block_sync (the article's loop closed by a
+# synchronise), article_no_sync (the article's loop without one: CPU enqueue time only).
 STATS_COLUMNS = [
     "mode", "method", "count", "mean_ms", "median_ms", "p10_ms", "p90_ms", "p99_ms",
     "iqr_ms", "min_ms", "max_ms",

@@ -2,7 +2,9 @@
 
 Scope: one gate to NVML (:class:`Nvml`: lazy import and init, every call through ``query``,
 each call may fail on its own), a metric reader (:func:`read_metrics`), a polling thread that
-also collects the driver's own buffered utilisation samples (:class:`NvmlSampler`), a recorder
+also collects the driver's own buffered utilisation samples (:class:`NvmlSampler`), the same
+sampler run in a child process (:class:`NvmlSamplerProcess`, ``python -m profiler_core.telemetry``)
+so that no sampling thread competes with a measured process for its interpreter lock, a recorder
 of named wall-clock phases on the same clock (:class:`PhaseRecorder`) and the GPU list for the
 dashboard's selector (:func:`list_gpus`). Tables follow ``profiler_core.schema``; a metric that
 could not be read is NaN and is named in :class:`NvmlCapability`, never a string.
@@ -15,13 +17,24 @@ remapping; the caller maps one to the other.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import importlib
+import json
 import math
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -388,6 +401,157 @@ class NvmlSampler:
         self.stop()
 
 
+# The sampler process: how long stop() waits for it to write its samples, and how often it looks
+# for the end of its standard input (its stop signal) between polls.
+SAMPLER_STOP_TIMEOUT_S = 30.0
+_SAMPLER_WAKE_S = 0.25
+_SAMPLES_FILE = "nvml_samples.json"
+SAMPLER_READY_FILE = "ready"  # written beside the samples once the child is polling
+
+
+class NvmlSamplerProcess:
+    """:class:`NvmlSampler` in a child process (``python -m profiler_core.telemetry``).
+
+    A polling thread inside a measured process competes with its launching thread for the
+    interpreter lock and slows CPU-bound eager steps; in a child process it cannot. :meth:`start`
+    launches the child and returns at once (the child begins polling within about a second);
+    :meth:`stop` closes the child's standard input, which tells it to stop, fetch the driver's
+    buffered samples and write everything to a private temporary folder; the samples are read
+    back and the folder removed. The child also stops cleanly on SIGTERM or SIGINT, and exits when
+    its parent dies (its standard input closes). ``t_s`` is on the ``time.time()`` clock from
+    ``origin_s``, the same clock as :class:`PhaseRecorder`. ``nvml_module`` names the module to use
+    instead of ``pynvml`` (tests pass an importable fake).
+    """
+
+    def __init__(self, device_index: int, interval_s: float = 0.02, origin_s: float | None = None,
+                 nvml_module: str = "pynvml", python: str = sys.executable) -> None:
+        _validate_interval(interval_s)
+        self._device_index = device_index
+        self._interval_s = interval_s
+        self._origin_s = origin_s
+        self._nvml_module = nvml_module
+        self._python = python
+        self._process: subprocess.Popen | None = None
+        self._folder: Path | None = None
+        self._frame = _frame([], NVML_COLUMNS, _NVML_DTYPES)
+        self._capability = NvmlCapability(False, "the NVML sampler has not run", (), False)
+
+    def start(self) -> "NvmlSamplerProcess":
+        if self._process is not None:
+            return self
+        if self._origin_s is None:
+            self._origin_s = time.time()
+        self._folder = Path(tempfile.mkdtemp(prefix="profiler_core_nvml_"))
+        package_parent = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+        argv = [self._python, "-m", "profiler_core.telemetry", "--device-index",
+                str(self._device_index), "--interval-s", repr(self._interval_s), "--origin-s",
+                repr(self._origin_s), "--out", str(self._folder / _SAMPLES_FILE),
+                "--nvml-module", self._nvml_module]
+        with open(self._folder / "stderr.txt", "wb") as stderr:
+            self._process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                             stderr=stderr, env=env)
+        return self
+
+    def wait_until_polling(self, timeout_s: float) -> bool:
+        """Whether the child started polling within ``timeout_s`` (it never has to be waited for)."""
+        deadline = time.monotonic() + timeout_s
+        while self._folder is not None and time.monotonic() < deadline:
+            if (self._folder / SAMPLER_READY_FILE).exists():
+                return True
+            if self._process is None or self._process.poll() is not None:
+                return False
+            time.sleep(0.02)
+        return False
+
+    def stop(self) -> None:
+        """Stop the child and read its samples (idempotent; waits at most ``SAMPLER_STOP_TIMEOUT_S``)."""
+        process, self._process = self._process, None
+        if process is None or self._folder is None:
+            return
+        try:
+            process.stdin.close()
+        except OSError:
+            pass  # the child is gone already
+        try:
+            returncode = process.wait(timeout=SAMPLER_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            returncode = process.wait()
+        try:
+            self._read_results(returncode)
+        finally:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+    def _read_results(self, returncode: int) -> None:
+        path = self._folder / _SAMPLES_FILE
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            stderr = (self._folder / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+            last = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
+            self._capability = NvmlCapability(
+                False, f"the NVML sampler process ended with exit code {returncode} before writing "
+                       f"its samples ({last})", (), False)
+            return
+        capability = payload["capability"]
+        self._capability = NvmlCapability(
+            bool(capability["available"]), str(capability["reason"]),
+            tuple(capability["unsupported_metrics"]), bool(capability["driver_samples"]))
+        self._frame = _frame([tuple(row) for row in payload["rows"]], NVML_COLUMNS, _NVML_DTYPES)
+
+    @property
+    def capability(self) -> NvmlCapability:
+        return self._capability
+
+    def frame(self) -> pd.DataFrame:
+        return self._frame.copy()
+
+    def __enter__(self) -> "NvmlSamplerProcess":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _sampler_process_main(argv: Sequence[str]) -> int:
+    """The child of :class:`NvmlSamplerProcess`: sample until standard input ends or a signal."""
+    parser = argparse.ArgumentParser(prog="python -m profiler_core.telemetry")
+    parser.add_argument("--device-index", type=int, required=True)
+    parser.add_argument("--interval-s", type=float, required=True)
+    parser.add_argument("--origin-s", type=float, required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--nvml-module", default="pynvml")
+    args = parser.parse_args(argv)
+    stop_requested = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop_requested.set())
+    # pynvml is imported by Nvml itself, which says why when it is missing; another module (a
+    # test's fake) must import.
+    module = None if args.nvml_module == "pynvml" else importlib.import_module(args.nvml_module)
+    sampler = NvmlSampler(args.device_index, interval_s=args.interval_s, origin_s=args.origin_s,
+                          nvml=Nvml(module=module))
+    sampler.start()
+    Path(args.out).with_name(SAMPLER_READY_FILE).touch()  # for whoever waits on the start
+    stdin = sys.stdin.buffer
+    while not stop_requested.is_set():
+        try:
+            readable, _, _ = select.select([stdin], [], [], _SAMPLER_WAKE_S)
+        except InterruptedError:
+            continue
+        if readable and not os.read(stdin.fileno(), 4096):
+            break  # end of input: the parent asked us to stop (or is gone)
+    sampler.stop()
+    payload = {"capability": dataclasses.asdict(sampler.capability),
+               "rows": [list(row) for row in sampler.frame().itertuples(index=False)]}
+    staging = Path(args.out + ".partial")
+    staging.write_text(json.dumps(payload), encoding="utf-8")
+    os.replace(staging, args.out)
+    return 0
+
+
 def list_gpus(nvml: Nvml | None = None) -> pd.DataFrame:
     """The GPUs NVML sees (GPU_COLUMNS); empty with columns when NVML is unavailable."""
     nvml = nvml if nvml is not None else default_nvml()
@@ -404,3 +568,7 @@ def list_gpus(nvml: Nvml | None = None) -> pd.DataFrame:
         total_mib = math.nan if memory is None else memory.total / 2**20
         rows.append((index, name, free_mib, total_mib))
     return _frame(rows, GPU_COLUMNS, _GPU_DTYPES)
+
+
+if __name__ == "__main__":
+    sys.exit(_sampler_process_main(sys.argv[1:]))

@@ -76,15 +76,19 @@ def test_device_cpu_end_to_end(tmp_path, capsys):
         assert (out / file_name).is_file()
     result = RunResult.load(out)
     latency = result.table("latency")
-    assert set(latency["mode"]) == {"eager"} and len(latency) == 20
+    # 4 steady-state blocks of 5 steps, each keeping all but its first step
+    assert set(latency["mode"]) == {"eager"} and set(latency["method"]) == {"steady"}
+    assert len(latency) == 16
     assert latency["wall_ms"].gt(0).all() and latency["gpu_ms"].isna().all()
     assert sorted(latency["trial"].unique()) == [0, 1, 2, 3]
+    assert sorted(latency["iteration"]) == [i for i in range(20) if i % 5]
     counters = result.table("counters").set_index("phase")
     assert counters.loc["after_warmup", "observed"] == 3  # seed preset: 3 counted warm-up steps
     assert counters.loc["eager_after_timed", "observed"] == 20
     assert counters["match"].all()
     stats = result.table("stats")
-    assert set(stats["method"]) == {"sync_wall", "block_sync", "article_no_sync"}
+    assert set(stats["method"]) == {"steady_wall"}
+    assert result.headline["timing_method"] == "steady_wall"
     assert result.headline["eager_median_ms"] > 0
     assert result.environment["device_type"] == "cpu"
     assert len(result.table("phases")) > 0

@@ -28,14 +28,15 @@ def _latency(per_mode: int, seed: int = 0) -> pd.DataFrame:
     frames = []
     for mode, median in (("eager", 1.2), ("graph", 0.25)):
         gpu = median * rng.lognormal(0, 0.05, per_mode)
-        frames.append(pd.DataFrame({"mode": mode, "trial": np.arange(per_mode) // 1000,
+        frames.append(pd.DataFrame({"mode": mode, "method": "steady",
+                                    "trial": np.arange(per_mode) // 1000,
                                     "iteration": np.arange(per_mode) % 1000, "steps": 1,
-                                    "gpu_ms": gpu, "wall_ms": gpu + 0.01}))
+                                    "gpu_ms": gpu, "wall_ms": np.nan, "input_copy_ms": np.nan}))
     return pd.concat(frames, ignore_index=True)
 
 
 def test_every_chart_from_the_run(run):
-    steps = analysis.per_step_latency(run.table("latency"))
+    steps, _ = analysis.series_steps(analysis.per_step_latency(run.table("latency")), "steady_event")
     medians = analysis.split_medians(run.table("launch_split"))
     assert _types(charts.median_bars(run.table("stats"), medians)) == ["bar", "bar", "scatter"]
     assert _types(charts.latency_histogram(steps)) == ["bar", "bar"]
@@ -48,7 +49,7 @@ def test_every_chart_from_the_run(run):
     assert _types(charts.launch_count_bars(medians)) == ["bar", "bar"]
     nvml = charts.nvml_timeseries(run.table("nvml"), run.table("phases"))
     assert _types(nvml).count("scattergl") == 5  # 4 polled panels + the driver's samples
-    assert len(nvml.layout.shapes) == 5  # every phase shaded, one band through all panels
+    assert len(nvml.layout.shapes) == 8  # every phase shaded, one band through all panels
     assert [a.title.text for a in (nvml.layout.yaxis, nvml.layout.yaxis4)] == ["GPU util (%)",
                                                                                "memory (MiB)"]
     assert _types(charts.kernel_top_bar(run.table("kernels"), "graph", 5)) == ["bar"]
@@ -156,7 +157,14 @@ def test_verdicts():
     v = analysis.verdict({"speedup": 4.8}, launch)
     assert v.kind == "launch-bound" and "82%" in v.text and "700 us in 45 launch calls" in v.text
     assert "the CPU needed 1,150 us" in v.text and "only 220 us" in v.text
-    assert "1.11x the GPU busy time" in v.text
+    assert "1.11x the GPU busy time" not in v.text  # no timed graph median: no floor claimed
+    v = analysis.verdict({"speedup": 4.8, "eager_median_ms": 1.2, "graph_median_ms": 0.25}, launch)
+    assert "an eager step took 1.200 ms and a graph step 0.250 ms" in v.text
+    assert "profiled window" in v.text
+    assert "is 1.11x the GPU's own work per step (0.225 ms busy" in v.text
+    v = analysis.verdict({"speedup": 4.8, "eager_median_ms": 1.2, "graph_median_ms": 0.25}, launch,
+                         steps_per_graph=3)  # a replay holds three steps: busy per step is a third
+    assert "(0.075 ms busy" in v.text
     gpu_bound = launch.assign(span_us=[930, 920], gpu_busy_us=[900, 900], gpu_idle_us=[30, 20])
     v = analysis.verdict({"speedup": 1.01}, gpu_bound)
     assert v.kind == "gpu-bound" and "97%" in v.text and "1.01x" in v.title
@@ -170,12 +178,13 @@ def test_derived_tables_have_their_columns(run):
     assert list(analysis.percentile_table(run.table("latency")).columns) == analysis.PERCENTILE_COLUMNS
     assert list(analysis.percentile_table(empty_table("latency")).columns) == analysis.PERCENTILE_COLUMNS
     pct = analysis.percentile_table(run.table("latency"))
-    assert set(zip(pct["mode"], pct["timing"])) == {(m, t) for m in ("eager", "graph")
-                                                    for t in ("cuda_event", "sync_wall")}
+    assert set(zip(pct["mode"], pct["timing"])) == {
+        (m, t) for m in ("eager", "graph") for t in ("steady_event", "cold_event", "cold_wall")}
     assert (pct["p1_ms"] <= pct["p50_ms"]).all() and (pct["p50_ms"] <= pct["p99_9_ms"]).all()
     timing = analysis.timing_comparison(run.table("stats"), run.headline)
     assert list(timing.columns) == analysis.TIMING_COLUMNS
-    assert list(timing["method"]) == ["cuda_event", "sync_wall", "block_sync", "article_no_sync"]
+    assert list(timing["method"]) == ["steady_event", "cold_event", "cold_wall", "block_sync",
+                                      "article_no_sync"]
     from_headline = analysis.timing_comparison(empty_table("stats"), run.headline)
     assert from_headline["speedup"].tolist() == [3.0]
     medians = analysis.split_medians(run.table("launch_split"))
@@ -196,11 +205,19 @@ def test_derived_tables_have_their_columns(run):
 
 
 def test_per_step_latency_divides_replays_of_several_steps():
-    latency = pd.DataFrame({"mode": ["graph", "graph"], "trial": [0, 0], "iteration": [1, 0],
-                            "steps": [3, 3], "gpu_ms": [0.9, 0.6], "wall_ms": [1.2, 0.9]})
+    latency = pd.DataFrame({"mode": ["graph"] * 4, "method": ["steady", "steady", "cold", "cold"],
+                            "trial": [0] * 4, "iteration": [1, 0, 0, 1], "steps": [3] * 4,
+                            "gpu_ms": [0.9, 0.6, 1.5, 1.2], "wall_ms": [np.nan, np.nan, 1.8, 1.5],
+                            "input_copy_ms": [0.03, 0.03, np.nan, np.nan]})
     steps = analysis.per_step_latency(latency)
-    assert steps["gpu_ms"].tolist() == pytest.approx([0.2, 0.3])  # ordered by iteration
-    assert steps["seq"].tolist() == [0, 1]
+    steady, column = analysis.series_steps(steps, "steady_event")
+    assert column == "gpu_ms"
+    assert steady["gpu_ms"].tolist() == pytest.approx([0.2, 0.3])  # ordered by iteration
+    assert steady["seq"].tolist() == [0, 1]
+    cold, column = analysis.series_steps(steps, "cold_wall")
+    assert column == "wall_ms" and cold["wall_ms"].tolist() == pytest.approx([0.6, 0.5])
+    assert cold["seq"].tolist() == [0, 1]  # numbered within its own method
+    assert analysis.series_available(steps) == ["steady_event", "cold_event", "cold_wall"]
 
 
 def test_config_diff_and_tables():

@@ -47,11 +47,21 @@ def test_seed_config_writes_every_file_with_plausible_values(tmp_path):
     loaded = RunResult.load(out)
     head = loaded.headline
     latency = loaded.table("latency")
-    assert (latency["mode"] == "eager").sum() == 200 and (latency["mode"] == "graph").sum() == 200
-    assert latency["gpu_ms"].between(0.01, 100).all() and latency["wall_ms"].between(0.01, 100).all()
+    steady, cold = latency[latency["method"] == "steady"], latency[latency["method"] == "cold"]
+    # 10 steady blocks of 20 per mode, each keeping all but its first; every cold iteration kept
+    assert (steady["mode"] == "eager").sum() == 190 and (steady["mode"] == "graph").sum() == 190
+    assert (cold["mode"] == "eager").sum() == 200 and (cold["mode"] == "graph").sum() == 200
+    assert steady["gpu_ms"].between(0.01, 100).all() and steady["wall_ms"].isna().all()
+    assert cold["gpu_ms"].between(0.01, 100).all() and cold["wall_ms"].between(0.01, 100).all()
     # Synchronised wall time includes the GPU time of the same iteration.
-    assert (latency["wall_ms"] >= latency["gpu_ms"] * 0.98).mean() > 0.95
+    assert (cold["wall_ms"] >= cold["gpu_ms"] * 0.98).mean() > 0.95
+    copies = steady.loc[steady["mode"] == "graph", "input_copy_ms"]
+    assert (copies > 0).all() and (copies < steady.loc[steady["mode"] == "graph", "gpu_ms"]).all()
+    assert head["timing_method"] == "steady_event"
+    assert 0 < head["graph_input_copy_ms"] < head["graph_median_ms"]
     assert 0.1 < head["eager_median_ms"] < 50 and 0.1 < head["graph_median_ms"] < 50
+    # Queued back to back, a replay never pays the first launch's latency a cold start pays.
+    assert head["graph_median_ms"] < head["cold_graph_median_ms"] + head["graph_input_copy_ms"]
     assert head["speedup_ci_low"] <= head["speedup"] <= head["speedup_ci_high"]
     # The article's pitfall: the no-sync loop reports less than the true time for the graph.
     assert head["article_graph_ms"] < head["block_graph_ms"]
@@ -68,8 +78,15 @@ def test_seed_config_writes_every_file_with_plausible_values(tmp_path):
     nvml = loaded.table("nvml")
     if head.get("nvml_available"):
         assert len(nvml[nvml["source"] == "poll"]) > 5
-    phases = set(loaded.table("phases")["phase"])
-    assert {"warm-up", "capture", "eager timed", "graph timed"} <= phases
+    phases = loaded.table("phases")
+    assert {"warm-up", "capture", "eager timed", "graph timed", "eager cold start",
+            "graph article loop", "eager profiled", "graph profiled"} <= set(phases["phase"])
+    # Every timed phase ends before the profiler is first used (it slows whatever runs after it).
+    timed = phases[phases["phase"].str.contains("timed|cold start|article loop")]
+    profiled = phases[phases["phase"].str.contains("profiled")]
+    assert timed["end_s"].max() <= profiled["start_s"].min()
+    # The graph captured before the profiler's first use still shows its kernels there.
+    assert (split.loc[split["mode"] == "graph", "kernels"] > 0).all()
 
 
 def test_launch_bound_config_graph_is_faster():
@@ -144,6 +161,7 @@ def test_cli_seed_run_end_to_end(tmp_path):
                                cwd=Path(__file__).parents[1])
     assert completed.returncode == 0, completed.stderr
     assert "Speedup" in completed.stdout and "article's method" in completed.stdout
+    assert "steady state" in completed.stdout and "cold start" in completed.stdout
     assert json.loads((out / "summary.json").read_text())["complete"] is True
 
 
@@ -231,3 +249,31 @@ def test_the_memory_estimate_refuses_before_allocating():
     print(f"estimate: {raised.value.message}")
     assert "GiB free" in raised.value.message
     assert torch.cuda.memory_allocated() == before
+
+
+def _cli_run(out: Path, *options: str) -> dict:
+    completed = subprocess.run([sys.executable, "-m", "profiler_core", "run", "--out", str(out),
+                                "--progress", "none", *options], capture_output=True, text=True,
+                               timeout=600, cwd=Path(__file__).parents[1])
+    assert completed.returncode == 0, completed.stderr
+    return json.loads((out / "summary.json").read_text())["headline"]
+
+
+def test_a_default_run_times_eager_as_a_run_with_the_profiler_and_nvml_off(tmp_path):
+    """Profiler and NVML on (the default) must not slow the timed steps: the profiler runs only
+    after them and NVML is sampled from another process. Fresh processes, alternated (ABBA twice),
+    on the launch-bound config, where CPU overhead shows most."""
+    import statistics
+
+    size = [f"--{k.replace('_', '-')}={v}" for k, v in LAUNCH_BOUND.items()]
+    medians = {"default": [], "off": []}
+    for index, kind in enumerate(["default", "off", "off", "default"] * 2):
+        options = size + (["--no-profile", "--no-nvml"] if kind == "off" else [])
+        head = _cli_run(tmp_path / f"{kind}{index}", *options)
+        medians[kind].append(head["eager_median_ms"])
+        if kind == "default":
+            assert head.get("nvml_available") is True and "eager_gpu_busy_us" in head
+    default, off = statistics.median(medians["default"]), statistics.median(medians["off"])
+    print(f"eager median, default run {default:.4f} ms ({medians['default']}) vs profiler and "
+          f"NVML off {off:.4f} ms ({medians['off']}): {default / off - 1:+.1%}")
+    assert default <= off * 1.05

@@ -37,7 +37,7 @@ def test_validator_accepts_only_values_in_range(field, value):
     accepted = getattr(config, field)
     if field in INT_LIMITS:
         low, high = INT_LIMITS[field]
-        assert (accepted is None and field == "eager_iters") or (
+        assert (accepted is None and field in ("eager_iters", "trials")) or (
             isinstance(accepted, int) and not isinstance(accepted, bool) and low <= accepted <= high)
     else:
         low, high = FLOAT_LIMITS[field]
@@ -132,17 +132,17 @@ def test_capture_failure_diagnosis_reads_through_a_masking_error():
 def test_an_interrupted_run_is_kept_incomplete_and_still_opens(tmp_path, monkeypatch, capsys):
     import profiler_core.runner as runner
 
-    original = runner._block_trials
+    original = runner._stats_table
 
-    def interrupted(*args, **kwargs):
+    def interrupted(*args, **kwargs):  # Ctrl-C right after the last timed trial
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "_block_trials", interrupted)
+    monkeypatch.setattr(runner, "_stats_table", interrupted)
     with pytest.raises(KeyboardInterrupt) as raised:
         run_experiment(RunConfig(**TINY))
     partial = raised.value.partial_result
-    assert partial.complete is False and len(partial.table("latency")) == 20
-    assert any("incomplete" in note and "article loop" in note for note in partial.notes)
+    assert partial.complete is False and len(partial.table("latency")) == 16
+    assert any("incomplete" in note and "timed trials" in note for note in partial.notes)
 
     out = tmp_path / "interrupted"
     assert main(["run", "--out", str(out), "--device", "cpu", "--batch", "8", "--d-in", "16",
@@ -150,9 +150,9 @@ def test_an_interrupted_run_is_kept_incomplete_and_still_opens(tmp_path, monkeyp
                  "--progress", "none"]) == 130
     assert "kept" in capsys.readouterr().err
     loaded = RunResult.load(out)
-    assert loaded.complete is False and len(loaded.table("latency")) == 20
+    assert loaded.complete is False and len(loaded.table("latency")) == 16
     assert set(loaded.table("counters")["phase"]) == {"initial", "after_warmup", "eager_after_timed"}
-    monkeypatch.setattr(runner, "_block_trials", original)
+    monkeypatch.setattr(runner, "_stats_table", original)
     assert run_experiment(RunConfig(**TINY)).complete is True  # the next run works
 
 

@@ -16,8 +16,10 @@ from profiler_core.results import RunResult, coerce_table, empty_table
 def _result(tmp_path):
     trace = tmp_path / "trace_eager.json"
     trace.write_text(json.dumps({"traceEvents": []}))
-    latency = pd.DataFrame({"mode": ["eager", "graph"], "trial": [0, 0], "iteration": [0, 0],
-                            "steps": [1, 3], "gpu_ms": [1.25, math.nan], "wall_ms": [1.5, 0.3]})
+    latency = pd.DataFrame({"mode": ["eager", "graph"], "method": ["steady", "cold"],
+                            "trial": [0, 0], "iteration": [0, 0], "steps": [1, 3],
+                            "gpu_ms": [1.25, math.nan], "wall_ms": [math.nan, 0.3],
+                            "input_copy_ms": [math.nan, 0.01]})
     counters = pd.DataFrame({"phase": ["initial", "after_replay"], "observed": [0.0, 30.0],
                              "predicted": [0, 30], "match": [True, True],
                              "rule": ["starts at zero", "replays x captured, with a, comma"]})
@@ -106,3 +108,35 @@ def test_empty_table_keeps_columns_and_dtypes():
     table = empty_table("stats")
     assert list(table.columns) == schema.STATS_COLUMNS and len(table) == 0
     assert table["median_ms"].dtype == np.float64
+
+
+def test_a_schema_1_run_still_opens_as_cold_start_timing(tmp_path):
+    """Runs saved before steady-state timing existed keep opening; their figures are labelled."""
+    saved = _result(tmp_path).save(tmp_path / "old")
+    summary = json.loads((saved / "summary.json").read_text())
+    summary["schema_version"] = 1
+    summary["headline"]["timing_method"] = "cuda_event"
+    (saved / "summary.json").write_text(json.dumps(summary))
+    pd.DataFrame({"mode": ["eager"], "trial": [0], "iteration": [0], "steps": [1],
+                  "gpu_ms": [1.2], "wall_ms": [1.3]}).to_csv(saved / "latency.csv", index=False)
+    pd.DataFrame({"mode": ["eager", "eager"], "method": ["cuda_event", "sync_wall"], "count": [1, 1],
+                  **{c: [1.2, 1.3] for c in schema.STATS_COLUMNS[3:]}}).to_csv(saved / "stats.csv",
+                                                                               index=False)
+    loaded = RunResult.load(saved)
+    latency = loaded.table("latency")
+    assert list(latency.columns) == schema.LATENCY_COLUMNS
+    assert latency["method"].tolist() == ["cold"] and latency["input_copy_ms"].isna().all()
+    assert loaded.table("stats")["method"].tolist() == ["cold_event", "cold_wall"]
+    assert loaded.headline["timing_method"] == "cold_event"
+    assert any("schema 1" in note and "cold start" in note for note in loaded.notes)
+
+
+@pytest.mark.parametrize("version", [0, 3, 1.0, 2.0, True, "2", None])
+def test_unknown_schema_versions_are_refused(tmp_path, version):
+    saved = _result(tmp_path).save(tmp_path / "run")
+    summary = json.loads((saved / "summary.json").read_text())
+    summary["schema_version"] = version
+    (saved / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(RunFormatError) as raised:
+        RunResult.load(saved)
+    assert "schema version" in raised.value.message and raised.value.hint

@@ -8,7 +8,7 @@ import math
 import sys
 import threading
 import time
-from types import SimpleNamespace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,110 +17,16 @@ from profiler_core import telemetry
 from profiler_core.errors import ConfigError, ProfilerError
 from profiler_core.schema import NVML_COLUMNS, NVML_METRICS, PHASE_COLUMNS
 from profiler_core.telemetry import (
-    GPU_COLUMNS, NVML_UTILISATION_CAVEAT, Nvml, NvmlSampler, PhaseRecorder, list_gpus,
-    read_metrics,
+    GPU_COLUMNS, NVML_UTILISATION_CAVEAT, Nvml, NvmlSampler, NvmlSamplerProcess, PhaseRecorder,
+    list_gpus, read_metrics,
 )
+from tests.fake_pynvml import FakeNVMLError, FakePynvml, sample
 
-MIB = 2**20
+REPO = Path(__file__).resolve().parent.parent
 EXPECTED = {
     "gpu_util_pct": 87.0, "mem_util_pct": 40.0, "mem_used_mib": 3072.0, "sm_clock_mhz": 1980.0,
     "mem_clock_mhz": 2619.0, "power_w": 540.0, "temperature_c": 55.0,
 }
-VALUE_FIELDS = ["dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal"]
-
-
-class FakeNVMLError(Exception):
-    def __init__(self, value: int) -> None:
-        super().__init__(f"fake NVML error {value}")
-        self.value = value
-
-
-def sample(timestamp_us: int, field: str, value: float) -> SimpleNamespace:
-    """A c_nvmlSample_t look-alike whose union fields all differ, so the field choice shows."""
-    fields = {name: -1000 - i for i, name in enumerate(VALUE_FIELDS)}
-    fields[field] = value
-    return SimpleNamespace(timeStamp=timestamp_us, sampleValue=SimpleNamespace(**fields))
-
-
-class FakePynvml:
-    """The part of pynvml that telemetry uses. ``failing`` holds function names, or
-    (function name, last argument) pairs, that raise NVML_ERROR_NOT_SUPPORTED."""
-
-    NVMLError = FakeNVMLError
-    NVML_TEMPERATURE_GPU = 0
-    NVML_CLOCK_SM = 1
-    NVML_CLOCK_MEM = 2
-    NVML_GPU_UTILIZATION_SAMPLES = 1
-    NVML_MEMORY_UTILIZATION_SAMPLES = 2
-    NVML_VALUE_TYPE_DOUBLE = 0
-    NVML_VALUE_TYPE_UNSIGNED_INT = 1
-    NVML_VALUE_TYPE_UNSIGNED_LONG = 2
-    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
-    NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
-    NVML_VALUE_TYPE_SIGNED_INT = 5
-    NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
-    NVML_ERROR_NOT_SUPPORTED = 3
-    NVML_ERROR_NOT_FOUND = 6
-
-    def __init__(self, failing=(), init_error=None, samples=None, polls_wanted=1) -> None:
-        self.failing = set(failing)
-        self.init_error = init_error
-        self.samples = samples or {}  # sampling type -> (value type, samples) or error code
-        self.init_calls = 0
-        self.samples_since: list[int] = []
-        self.polls = 0
-        self.polls_wanted = polls_wanted
-        self.polled = threading.Event()
-
-    def _check(self, name: str, *args) -> None:
-        if name in self.failing or (args and (name, args[-1]) in self.failing):
-            raise FakeNVMLError(self.NVML_ERROR_NOT_SUPPORTED)
-
-    def nvmlInit(self) -> None:
-        self.init_calls += 1
-        if self.init_error is not None:
-            raise self.init_error
-
-    def nvmlDeviceGetCount(self) -> int:
-        return 2
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
-        if index >= 2:
-            raise FakeNVMLError(2)
-        return f"handle{index}"
-
-    def nvmlDeviceGetName(self, handle: str):
-        return b"NVIDIA H200" if handle == "handle0" else "NVIDIA H100"
-
-    def nvmlDeviceGetUtilizationRates(self, handle: str) -> SimpleNamespace:
-        self.polls += 1
-        if self.polls >= self.polls_wanted:
-            self.polled.set()
-        self._check("nvmlDeviceGetUtilizationRates", handle)
-        return SimpleNamespace(gpu=87, memory=40)
-
-    def nvmlDeviceGetMemoryInfo(self, handle: str) -> SimpleNamespace:
-        self._check("nvmlDeviceGetMemoryInfo", handle)
-        return SimpleNamespace(used=3072 * MIB, free=140_000 * MIB, total=143_771 * MIB)
-
-    def nvmlDeviceGetClockInfo(self, handle: str, clock_type: int) -> int:
-        self._check("nvmlDeviceGetClockInfo", handle, clock_type)
-        return {self.NVML_CLOCK_SM: 1980, self.NVML_CLOCK_MEM: 2619}[clock_type]
-
-    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
-        self._check("nvmlDeviceGetPowerUsage", handle)
-        return 540_000
-
-    def nvmlDeviceGetTemperature(self, handle: str, sensor: int) -> int:
-        self._check("nvmlDeviceGetTemperature", handle, sensor)
-        return 55
-
-    def nvmlDeviceGetSamples(self, handle: str, sampling_type: int, since_us: int):
-        self.samples_since.append(since_us)
-        answer = self.samples.get(sampling_type, self.NVML_ERROR_NOT_FOUND)
-        if isinstance(answer, int):
-            raise FakeNVMLError(answer)
-        return answer
 
 
 def run_sampler(fake: FakePynvml, **kwargs) -> NvmlSampler:
@@ -410,3 +316,65 @@ def test_phases_from_many_threads():
 def test_caveat_names_the_sample_period_and_the_precise_figure():
     assert "1/6 s to 1 s" in NVML_UTILISATION_CAVEAT
     assert "busy time" in NVML_UTILISATION_CAVEAT
+
+
+# ----------------------------------------------------------------------------- sampler process
+
+
+def test_sampler_process_returns_the_childs_samples_on_the_shared_clock(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the child imports tests.fake_pynvml
+    origin_s = time.time()
+    threads_before = threading.active_count()
+    sampler = NvmlSamplerProcess(0, interval_s=0.01, origin_s=origin_s,
+                                 nvml_module="tests.fake_pynvml").start()
+    assert threading.active_count() == threads_before  # nothing samples in this process
+    assert sampler.wait_until_polling(60.0)
+    time.sleep(0.1)
+    sampler.stop()
+    elapsed_s = time.time() - origin_s
+    frame = sampler.frame()
+    assert list(frame.columns) == NVML_COLUMNS
+    poll = frame[frame["source"] == "poll"]
+    assert set(poll["metric"]) == set(NVML_METRICS)
+    assert len(poll) >= len(NVML_METRICS)  # at least the poll made on start
+    assert (poll["value"] == poll["metric"].map(EXPECTED)).all()
+    assert poll["t_s"].between(0.0, elapsed_s).all()  # seconds since this process's origin
+    capability = sampler.capability
+    assert capability.available and capability.driver_samples and capability.reason == ""
+
+
+def test_sampler_process_without_nvml_reports_why_and_leaves_nothing(monkeypatch, tmp_path):
+    if ctypes.util.find_library("nvidia-ml") is not None:
+        pytest.skip("an NVIDIA driver is installed here; this test is for machines without one")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(telemetry.tempfile, "tempdir", None)  # honour TMPDIR in this process
+    with NvmlSamplerProcess(0, interval_s=0.02) as sampler:
+        pass
+    assert not sampler.capability.available
+    assert "NVML" in sampler.capability.reason
+    assert_empty_with_columns(sampler.frame(), NVML_COLUMNS)
+    assert list(tmp_path.iterdir()) == []  # its temporary folder is gone
+
+
+def test_sampler_process_that_fails_says_so(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    sampler = NvmlSamplerProcess(0, interval_s=0.02, nvml_module="tests.no_such_module").start()
+    sampler.stop()
+    capability = sampler.capability
+    assert not capability.available
+    assert "exit code 1" in capability.reason and "no_such_module" in capability.reason
+    assert_empty_with_columns(sampler.frame(), NVML_COLUMNS)
+
+
+def test_sampler_process_stops_cleanly_on_sigterm(monkeypatch):
+    """The dashboard's Cancel sends SIGTERM to the whole process group, the child included."""
+    import signal
+
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    sampler = NvmlSamplerProcess(0, interval_s=0.01, nvml_module="tests.fake_pynvml").start()
+    assert sampler.wait_until_polling(60.0)
+    sampler._process.send_signal(signal.SIGTERM)
+    sampler._process.wait(timeout=10)
+    sampler.stop()
+    assert sampler.capability.available
+    assert not sampler.frame().empty

@@ -1,5 +1,6 @@
 """Latency: per-step distributions eager vs graph (histogram, ECDF), every step in order (warm-up
-effects, drift), a percentile table, and the article's no-sync timing beside the true timing."""
+effects, drift), a percentile table, and the article's no-sync timing beside the true timing.
+Every chart shows one timing method at a time: steady state (the headline) or cold start."""
 
 import streamlit as st
 
@@ -7,16 +8,17 @@ from dashboard import analysis, charts, state, ui
 
 run = state.require_run()
 ui.run_header(run, "Latency per training step")
-steps = analysis.per_step_latency(run.table("latency"))
-columns = ["gpu_ms", "wall_ms"]
-default = analysis.latency_column(analysis.headline_method(run.headline, run.table("stats")))
-if steps[default].isna().all() and not steps.empty:  # e.g. a CPU run has no CUDA-event times
-    default = "wall_ms" if default == "gpu_ms" else "gpu_ms"
-column = st.radio("Timing", columns, index=columns.index(default), horizontal=True, key="latency_timing",
-                  format_func=lambda c: {"gpu_ms": "GPU time (CUDA events)",
-                                         "wall_ms": "wall time (synchronised)"}[c],
-                  help="Both are true timings of each step; a replay covering several captured "
-                       "steps is divided by their number.")
+all_steps = analysis.per_step_latency(run.table("latency"))
+available = analysis.series_available(all_steps) or ["steady_event"]
+default = analysis.headline_method(run.headline, run.table("stats"))
+series = st.radio("Timing", available, index=available.index(default) if default in available else 0,
+                  horizontal=True, key="latency_timing", format_func=analysis.METHOD_LABELS.get,
+                  help="Steady state (the headline): steps queued back to back as in training, "
+                       "timed between consecutive steps. Cold start: a synchronise before each "
+                       "step, so each pays its first launch's latency. A replay covering several "
+                       "captured steps is divided by their number.")
+st.caption(analysis.METHOD_MEANING[series].capitalize() + ".")
+steps, column = analysis.series_steps(all_steps, series)
 if steps.empty:
     st.info("This run has no per-iteration latency table (it stopped before the timed trials, or "
             "its latency.csv is empty).", icon=":material/info:")
@@ -31,7 +33,7 @@ ui.csv_download(run.table("latency"), f"{run.name}-latency.csv", key="latency_ra
                 label="every iteration (latency.csv)")
 
 st.subheader("Percentiles (ms per step)")
-ui.table(analysis.percentile_table(run.table("latency"), steps), f"{run.name}-percentiles.csv",
+ui.table(analysis.percentile_table(run.table("latency"), all_steps), f"{run.name}-percentiles.csv",
          key="latency_pct", label="percentiles CSV", empty="No timed steps, so no percentiles.",
          column_config={c: st.column_config.NumberColumn(format="%.4f")
                         for c in analysis.PERCENTILE_COLUMNS[3:]})

@@ -9,7 +9,7 @@ run = state.require_run()
 ui.run_header(run, "Launch split: CPU launch vs GPU work")
 split = run.table("launch_split")
 medians = analysis.split_medians(split)
-verdict = analysis.verdict(run.headline, split)
+verdict = analysis.verdict(run.headline, split, run.config.capture_iters)
 st.info(f"**{verdict.title}.** {verdict.text}", icon=":material/lightbulb:")
 st.caption(
     "From a torch.profiler window per mode, separate from the timed trials. **CPU launch**: time "

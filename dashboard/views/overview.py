@@ -20,26 +20,33 @@ speedup = analysis.number(h, "speedup")
 low, high = analysis.number(h, "speedup_ci_low"), analysis.number(h, "speedup_ci_high")
 ci = f"95% CI {ui.fmt(low, '{:.2f}')}-{ui.fmt(high, '{:.2f}')}x" if analysis.finite(low) else "no CI"
 
+method = analysis.headline_method(h, run.table("stats"))
+method_label = analysis.METHOD_LABELS.get(method, method)
 cols = st.columns(4)
 cols[0].metric("Speedup", ui.fmt(speedup, "{:.2f}x"), delta=ci,
                delta_color="off", delta_arrow="off",
-               help="Median eager step / median graph step (CUDA-event timing), with its bootstrap 95% "
-                    "confidence interval.")
-cols[1].metric("Eager median per step", ui.fmt(analysis.number(h, "eager_median_ms"), "{:.3f} ms"))
-cols[2].metric("Graph median per step", ui.fmt(analysis.number(h, "graph_median_ms"), "{:.3f} ms"))
+               help=f"Median eager step / median graph step, timed by {method_label}, with its "
+                    "bootstrap 95% confidence interval.")
+cols[1].metric("Eager median per step", ui.fmt(analysis.number(h, "eager_median_ms"), "{:.3f} ms"),
+               help=f"Timed by {method_label}.")
+cols[2].metric("Graph median per step", ui.fmt(analysis.number(h, "graph_median_ms"), "{:.3f} ms"),
+               help=f"Timed by {method_label}; includes copying each new batch into the graph's "
+                    "static inputs.")
 cols[3].metric("The article's 'speedup' (no sync)", ui.fmt(analysis.number(h, "article_speedup"), "{:.2f}x"),
                help="perf_counter around the loop without torch.cuda.synchronize(): CPU enqueue "
                     "time, not training time. See the Latency view.")
+st.caption(f"Every time on this page is per training step, timed by {method_label}: "
+           f"{analysis.METHOD_MEANING.get(method, '')}. The Latency view shows the other methods.")
 
-verdict = analysis.verdict(h, run.table("launch_split"))
+verdict = analysis.verdict(h, run.table("launch_split"), run.config.capture_iters)
 box = {"launch-bound": st.success, "gpu-bound": st.info, "mixed": st.info}.get(verdict.kind, st.warning)
 box(f"**{verdict.title}.** {verdict.text}", icon=":material/lightbulb:")
 
 medians = analysis.split_medians(run.table("launch_split"))
 left, right = st.columns([3, 2])
 with left:
-    method = analysis.headline_method(h, run.table("stats"))
-    ui.chart(charts.median_bars(run.table("stats"), medians, method=method), key="overview_medians")
+    ui.chart(charts.median_bars(run.table("stats"), medians, method=method, method_label=method_label),
+             key="overview_medians")
 with right:
     st.subheader("One-time costs and checks")
     costs = analysis.one_time_costs(h)

@@ -30,8 +30,8 @@ def _on_upload() -> None:
 
 st.title("Runs")
 folder = state.runs_dir()
-st.markdown(f"Runs folder: `{folder.resolve()}` (change it in the sidebar). Every run started "
-            "here is saved there; pick one under **Showing** in the sidebar to open it.")
+st.markdown(f"Runs folder: {ui.escape_md(folder.resolve())} (change it in the sidebar). Every run "
+            "started here is saved there; pick one under **Showing** in the sidebar to open it.")
 runs = state.folder_runs()
 if runs.empty:
     st.info("No runs in this folder yet.")
@@ -75,7 +75,7 @@ for tag, key in (("A", a_key), ("B", b_key)):
     try:
         loaded[tag] = state.load_option(key)
     except (ProfilerError, OSError) as exc:
-        st.error(f"Run {tag} cannot be opened: {exc}")
+        st.error(f"Run {tag} cannot be opened: {ui.escape_md(exc)}")
         st.stop()
 
 cols = st.columns(2)
@@ -90,10 +90,11 @@ for col, (tag, run) in zip(cols, loaded.items()):
         m[0].metric("Speedup", ui.fmt(analysis.number(h, "speedup"), "{:.2f}x"))
         m[1].metric("Eager", ui.fmt(analysis.number(h, "eager_median_ms"), "{:.3f} ms"))
         m[2].metric("Graph", ui.fmt(analysis.number(h, "graph_median_ms"), "{:.3f} ms"))
-        v = analysis.verdict(h, run.table("launch_split"))
+        v = analysis.verdict(h, run.table("launch_split"), run.config.capture_iters)
         st.caption(f"{v.title}.")
     stats = run.table("stats")
-    part = stats[stats["method"] == "cuda_event"] if not stats.empty else stats
+    method = analysis.headline_method(h, stats)  # each run by its own headline method
+    part = stats[stats["method"] == method] if not stats.empty else stats
     for row in part.itertuples(index=False):
         stats_rows.append({"run": tag, "mode": row.mode, "median_ms": row.median_ms,
                            "p10_ms": row.p10_ms, "p90_ms": row.p90_ms})

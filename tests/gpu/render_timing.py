@@ -30,7 +30,7 @@ def big_run(source: Path, folder: Path) -> Path:
     latency = pd.read_csv(source / "latency.csv")
     rng = np.random.default_rng(0)
     parts = []
-    for mode, rows in latency.groupby("mode"):
+    for _, rows in latency.groupby(["mode", "method"]):
         picked = rows.iloc[rng.integers(0, len(rows), SAMPLES)].copy()
         picked["iteration"] = np.arange(SAMPLES)
         picked["trial"] = picked["iteration"] * 10 // SAMPLES
