@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from profiler_core.config import RunConfig
+from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
 from profiler_core.results import RunResult
 from profiler_core.schema import SCHEMA_VERSION, SUMMARY_FILE, TABLE_FILES, TRACE_FILES
@@ -367,8 +368,12 @@ def list_runs(folder: Path) -> pd.DataFrame:
 
 
 def table_csv_bytes(frame: pd.DataFrame) -> bytes:
-    """A table as CSV (UTF-8, header row, no index) - what every download button serves."""
-    return frame.to_csv(index=False).encode("utf-8")
+    """A table as CSV (UTF-8, header row, no index) - what every download button serves.
+
+    Written by ``profiler_core.csvsafe``: a text cell that a spreadsheet would run as a formula
+    (a kernel named ``=cmd|...``) gets a leading quote; numbers are untouched.
+    """
+    return csv_bytes(frame)
 
 
 def run_files(path: Path) -> list[Path]:
@@ -382,14 +387,33 @@ def run_files(path: Path) -> list[Path]:
 
 
 def run_zip_bytes(path: Path, root: str | None = None) -> bytes:
-    """The whole run folder as one zip (files under ``root/``, the folder's name by default)."""
+    """The whole run folder as one zip (files under ``root/``, the folder's name by default).
+
+    Its tables are made safe to open in a spreadsheet like every CSV download
+    (:func:`inert_table_bytes`); the zip still uploads again, with the same numbers.
+    summary.json and the traces are copied as they are.
+    """
     path = Path(path)
     root = root or path.name
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
         for file in run_files(path):
-            zf.write(file, f"{root}/{file.name}")
+            if file.name in _TABLE_OF_FILE:
+                zf.writestr(f"{root}/{file.name}", inert_table_bytes(file.read_bytes()))
+            else:
+                zf.write(file, f"{root}/{file.name}")
     return buffer.getvalue()
+
+
+def inert_table_bytes(data: bytes) -> bytes:
+    """A run's CSV table with no cell a spreadsheet would run as a formula: ``data`` itself when
+    no cell needs it, else rewritten through ``profiler_core.csvsafe``. Every cell is read as
+    text, so numbers (a negative one too) are written back exactly as they were."""
+    try:
+        frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:  # an empty file: no cell at all
+        return data
+    return data if neutralise_formulas(frame).equals(frame) else csv_bytes(frame)
 
 
 # ----------------------------------------------------------------------------- uploads

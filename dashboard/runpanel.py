@@ -69,8 +69,8 @@ def describe_lock(lock: LockState, own_job: str | None = None) -> str:
     whose = "your run" if ticket.job_id == own_job else (
         "your other tab" if ticket.session == state.session_id() else "another session")
     since = datetime.fromtimestamp(lock.holder.since).strftime("%H:%M:%S")
-    text = (f"{lock.device} is busy: run **{ticket.run_name}** ({whose}) holds it since {since} "
-            f"({_ago(lock.holder.since)} ago).")
+    text = (f"{lock.device} is busy: run **{ui.escape_md(ticket.run_name)}** "
+            f"({whose}) holds it since {since} ({_ago(lock.holder.since)} ago).")
     if lock.waiting:
         text += f" {len(lock.waiting)} run(s) waiting."
     return text
@@ -133,7 +133,7 @@ def _progress(snap: worker.JobSnapshot) -> None:
     else:
         phase = snap.phase or snap.status
         text = f"{snap.run_name}: {phase}" + (f" - {snap.message}" if snap.message else "")
-        st.progress(snap.fraction, text=text)
+        st.progress(snap.fraction, text=ui.escape_md(text))
         if snap.started_at:
             st.caption(f"Running for {_ago(snap.started_at)} in a worker process on {snap.device}.")
     if st.button("Cancel", key="cancel_run", icon=":material/stop:",

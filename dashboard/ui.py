@@ -20,12 +20,27 @@ import streamlit as st
 from dashboard import rundata, state
 from dashboard.rundata import OpenedRun
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>$~|#])")
+# Characters that would break the line or reorder it: C0/C1 controls, line and paragraph
+# separators, bidirectional overrides. Each run of them shows as one space.
+_LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]+")
+_ASCII_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+# Left after escaping, Streamlit's Markdown still rewrites plain text: links from bare URLs
+# (http://, www.) and e-mail addresses, :streamlit: (a logo) and :emoji: shortcodes, and
+# typographic arrows (->). An invisible word joiner after a ':' that something follows, after
+# '@', after 'www' before '.', and inside '->'-style pairs stops every one of them.
+_WORD_JOINER = "\u2060"
+_JOIN_AFTER = re.compile(r"(\\:(?=\S)|\\@|(?i:www)(?=\\\.)|\\[-<>~](?=\\[->=]))")
 
 
 def escape_md(text: object) -> str:
-    """Text from a run or the worker shown as itself in Markdown (no emphasis, links, LaTeX)."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+    """Text from a run, a file name, an upload or the worker, shown exactly as itself inside
+    Markdown: no emphasis, heading, list, table, code, LaTeX, HTML, link, image, autolink,
+    Streamlit directive (``:red[...]``, ``:material/...:``) or shortcode. Every ASCII punctuation
+    character is backslash-escaped (CommonMark shows it literally), a line break becomes a
+    space, and an invisible word joiner breaks what Streamlit would still rewrite."""
+    flat = _LINE_BREAKING.sub(" ", str(text))
+    escaped = _ASCII_PUNCTUATION.sub(r"\\\1", flat)
+    return _JOIN_AFTER.sub(lambda match: match.group(0) + _WORD_JOINER, escaped)
 
 
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -69,14 +84,15 @@ def run_header(run: OpenedRun, title: str) -> None:
     """The view's title, which run this is, and any warning that comes with it."""
     st.title(title)
     env = run.environment
+    preset, dtype = escape_md(run.config.preset), escape_md(run.config.dtype)
     if run.source == state.SAMPLE:
-        st.caption(f"Bundled sample run, recorded with this tool on **{env.get('gpu_name', '?')}** "
-                   f"on {str(env.get('started_at', '?'))[:10]} · preset {run.config.preset}, "
-                   f"{run.config.dtype}")
+        st.caption(f"Bundled sample run, recorded with this tool on "
+                   f"**{escape_md(env.get('gpu_name', '?'))}** on "
+                   f"{escape_md(str(env.get('started_at', '?'))[:10])} · preset {preset}, {dtype}")
     else:
-        st.caption(f"Run **{run.name}** · {env.get('gpu_name') or env.get('device_type') or '?'} · "
-                   f"{rundata._when(env.get('started_at'))} · preset {run.config.preset}, "
-                   f"{run.config.dtype}")
+        gpu = env.get("gpu_name") or env.get("device_type") or "?"
+        st.caption(f"Run **{escape_md(run.name)}** · {escape_md(gpu)} · "
+                   f"{escape_md(rundata._when(env.get('started_at')))} · preset {preset}, {dtype}")
     if not run.complete:
         st.warning(incomplete_text(run), icon=":material/warning:")
 
@@ -94,7 +110,7 @@ def notes(run: OpenedRun) -> None:
     if run.notes:
         with st.expander(f"Notes from the run ({len(run.notes)})"):
             for note in run.notes:
-                st.markdown(f"- {note}")
+                st.markdown(f"- {escape_md(note)}")
 
 
 @st.cache_data(max_entries=4, show_spinner=False)

@@ -76,8 +76,8 @@ def _app(runs_dir: Path, run: bool = True) -> AppTest:
 
 
 def _texts(elements) -> str:
-    """What the elements say, Markdown escapes removed."""
-    return re.sub(r"\\(.)", r"\1", "\n".join(str(e.value) for e in elements))
+    """What the elements say: ui.escape_md's backslashes and word joiners removed."""
+    return re.sub(r"\\(.)", r"\1", "\n".join(str(e.value) for e in elements)).replace("\u2060", "")
 
 
 def _everything(at: AppTest) -> str:

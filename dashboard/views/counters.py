@@ -29,4 +29,4 @@ else:
         ui.chart(charts.counter_bars(lessons), key="counters_chart")
     st.subheader("The lessons, one line each")
     for phase, why in zip(lessons["phase"], lessons["why"]):
-        st.markdown(f"- **{phase}**: {why}")
+        st.markdown(f"- **{ui.escape_md(phase)}**: {ui.escape_md(why)}")

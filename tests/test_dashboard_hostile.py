@@ -1,0 +1,242 @@
+"""The dashboard against hostile runs and uploads (issue 9), all in temporary folders: CSV
+downloads that would run as spreadsheet formulas, a run's text that would render as Markdown
+(outside images, links, HTML, Streamlit directives), where the server listens, and zip bombs."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import write_synthetic_run
+from streamlit.testing.v1 import AppTest
+
+from dashboard import rundata, state, ui
+from profiler_core.csvsafe import csv_bytes, neutralise_formulas
+from profiler_core.results import RunResult
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "dashboard" / "app.py"
+pytestmark = pytest.mark.usefixtures("fresh_app_state")
+
+FORMULAS = ["=cmd|' /C calc'!A0", "+1+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0",
+            "@SUM(1+1)*cmd|' /C calc'!A0", "\t=1+1", "\r=1+1", "=HYPERLINK(\"http://x\")"]
+SPREADSHEET_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A run's own CSVs are written by RunResult.save, which leaves a carriage return unquoted, so
+# names holding one cannot be part of a run (see test_a_line_break_inside_a_cell_never_starts_a_row
+# for the downloads).
+RUN_FORMULAS = [text for text in FORMULAS if "\r" not in text]
+
+
+def _app(runs_dir: Path) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(runs_dir)
+    return at.run()
+
+
+# ----------------------------------------------------------------------------- CSV formulas
+
+
+def test_formula_cells_get_a_quote_and_numbers_stay_numbers():
+    frame = pd.DataFrame({"kernel": FORMULAS + ["plain", "-1.5", "-inf", None],
+                          "saving_us": [-5.0, -0.5, 3.0, 1e-9, -1e300, 0.0, 2.0, -7.0, -1.0,
+                                        float("nan"), -2.0],
+                          "launches": np.arange(-5, 6)})
+    safe = neutralise_formulas(frame)
+    assert safe["kernel"].tolist()[:len(FORMULAS)] == ["'" + text for text in FORMULAS]
+    assert safe["kernel"].tolist()[len(FORMULAS):-1] == ["plain", "-1.5", "-inf"]  # numbers
+    assert pd.isna(safe["kernel"].iloc[-1])
+    pd.testing.assert_frame_equal(safe[["saving_us", "launches"]], frame[["saving_us", "launches"]])
+    pd.testing.assert_frame_equal(frame, pd.DataFrame({**frame}))  # the input is left alone
+    read = pd.read_csv(io.BytesIO(csv_bytes(frame)))
+    assert read["kernel"].iloc[:-1].tolist() == safe["kernel"].iloc[:-1].tolist()
+    assert read["saving_us"].iloc[:3].tolist() == [-5.0, -0.5, 3.0]
+    assert read["launches"].tolist() == list(range(-5, 6))
+    mixed = pd.DataFrame({"value": pd.Series([-3, "=1+1", 2.5, True], dtype=object)})
+    assert neutralise_formulas(mixed)["value"].tolist() == [-3, "'=1+1", 2.5, True]
+    assert neutralise_formulas(pd.DataFrame(columns=["a"])).columns.tolist() == ["a"]
+
+
+def test_a_line_break_inside_a_cell_never_starts_a_row():
+    data = csv_bytes(pd.DataFrame({"kernel": ["x\r=1+1", "y\n@SUM(1)"], "us": [1.0, 2.0]}))
+    assert data == b'kernel,us\r\n"x\r=1+1",1.0\r\n"y\n@SUM(1)",2.0\r\n'
+
+
+def _hostile_run(tmp_path: Path, name: str = "hostile") -> Path:
+    """A complete run whose kernels and counter phases are named like spreadsheet formulas."""
+    run = RunResult.load(write_synthetic_run(tmp_path / "source" / name))
+    kernels = run.table("kernels")
+    kernels["kernel"] = [RUN_FORMULAS[i % len(RUN_FORMULAS)] for i in range(len(kernels))]
+    kernels["kernel_full"] = kernels["kernel"] + " (full)"
+    tables = dict(run.tables, kernels=kernels)
+    hostile = RunResult(config=run.config, environment=run.environment, headline=run.headline,
+                        notes=run.notes, tables=tables, trace_paths={})
+    return hostile.save(tmp_path / "runs" / name)
+
+
+def test_every_table_download_is_formula_safe(tmp_path):
+    run = rundata.open_run(_hostile_run(tmp_path), "folder")
+    for name, frame in run.tables.items():
+        read = pd.read_csv(io.BytesIO(rundata.table_csv_bytes(frame)), keep_default_na=False)
+        assert len(read) == len(frame), name
+        for column in read.columns[read.dtypes == object]:
+            cells = read[column].astype(str)
+            bad = cells[cells.str.startswith(SPREADSHEET_STARTS) & ~cells.map(_is_number)]
+            assert bad.empty, (name, column, bad.tolist()[:3])
+    kernels = pd.read_csv(io.BytesIO(rundata.table_csv_bytes(run.table("kernels"))))
+    assert set(kernels["kernel"]) == {"'" + text for text in RUN_FORMULAS}
+    pd.testing.assert_series_equal(kernels["total_us"], run.table("kernels")["total_us"])
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_the_run_zip_is_formula_safe_and_uploads_again_with_the_same_numbers(tmp_path):
+    path = _hostile_run(tmp_path)
+    data = rundata.run_zip_bytes(path)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        packed = {Path(name).name: zf.read(name) for name in zf.namelist()}
+    kernels = pd.read_csv(io.BytesIO(packed["kernels.csv"]), keep_default_na=False)
+    assert set(kernels["kernel"]) == {"'" + text for text in RUN_FORMULAS}
+    for name in ("summary.json", "latency.csv", "stats.csv", "nvml.csv", "breakdown.csv"):
+        assert packed[name] == (path / name).read_bytes(), name  # nothing to change: as it was
+    reopened = rundata.unpack_run(data, tmp_path / "uploaded")
+    original = RunResult.load(path)
+    for name, frame in original.tables.items():
+        numeric = frame.select_dtypes("number").columns
+        pd.testing.assert_frame_equal(reopened.result.table(name)[numeric], frame[numeric])
+    assert list(reopened.table("kernels")["kernel"]) == ["'" + k for k in original.table("kernels")["kernel"]]
+    # the zip of the re-uploaded run is the same zip: quoting is not applied twice
+    assert rundata.run_zip_bytes(reopened.path, root=path.name) == data
+
+
+def test_no_dashboard_code_writes_csv_but_through_csvsafe():
+    """Every CSV the dashboard serves is built by rundata.table_csv_bytes / csvsafe.csv_bytes."""
+    writers = []
+    for source in sorted((ROOT / "dashboard").rglob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("to_csv", "writer", "DictWriter"):
+                writers.append(f"{source.relative_to(ROOT)}:{node.lineno} {node.attr}")
+    assert writers == []
+    ui_source = (ROOT / "dashboard" / "ui.py").read_text()
+    assert "rundata.table_csv_bytes(frame)" in ui_source
+
+
+# ----------------------------------------------------------------------------- Markdown
+
+
+IMAGE = "![x](http://attacker.invalid/p.png)"
+LINK = "[click me](https://attacker.invalid/phish)"
+HTML = "<img src=http://attacker.invalid/h.png onerror=alert(1)>"
+DIRECTIVES = ":red[red text] :material/home: :streamlit: :smile: $x^2$"
+BARE = "http://attacker.invalid/bare www.attacker.invalid me@attacker.invalid"
+HOSTILE = f"{IMAGE} {LINK}\n# heading\r{HTML} {DIRECTIVES} {BARE} **bold** `code` | a |"
+FORBIDDEN = [re.compile(pattern) for pattern in (
+    r"!\[", r"\]\(", r"(?<!\\)<", r"https?://attacker", r"www\.attacker", r"@attacker",
+    r":material/", r":streamlit:", r":smile:", r":red\[", r"(?<!\\)\$x", r"\n#",
+)]
+# Element fields that Streamlit renders as Markdown (st.text, st.code, st.json and table cells are
+# plain text, and so are selectbox options).
+MARKDOWN_FIELDS = ("body", "label", "help", "text", "placeholder")
+PLAIN_TYPES = ("text", "code", "json", "dataframe", "selectbox")
+
+
+def _markdown_sources(node, found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    proto, kind = getattr(node, "proto", None), getattr(node, "type", "")
+    if proto is not None and hasattr(proto, "ListFields") and kind not in PLAIN_TYPES:
+        for field, value in proto.ListFields():
+            if field.name in MARKDOWN_FIELDS and isinstance(value, str):
+                found.append((f"{kind}.{field.name}", value))
+    for child in getattr(node, "children", {}).values():
+        _markdown_sources(child, found)
+    return found
+
+
+def _shown(markdown: str) -> str:
+    """What a Markdown source escaped by ui.escape_md displays."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace("\u2060", "")
+
+
+def _assert_no_markup_from_the_run(at: AppTest, where: str) -> list[tuple[str, str]]:
+    assert not at.exception, (where, [e.value for e in at.exception])
+    sources = _markdown_sources(at._tree, [])
+    assert sources, where
+    for field, source in sources:
+        for pattern in FORBIDDEN:
+            assert not pattern.search(source), (where, field, pattern.pattern, source[:300])
+    return sources
+
+
+@pytest.mark.parametrize("payload", [IMAGE, LINK, HTML, DIRECTIVES, BARE, HOSTILE, "a\u202eb\x00c"])
+def test_escaped_text_has_no_markup_and_shows_as_itself(payload):
+    escaped = ui.escape_md(payload)
+    for pattern in FORBIDDEN:
+        assert not pattern.search(escaped), (pattern.pattern, escaped)
+    expected = re.sub("[\x00-\x1f\u202e]+", " ", payload)
+    assert _shown(escaped) == expected
+    assert "\n" not in escaped and "\r" not in escaped
+
+
+def _markdown_run(tmp_path: Path) -> Path:
+    """An incomplete run whose every free-text field holds Markdown, HTML and directives."""
+    path = write_synthetic_run(tmp_path / "runs" / "run [x](https:attacker.invalid) **b**")
+    summary = json.loads((path / "summary.json").read_text())
+    summary["environment"].update(gpu_name=HOSTILE, device_type=IMAGE, started_at=LINK,
+                                  driver_version=HTML)
+    summary["notes"] = [HOSTILE, f"incomplete: the run stopped during {IMAGE} {LINK}"]
+    summary["complete"] = False
+    (path / "summary.json").write_text(json.dumps(summary))
+    counters = pd.read_csv(path / "counters.csv")
+    counters["phase"] = [IMAGE, LINK, HTML, DIRECTIVES]
+    counters["rule"] = [BARE, HOSTILE, IMAGE, LINK]
+    counters.to_csv(path / "counters.csv", index=False)
+    breakdown = pd.read_csv(path / "breakdown.csv")
+    breakdown.loc[len(breakdown)] = [IMAGE, 1.0, 1.0, 0.0, 0.0]  # an unknown component
+    breakdown.to_csv(path / "breakdown.csv", index=False)
+    return path
+
+
+PAGES = ["views/overview.py", "views/counters.py", "views/latency.py", "views/launch_split.py",
+         "views/gpu.py", "views/kernels.py", "views/runs.py"]
+
+
+def test_no_text_from_a_run_renders_as_markdown_on_any_view(tmp_path):
+    path = _markdown_run(tmp_path)
+    write_synthetic_run(tmp_path / "runs" / "plain")  # a second run, so Runs compares two
+    at = _app(tmp_path / "runs")
+    at.session_state[state.OPEN_RUN] = str(path.resolve())
+    shown_everywhere = []
+    for page in PAGES:
+        at.switch_page(page).run()
+        sources = _assert_no_markup_from_the_run(at, page)
+        shown_everywhere.append("\n".join(_shown(source) for _, source in sources))
+    overview, counters = shown_everywhere[0], shown_everywhere[1]
+    flat = HOSTILE.replace("\n", " ").replace("\r", " ")
+    assert flat in overview  # the GPU name in the header and the note: shown, as text
+    assert f"the run stopped during {IMAGE} {LINK}" in overview  # the incomplete warning
+    assert f"**{IMAGE}**: " in counters and f"**{DIRECTIVES}**: " in counters  # lesson lines
+    assert f"breakdown.csv holds components this dashboard does not know" in shown_everywhere[3]
+    assert IMAGE in shown_everywhere[3]
+    assert "run [x](https:attacker.invalid) **b**" in shown_everywhere[6]  # Runs: compared runs
+
+
+def test_an_upload_name_and_a_refusal_render_as_text(tmp_path):
+    at = _app(tmp_path / "runs")
+    at.switch_page("views/runs.py").run()
+    name = f"{IMAGE} {HTML}.zip"
+    at.file_uploader(key="upload_zip").set_value((name, b"not a zip", "application/zip")).run()
+    sources = _assert_no_markup_from_the_run(at, "upload")
+    errors = [_shown(source) for field, source in sources if field.startswith("alert")
+              or "error" in field]
+    assert any(f"{name} was refused: the upload is not a zip file" in text for text in errors), errors
