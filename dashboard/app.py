@@ -1,11 +1,13 @@
 """Entry frame of the dashboard: ``streamlit run dashboard/app.py``.
 
-Page config, the shared sidebar (which run is open; the controls for a new run and the Run
-button), the live run panel, then the chosen view from ``dashboard/views/``.
+Page config, a refusal to serve on a network address nobody chose (``binding``), the shared
+sidebar (which run is open; the controls for a new run and the Run button), the live run panel,
+then the chosen view from ``dashboard/views/``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -14,10 +16,18 @@ if str(ROOT) not in sys.path:  # `streamlit run dashboard/app.py` puts only dash
     sys.path.insert(0, str(ROOT))
 
 import streamlit as st  # noqa: E402
+from streamlit import config as st_config  # noqa: E402
 
-from dashboard import controls, rundata, runpanel, state, ui  # noqa: E402
+from dashboard import binding, controls, rundata, runpanel, state, ui  # noqa: E402
 
 st.set_page_config(page_title="CUDA Graphs profiler", page_icon=":material/speed:", layout="wide")
+
+# No login: on a network address nothing is served unless that was chosen (dashboard/binding.py).
+ADDRESS = st.get_option("server.address")
+REFUSAL = binding.remote_refusal(ADDRESS, st_config.get_where_defined("server.address"), os.environ)
+if REFUSAL:
+    st.error(ui.escape_md(REFUSAL), icon=":material/lock:")
+    st.stop()
 
 VIEWS = [
     st.Page("views/overview.py", title="Overview", icon=":material/insights:", default=True),
@@ -34,6 +44,9 @@ state.init_session()
 runpanel.handle_finished_job()
 
 with st.sidebar:
+    if not binding.is_local(ADDRESS):  # chosen explicitly, else stopped above
+        st.warning(f"Shared on the network ({ui.escape_md(ADDRESS or 'every interface')}), as "
+                   "asked: anyone who can reach it can start runs here.", icon=":material/public:")
     st.header("Open a run")
     # Current values are passed as defaults too (see controls._widget for why).
     st.text_input("Runs folder", value=str(st.session_state[state.RUNS_DIR] or "")[:rundata.MAX_FOLDER_CHARS],

@@ -7,7 +7,14 @@ from __future__ import annotations
 import ast
 import io
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -17,7 +24,7 @@ import pytest
 from conftest import write_synthetic_run
 from streamlit.testing.v1 import AppTest
 
-from dashboard import rundata, state, ui
+from dashboard import binding, rundata, state, ui
 from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.results import RunResult
 
@@ -240,3 +247,136 @@ def test_an_upload_name_and_a_refusal_render_as_text(tmp_path):
     errors = [_shown(source) for field, source in sources if field.startswith("alert")
               or "error" in field]
     assert any(f"{name} was refused: the upload is not a zip file" in text for text in errors), errors
+
+
+# ----------------------------------------------------------------------------- where it listens
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _listening_addresses(port: int) -> list[str]:
+    """Local addresses (hex, as /proc/net shows them) of the sockets listening on ``port``."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            address, hex_port = fields[1].rsplit(":", 1)
+            if fields[3] == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                found.append(address)
+    return found
+
+
+LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's /proc/net/tcp")
+@pytest.mark.parametrize("started_in", ["dashboard", "elsewhere"])
+def test_the_server_listens_on_loopback_wherever_it_is_started(tmp_path, started_in):
+    """`cd dashboard && streamlit run app.py`, or from any folder, even with a global
+    ~/.streamlit/config.toml (another project's) that asks for every interface."""
+    home = tmp_path / "home"
+    (home / ".streamlit").mkdir(parents=True)
+    (home / ".streamlit" / "config.toml").write_text('[server]\naddress = "0.0.0.0"\n')
+    cwd, script = (APP.parent, "app.py") if started_in == "dashboard" else (tmp_path, str(APP))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLIT_")}
+    env.update(HOME=str(home), PROFILER_RUNS_DIR=str(tmp_path / "runs"))
+    port = _free_port()
+    log = tmp_path / "server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", script,
+                                 "--server.port", str(port)], cwd=cwd, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health",
+                                            timeout=1) as answer:
+                    if answer.read() == b"ok":
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.time() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        addresses = _listening_addresses(port)
+        assert addresses and set(addresses) <= LOOPBACK, addresses
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_both_config_files_hold_the_same_settings():
+    root = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    beside_the_app = tomllib.loads((APP.parent / ".streamlit" / "config.toml").read_text())
+    assert beside_the_app == root and root["server"]["address"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("address, local", [
+    ("127.0.0.1", True), ("127.0.0.5", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("unix:///tmp/dashboard.sock", True), ("0.0.0.0", False), ("::", False), (None, False),
+    ("", False), ("  ", False), ("10.1.2.3", False), ("192.168.0.7", False),
+    ("gpu-box.example", False), ("127.0.0.1.example", False),
+])
+def test_only_loopback_and_unix_sockets_count_as_this_machine(address, local):
+    assert binding.is_local(address) is local
+
+
+@pytest.fixture
+def server_address():
+    """Set server.address (and where Streamlit says it came from) for the app; put it back."""
+    from streamlit import config
+
+    option = config.get_config_options()["server.address"]
+    saved = (option.value, option.where_defined)
+
+    def set_to(value, where_defined):
+        config.set_option("server.address", value, where_defined=where_defined)
+
+    yield set_to
+    set_to(*saved)
+
+
+FLAG = "command-line argument or environment variable"  # what Streamlit records for a flag
+
+
+@pytest.mark.parametrize("address, where_defined, allow, served", [
+    ("0.0.0.0", "<default>", "", False),
+    (None, "<default>", "", False),
+    ("0.0.0.0", "/home/someone/.streamlit/config.toml", "", False),
+    ("192.168.0.7", "<default>", "yes", False),  # only "1" opts in
+    ("0.0.0.0", FLAG, "", True),
+    ("0.0.0.0", "<default>", "1", True),
+    ("::1", "<default>", "", True),
+])
+def test_the_app_serves_nothing_on_a_network_address_nobody_chose(
+        tmp_path, monkeypatch, server_address, address, where_defined, allow, served):
+    monkeypatch.setenv(binding.ALLOW_REMOTE_ENV, allow)
+    write_synthetic_run(tmp_path / "runs" / "a-run")
+    server_address(address, where_defined)
+    at = _app(tmp_path / "runs")
+    assert not at.exception, [e.value for e in at.exception]
+    shown = _shown("\n".join(e.value for e in at.error))
+    if served:
+        assert not at.error and at.sidebar.button(key="run_button")
+        assert at.title and at.title[0].value == "Overview"
+        shared = _shown("\n".join(w.value for w in at.sidebar.warning))
+        assert ("Shared on the network" in shared) is (not binding.is_local(address))
+        return
+    assert len(at.error) == 1 and not at.sidebar.button and not at.title and not at.dataframe
+    where = f"on {address}" if address else "on every network interface"
+    assert f"This server listens {where}" in shown
+    assert "restart it with --server.address 127.0.0.1" in shown
+    assert f"--server.address 0.0.0.0 on the command line, or set {binding.ALLOW_REMOTE_ENV}=1" in shown
+    assert "\n" not in shown
