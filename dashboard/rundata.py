@@ -4,10 +4,13 @@ Scope: files only, no Streamlit. A run is opened with ``profiler_core.results.Ru
 (JSON and CSV only: nothing from a run is ever executed or unpickled) after its files are
 checked: regular files only (no links, devices or pipes) and none over its size limit. Listing
 reads only each run's summary.json. Uploads are checked before anything is written: size, member
-names (no path traversal, no links, no encryption, no duplicates), declared sizes, the expected
-files, and every table's columns. Only known file names are ever written, so a name inside a zip
-never becomes a path. The runs folder typed in the sidebar must lie under an allowed root
-(:func:`resolve_runs_folder`). Every failure is a ``ProfilerError`` with a message and a hint.
+names (no path traversal, no links, no encryption, no duplicates), declared sizes (each file, the
+tables together, the whole run), the expected files, and every table read once in chunks (its
+columns, its number of rows, the length of each line). Only known file names are ever written,
+so a name inside a zip never becomes a path. The zip of a run and every table downloaded are
+made safe to open in a spreadsheet (``profiler_core.csvsafe``). The runs folder typed in the
+sidebar must lie under an allowed root (:func:`resolve_runs_folder`). Every failure is a
+``ProfilerError`` with a message and a hint.
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ MAX_UPLOAD_MB = 200
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
 MAX_UNCOMPRESSED_BYTES = 2**30  # a whole run, unpacked
 MAX_ZIP_MEMBERS = 500  # entries of a zip, folders included
+# An uploaded run's tables are parsed into memory when it opens, so they are bounded together and
+# line by line, not only each file: 100,000 timed steps per mode make a latency.csv of 400,000
+# lines of about 60 bytes; an NVML table of 2,000,000 lines is 90 minutes of polling every 20 ms.
+MAX_UPLOAD_TABLES_BYTES = 256 * 2**20  # all the CSV tables of an upload together, unpacked
+MAX_TABLE_ROWS = 2_000_000  # lines of one CSV table, after its header
+MAX_CSV_LINE_BYTES = 2**20  # one line of a CSV table (a kernel's full name is a few kB at most)
+READ_CHUNK_BYTES = 1 << 20
 # Largest file of each sort that is read (folder or upload): a summary is a few kB, a table of
 # 100,000 steps per mode a few MB; traces are only served for download, never parsed.
 MAX_SUMMARY_BYTES = 16 * 2**20
@@ -429,6 +439,37 @@ def _unsafe_name(name: str) -> bool:
     return any(part in ("..", "") for part in name.rstrip("/").split("/"))
 
 
+def _check_csv_table(file: str, stream: io.BufferedIOBase) -> None:
+    """Read an uploaded table once, in chunks, and stop at the first problem: its header must have
+    the expected columns, no line may pass MAX_CSV_LINE_BYTES, and at most MAX_TABLE_ROWS lines
+    may follow the header. A chunk is never longer than a line may be, so only a line running
+    across chunks can be too long; memory stays within a chunk and the header."""
+    chunk_bytes = min(READ_CHUNK_BYTES, MAX_CSV_LINE_BYTES)
+    header = bytearray()  # the first line, until it ends
+    lines = 0  # line breaks seen
+    open_line = 0  # bytes of the line not ended yet
+    while chunk := stream.read(chunk_bytes):
+        breaks = chunk.count(b"\n")
+        first_break = chunk.find(b"\n")
+        if lines == 0:
+            header += chunk if not breaks else chunk[:first_break]
+        longest = open_line + (first_break if breaks else len(chunk))
+        open_line = len(chunk) - 1 - chunk.rindex(b"\n") if breaks else longest
+        if longest > MAX_CSV_LINE_BYTES:
+            raise RunFormatError(f"{file} has a line longer than {MAX_CSV_LINE_BYTES // 1024:,} "
+                                 "KiB, the limit for a line of a table",
+                                 "a run's tables have short lines: the file is damaged or crafted")
+        if lines == 0 and breaks:
+            _check_csv_header(file, bytes(header))
+        lines += breaks
+        if lines - 1 + (open_line > 0) > MAX_TABLE_ROWS:
+            raise RunFormatError(f"{file} has more than {MAX_TABLE_ROWS:,} rows, the limit for a "
+                                 "table", "upload a run written by this tool; a longer run is "
+                                          "opened from the runs folder")
+    if lines == 0:
+        _check_csv_header(file, bytes(header))
+
+
 def _check_csv_header(file: str, data: bytes) -> None:
     _, columns = _TABLE_OF_FILE[file]
     try:
@@ -502,11 +543,16 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
             raise RunFormatError(f"the run unpacks to {total / 2**30:.1f} GiB "
                                  f"(at most {MAX_UNCOMPRESSED_BYTES / 2**30:.0f} GiB)",
                                  "the zip is damaged or crafted (a zip bomb?)")
+        tables = sum(i.file_size for f, i in members.items() if f in _TABLE_OF_FILE)
+        if tables > MAX_UPLOAD_TABLES_BYTES:
+            raise RunFormatError(f"the run's tables unpack to {tables / 2**20:,.0f} MiB together "
+                                 f"(at most {MAX_UPLOAD_TABLES_BYTES / 2**20:,.0f} MiB)",
+                                 "the zip is damaged or crafted (a zip bomb?)")
         try:
             for file, info in members.items():
                 if file in _TABLE_OF_FILE:
                     with zf.open(info) as handle:
-                        _check_csv_header(file, handle.read(64 * 1024))
+                        _check_csv_table(file, handle)
             summary_bytes = zf.read(members[SUMMARY_FILE])
         except RunFormatError:
             raise

@@ -10,12 +10,15 @@ import json
 import os
 import re
 import socket
+import struct
 import subprocess
 import sys
 import time
 import tomllib
+import tracemalloc
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +27,9 @@ import pytest
 from conftest import write_synthetic_run
 from streamlit.testing.v1 import AppTest
 
-from dashboard import binding, rundata, state, ui
+from dashboard import binding, rundata, state, ui, uploads
 from profiler_core.csvsafe import csv_bytes, neutralise_formulas
+from profiler_core.errors import ProfilerError
 from profiler_core.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,7 +127,8 @@ def test_the_run_zip_is_formula_safe_and_uploads_again_with_the_same_numbers(tmp
     for name, frame in original.tables.items():
         numeric = frame.select_dtypes("number").columns
         pd.testing.assert_frame_equal(reopened.result.table(name)[numeric], frame[numeric])
-    assert list(reopened.table("kernels")["kernel"]) == ["'" + k for k in original.table("kernels")["kernel"]]
+    quoted = ["'" + kernel for kernel in original.table("kernels")["kernel"]]
+    assert list(reopened.table("kernels")["kernel"]) == quoted
     # the zip of the re-uploaded run is the same zip: quoting is not applied twice
     assert rundata.run_zip_bytes(reopened.path, root=path.name) == data
 
@@ -246,7 +251,8 @@ def test_an_upload_name_and_a_refusal_render_as_text(tmp_path):
     sources = _assert_no_markup_from_the_run(at, "upload")
     errors = [_shown(source) for field, source in sources if field.startswith("alert")
               or "error" in field]
-    assert any(f"{name} was refused: the upload is not a zip file" in text for text in errors), errors
+    refusal = f"{name} was refused: the upload is not a zip file"
+    assert any(refusal in text for text in errors), errors
 
 
 # ----------------------------------------------------------------------------- where it listens
@@ -378,5 +384,137 @@ def test_the_app_serves_nothing_on_a_network_address_nobody_chose(
     where = f"on {address}" if address else "on every network interface"
     assert f"This server listens {where}" in shown
     assert "restart it with --server.address 127.0.0.1" in shown
-    assert f"--server.address 0.0.0.0 on the command line, or set {binding.ALLOW_REMOTE_ENV}=1" in shown
+    opt_in = f"--server.address 0.0.0.0 on the command line, or set {binding.ALLOW_REMOTE_ENV}=1"
+    assert opt_in in shown
     assert "\n" not in shown
+
+
+# ----------------------------------------------------------------------------- upload bombs
+
+
+def _deflated(chunk: bytes, times: int) -> tuple[bytes, int]:
+    """Raw deflate data inflating to ``chunk * times``, and its CRC-32, compressing ``chunk`` only
+    once: a block flushed with Z_FULL_FLUSH refers to nothing before it, so it can be repeated."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(times):
+        crc = zlib.crc32(chunk, crc)
+    return block * times + b"\x03\x00", crc  # \x03\x00: an empty final block
+
+
+def _bomb_zip(members: dict[str, bytes | tuple[bytes, int]]) -> bytes:
+    """A zip (deflate, written by hand) of ``name: data`` or ``name: (chunk, times)`` members."""
+    out, central = io.BytesIO(), []
+    for name, content in members.items():
+        chunk, times = content if isinstance(content, tuple) else (content, 1)
+        data, crc = _deflated(chunk, times)
+        size, encoded, offset = len(chunk) * times, name.encode(), out.tell()
+        out.write(struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(data), size,
+                              len(encoded), 0) + encoded + data)
+        central.append(struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, 8, 0, 0, crc,
+                                   len(data), size, len(encoded), 0, 0, 0, 0, 0, offset) + encoded)
+    directory = b"".join(central)
+    start = out.tell()
+    out.write(directory + struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(members), len(members),
+                                      len(directory), start, 0))
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def good_members(tmp_path_factory) -> dict[str, bytes]:
+    run = write_synthetic_run(tmp_path_factory.mktemp("bombs") / "run", per_mode=20, trials=2)
+    return {f"run/{p.name}": p.read_bytes() for p in sorted(run.iterdir())}
+
+
+def _refused_upload(data: bytes, tmp_path: Path, message: str) -> float:
+    """Refused with ``message``, quickly, holding little memory, leaving nothing on disk."""
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ProfilerError) as caught:
+            uploads.UploadStore(base=tmp_path / "store").session().add(data, "bomb.zip")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    elapsed = time.perf_counter() - started
+    assert message in caught.value.message, caught.value.message
+    assert "\n" not in str(caught.value) and caught.value.hint
+    assert elapsed < 3 and peak < 64 * 2**20, (elapsed, peak / 2**20)
+    store = next((tmp_path / "store").iterdir())
+    assert [p for p in store.rglob("*") if p.is_file()] == []  # nothing of it is left
+    return elapsed
+
+
+def test_the_cheap_bomb_builder_makes_real_zips(good_members):
+    members = dict(good_members, **{"run/nvml.csv": (b"t_s,metric,value,source\n", 3)})
+    with zipfile.ZipFile(io.BytesIO(_bomb_zip(members))) as zf:
+        assert zf.testzip() is None
+        assert zf.read("run/nvml.csv") == b"t_s,metric,value,source\n" * 3
+        assert zf.read("run/summary.json") == good_members["run/summary.json"]
+
+
+def test_four_250_mib_tables_in_a_small_zip_are_refused_unread(good_members, tmp_path):
+    """The zip from the report: 4 x 250 MiB of CSV (each under the 256 MiB of one table)."""
+    members = dict(good_members)
+    for name in ("latency", "nvml", "kernels", "launch_split"):
+        header = members[f"run/{name}.csv"].split(b"\n", 1)[0] + b"\n"
+        members[f"run/{name}.csv"] = header + b"0," * (2**19 - len(header) // 2), 250
+    data = _bomb_zip(members)
+    assert len(data) < 3 * 2**20
+    _refused_upload(data, tmp_path,
+                    "the run's tables unpack to 1,000 MiB together (at most 256 MiB)")
+
+
+def test_a_250_mb_single_line_table_is_refused_after_a_mebibyte(good_members, tmp_path):
+    header = good_members["run/latency.csv"].split(b"\n", 1)[0] + b"\n"
+    for content in ((header + b"0," * 2**19, 250), (b"mode," * (2**20 // 5), 250)):  # row, header
+        members = dict(good_members, **{"run/latency.csv": content})
+        _refused_upload(_bomb_zip(members), tmp_path / str(len(content[0])),
+                        "latency.csv has a line longer than 1,024 KiB, the limit for a line")
+
+
+def test_a_table_of_too_many_short_rows_is_refused(good_members, tmp_path):
+    header, rows = good_members["run/latency.csv"].split(b"\n", 2)[:2]
+    row = rows + b"\n"
+    members = dict(good_members, **{"run/latency.csv": (header + b"\n" + row * 2**16,
+                                                        rrows := -(-3_000_000 // 2**16))})
+    assert rrows * 2**16 > rundata.MAX_TABLE_ROWS
+    _refused_upload(_bomb_zip(members), tmp_path, "latency.csv has more than 2,000,000 rows")
+
+
+def test_tables_just_under_every_limit_still_upload(good_members, tmp_path, monkeypatch):
+    rows = {name: len(data.splitlines()) - 1 for name, data in good_members.items()
+            if name.endswith(".csv")}
+    limit = max(rows.values())  # the largest table is exactly at the limit
+    monkeypatch.setattr(rundata, "MAX_TABLE_ROWS", limit)
+    monkeypatch.setattr(rundata, "MAX_CSV_LINE_BYTES", 4096)
+    kernels = good_members["run/kernels.csv"]
+    members = dict(good_members, **{"run/kernels.csv": kernels.replace(b"sgd_update_kernel",
+                                                                       b"k" * 1800)})
+    assert max(map(len, members["run/kernels.csv"].splitlines())) > 3600  # under 4096
+    run, _ = uploads.UploadStore(base=tmp_path).session().add(_bomb_zip(members), "ok.zip")
+    assert len(run.table("kernels")) == rows["run/kernels.csv"]
+    header, row = good_members["run/latency.csv"].splitlines(keepends=True)[:2]
+    members["run/latency.csv"] = header + row * limit
+    rundata.validate_run_zip(_bomb_zip(members))
+    members["run/latency.csv"] = header + row * (limit + 1)  # one row over
+    with pytest.raises(ProfilerError, match=f"latency.csv has more than {limit:,} rows"):
+        rundata.validate_run_zip(_bomb_zip(members))
+    members["run/latency.csv"] = header + row.rstrip(b"\n") + b"," * 4096 + b"\n"
+    with pytest.raises(ProfilerError, match="latency.csv has a line longer than 4 KiB"):
+        rundata.validate_run_zip(_bomb_zip(members))
+
+
+def test_a_bomb_uploaded_in_the_page_is_refused_in_one_line(good_members, tmp_path):
+    header = good_members["run/latency.csv"].split(b"\n", 1)[0] + b"\n"
+    bomb = _bomb_zip(dict(good_members, **{"run/latency.csv": (header + b"0," * 2**19, 250)}))
+    at = _app(tmp_path / "runs")
+    at.switch_page("views/runs.py").run()
+    at.file_uploader(key="upload_zip").set_value(("bomb.zip", bomb, "application/zip")).run()
+    assert not at.exception
+    (error,) = [_shown(e.value) for e in at.error]
+    assert error.startswith("bomb.zip was refused: latency.csv has a line longer than 1,024 KiB")
+    assert "\n" not in error
+    session = at.session_state[state.UPLOADS]
+    assert session.paths() == [] and [p for p in session.dir.rglob("*") if p.is_file()] == []

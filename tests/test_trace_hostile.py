@@ -262,7 +262,8 @@ def test_a_file_name_with_a_line_break_stays_on_one_line(tmp_path, capsys):
                       hs.integers(), hs.none()),
     "ts": hs.one_of(hs.floats(allow_nan=True, allow_infinity=True), hs.integers(-2**70, 2**70),
                     hs.text(max_size=5), hs.none(), hs.lists(hs.integers(), max_size=2)),
-    "dur": hs.one_of(hs.floats(-1e3, 1e20), hs.integers(-5, 10**30), hs.none(), hs.text(max_size=3)),
+    "dur": hs.one_of(hs.floats(-1e3, 1e20), hs.integers(-5, 10**30), hs.none(),
+                     hs.text(max_size=3)),
     "args": hs.one_of(hs.fixed_dictionaries({"correlation": hs.one_of(
         hs.integers(-2**70, 2**70), hs.floats(), hs.text(max_size=3), hs.none())}), hs.none(),
         hs.integers()),
@@ -337,8 +338,9 @@ def test_negative_numbers_in_tables_stay_numbers(tmp_path):
     # the CPU runs ahead of a clipped GPU window: a real negative number in a numeric column
     analysis = analyse_trace({"traceEvents": [dict(LAUNCH), dict(KERNEL)]})
     split = analysis.launch_split.assign(cpu_other_us=-3.5)
-    analysis = trace.TraceAnalysis(analysis.mode, split, analysis.kernels, analysis.iteration_source,
-                                   analysis.launch_api_names, analysis.gpu_event_count)
+    analysis = trace.TraceAnalysis(analysis.mode, split, analysis.kernels,
+                                   analysis.iteration_source, analysis.launch_api_names,
+                                   analysis.gpu_event_count)
     written = write_tables(analysis, tmp_path)
     assert pd.read_csv(written[0])["cpu_other_us"].tolist() == [-3.5]
 
