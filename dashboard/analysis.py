@@ -20,18 +20,22 @@ MODES = ("eager", "graph")
 
 # Every timing method of stats.csv (see profiler_core.schema), in the order they are shown.
 METHOD_LABELS = {
-    "steady_event": "steady state (CUDA events)",
-    "steady_wall": "steady state (wall clock)",
+    "steady_trial": "steady state, per trial",
+    "steady_event": "steady state, every step (CUDA events)",
+    "steady_wall": "steady state, every step (wall clock)",
     "cold_event": "cold start (CUDA events)",
     "cold_wall": "cold start (wall clock)",
     "block_sync": "loop closed by one sync",
     "article_no_sync": "article: perf_counter, no sync",
 }
 METHOD_MEANING = {
-    "steady_event": "true, the headline: steps queued back to back as in training, GPU time "
-                    "between CUDA events recorded after consecutive steps (a graph's batch copy "
-                    "included)",
-    "steady_wall": "true, the headline on a CPU: host time between consecutive steps",
+    "steady_trial": "true, the headline: steps queued back to back as in training, each trial's "
+                    "mean time per step (what a training loop's clock sees); medians are over "
+                    "the trials",
+    "steady_event": "true: the same steady-state steps one by one, GPU time between CUDA events "
+                    "recorded after consecutive steps (a graph's batch copy included)",
+    "steady_wall": "true: the same steady-state steps one by one, host time between consecutive "
+                   "steps (CPU runs)",
     "cold_event": "true for one isolated step: synchronise first, then CUDA events around the step, "
                   "so every step pays the latency of its first launch",
     "cold_wall": "true for one isolated step: host time from a synchronise to a synchronise",
@@ -60,16 +64,17 @@ def finite(value: float) -> bool:
 
 
 def headline_method(headline: dict[str, Any], stats: pd.DataFrame) -> str:
-    """The timing method the speedup uses (steady-state CUDA events on a GPU, steady-state wall
-    time on a CPU; cold-start events for runs recorded before steady-state timing existed)."""
+    """The timing method the speedup uses (the steady state per trial; cold-start events for runs
+    recorded before steady-state timing existed)."""
     method = headline.get("timing_method")
     present = set(stats["method"].dropna()) if not stats.empty else set()
     if method in present or (method in METHOD_LABELS and not present):
         return str(method)
-    for candidate in ("steady_event", "steady_wall", "cold_event", "cold_wall", "block_sync"):
+    for candidate in ("steady_trial", "steady_event", "steady_wall", "cold_event", "cold_wall",
+                      "block_sync"):
         if candidate in present:
             return candidate
-    return "steady_event"
+    return "steady_trial"
 
 
 def series_available(steps: pd.DataFrame) -> list[str]:

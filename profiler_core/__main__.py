@@ -30,9 +30,10 @@ def _ratio(value: float) -> str:
 
 # Every timing method of stats.csv, in the order they are shown.
 TIMING_LABELS = {
-    "steady_event": "steady state: CUDA events between consecutive steps (headline)",
-    "steady_wall": "steady state: wall clock between consecutive steps (headline, CPU)",
-    "input_copy": "  of which: copying the batch into the static inputs",
+    "steady_trial": "steady state, each trial's mean (headline)",
+    "steady_event": "steady state, every step: CUDA events between consecutive steps",
+    "steady_wall": "steady state, every step: wall clock between consecutive steps",
+    "input_copy": "  of which: copying the batch into the static inputs (timed alone)",
     "cold_event": "cold start: synchronise, then CUDA events around the step",
     "cold_wall": "cold start: synchronised wall clock",
     "block_sync": "loop, synchronised at the end",
@@ -143,13 +144,20 @@ def _command_bench(args) -> int:
     if not 1 <= args.rounds <= MAX_BENCH_ROUNDS:
         raise ConfigError("rounds", f"rounds must be a whole number from 1 to {MAX_BENCH_ROUNDS}; "
                                     f"got {args.rounds:,}", "6 rounds give a usable interval")
+    from profiler_core.bench import BENCH_CONFIGS
+
+    names = [name.strip() for name in args.configs.split(",") if name.strip()]
+    unknown = [name for name in names if name not in BENCH_CONFIGS]
+    if not names or unknown:
+        raise ConfigError("configs", f"configs must name some of {', '.join(BENCH_CONFIGS)}; got "
+                                     f"{args.configs!r}", "separate several with commas")
     import torch
 
     if not torch.cuda.is_available():
         raise NoCudaError("the benchmark needs a CUDA device (torch.cuda.is_available() is False)",
                           "run it on a machine with an NVIDIA GPU and a CUDA build of torch")
     bar = cli.BarProgress()
-    tables = run_benchmark(args.rounds, progress=bar)
+    tables = run_benchmark(args.rounds, {name: BENCH_CONFIGS[name] for name in names}, progress=bar)
     bar.close()
     print(format_benchmark(tables))
     if args.out:

@@ -30,7 +30,8 @@ import pandas as pd
 from profiler_core.errors import ProfilerError
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
 
-# name -> options shared by the tool's ``run`` and the bare loop (seed: the article's step).
+# name -> options shared by the tool's ``run`` and the bare loop (seed: the article's step); the
+# names are listed in ``cli.BENCH_CONFIG_NAMES`` too.
 BENCH_CONFIGS: dict[str, list[str]] = {
     "seed-fp32": [],
     "seed-bf16": ["--dtype", "bf16"],

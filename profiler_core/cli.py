@@ -16,6 +16,10 @@ from profiler_core.config import DTYPES, OPTIMIZERS, PRESETS, WORKLOADS, RunConf
 from profiler_core.errors import ConfigError
 from profiler_core.progress import Progress
 
+# The benchmark's reference configs (``bench.BENCH_CONFIGS``; named here so that parsing the
+# command line imports no benchmark code).
+BENCH_CONFIG_NAMES = ("seed-fp32", "seed-bf16", "launch-bound-fp32")
+
 # RunConfig field -> command-line option.
 OPTION_OF_FIELD = {
     "batch": "--batch", "d_in": "--d-in", "hidden": "--hidden", "d_out": "--d-out",
@@ -115,6 +119,9 @@ def build_parser() -> _Parser:
         "bench", help="the tool's default run vs a bare hand-written loop, fresh processes, on a GPU")
     bench.add_argument("--rounds", type=_int_text, default=6,
                        help="rounds of three processes (tool, bare, bare) per config (default: 6)")
+    bench.add_argument("--configs", default=",".join(BENCH_CONFIG_NAMES),
+                       help="comma-separated reference configs (default: all of "
+                            f"{', '.join(BENCH_CONFIG_NAMES)})")
     bench.add_argument("--out", help="write the benchmark tables (CSV) into this folder")
     stats = commands.add_parser("trace-stats", help="graph-aware launch split of a Chrome trace")
     stats.add_argument("trace", help="Chrome-trace JSON exported by torch.profiler (.json or .gz)")

@@ -201,8 +201,6 @@ def _upgrade_v1_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     if name == "latency":
         if "method" not in frame.columns:
             frame.insert(min(1, len(frame.columns)), "method", "cold")
-        if "input_copy_ms" not in frame.columns:
-            frame["input_copy_ms"] = math.nan
     if name == "stats" and "method" in frame.columns:
         frame["method"] = frame["method"].replace(_V1_METHODS)
     return frame

@@ -158,25 +158,46 @@ _LATENCY_METHODS = {
     "steady_wall": (timing.STEADY, "wall_ms"),
     "cold_event": (timing.COLD, "gpu_ms"),
     "cold_wall": (timing.COLD, "wall_ms"),
-    "input_copy": (timing.STEADY, "input_copy_ms"),
 }
+# Copies of a batch into the graph's static inputs timed together (one figure per run).
+INPUT_COPIES = 32
+# GPU clock cycles the device is held busy while those copies are enqueued (a few milliseconds).
+HOLD_DEVICE_CYCLES = 10_000_000
+
+
+def _steady_rows(latency: pd.DataFrame, mode: str) -> tuple[pd.DataFrame, str]:
+    """A mode's steady-state rows and the column holding their time (events, or wall clock)."""
+    rows = latency[(latency["mode"] == mode) & (latency["method"] == timing.STEADY)]
+    return rows, ("gpu_ms" if rows["gpu_ms"].notna().any() else "wall_ms")
 
 
 def _per_step(latency: pd.DataFrame, mode: str, method: str) -> np.ndarray:
-    """A stats method's samples of one mode, per training step (NaN-free)."""
-    latency_method, column = _LATENCY_METHODS[method]
-    rows = latency[(latency["mode"] == mode) & (latency["method"] == latency_method)]
-    values = (rows[column].astype(float) / rows["steps"].astype(float)).to_numpy()
+    """A stats method's samples of one mode, per training step (NaN-free). ``steady_trial`` has
+    one sample per trial: the trial's mean time per step, as a training loop's clock sees it."""
+    if method == "steady_trial":
+        rows, column = _steady_rows(latency, mode)
+        per_step = rows[column].astype(float) / rows["steps"].astype(float)
+        values = per_step.groupby(rows["trial"]).mean().to_numpy()
+    else:
+        latency_method, column = _LATENCY_METHODS[method]
+        rows = latency[(latency["mode"] == mode) & (latency["method"] == latency_method)]
+        values = (rows[column].astype(float) / rows["steps"].astype(float)).to_numpy()
     return values[np.isfinite(values)]
 
 
-def _stats_table(latency: pd.DataFrame, loops: pd.DataFrame) -> pd.DataFrame:
+def _stats_table(latency: pd.DataFrame, loops: pd.DataFrame,
+                 copy_ms: dict[str, float] | None = None) -> pd.DataFrame:
+    """stats.csv: every method per mode; ``copy_ms`` is the batch copy per training step."""
     rows = []
     for mode in latency["mode"].drop_duplicates():
-        for method in _LATENCY_METHODS:
+        for method in ("steady_trial", *_LATENCY_METHODS):
             summary = stats.summarize(_per_step(latency, mode, method))
             if summary["count"]:
                 rows.append({"mode": mode, "method": method, **summary})
+    for mode, value in (copy_ms or {}).items():
+        if math.isfinite(value):
+            rows.append({"mode": mode, "method": "input_copy", **stats.summarize([value]),
+                         "count": INPUT_COPIES})
     for (mode, method), group in loops.groupby(["mode", "method"], sort=False):
         rows.append({"mode": mode, "method": method, **stats.summarize(group["ms_per_step"])})
     frame = pd.DataFrame(rows, columns=schema.STATS_COLUMNS) if rows else pd.DataFrame(
@@ -194,9 +215,10 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 
 def _timing_headline(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame) -> dict:
-    """The speedup by the steady-state method (median eager / median graph, bootstrap CI), and
-    every other method's medians beside it."""
-    primary = "steady_event" if config.is_cuda else "steady_wall"
+    """The speedup by the steady-state method (median over trials of each trial's mean time per
+    step, eager over graph, with a bootstrap CI over the trials), and every other method's
+    medians beside it."""
+    primary = "steady_trial"
     speedup, low, high = stats.median_ratio_ci(_per_step(latency, "eager", primary),
                                                _per_step(latency, "graph", primary), seed=config.seed)
     headline = {
@@ -481,6 +503,16 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     state.headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
 
 
+def _input_copy_ms(graph: Mode, clock: timing.Clock, notes: list[str]) -> float:
+    """The graph's batch copy timed alone, queued behind a few milliseconds of GPU work
+    (``torch.cuda._sleep``) so that the copies run back to back; NaN where torch lacks it."""
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is None:
+        notes.append("this PyTorch has no torch.cuda._sleep, so the batch copy was not timed apart")
+        return math.nan
+    return timing.input_copy_ms(graph, INPUT_COPIES, clock, lambda: sleep(HOLD_DEVICE_CYCLES))
+
+
 def _untimed_iterations(mode: Mode, phases: PhaseRecorder, progress: ProgressCounter) -> None:
     """The first iterations of a mode, run but not timed (phase "<mode> warm-up")."""
     phase = f"{mode.name} warm-up"
@@ -545,6 +577,8 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     _steady_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
     observed["after_replay"] = float(counter_tensor.item())
     observed["eager_after_timed"] = float(eager_step.counter.item())
+    with phases.phase("graph input copy"):
+        copy_ms = _input_copy_ms(graph, clock, state.notes)
     progress.start_phase("cold-start trials", "a synchronise before every iteration")
     _cold_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
     latency = tables["latency"] = _latency_table(state.latency_rows)
@@ -553,7 +587,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     block_replays = _article_block_replays(config)
     loops = _article_loops(modes, {"eager": block_replays * config.capture_iters,
                                    "graph": block_replays}, trials, clock, phases, progress)
-    tables["stats"] = _stats_table(latency, loops)
+    tables["stats"] = _stats_table(latency, loops, {"graph": copy_ms / config.capture_iters})
     headline.update(_timing_headline(config, latency, tables["stats"]))
     headline.update(
         counters_match=bool(counters_table(config, observed)["match"].all()),

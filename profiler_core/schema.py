@@ -18,15 +18,15 @@ SUMMARY_FILE = "summary.json"
 # iterations: time in ``gpu_ms``, or in ``wall_ms`` on the CPU) or "cold" (a synchronise before
 # the iteration: CUDA events around the step in ``gpu_ms``, synchronised host time in ``wall_ms``).
 # Times are for the whole iteration (one eager step, or one replay covering ``steps`` captured
-# training steps); statistics divide by ``steps``. ``input_copy_ms`` is the part of a steady graph
-# iteration spent copying the new batch into the static inputs (NaN otherwise).
-LATENCY_COLUMNS = ["mode", "method", "trial", "iteration", "steps", "gpu_ms", "wall_ms",
-                   "input_copy_ms"]
+# training steps, the copy of its batch included); statistics divide by ``steps``.
+LATENCY_COLUMNS = ["mode", "method", "trial", "iteration", "steps", "gpu_ms", "wall_ms"]
 LATENCY_METHODS = ("steady", "cold")
 
-# Per mode and timing method, all per training step. Methods: steady_event (the headline on a
-# GPU), steady_wall (the headline on the CPU), input_copy (the graph's batch copy, part of its
-# steady iteration), cold_event, cold_wall, block_sync (the article's loop closed by a
+# Per mode and timing method, all per training step. Methods: steady_trial (the headline: each
+# steady-state trial's mean time per step, the figure a training loop gets; its median over
+# trials is the headline), steady_event (every steady-state iteration on its own, CUDA events),
+# steady_wall (the same on the CPU, wall clock), input_copy (the graph's batch copy alone, part
+# of its steady iteration), cold_event, cold_wall, block_sync (the article's loop closed by a
 # synchronise), article_no_sync (the article's loop without one: CPU enqueue time only).
 STATS_COLUMNS = [
     "mode", "method", "count", "mean_ms", "median_ms", "p10_ms", "p90_ms", "p99_ms",

@@ -9,8 +9,9 @@ replay covering ``steps`` captured training steps):
   between the event before it and the event after it. The device is synchronised only at the
   ends of a block, so the CPU runs ahead exactly as it would in training. The first iteration of
   a block starts from an idle device and is run but not kept as a sample. For a graph the
-  iteration includes copying the new batch into the static inputs (a real loop must do it); an
-  extra event after the copy measures that copy on its own.
+  iteration includes copying the new batch into the static inputs (a real loop must do it);
+  :func:`input_copy_ms` measures that copy on its own, apart from the loop (a mark between the
+  copy and the replay would cost the loop a launch of its own).
 - **cold start**: the device is synchronised before the iteration, then events are recorded
   around the step alone (around ``replay()`` for a graph, the copy left out), and the host wall
   clock is read after a synchronise. Every step then pays the latency of its first launch.
@@ -116,40 +117,32 @@ class HostClock:
         pass
 
 
-# One timed iteration: (mode, method, trial, iteration, steps, gpu_ms, wall_ms, input_copy_ms),
-# the order of ``schema.LATENCY_COLUMNS``.
+# One timed iteration: (mode, method, trial, iteration, steps, gpu_ms, wall_ms), the order of
+# ``schema.LATENCY_COLUMNS``.
 Row = tuple
 
 
 def steady_block(mode: Mode, first_iteration: int, count: int, trial: int, clock: Clock,
                  rows: list[Row]) -> None:
-    """``count`` iterations back to back; appends rows for all but the first to ``rows`` (see the
-    module docstring). Interrupted (Ctrl-C, SIGTERM), it still appends the iterations finished.
+    """``count`` iterations back to back, one mark after each; appends rows for all but the first
+    to ``rows`` (see the module docstring). Interrupted (Ctrl-C, SIGTERM), it still appends the
+    iterations finished.
 
     With device timestamps a row's time is in ``gpu_ms`` (``wall_ms`` NaN); with host marks it is
-    in ``wall_ms`` (``gpu_ms`` NaN). ``input_copy_ms`` is the copy's share of the iteration, NaN
-    for a mode that copies nothing.
+    in ``wall_ms`` (``gpu_ms`` NaN).
     """
-    copies = mode.load is not None
-    per_iteration = 2 if copies else 1
-    marks = clock.marks(1 + per_iteration * count)
+    marks = clock.marks(1 + count)
     finished = 0
+    load, run = mode.load, mode.run
     clock.synchronize()
     clock.record(marks[0])
     try:
-        if copies:
-            for k in range(count):
-                i = first_iteration + k
-                mode.load(i)
-                clock.record(marks[2 * k + 1])
-                mode.run(i)
-                clock.record(marks[2 * k + 2])
-                finished = k + 1
-        else:
-            for k in range(count):
-                mode.run(first_iteration + k)
-                clock.record(marks[k + 1])
-                finished = k + 1
+        for k in range(count):
+            if load is not None:
+                load(first_iteration + k)
+            run(first_iteration + k)
+            clock.record(marks[k + 1])
+            finished = k + 1
     except KeyboardInterrupt:
         clock.synchronize()
         rows += _steady_rows(mode, first_iteration, finished, trial, clock, marks)
@@ -160,17 +153,29 @@ def steady_block(mode: Mode, first_iteration: int, count: int, trial: int, clock
 
 def _steady_rows(mode: Mode, first_iteration: int, finished: int, trial: int, clock: Clock,
                  marks: list[Any]) -> list[Row]:
-    copies = mode.load is not None
-    per_iteration = 2 if copies else 1
     rows = []
     for k in range(1, finished):  # the first iteration started from an idle device
-        start, end = marks[per_iteration * k], marks[per_iteration * (k + 1)]
-        elapsed = clock.elapsed_ms(start, end)
-        copy_ms = clock.elapsed_ms(start, marks[2 * k + 1]) if copies else math.nan
+        elapsed = clock.elapsed_ms(marks[k], marks[k + 1])
         gpu_ms, wall_ms = (elapsed, math.nan) if clock.device_timestamps else (math.nan, elapsed)
-        rows.append((mode.name, STEADY, trial, first_iteration + k, mode.steps, gpu_ms, wall_ms,
-                     copy_ms))
+        rows.append((mode.name, STEADY, trial, first_iteration + k, mode.steps, gpu_ms, wall_ms))
     return rows
+
+
+def input_copy_ms(mode: Mode, count: int, clock: Clock, hold_device: Callable[[], None]) -> float:
+    """The device time of one batch copy into a mode's static inputs: ``count`` copies queued
+    behind ``hold_device`` (work that keeps the device busy until all of them are enqueued) run
+    back to back between two marks; their mean. NaN for a mode that copies nothing."""
+    if mode.load is None:
+        return math.nan
+    start, end = clock.marks(2)
+    clock.synchronize()
+    hold_device()
+    clock.record(start)
+    for i in range(count):
+        mode.load(i)
+    clock.record(end)
+    clock.synchronize()
+    return clock.elapsed_ms(start, end) / count
 
 
 def cold_iteration(mode: Mode, iteration: int, trial: int, clock: Clock,
@@ -188,7 +193,7 @@ def cold_iteration(mode: Mode, iteration: int, trial: int, clock: Clock,
     clock.synchronize()
     wall_ms = (wall_clock() - started) * 1e3
     gpu_ms = clock.elapsed_ms(start, end) if clock.device_timestamps else math.nan
-    return (mode.name, COLD, trial, iteration, mode.steps, gpu_ms, wall_ms, math.nan)
+    return (mode.name, COLD, trial, iteration, mode.steps, gpu_ms, wall_ms)
 
 
 @dataclass(frozen=True)

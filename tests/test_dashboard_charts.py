@@ -31,7 +31,7 @@ def _latency(per_mode: int, seed: int = 0) -> pd.DataFrame:
         frames.append(pd.DataFrame({"mode": mode, "method": "steady",
                                     "trial": np.arange(per_mode) // 1000,
                                     "iteration": np.arange(per_mode) % 1000, "steps": 1,
-                                    "gpu_ms": gpu, "wall_ms": np.nan, "input_copy_ms": np.nan}))
+                                    "gpu_ms": gpu, "wall_ms": np.nan}))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -183,8 +183,8 @@ def test_derived_tables_have_their_columns(run):
     assert (pct["p1_ms"] <= pct["p50_ms"]).all() and (pct["p50_ms"] <= pct["p99_9_ms"]).all()
     timing = analysis.timing_comparison(run.table("stats"), run.headline)
     assert list(timing.columns) == analysis.TIMING_COLUMNS
-    assert list(timing["method"]) == ["steady_event", "cold_event", "cold_wall", "block_sync",
-                                      "article_no_sync"]
+    assert list(timing["method"]) == ["steady_trial", "steady_event", "cold_event", "cold_wall",
+                                      "block_sync", "article_no_sync"]
     from_headline = analysis.timing_comparison(empty_table("stats"), run.headline)
     assert from_headline["speedup"].tolist() == [3.0]
     medians = analysis.split_medians(run.table("launch_split"))
@@ -207,8 +207,7 @@ def test_derived_tables_have_their_columns(run):
 def test_per_step_latency_divides_replays_of_several_steps():
     latency = pd.DataFrame({"mode": ["graph"] * 4, "method": ["steady", "steady", "cold", "cold"],
                             "trial": [0] * 4, "iteration": [1, 0, 0, 1], "steps": [3] * 4,
-                            "gpu_ms": [0.9, 0.6, 1.5, 1.2], "wall_ms": [np.nan, np.nan, 1.8, 1.5],
-                            "input_copy_ms": [0.03, 0.03, np.nan, np.nan]})
+                            "gpu_ms": [0.9, 0.6, 1.5, 1.2], "wall_ms": [np.nan, np.nan, 1.8, 1.5]})
     steps = analysis.per_step_latency(latency)
     steady, column = analysis.series_steps(steps, "steady_event")
     assert column == "gpu_ms"

@@ -55,9 +55,7 @@ def test_seed_config_writes_every_file_with_plausible_values(tmp_path):
     assert cold["gpu_ms"].between(0.01, 100).all() and cold["wall_ms"].between(0.01, 100).all()
     # Synchronised wall time includes the GPU time of the same iteration.
     assert (cold["wall_ms"] >= cold["gpu_ms"] * 0.98).mean() > 0.95
-    copies = steady.loc[steady["mode"] == "graph", "input_copy_ms"]
-    assert (copies > 0).all() and (copies < steady.loc[steady["mode"] == "graph", "gpu_ms"]).all()
-    assert head["timing_method"] == "steady_event"
+    assert head["timing_method"] == "steady_trial"
     assert 0 < head["graph_input_copy_ms"] < head["graph_median_ms"]
     assert 0.1 < head["eager_median_ms"] < 50 and 0.1 < head["graph_median_ms"] < 50
     # Queued back to back, a replay never pays the first launch's latency a cold start pays.
@@ -251,29 +249,38 @@ def test_the_memory_estimate_refuses_before_allocating():
     assert torch.cuda.memory_allocated() == before
 
 
-def _cli_run(out: Path, *options: str) -> dict:
-    completed = subprocess.run([sys.executable, "-m", "profiler_core", "run", "--out", str(out),
-                                "--progress", "none", *options], capture_output=True, text=True,
-                               timeout=600, cwd=Path(__file__).parents[1])
-    assert completed.returncode == 0, completed.stderr
-    return json.loads((out / "summary.json").read_text())["headline"]
+_DEFAULT_VS_OFF = textwrap.dedent("""
+    import json
+    from profiler_core.config import RunConfig
+    from profiler_core.runner import run_experiment
+    size = dict(batch=64, d_in=512, hidden=512, d_out=256, parity_steps=0)
+    medians = {"default": [], "off": []}
+    for kind in ["off", "default", "default", "off"] * 3:
+        options = {} if kind == "default" else {"profile": False, "nvml": False}
+        head = run_experiment(RunConfig(**size, **options)).headline
+        if kind == "default":
+            assert head["nvml_available"] is True and "eager_gpu_busy_us" in head
+        medians[kind].append(head["eager_median_ms"])
+    print(json.dumps(medians))
+""")
 
 
-def test_a_default_run_times_eager_as_a_run_with_the_profiler_and_nvml_off(tmp_path):
+def test_a_default_run_times_eager_as_a_run_with_the_profiler_and_nvml_off():
     """Profiler and NVML on (the default) must not slow the timed steps: the profiler runs only
-    after them and NVML is sampled from another process. Fresh processes, alternated (ABBA twice),
-    on the launch-bound config, where CPU overhead shows most."""
+    after them and NVML is sampled from another process. On the launch-bound config, where CPU
+    overhead shows most. Eager varies by up to 20% from one fresh process to the next on a shared
+    host, far more than the 5% checked, so the runs alternate (ABBA, three times) inside one fresh
+    process; TEARDOWN_CUPTI=1 (CUDA 12.6+) lets a run after a profiled one start as clean as the
+    first."""
+    import os
     import statistics
 
-    size = [f"--{k.replace('_', '-')}={v}" for k, v in LAUNCH_BOUND.items()]
-    medians = {"default": [], "off": []}
-    for index, kind in enumerate(["default", "off", "off", "default"] * 2):
-        options = size + (["--no-profile", "--no-nvml"] if kind == "off" else [])
-        head = _cli_run(tmp_path / f"{kind}{index}", *options)
-        medians[kind].append(head["eager_median_ms"])
-        if kind == "default":
-            assert head.get("nvml_available") is True and "eager_gpu_busy_us" in head
+    completed = subprocess.run([sys.executable, "-c", _DEFAULT_VS_OFF], capture_output=True,
+                               text=True, timeout=600, cwd=Path(__file__).parents[1],
+                               env={**os.environ, "TEARDOWN_CUPTI": "1"})
+    assert completed.returncode == 0, completed.stderr
+    medians = json.loads(completed.stdout.strip().splitlines()[-1])
     default, off = statistics.median(medians["default"]), statistics.median(medians["off"])
-    print(f"eager median, default run {default:.4f} ms ({medians['default']}) vs profiler and "
-          f"NVML off {off:.4f} ms ({medians['off']}): {default / off - 1:+.1%}")
+    print(f"eager median, default runs {default:.4f} ms {medians['default']} vs profiler and NVML "
+          f"off {off:.4f} ms {medians['off']}: {default / off - 1:+.1%}")
     assert default <= off * 1.05

@@ -18,8 +18,7 @@ def _result(tmp_path):
     trace.write_text(json.dumps({"traceEvents": []}))
     latency = pd.DataFrame({"mode": ["eager", "graph"], "method": ["steady", "cold"],
                             "trial": [0, 0], "iteration": [0, 0], "steps": [1, 3],
-                            "gpu_ms": [1.25, math.nan], "wall_ms": [math.nan, 0.3],
-                            "input_copy_ms": [math.nan, 0.01]})
+                            "gpu_ms": [1.25, math.nan], "wall_ms": [math.nan, 0.3]})
     counters = pd.DataFrame({"phase": ["initial", "after_replay"], "observed": [0.0, 30.0],
                              "predicted": [0, 30], "match": [True, True],
                              "rule": ["starts at zero", "replays x captured, with a, comma"]})
@@ -125,7 +124,7 @@ def test_a_schema_1_run_still_opens_as_cold_start_timing(tmp_path):
     loaded = RunResult.load(saved)
     latency = loaded.table("latency")
     assert list(latency.columns) == schema.LATENCY_COLUMNS
-    assert latency["method"].tolist() == ["cold"] and latency["input_copy_ms"].isna().all()
+    assert latency["method"].tolist() == ["cold"]
     assert loaded.table("stats")["method"].tolist() == ["cold_event", "cold_wall"]
     assert loaded.headline["timing_method"] == "cold_event"
     assert any("schema 1" in note and "cold start" in note for note in loaded.notes)

@@ -69,14 +69,14 @@ def test_steady_block_times_each_iteration_between_consecutive_marks():
     # the first iteration starts from an idle device: run, not kept
     assert frame["iteration"].tolist() == [1, 2, 3]
     assert frame["gpu_ms"].tolist() == [1.0, 2.0, 3.0]
-    assert frame["wall_ms"].isna().all() and frame["input_copy_ms"].isna().all()
+    assert frame["wall_ms"].isna().all()
     assert set(frame["method"]) == {"steady"} and set(frame["trial"]) == {2}
     # one synchronise at each end of the block, and nothing but the step between two marks
     assert device.log == ["sync", "record", "run0", "record", "run1", "record", "run2", "record",
                           "run3", "record", "sync"]
 
 
-def test_steady_graph_iteration_includes_the_batch_copy_and_measures_it_apart():
+def test_steady_graph_iteration_includes_the_batch_copy_with_no_mark_between():
     device = FakeDevice()
     mode = mode_with(device, [5.0] * 11 + [0.5, 0.5], copy_ms=0.25, steps=3)
     rows: list[tuple] = []
@@ -84,9 +84,20 @@ def test_steady_graph_iteration_includes_the_batch_copy_and_measures_it_apart():
     frame = pd.DataFrame(rows, columns=schema.LATENCY_COLUMNS)
     assert frame["iteration"].tolist() == [11, 12]
     assert frame["gpu_ms"].tolist() == [0.75, 0.75]  # copy + replay: what a training loop pays
-    assert frame["input_copy_ms"].tolist() == [0.25, 0.25]
     assert frame["steps"].tolist() == [3, 3]
-    assert device.log[:6] == ["sync", "record", "load10", "record", "run10", "record"]
+    # one mark per iteration: a mark between copy and replay would cost the loop a launch
+    assert device.log[:5] == ["sync", "record", "load10", "run10", "record"]
+
+
+def test_the_batch_copy_is_timed_alone_behind_held_device_work():
+    device = FakeDevice()
+    held = []
+    mode = mode_with(device, [1.0], copy_ms=0.125)
+    copy_ms = timing.input_copy_ms(mode, 8, device, lambda: held.append(device.log[-1]))
+    assert copy_ms == 0.125
+    assert held == ["sync"]  # the device is held after the synchronise, before the first mark
+    assert device.log == ["sync", "record"] + [f"load{i}" for i in range(8)] + ["record", "sync"]
+    assert math.isnan(timing.input_copy_ms(Mode("eager", 1, print), 8, device, lambda: None))
 
 
 def test_an_interrupted_steady_block_keeps_the_iterations_it_finished():
@@ -115,7 +126,7 @@ def test_cold_iteration_synchronises_first_and_leaves_the_copy_out():
     row = timing.cold_iteration(mode, 1, trial=4, clock=device, wall_clock=device.wall)
     assert device.log == ["load1", "sync", "record", "run1", "record", "sync"]
     assert row[:5] == ("graph", "cold", 4, 1, 1)
-    assert row[5] == 0.5 and row[6] == pytest.approx(0.5) and math.isnan(row[7])
+    assert row[5] == 0.5 and row[6] == pytest.approx(0.5)
 
 
 def test_article_loop_without_sync_sees_only_the_enqueue():
@@ -166,8 +177,9 @@ def test_runner_stats_and_headline_use_the_steady_state_by_default():
     rng = np.random.default_rng(0)
     eager = mode_with(device, list(1.0 + 0.01 * rng.standard_normal(41)), name="eager")
     graph = mode_with(device, list(np.full(41, 0.2)), copy_ms=0.01)
-    timing.steady_block(eager, 0, 41, 0, device, rows)
-    timing.steady_block(graph, 0, 41, 0, device, rows)
+    for trial in range(4):
+        timing.steady_block(eager, 0, 41, trial, device, rows)
+        timing.steady_block(graph, 0, 41, trial, device, rows)
     for i in range(20):  # cold start: slower, each pays a launch
         rows.append(timing.cold_iteration(
             mode_with(device, [1.1] * 20, name="eager"), i, 0, device, wall_clock=device.wall))
@@ -177,14 +189,17 @@ def test_runner_stats_and_headline_use_the_steady_state_by_default():
     loops = pd.DataFrame([("eager", "article_no_sync", 0.7), ("graph", "article_no_sync", 0.03),
                           ("eager", "block_sync", 1.0), ("graph", "block_sync", 0.21)],
                          columns=["mode", "method", "ms_per_step"])
-    table = runner._stats_table(latency, loops)
+    table = runner._stats_table(latency, loops, {"graph": 0.01})
     assert set(zip(table["mode"], table["method"])) == {
+        ("eager", "steady_trial"), ("graph", "steady_trial"),
         ("eager", "steady_event"), ("graph", "steady_event"), ("graph", "input_copy"),
         ("eager", "cold_event"), ("graph", "cold_event"), ("eager", "cold_wall"),
         ("graph", "cold_wall"), ("eager", "article_no_sync"), ("graph", "article_no_sync"),
         ("eager", "block_sync"), ("graph", "block_sync")}
+    trials = table.set_index(["mode", "method"]).loc[("eager", "steady_trial")]
+    assert trials["count"] == 4  # one sample per trial: its mean time per step
     head = runner._timing_headline(RunConfig(), latency, table)
-    assert head["timing_method"] == "steady_event"
+    assert head["timing_method"] == "steady_trial"
     assert head["graph_median_ms"] == pytest.approx(0.21)  # replay + batch copy
     assert head["graph_input_copy_ms"] == pytest.approx(0.01)
     assert head["eager_median_ms"] == pytest.approx(1.0, abs=0.01)

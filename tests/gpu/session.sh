@@ -21,7 +21,7 @@ log=$OUT/session.log
     echo "=== $part ($(date -u +%T))"
     case $part in
       pytest)
-        timeout 540 python3 -m pytest -m gpu tests/test_gpu.py -q -s -p no:cacheprovider 2>&1 | grep -v -e "^\[" ;;
+        timeout "${PYTEST_TIMEOUT:-540}" python3 -m pytest -m gpu tests/test_gpu.py -q -s -p no:cacheprovider 2>&1 | grep -v -e "^\[" ;;
       dashboard)
         timeout 300 python3 -m pytest -m gpu tests/test_dashboard.py -q -s -p no:cacheprovider 2>&1 | tail -5
         last=$(ls -td "$work"/seed-bf16 2>/dev/null | head -1)
@@ -48,9 +48,10 @@ log=$OUT/session.log
         timeout 120 python3 -m profiler_core run --preset seed --dtype bf16 --out "$work/sample_run" --progress none \
           && tar -czf "$OUT/sample_run.tgz" -C "$work" sample_run ;;
       bench)
-        timeout 560 python3 -m profiler_core bench --rounds "${BENCH_ROUNDS:-6}" --out "$work/bench" ;;
+        timeout "${BENCH_TIMEOUT:-560}" python3 -m profiler_core bench --rounds "${BENCH_ROUNDS:-6}" \
+          --configs "${BENCH_CONFIGS:-seed-fp32,seed-bf16,launch-bound-fp32}" --out "$work/bench-${BENCH_TAG:-all}" ;;
     esac
+    tar -czf "$OUT/gpu-results.tar.gz" --exclude='trace_*' -C "$work" .  # after each part
   done
   echo "=== done ($(date -u +%T))"
 } 2>&1 | tee "$log"
-tar -czf "$OUT/gpu-results.tar.gz" --exclude='trace_*' -C "$work" .

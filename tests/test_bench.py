@@ -1,0 +1,57 @@
+"""profiler_core.bench on the CPU: the round schedule, the ratio intervals and the tables, with
+fake processes in place of the tool's run and the bare loop."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from profiler_core import bench
+
+
+def test_roles_rotate_so_each_takes_each_position():
+    orders = [bench.rotated_roles(r) for r in range(3)]
+    assert orders[0] == ["tool", "bare", "bare_again"]
+    for position in range(3):
+        assert {order[position] for order in orders} == set(bench.ROLES)
+
+
+def test_ratio_interval_is_a_geometric_mean_with_a_t_interval():
+    interval = bench.ratio_interval([1.0, 1.1, 0.9, 1.05, 0.95, 1.0])
+    logs = np.log([1.0, 1.1, 0.9, 1.05, 0.95, 1.0])
+    assert interval.ratio == pytest.approx(math.exp(logs.mean()))
+    half = 2.571 * logs.std(ddof=1) / math.sqrt(6)  # t(0.975, 5 degrees of freedom)
+    assert interval.low == pytest.approx(math.exp(logs.mean() - half))
+    assert interval.high == pytest.approx(math.exp(logs.mean() + half))
+    one = bench.ratio_interval([1.2])
+    assert one.ratio == pytest.approx(1.2) and math.isnan(one.low) and math.isnan(one.high)
+    assert math.isnan(bench.ratio_interval([]).ratio)
+
+
+def test_benchmark_tables_from_fake_processes():
+    calls = []
+
+    def tool(options):
+        calls.append(("tool", tuple(options)))
+        return {"eager": 1.10, "graph": 0.20, "graph_over_busy": 1.05, "input_copy_ms": 0.01,
+                "cold_speedup": 4.0, "eager_profiler_overhead_pct": 30.0}
+
+    def bare(options):
+        calls.append(("bare", tuple(options)))
+        return {"eager": 1.00, "graph": 0.20}
+
+    tables = bench.run_benchmark(4, {"small": ["--batch", "8"]}, tool=tool, bare=bare)
+    assert [c[0] for c in calls] == ["tool", "bare", "bare", "bare", "bare", "tool",
+                                     "bare", "tool", "bare", "tool", "bare", "bare"]
+    assert all(c[1] == ("--batch", "8") for c in calls)
+    fidelity = tables["fidelity"].set_index("quantity")
+    assert fidelity.loc["eager", "tool_over_bare"] == pytest.approx(1.1)
+    assert fidelity.loc["eager", "ci_low"] == pytest.approx(1.1)  # no spread: a point interval
+    assert fidelity.loc["graph", "tool_over_bare"] == pytest.approx(1.0)
+    assert fidelity.loc["speedup", "tool"] == pytest.approx(5.5)
+    assert fidelity.loc["speedup", "bare_over_bare"] == pytest.approx(1.0)
+    assert (fidelity["rounds"] == 4).all()
+    assert tables["tool"].loc[0, "graph_over_busy"] == pytest.approx(1.05)
+    assert "fidelity" in bench.format_benchmark(tables) and "rounds\n" not in bench.format_benchmark(tables)
