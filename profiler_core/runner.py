@@ -7,7 +7,8 @@ Scope: orchestration. The order of a CUDA run is
   -> interleaved cold-start trials -> the article's loop -> profiled windows -> numerical parity.
 Nothing that slows a launching thread runs while the trials are timed: torch.profiler (whose
 CUPTI stays attached once started) is first used after them, and NVML is sampled from a child
-process (``NvmlSamplerProcess``), never a thread here. Progress is reported between blocks only.
+process (``NvmlSamplerProcess``), never a thread here, which makes no NVML call during the timed
+trials (the driver's buffered samples cover them). Progress is reported between blocks only.
 Eager and graph use separate replicas built from the same seed, so they start from identical
 weights and see identical batches. ``--device cpu`` runs only the eager half.
 """
@@ -20,9 +21,11 @@ import platform
 import tempfile
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -374,7 +377,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
         with matmul_precision(config.dtype), tempfile.TemporaryDirectory() as trace_dir:
             try:
                 if device.type == "cuda":
-                    _run_cuda(config, device, phases, counter, Path(trace_dir), state)
+                    _run_cuda(config, device, phases, counter, Path(trace_dir), state, sampler)
                 else:
                     state.notes.append("device cpu: only the eager half ran; CUDA graphs need a CUDA "
                                        "device, so there is no graph timing, capture, profiler split "
@@ -525,8 +528,22 @@ def _untimed_iterations(mode: Mode, phases: PhaseRecorder, progress: ProgressCou
             progress.advance(mode.steps)
 
 
+@contextmanager
+def _nvml_quiet(sampler: NvmlSamplerProcess | None, notes: list[str]) -> Iterator[None]:
+    """No NVML call while the block runs (the driver's buffered samples cover it)."""
+    if sampler is not None and not sampler.pause():
+        notes.append("the NVML sampler did not confirm its pause before the timed trials, so it "
+                     "was stopped there: NVML data ends before them")
+    try:
+        yield
+    finally:
+        if sampler is not None:
+            sampler.resume()
+
+
 def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
-              progress: ProgressCounter, trace_dir: Path, state: _RunState) -> None:
+              progress: ProgressCounter, trace_dir: Path, state: _RunState,
+              sampler: NvmlSamplerProcess | None) -> None:
     headline, tables, observed = state.headline, state.tables, state.observed_counters
     progress.start_phase("setup", f"{BATCH_POOL_SIZE} batches and the eager replica on {config.device}")
     with phases.phase("setup"):  # the first CUDA work of a process also loads its kernels
@@ -573,20 +590,20 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     modes = [eager, graph]
     iterations = {"eager": config.total_eager_iters, "graph": config.replays}
     trials = config.trial_count
-    progress.start_phase("timed trials", f"{trials} interleaved steady-state trials per mode")
-    _steady_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
-    observed["after_replay"] = float(counter_tensor.item())
-    observed["eager_after_timed"] = float(eager_step.counter.item())
-    with phases.phase("graph input copy"):
-        copy_ms = _input_copy_ms(graph, clock, state.notes)
-    progress.start_phase("cold-start trials", "a synchronise before every iteration")
-    _cold_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
-    latency = tables["latency"] = _latency_table(state.latency_rows)
-
-    progress.start_phase("article loop", "no-sync loop timing, then synchronised")
-    block_replays = _article_block_replays(config)
-    loops = _article_loops(modes, {"eager": block_replays * config.capture_iters,
-                                   "graph": block_replays}, trials, clock, phases, progress)
+    with _nvml_quiet(sampler, state.notes):
+        progress.start_phase("timed trials", f"{trials} interleaved steady-state trials per mode")
+        _steady_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
+        observed["after_replay"] = float(counter_tensor.item())
+        observed["eager_after_timed"] = float(eager_step.counter.item())
+        with phases.phase("graph input copy"):
+            copy_ms = _input_copy_ms(graph, clock, state.notes)
+        progress.start_phase("cold-start trials", "a synchronise before every iteration")
+        _cold_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
+        latency = tables["latency"] = _latency_table(state.latency_rows)
+        progress.start_phase("article loop", "no-sync loop timing, then synchronised")
+        block_replays = _article_block_replays(config)
+        loops = _article_loops(modes, {"eager": block_replays * config.capture_iters,
+                                       "graph": block_replays}, trials, clock, phases, progress)
     tables["stats"] = _stats_table(latency, loops, {"graph": copy_ms / config.capture_iters})
     headline.update(_timing_headline(config, latency, tables["stats"]))
     headline.update(

@@ -61,10 +61,14 @@ _GPU_DTYPES = {
 MIN_INTERVAL_S = 0.001
 MAX_INTERVAL_S = 10.0
 
-# Driver sample buffers collected at stop(): NVML sampling-type constant -> our metric name.
+# Driver sample buffers collected at stop(): NVML sampling-type constant -> (our metric name,
+# factor to its unit). They cover the time polling was paused (the timed trials) too.
 _DRIVER_SAMPLE_TYPES = {
-    "NVML_GPU_UTILIZATION_SAMPLES": "gpu_util_pct",
-    "NVML_MEMORY_UTILIZATION_SAMPLES": "mem_util_pct",
+    "NVML_GPU_UTILIZATION_SAMPLES": ("gpu_util_pct", 1.0),
+    "NVML_MEMORY_UTILIZATION_SAMPLES": ("mem_util_pct", 1.0),
+    "NVML_TOTAL_POWER_SAMPLES": ("power_w", 1e-3),  # milliwatts
+    "NVML_PROCESSOR_CLK_SAMPLES": ("sm_clock_mhz", 1.0),
+    "NVML_MEMORY_CLK_SAMPLES": ("mem_clock_mhz", 1.0),
 }
 
 # nvmlValueType_t constant -> the c_nvmlValue_t union field holding a sample of that type.
@@ -301,6 +305,8 @@ class NvmlSampler:
         self._thread: threading.Thread | None = None
         self._start_us = 0
         self._driver_samples = False
+        self._polling = threading.Lock()
+        self._paused = False
 
     def _device_handle(self) -> Any:
         if not self._handle_looked_up:
@@ -343,12 +349,24 @@ class NvmlSampler:
         nvml, clock, origin_s = self._nvml, self._clock, self._origin_s
         rows, lock = self._rows, self._rows_lock
         while True:
-            t_s = clock() - origin_s
-            values = read_metrics(nvml, handle)
-            with lock:
-                rows.extend((t_s, metric, value, "poll") for metric, value in values.items())
+            with self._polling:  # pause() waits here until a poll in progress has finished
+                if not self._paused:
+                    t_s = clock() - origin_s
+                    values = read_metrics(nvml, handle)
+                    with lock:
+                        rows.extend((t_s, metric, value, "poll") for metric, value in values.items())
             if self._stop_event.wait(self._interval_s):
                 return
+
+    def pause(self) -> None:
+        """Make no NVML call until :meth:`resume`; returns once a poll in progress has finished.
+        The driver keeps sampling on its own: :meth:`stop` fetches those samples for the pause too."""
+        with self._polling:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._polling:
+            self._paused = False
 
     def stop(self) -> None:
         """Stop polling promptly, then append the driver's buffered samples."""
@@ -366,7 +384,9 @@ class NvmlSampler:
         not_found = nvml.constant("NVML_ERROR_NOT_FOUND")
         fields = {nvml.constant(name): field for name, field in _VALUE_FIELDS.items()}
         rows: list[tuple[float, str, float, str]] = []
-        for type_name, metric in _DRIVER_SAMPLE_TYPES.items():
+        for type_name, (metric, factor) in _DRIVER_SAMPLE_TYPES.items():
+            if nvml.constant(type_name) is None:
+                continue  # this pynvml does not know the sampling type
             result = nvml.query(
                 "nvmlDeviceGetSamples", handle, nvml.constant(type_name), self._start_us,
                 default=None,
@@ -383,7 +403,7 @@ class NvmlSampler:
                 continue
             rows.extend(
                 (sample.timeStamp / 1e6 - self._origin_s, metric,
-                 float(getattr(sample.sampleValue, field)), "driver")
+                 float(getattr(sample.sampleValue, field)) * factor, "driver")
                 for sample in samples
             )
         return rows
@@ -413,7 +433,10 @@ class NvmlSamplerProcess:
     """:class:`NvmlSampler` in a child process (``python -m profiler_core.telemetry``).
 
     A polling thread inside a measured process competes with its launching thread for the
-    interpreter lock and slows CPU-bound eager steps; in a child process it cannot. :meth:`start`
+    interpreter lock and slows CPU-bound eager steps; in a child process it cannot. Even from a
+    child, polling NVML while launch-bound steps are timed slowed them on an H200 (a run's eager
+    median 29% over one without NVML), so :meth:`pause` stops every NVML call for the timed
+    trials and the driver's own buffered samples, fetched at the end, cover them. :meth:`start`
     launches the child and returns at once (the child begins polling within about a second);
     :meth:`stop` closes the child's standard input, which tells it to stop, fetch the driver's
     buffered samples and write everything to a private temporary folder; the samples are read
@@ -450,9 +473,33 @@ class NvmlSamplerProcess:
                 repr(self._origin_s), "--out", str(self._folder / _SAMPLES_FILE),
                 "--nvml-module", self._nvml_module]
         with open(self._folder / "stderr.txt", "wb") as stderr:
-            self._process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            self._process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                              stderr=stderr, env=env)
         return self
+
+    def pause(self, timeout_s: float = SAMPLER_STOP_TIMEOUT_S) -> bool:
+        """Stop polling until :meth:`resume` (the driver's own samples still cover the pause).
+        Waits for the child to have started and to confirm: when this returns, the child makes
+        no NVML call. False if it did not confirm in time (it is then stopped for good)."""
+        return self._tell("pause", timeout_s)
+
+    def resume(self, timeout_s: float = SAMPLER_STOP_TIMEOUT_S) -> bool:
+        return self._tell("resume", timeout_s)
+
+    def _tell(self, command: str, timeout_s: float) -> bool:
+        process = self._process
+        if process is None or not self.wait_until_polling(timeout_s):
+            return False
+        try:
+            process.stdin.write(f"{command}\n".encode())
+            process.stdin.flush()
+            readable, _, _ = select.select([process.stdout], [], [], timeout_s)
+            if readable and process.stdout.readline().strip() == command.encode():
+                return True
+        except OSError:
+            pass
+        self.stop()  # a child that does not answer must not sample during what follows
+        return False
 
     def wait_until_polling(self, timeout_s: float) -> bool:
         """Whether the child started polling within ``timeout_s`` (it never has to be waited for)."""
@@ -535,14 +582,25 @@ def _sampler_process_main(argv: Sequence[str]) -> int:
                           nvml=Nvml(module=module))
     sampler.start()
     Path(args.out).with_name(SAMPLER_READY_FILE).touch()  # for whoever waits on the start
-    stdin = sys.stdin.buffer
+    stdin, pending = sys.stdin.buffer.fileno(), b""
+    commands = {b"pause": sampler.pause, b"resume": sampler.resume}
     while not stop_requested.is_set():
         try:
             readable, _, _ = select.select([stdin], [], [], _SAMPLER_WAKE_S)
         except InterruptedError:
             continue
-        if readable and not os.read(stdin.fileno(), 4096):
+        if not readable:
+            continue
+        data = os.read(stdin, 4096)
+        if not data:
             break  # end of input: the parent asked us to stop (or is gone)
+        pending += data
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            if line.strip() in commands:
+                commands[line.strip()]()
+                sys.stdout.buffer.write(line.strip() + b"\n")  # done: the parent may go on
+                sys.stdout.buffer.flush()
     sampler.stop()
     payload = {"capability": dataclasses.asdict(sampler.capability),
                "rows": [list(row) for row in sampler.frame().itertuples(index=False)]}

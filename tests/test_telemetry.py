@@ -378,3 +378,27 @@ def test_sampler_process_stops_cleanly_on_sigterm(monkeypatch):
     sampler.stop()
     assert sampler.capability.available
     assert not sampler.frame().empty
+
+
+def test_sampler_process_pauses_polling_and_resumes(monkeypatch):
+    """Paused, the child makes no NVML call (the timed trials); resumed, it polls again."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    origin_s = time.time()
+    sampler = NvmlSamplerProcess(0, interval_s=0.01, origin_s=origin_s,
+                                 nvml_module="tests.fake_pynvml").start()
+    assert sampler.pause(60.0)
+    paused_at = time.time() - origin_s
+    time.sleep(0.5)
+    resumed_at = time.time() - origin_s
+    assert sampler.resume(60.0)
+    time.sleep(0.1)
+    sampler.stop()
+    polls = sampler.frame().query("source == 'poll' and metric == 'power_w'")["t_s"]
+    assert not polls.between(paused_at, resumed_at).any()  # nothing polled while paused
+    assert (polls < paused_at).any() and (polls > resumed_at).any()
+    assert not sampler.pause(1.0)  # a stopped sampler cannot pause
+
+
+def test_a_pause_without_a_child_is_refused_at_once():
+    sampler = NvmlSamplerProcess(0, interval_s=0.02)
+    assert sampler.pause(1.0) is False and sampler.resume(1.0) is False

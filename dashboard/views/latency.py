@@ -12,7 +12,8 @@ all_steps = analysis.per_step_latency(run.table("latency"))
 available = analysis.series_available(all_steps) or ["steady_event"]
 default = analysis.headline_method(run.headline, run.table("stats"))
 series = st.radio("Timing", available, index=available.index(default) if default in available else 0,
-                  horizontal=True, key="latency_timing", format_func=analysis.METHOD_LABELS.get,
+                  horizontal=True, key="latency_timing",
+                  format_func=lambda name: analysis.METHOD_LABELS.get(name, name),
                   help="Steady state (the headline): steps queued back to back as in training, "
                        "timed between consecutive steps. Cold start: a synchronise before each "
                        "step, so each pays its first launch's latency. A replay covering several "

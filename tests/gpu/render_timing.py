@@ -6,6 +6,7 @@ view with that run open (after one run to warm the caches). Prints one line per 
 Usage: python tests/gpu/render_timing.py RUN_DIR
 """
 
+import os
 import shutil
 import sys
 import tempfile
@@ -42,6 +43,7 @@ def big_run(source: Path, folder: Path) -> Path:
 def main(source: str) -> None:
     folder = Path(tempfile.mkdtemp())
     run_dir = big_run(Path(source), folder)
+    os.environ["PROFILER_RUNS_ROOT"] = str(folder)  # the dashboard opens runs under its root only
     at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=120)
     at.session_state[state.RUNS_DIR] = str(run_dir.parent)
     at.run()
