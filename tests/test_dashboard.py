@@ -97,10 +97,11 @@ def test_every_control_has_its_allowed_range_in_the_help(tmp_path):
 def test_a_refused_value_is_shown_beside_its_control_and_nothing_can_run(tmp_path):
     at = _app(tmp_path / "runs")
     assert not at.sidebar.button(key="run_button").disabled
+    at.sidebar.number_input(key="cfg_trials").set_value(10)
     at.sidebar.number_input(key="cfg_replays").set_value(5).run()  # trials (10) > replays (5)
     errors = _texts(at.sidebar.error)
     assert "Refused: trials (10) cannot exceed replays (5)" in errors
-    assert "Allowed: a whole number from 1 to 1,000." in errors
+    assert "Allowed: a whole number from 1 to 1,000 (empty: automatic)." in errors
     assert "Run is disabled: Trials" in errors
     assert at.sidebar.button(key="run_button").disabled
     at.sidebar.number_input(key="cfg_replays").set_value(200).run()
@@ -122,7 +123,7 @@ VIEWS = {
                           TABLE_FILES["stats"][1]]),
     "views/launch_split.py": ([["bar"] * 4, ["bar", "bar"], ["waterfall", "waterfall"]],
                               [analysis.SPLIT_MEDIAN_COLUMNS, TABLE_FILES["breakdown"][1]]),
-    "views/gpu.py": ([["scattergl"] * 5 + ["scatter"] * 5],
+    "views/gpu.py": ([["scattergl"] * 5 + ["scatter"] * 8],
                      [TABLE_FILES["phases"][1], ["metric", "source", "count", "mean", "min", "max"]]),
     "views/kernels.py": ([["bar"], ["bar"]], [analysis.KERNEL_TABLE_COLUMNS]),
     "views/runs.py": ([], [[c for c in rundata.RUN_LIST_COLUMNS if c != "path"]]),
@@ -356,7 +357,7 @@ def _run_files(shared_run) -> dict[str, bytes]:
     ("absolute", "unsafe path: '/tmp/evil.txt'"),
     ("symlink", "holds a link"),
     ("two_runs", "more than one run"),
-    ("bad_version", "not a version-1 run summary"),
+    ("bad_version", "not a run summary of a version this tool reads"),
     ("bad_config", "invalid config"),
     ("bad_json", "not valid JSON"),
 ])
@@ -449,7 +450,9 @@ def test_a_real_cpu_run_from_the_sidebar_end_to_end(tmp_path):
     run = RunResult.load(snap.out_dir)
     assert run.config.batch == 64 and run.config.device == "cpu" and run.complete
     at.switch_page("views/latency.py").run()
-    assert at.radio(key="latency_timing").value == "wall_ms"  # a CPU run has no CUDA-event times
+    # a CPU run has no CUDA events and no cold start: only steady-state wall time is offered
+    assert at.radio(key="latency_timing").value == "steady_wall"
+    assert at.radio(key="latency_timing").options == ["steady state, every step (wall clock)"]
     assert _trace_types(at)[0] == ["bar"]  # eager only
 
 
