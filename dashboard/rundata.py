@@ -35,7 +35,7 @@ from profiler_core.config import RunConfig
 from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
 from profiler_core.results import RunResult
-from profiler_core.schema import SCHEMA_VERSION, SUMMARY_FILE, TABLE_FILES, TRACE_FILES
+from profiler_core.schema import READABLE_SCHEMA_VERSIONS, SUMMARY_FILE, TABLE_FILES, TRACE_FILES
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
 RUNS_DIR_ENV = "PROFILER_RUNS_DIR"
@@ -178,6 +178,11 @@ def sample_run_available(path: Path | None = None) -> bool:
 # ----------------------------------------------------------------------------- loading
 
 
+def _readable_version(version: Any) -> bool:
+    return (isinstance(version, int) and not isinstance(version, bool)
+            and version in READABLE_SCHEMA_VERSIONS)
+
+
 def read_summary(path: Path) -> dict[str, Any]:
     """summary.json as a dict, with its config checked (``_config`` holds the RunConfig)."""
     file = path / SUMMARY_FILE
@@ -192,9 +197,9 @@ def read_summary(path: Path) -> dict[str, Any]:
     if not isinstance(summary, dict):
         raise RunFormatError(f"{SUMMARY_FILE} does not hold a JSON object", "")
     version = summary.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise RunFormatError(f"{SUMMARY_FILE} has schema_version {version!r}; "
-                             f"this dashboard reads version {SCHEMA_VERSION}",
+    if not _readable_version(version):
+        raise RunFormatError(f"{SUMMARY_FILE} has schema_version {version!r}; this dashboard reads "
+                             f"versions {', '.join(map(str, READABLE_SCHEMA_VERSIONS))}",
                              "open it with the version of the tool that wrote it")
     if not isinstance(summary.get("config"), dict):
         raise RunFormatError(f"{SUMMARY_FILE} has no config", "")
@@ -563,9 +568,10 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
         summary = json.loads(summary_bytes.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise RunFormatError(f"{SUMMARY_FILE} is not valid JSON: {str(exc)[:200]}", "") from None
-    if not isinstance(summary, dict) or summary.get("schema_version") != SCHEMA_VERSION:
-        raise RunFormatError(f"{SUMMARY_FILE} is not a version-{SCHEMA_VERSION} run summary",
-                             "upload a zip written by this version of the tool")
+    if not isinstance(summary, dict) or not _readable_version(summary.get("schema_version")):
+        raise RunFormatError(f"{SUMMARY_FILE} is not a run summary of a version this tool reads "
+                             f"({', '.join(map(str, READABLE_SCHEMA_VERSIONS))})",
+                             "upload a zip written by this tool")
     try:
         RunConfig.from_dict(summary.get("config") or {})
     except (ConfigError, TypeError, ValueError) as exc:

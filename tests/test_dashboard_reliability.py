@@ -402,8 +402,9 @@ def test_odd_but_loadable_values_never_break_a_view(tmp_path):
                            "cpu_launch_us": [float("nan")] * 2, "cpu_other_us": [-5.0, 0.0],
                            "gpu_busy_us": [0.0, 0.0], "gpu_idle_us": [0.0, 0.0], "launches": [0, 0],
                            "kernels": [0, 0], "launch_delay_us": [float("nan")] * 2})
-    latency = pd.DataFrame({"mode": ["eager"], "trial": [0], "iteration": [0], "steps": [1],
-                            "gpu_ms": [float("nan")], "wall_ms": [0.0]})
+    latency = pd.DataFrame({"mode": ["eager"], "method": ["steady"], "trial": [0],
+                            "iteration": [0], "steps": [1], "gpu_ms": [float("nan")],
+                            "wall_ms": [0.0]})
     breakdown = pd.DataFrame({"component": ["made_up", "gpu_idle"], "eager_us": [1.0, 2.0],
                               "graph_us": [1.0, 1.0], "saving_us": [0.0, 1.0],
                               "share_of_saving_pct": [0.0, float("inf")]})
@@ -454,8 +455,8 @@ def _damage(run: Path, how: str) -> str:
         (run / "summary.json").write_text("[1, 2, 3]")
         return "does not hold a JSON object"
     if how == "wrong_version":
-        (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 2}))
-        return "has schema_version 2; this dashboard reads version 1"
+        (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 3}))
+        return "has schema_version 3; this dashboard reads versions 1, 2"
     if how == "bad_config":
         (run / "summary.json").write_text(json.dumps({**summary, "config": {"batch": -1}}))
         return "invalid config"
@@ -581,7 +582,9 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
         analysis.environment_table(opened.environment)
         analysis.kernel_table(opened.table("kernels"))
         rundata.where_it_stopped(opened.notes)
-        column = analysis.latency_column(analysis.headline_method(h, opened.table("stats")))
+        series = analysis.headline_method(h, opened.table("stats"))
+        steps, column = analysis.series_steps(steps, series if series in analysis.SERIES
+                                              else "steady_event")
         draw = {
             "summary.json": lambda: charts.median_bars(opened.table("stats"), medians),
             "latency.csv": lambda: (charts.latency_histogram(steps, column),
@@ -929,7 +932,7 @@ def test_two_sessions_press_run_at_once_on_one_device_with_the_real_worker(tmp_p
         assert counters["match"].all() and run.headline["counters_match"] is True
         timed = counters.loc[counters["phase"] == "eager_after_timed", "observed"].item()
         assert timed == run.config.total_eager_iters == 20
-        assert len(run.table("latency")) == 20 and (run.table("latency")["mode"] == "eager").all()
+        assert len(run.table("latency")) == 16 and (run.table("latency")["mode"] == "eager").all()
     assert sorted(rundata.list_runs(runs)["path"]) == sorted([a.out_dir, b.out_dir])
     print(f"\ntwo real CPU runs, one after the other: {elapsed:.1f} s")
     assert elapsed < 30
