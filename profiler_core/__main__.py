@@ -17,7 +17,7 @@ import pandas as pd
 
 from profiler_core import cli
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError
-from profiler_core.results import RunResult
+from profiler_core.results import RunResult, check_output
 
 
 def _ms(value: float) -> str:
@@ -103,6 +103,15 @@ def format_summary(result: RunResult) -> str:
 
 
 MAX_BENCH_ROUNDS = 100
+# Characters that would break a one-line message (line and paragraph breaks, other controls).
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7f, 0xa0))}
+_CONTROL.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 0x2028: "\\u2028",
+                 0x2029: "\\u2029"})
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: control characters echoed from the input are shown escaped."""
+    return str(text).translate(_CONTROL)
 
 
 def _interrupt(signum, frame) -> None:
@@ -116,6 +125,7 @@ def _command_run(args) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
 
     config = cli.config_from_args(args)
+    check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
     reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
         cli.BarProgress() if args.progress == "bar" else None)
     try:
@@ -123,19 +133,33 @@ def _command_run(args) -> int:
     except BaseException as error:
         partial = getattr(error, "partial_result", None)
         if partial is not None:
-            kept = partial.save(args.out)
-            print(f"The incomplete run was kept in {kept} (marked incomplete).", file=sys.stderr)
+            _keep_partial(partial, args)
         raise
     finally:
         if reporter is not None:
             reporter.close()
-    out = result.save(args.out)
+    try:
+        out = result.save(args.out, overwrite=args.overwrite)
+    finally:
+        result.release_scratch()
     if args.progress == "jsonl":
         reporter.emit({"event": "done", "out": str(out)})
     else:
         print(format_summary(result))
         print(f"\nWrote {out}")
     return 0
+
+
+def _keep_partial(partial: RunResult, args) -> None:
+    """Save what a run that stopped early measured; a failure to do so is said, not raised (the
+    run's own error is the one to report)."""
+    try:
+        kept = partial.save(args.out, overwrite=args.overwrite)
+        print(f"The incomplete run was kept in {kept} (marked incomplete).", file=sys.stderr)
+    except (ProfilerError, OSError) as error:
+        print(f"The incomplete run could not be kept: {_one_line(str(error))}", file=sys.stderr)
+    finally:
+        partial.release_scratch()
 
 
 def _command_bench(args) -> int:
@@ -206,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     jsonl = "--progress" in argv and argv[argv.index("--progress") + 1:][:1] == ["jsonl"]
 
     def fail(code: int, kind: str, message: str, hint: str = "", field: str | None = None) -> int:
+        message, hint = _one_line(message), _one_line(hint)
         if jsonl:
             cli.JsonlProgress().emit({"event": "error", "kind": kind, "field": field,
                                       "message": message, "hint": hint})

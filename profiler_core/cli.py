@@ -112,7 +112,11 @@ def build_parser() -> _Parser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="run eager vs CUDA graph and write a run directory")
     add_run_options(run)
-    run.add_argument("--out", required=True, help="run directory to write (e.g. runs/seed)")
+    run.add_argument("--out", required=True,
+                     help="run folder to write (e.g. runs/seed): a new folder, or one of this "
+                          "tool's earlier runs with --overwrite")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace the run already in --out (only ever a run folder of this tool)")
     run.add_argument("--progress", choices=("bar", "jsonl", "none"), default="bar",
                      help="progress as a text bar (stderr), JSON lines (stdout) or nothing")
     bench = commands.add_parser(

@@ -7,6 +7,7 @@ A run that still runs out of memory is caught in ``runner``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -55,8 +56,55 @@ def _gib(value: int) -> str:
     return f"{value / 2**30:.1f} GiB"
 
 
+def cpu_estimate(config: RunConfig) -> MemoryEstimate:
+    """A CPU run: one eager replica (no graph, no second replica) and its batches."""
+    full = estimate(config)
+    batches = min(BATCH_POOL_BATCHES, config.total_eager_iters) * config.batch * (
+        config.d_in + config.d_out) * FP32_BYTES
+    total = (2 * full.parameters_bytes + full.optimizer_bytes + full.activations_bytes + batches
+             + FIXED_OVERHEAD_BYTES // 2)
+    return MemoryEstimate(full.parameters_bytes, full.gradients_bytes, full.optimizer_bytes,
+                          full.activations_bytes, batches, total)
+
+
+def host_memory_available() -> int | None:
+    """Bytes this process may still allocate: the kernel's MemAvailable, lowered by an address-space
+    limit (``ulimit -v``) when one is set; None when neither can be read."""
+    available = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            with open("/proc/self/statm", encoding="ascii") as statm:
+                used = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            headroom = max(0, soft - used)
+            available = headroom if available is None else min(available, headroom)
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return available
+
+
 def check_fits(config: RunConfig, device: torch.device) -> MemoryEstimate:
-    """Refuse a config that clearly needs more than the device's free memory."""
+    """Refuse a config that clearly needs more than the device's free memory (the host's memory
+    for a CPU run)."""
+    if device.type == "cpu":
+        needed = cpu_estimate(config)
+        free_bytes = host_memory_available()
+        if free_bytes is not None and needed.total_bytes > free_bytes:
+            raise GpuMemoryError(
+                f"this config needs about {_gib(needed.total_bytes)} of the CPU's memory (weights "
+                f"{_gib(needed.parameters_bytes)}, activations {_gib(needed.activations_bytes)}, "
+                f"batches {_gib(needed.batches_bytes)}); this process may use about "
+                f"{_gib(free_bytes)}", "shrink the batch or the layer sizes for a CPU run")
+        return needed
     needed = estimate(config)
     free_bytes, _ = torch.cuda.mem_get_info(device)
     if needed.total_bytes > free_bytes:

@@ -1,8 +1,11 @@
 """``RunResult``: everything one run measured, as tidy DataFrames plus JSON-able metadata.
 
 Scope: the in-memory result and its run directory (``summary.json`` + one CSV per table + Chrome
-traces). Saving is atomic (a temporary sibling directory, then a rename); loading checks the schema
-version, the files and the columns, and never executes anything from the directory (no pickle).
+traces). Saving is atomic (a temporary sibling directory, then a rename) and never touches what is
+not the tool's own: it writes a new folder, or replaces a folder that holds one of this tool's runs
+when asked to (``overwrite``); anything else at the path is refused before a run starts
+(:func:`check_output`). Loading checks the schema version, the files, the columns and the values
+(finite, in range, of the right kind), and never executes anything from the directory (no pickle).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -22,11 +26,136 @@ from profiler_core import schema
 from profiler_core.config import RunConfig
 from profiler_core.errors import ConfigError, RunFormatError
 
+TOOL_NAME = "profiler_core"  # summary.json's "tool": how a folder is recognised as a run of ours
+# A summary larger than this is not one of ours (ours are a few kilobytes).
+_MAX_SUMMARY_BYTES = 4 * 2**20
+# Largest time a table may hold: a step of more than ~11 days is not a measurement.
+MAX_TIME_MS = 1e9
+# A mode or timing method is a short identifier (it appears in file names, legends and labels).
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_+-]{0,39}")
+# Columns that can never be negative (times, counts, shares of a total).
+_NON_NEGATIVE = {
+    "latency": ("trial", "iteration", "steps", "gpu_ms", "wall_ms"),
+    "stats": ("count", "mean_ms", "median_ms", "p10_ms", "p90_ms", "p99_ms", "iqr_ms", "min_ms",
+              "max_ms"),
+    "launch_split": ("iteration", "span_us", "cpu_launch_us", "gpu_busy_us", "launches", "kernels"),
+    "kernels": ("calls_per_iter", "total_us", "mean_us", "min_us", "max_us", "share_of_gpu_pct"),
+    "breakdown": ("eager_us", "graph_us"),
+}
+
 # Column dtypes that are not float: everything else in a table is read as a float.
 _TEXT_COLUMNS = {"mode", "method", "phase", "rule", "component", "kernel", "kernel_full", "metric",
                  "source"}
 _INT_COLUMNS = {"trial", "iteration", "steps", "count", "launches", "kernels"}
 _BOOL_COLUMNS = {"match"}
+
+
+SCRATCH_PREFIX = "profiler_core_traces_"  # the private folder a run keeps its traces in
+
+
+def _refused_output(message: str, hint: str) -> ConfigError:
+    return ConfigError("out", message, hint)
+
+
+def is_tool_run(path: Path) -> bool:
+    """Whether ``path`` is a real folder holding one of this tool's runs (its summary.json says
+    so); links, files and any other folder are not."""
+    summary = path / schema.SUMMARY_FILE
+    try:
+        if path.is_symlink() or not path.is_dir() or summary.is_symlink() or not summary.is_file():
+            return False
+        if summary.stat().st_size > _MAX_SUMMARY_BYTES:
+            return False
+        content = json.loads(summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return (isinstance(content, dict) and content.get("tool") == TOOL_NAME
+            and content.get("schema_version") in schema.READABLE_SCHEMA_VERSIONS)
+
+
+def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
+    """The run folder to write, checked before anything runs: a new folder whose parent can be
+    written, or (with ``overwrite``) a folder holding one of this tool's earlier runs. Anything
+    else is refused with ``ConfigError`` on ``out`` and left untouched. Creates missing parents."""
+    text = os.fspath(directory)
+    shown = repr(text)
+    last = os.path.basename(text.rstrip(os.sep))
+    if not text.strip() or last in ("", ".", "..") or Path(text).name in ("", ".", ".."):
+        raise _refused_output(f"out must name a new folder for the run; got {shown}",
+                              "give a folder name such as runs/seed")
+    target = Path(text)
+    if os.path.lexists(target):
+        if not is_tool_run(target):
+            raise _refused_output(
+                f"{shown} already exists and is not a run folder of this tool, so nothing was "
+                "written there", "choose a new folder name")
+        if not overwrite:
+            raise _refused_output(f"{shown} already holds a run",
+                                  "choose a new folder, or pass --overwrite to replace that run")
+    try:
+        limit = os.pathconf(target.parent if target.parent.is_dir() else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if len(target.name.encode("utf-8", "surrogateescape")) > limit - 16:  # room for a staging name
+        raise _refused_output(f"the folder name {shown} is too long (over {limit - 16} bytes)",
+                              "choose a shorter name")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent)
+        os.rmdir(probe)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise _refused_output(f"cannot write the run folder {shown}: {reason}",
+                              "choose a folder on a writable disk") from None
+    return target
+
+
+def _refuse_booleans(name: str, raw: pd.DataFrame, path: Path) -> None:
+    """true/false in a numeric column would be read as 1/0: refuse it instead."""
+    for column in schema.TABLE_FILES[name][1]:
+        if column in _TEXT_COLUMNS or column in _BOOL_COLUMNS or column not in raw.columns:
+            continue
+        values = raw[column]
+        if values.dtype == bool or (values.dtype == object and values.astype(str).str.strip()
+                                    .str.lower().isin(("true", "false")).any()):
+            raise RunFormatError(f"{path}: column {column} holds true/false where numbers belong",
+                                 "the file was damaged or edited; run again")
+
+
+def _check_values(name: str, frame: pd.DataFrame, path: Path) -> None:
+    """Every number finite (or NaN: not measured), times in range, counts and durations not
+    negative, modes and methods short identifiers."""
+    def refuse(what: str) -> None:
+        raise RunFormatError(f"{path}: {what}", "the file was damaged or edited; run again")
+
+    for column in schema.TABLE_FILES[name][1]:
+        if column in _TEXT_COLUMNS or column in _BOOL_COLUMNS:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        if values.isin([math.inf, -math.inf]).any():
+            refuse(f"column {column} holds an infinite value")
+        if (values.abs() > (MAX_TIME_MS * 1e3 if name != "nvml" else 1e12)).any():
+            refuse(f"column {column} holds a value beyond any measurement")
+        if column in _NON_NEGATIVE.get(name, ()) and (values < 0).any():
+            refuse(f"column {column} holds a negative value")
+        if column.endswith("_ms") and (values > MAX_TIME_MS).any():
+            refuse(f"column {column} holds a time beyond {MAX_TIME_MS:g} ms")
+    for column in ("mode", "method"):
+        if column in frame.columns and len(frame):
+            bad = [v for v in frame[column].astype(str) if not _IDENTIFIER.fullmatch(v)]
+            if bad:
+                refuse(f"column {column} holds {bad[0][:40]!r}, which is not a mode or method name")
+    if name == "latency" and len(frame):
+        if not frame["method"].isin(schema.LATENCY_METHODS).all():
+            refuse(f"column method must be one of {', '.join(schema.LATENCY_METHODS)}")
+        if (frame["gpu_ms"].isna() & frame["wall_ms"].isna()).any():
+            refuse("a timed iteration has neither a GPU nor a wall time")
+        if (frame["steps"] < 1).any():
+            refuse("column steps must be at least 1")
+    if name == "stats" and len(frame) and frame["median_ms"].isna().any():
+        refuse("a statistics row has no median")
+    if name == "phases" and len(frame) and (frame["end_s"] < frame["start_s"]).any():
+        refuse("a phase ends before it starts")
 
 
 def empty_table(name: str) -> pd.DataFrame:
@@ -86,6 +215,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     complete: bool = True
     trace_paths: dict[str, Path | None] = field(default_factory=dict)
+    scratch_dir: Path | None = None  # private folder holding the traces until saved
 
     def table(self, name: str) -> pd.DataFrame:
         return self.tables.get(name, empty_table(name))
@@ -101,18 +231,20 @@ class RunResult:
             "notes": list(self.notes),
         }
 
-    def save(self, directory: str | os.PathLike) -> Path:
-        """Write the run directory atomically; an existing directory of that name is replaced."""
-        target = Path(directory)
-        target.parent.mkdir(parents=True, exist_ok=True)
+    def save(self, directory: str | os.PathLike, overwrite: bool = False) -> Path:
+        """Write the run directory atomically. A folder already there is replaced only when it
+        holds one of this tool's runs and ``overwrite`` is set; anything else is refused
+        (``ConfigError`` on ``out``) and left as it was."""
+        target = check_output(directory, overwrite)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
             self._write_into(staging)
-            if target.exists():
+            if os.path.lexists(target):
+                check_output(target, overwrite)  # still one of our runs, just before it goes
                 retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
                 os.replace(target, retired / target.name)
                 os.replace(staging, target)
-                shutil.rmtree(retired, ignore_errors=True)
+                shutil.rmtree(retired, ignore_errors=True)  # our own earlier run, replaced as asked
             else:
                 os.replace(staging, target)
         except BaseException:
@@ -130,6 +262,14 @@ class RunResult:
         for mode, path in self.trace_paths.items():
             if path is not None and Path(path).exists():
                 shutil.copyfile(path, directory / Path(path).name)
+
+    def release_scratch(self) -> None:
+        """Delete the private folder the run kept its traces in before saving (if any)."""
+        scratch, self.scratch_dir = self.scratch_dir, None
+        if scratch is not None and Path(scratch).name.startswith(SCRATCH_PREFIX):
+            shutil.rmtree(scratch, ignore_errors=True)
+            self.trace_paths = {mode: (None if path is not None and Path(scratch) in Path(path).parents
+                                       else path) for mode, path in self.trace_paths.items()}
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> "RunResult":
@@ -175,11 +315,13 @@ class RunResult:
                                      "the file was damaged or edited; run again") from None
             if version == 1:
                 frame = _upgrade_v1_table(name, frame)
+            _refuse_booleans(name, frame, path)
             try:
                 tables[name] = coerce_table(name, frame)
             except (ValueError, TypeError) as error:
                 raise RunFormatError(f"{path} holds a non-numeric value: {error}",
                                      "the file was damaged or edited; run again") from None
+            _check_values(name, tables[name], path)
         headline, notes = summary["headline"], [str(n) for n in summary["notes"]]
         if version == 1:
             headline, notes = _upgrade_v1_summary(headline, notes)

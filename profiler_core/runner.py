@@ -15,9 +15,11 @@ weights and see identical batches. ``--device cpu`` runs only the eager half.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import math
 import platform
+import shutil
 import tempfile
 import time
 import traceback
@@ -40,7 +42,7 @@ from profiler_core.errors import (ConfigError, CudaFaultError, GpuMemoryError, N
 from profiler_core.memory import check_fits
 from profiler_core.profiling import ProfiledWindow, kernels_were_recorded, profile_window
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
-from profiler_core.results import RunResult, coerce_table
+from profiler_core.results import SCRATCH_PREFIX, RunResult, coerce_table
 from profiler_core.telemetry import (NVML_UTILISATION_CAVEAT, NvmlSamplerProcess, PhaseRecorder,
                                      default_nvml)
 from profiler_core.timing import Mode
@@ -361,7 +363,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
     device = resolve_device(config)
     if device.type == "cuda":
         refuse_after_failed_capture()
-        check_fits(config, device)
+    check_fits(config, device)
     origin_s = time.time()
     phases = PhaseRecorder(origin_s)
     sampler = (NvmlSamplerProcess(device.index, interval_s=config.nvml_interval_ms / 1e3,
@@ -387,8 +389,15 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
                 # Drop the locals of the failed frames (the run's tensors) whoever keeps the error.
                 traceback.clear_frames(error.__traceback__)
                 failure = _out_of_memory(config, counter.phase, error)
+            except MemoryError as error:
+                traceback.clear_frames(error.__traceback__)
+                failure = _out_of_memory(config, counter.phase, error)
             except RuntimeError as error:
-                failure = _cuda_fault(counter.phase, error) if _is_cuda_fault(error) else error
+                if _is_host_out_of_memory(error):
+                    traceback.clear_frames(error.__traceback__)
+                    failure = _out_of_memory(config, counter.phase, error)
+                else:
+                    failure = _cuda_fault(counter.phase, error) if _is_cuda_fault(error) else error
             except (ProfilerError, KeyboardInterrupt) as error:
                 failure = error
             if failure is not None:
@@ -437,11 +446,16 @@ def _out_of_memory(config: RunConfig, phase: str, error: BaseException) -> GpuMe
     """A fresh error (holding no frames, so the run's tensors can be freed) naming the phase."""
     # torch's message runs on with allocator advice; its first three sentences say what failed.
     detail = ". ".join(_one_line(error).split(". ")[:3])
+    where = "CUDA" if config.is_cuda else "the CPU (host memory)"
     return GpuMemoryError(
-        f"CUDA ran out of memory during {phase} ({detail})",
+        f"{where} ran out of memory during {phase} ({detail})",
         f"shrink the batch (now {config.batch:,}) or the layer sizes (D_in {config.d_in:,}, "
         f"H {config.hidden:,} x{config.hidden_layers}, D_out {config.d_out:,}), or free memory "
         "used by other processes")
+
+
+def _is_host_out_of_memory(error: RuntimeError) -> bool:
+    return "DefaultCPUAllocator" in str(error) or "can't allocate memory" in str(error)
 
 
 def _is_cuda_fault(error: RuntimeError) -> bool:
@@ -466,18 +480,33 @@ def _release_gpu_memory(device: torch.device) -> None:
 
 
 def _detach_traces(result: RunResult) -> RunResult:
-    """Move traces out of the temporary directory into a private one that outlives the run."""
-    keep = Path(tempfile.mkdtemp(prefix="profiler_core_traces_"))
-    moved = {}
-    for mode, path in result.trace_paths.items():
-        if path is not None and Path(path).exists():
-            target = keep / Path(path).name
-            Path(path).replace(target)
-            moved[mode] = target
-        else:
-            moved[mode] = None
-    result.trace_paths = moved
+    """Move traces out of the run's temporary directory into a private scratch folder that
+    outlives the run until the result is saved (``RunResult.release_scratch``; at the latest when
+    the process exits). A run without traces makes no folder."""
+    present = {mode: path for mode, path in result.trace_paths.items()
+               if path is not None and Path(path).exists()}
+    if not present:
+        result.trace_paths = {mode: None for mode in result.trace_paths}
+        return result
+    keep = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    _SCRATCH_DIRS.append(keep)
+    result.trace_paths = {mode: None for mode in result.trace_paths}
+    for mode, path in present.items():
+        target = keep / Path(path).name
+        Path(path).replace(target)
+        result.trace_paths[mode] = target
+    result.scratch_dir = keep
     return result
+
+
+# Scratch folders of this process's runs, removed at exit if nobody released them earlier.
+_SCRATCH_DIRS: list[Path] = []
+
+
+@atexit.register
+def _remove_scratch_dirs() -> None:
+    for folder in _SCRATCH_DIRS:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,

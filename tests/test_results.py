@@ -62,7 +62,7 @@ def test_save_replaces_an_existing_run_and_leaves_no_temporaries(tmp_path):
     _result(tmp_path).save(target)
     second = _result(tmp_path)
     second.notes = ["second"]
-    second.save(target)
+    second.save(target, overwrite=True)
     assert RunResult.load(target).notes == ["second"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "trace_eager.json"]
 

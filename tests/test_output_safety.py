@@ -1,0 +1,295 @@
+"""Nothing a user saved is lost: ``run --out`` writes a new folder or, when asked, replaces one of
+this tool's own runs, and refuses anything else before the run starts. Also: no scratch folders
+left behind, memory refusals on the CPU, one-line messages, and the loader's value checks.
+Every destructive case runs against temporary folders only."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from profiler_core import results, runner
+from profiler_core.__main__ import main
+from profiler_core.config import RunConfig
+from profiler_core.errors import ConfigError, GpuMemoryError, RunFormatError
+from profiler_core.results import RunResult, check_output, is_tool_run
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = ["--device", "cpu", "--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4",
+        "--replays", "20", "--trials", "4", "--progress", "none"]
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every path under ``root`` (links, fifos and folders included) with its content's hash."""
+    seen = {}
+    for path in sorted(root.rglob("*")):
+        key = str(path.relative_to(root))
+        if path.is_symlink():
+            seen[key] = "link->" + os.readlink(path)
+        elif path.is_fifo():
+            seen[key] = "fifo"
+        elif path.is_dir():
+            seen[key] = "dir"
+        else:
+            seen[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return seen
+
+
+def a_run(path: Path) -> Path:
+    result = runner.run_experiment(RunConfig(batch=8, d_in=16, hidden=32, d_out=4, replays=20,
+                                             trials=4, device="cpu"))
+    return result.save(path)
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory) -> Path:
+    return a_run(tmp_path_factory.mktemp("one") / "run")
+
+
+def make(kind: str, root: Path, saved_run: Path) -> str:
+    """Build one thing a user may have at the output path; returns the --out to pass."""
+    import shutil
+
+    if kind == "runs_folder":  # a folder of earlier runs, not a run itself
+        for name in ("a", "b"):
+            shutil.copytree(saved_run, root / "runs" / name)
+        return str(root / "runs")
+    if kind == "project":
+        (root / "myproject").mkdir()
+        (root / "myproject" / "main.py").write_text("print('my work')\n")
+        return str(root / "myproject")
+    if kind == "file":
+        (root / "existing.txt").write_text("keep me\n")
+        return str(root / "existing.txt")
+    if kind == "fifo":  # a special file, as /dev/null is
+        os.mkfifo(root / "pipe")
+        return str(root / "pipe")
+    if kind == "link_to_run":
+        shutil.copytree(saved_run, root / "real")
+        (root / "link").symlink_to(root / "real")
+        return str(root / "link")
+    if kind == "foreign_summary":  # a summary.json of some other program
+        (root / "other").mkdir()
+        (root / "other" / "summary.json").write_text(json.dumps({"tool": "other", "schema_version": 2}))
+        return str(root / "other")
+    if kind == "parent_is_a_file":
+        (root / "existing.txt").write_text("keep me\n")
+        return str(root / "existing.txt" / "run")
+    if kind == "name_too_long":
+        return str(root / ("x" * 300))
+    if kind == "unwritable":
+        return "/proc/profiler-core-test/run"
+    raise AssertionError(kind)
+
+
+REFUSED = ["runs_folder", "project", "file", "fifo", "link_to_run", "foreign_summary",
+           "parent_is_a_file", "name_too_long", "unwritable"]
+
+
+@pytest.mark.parametrize("kind", REFUSED)
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_run_refuses_every_path_that_is_not_a_new_folder_or_its_own_run(
+        kind, overwrite, tmp_path, saved_run, capsys):
+    out = make(kind, tmp_path, saved_run)
+    before = snapshot(tmp_path)
+    code = main(["run", "--out", out, *TINY, *(["--overwrite"] if overwrite else [])])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: --out: ") and err.count("\n") == 1  # one line, no traceback
+    assert snapshot(tmp_path) == before  # nothing changed, nothing left behind
+
+
+@pytest.mark.parametrize("out", ["", ".", "..", "  "])
+def test_empty_dot_and_dotdot_are_refused_and_leave_nothing(out, tmp_path, monkeypatch, capsys):
+    inner = tmp_path / "cwd"
+    inner.mkdir()
+    monkeypatch.chdir(inner)
+    assert main(["run", "--out", out, *TINY]) == 2
+    assert "new folder" in capsys.readouterr().err
+    assert snapshot(tmp_path) == {"cwd": "dir"}
+
+
+def test_an_earlier_run_is_replaced_only_with_overwrite(tmp_path, saved_run, capsys):
+    import shutil
+
+    target = tmp_path / "runs" / "seed"
+    shutil.copytree(saved_run, target)
+    (tmp_path / "runs" / "notes.txt").write_text("mine\n")
+    before = snapshot(tmp_path)
+    assert main(["run", "--out", str(target), *TINY]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert snapshot(tmp_path) == before
+    assert main(["run", "--out", str(target), *TINY, "--overwrite"]) == 0
+    assert RunResult.load(target).complete
+    assert (tmp_path / "runs" / "notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["notes.txt", "seed"]
+
+
+def test_only_real_folders_with_this_tools_summary_are_recognised(tmp_path, saved_run):
+    assert is_tool_run(saved_run)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to(saved_run)
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "summary.json").write_text(" " * (5 * 2**20))
+    assert not any(is_tool_run(tmp_path / name) for name in ("empty", "link", "big", "missing"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(REFUSED + ["new", "own_run"]), overwrite=st.booleans(),
+       suffix=st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/"),
+                      max_size=12))
+def test_property_check_output_never_changes_what_is_there(kind, overwrite, suffix, saved_run,
+                                                           tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    if kind == "new":
+        out = str(root / ("new" + suffix))
+    elif kind == "own_run":
+        import shutil
+
+        shutil.copytree(saved_run, root / "own")
+        out = str(root / "own")
+    else:
+        out = make(kind, root, saved_run) + suffix
+    before = snapshot(root)
+    try:
+        target = check_output(out, overwrite)
+    except ConfigError as error:
+        assert error.field == "out" and "\n" not in error.message
+        assert snapshot(root) == before
+        return
+    # accepted: a new folder (its parents may be created) or our own run with --overwrite
+    assert kind in ("new", "own_run") or not os.path.lexists(out)
+    if kind == "own_run":
+        assert overwrite and snapshot(root) == before
+    assert not target.exists() or is_tool_run(target)
+
+
+def test_no_scratch_folder_is_left_behind(tmp_path, monkeypatch):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    for index in range(3):
+        assert main(["run", "--out", str(tmp_path / f"run{index}"), *TINY]) == 0
+    # a run that made traces: they sit in a private scratch folder until saved, then it goes
+    trace = scratch / "trace_eager.json"
+    trace.write_text(json.dumps({"traceEvents": []}))
+    result = runner._detach_traces(RunResult(config=RunConfig(device="cpu"), environment={},
+                                             headline={}, trace_paths={"eager": trace, "graph": None}))
+    assert result.scratch_dir is not None and result.scratch_dir.name.startswith("profiler_core_traces_")
+    saved = result.save(tmp_path / "with-trace")
+    result.release_scratch()
+    assert (saved / "trace_eager.json").is_file()
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_cpu_run_too_large_for_memory_is_refused_before_allocating(capsys):
+    code = main(["run", "--out", "unused", "--device", "cpu", "--batch", "1048576", "--d-in", "2048",
+                 "--hidden", "64", "--d-out", "64", "--progress", "none"])
+    err = capsys.readouterr().err
+    assert code == 5, err
+    assert "CPU's memory" in err and "shrink" in err and err.count("\n") == 1
+    assert not Path("unused").exists()
+
+
+def test_a_cpu_out_of_memory_during_the_run_exits_5_and_keeps_the_partial_run(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(runner, "check_fits", lambda config, device: None)
+
+    def exhausted(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't "
+                           "allocate memory: you tried to allocate 68719476736 bytes.")
+
+    monkeypatch.setattr(runner, "_steady_trials", exhausted)
+    out = tmp_path / "oom"
+    assert main(["run", "--out", str(out), *TINY]) == 5
+    err = capsys.readouterr().err
+    assert "the CPU (host memory) ran out of memory during timed trials" in err
+    assert RunResult.load(out).complete is False
+
+
+def test_under_an_address_space_limit_the_estimate_refuses(tmp_path):
+    script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30));"
+              "from profiler_core.__main__ import main; sys.exit(main(sys.argv[1:]))")
+    completed = subprocess.run(
+        [sys.executable, "-c", script, "run", "--out", str(tmp_path / "r"), "--device", "cpu",
+         "--batch", "65536", "--d-in", "2048", "--hidden", "2048", "--d-out", "2048",
+         "--progress", "none"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert completed.returncode == 5, completed.stderr
+    assert "CPU's memory" in completed.stderr and "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--out", "x", "--batch", "1\n2"],
+    ["run", "--out", "x", "--dtype", "fp\n32"],
+    ["run", "--out", "\n", "--device", "cpu"],
+    ["run", "--out", "a\u2028b/.", "--device", "cpu"],
+    ["run", "--out", "x", "--nonsense\nflag"],
+    ["trace-stats", "no\nsuch\nfile.json"],
+    ["bench", "--configs", "seed\nfp32"],
+])
+def test_echoed_line_breaks_never_split_the_message(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+
+
+def test_bench_checks_its_input_before_looking_for_a_gpu(capsys):
+    assert main(["bench", "--rounds", "-5"]) == 2
+    assert "rounds must be a whole number" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- loader values
+
+
+def _damage(saved_run: Path, tmp_path: Path, table: str, column: str, value) -> Path:
+    import shutil
+
+    run = tmp_path / "damaged"
+    shutil.copytree(saved_run, run)
+    frame = pd.read_csv(run / f"{table}.csv", dtype=str)
+    if value in ("True", "false"):  # a whole column of booleans reads as 1/0 unless refused
+        frame[column] = value
+    else:
+        frame.loc[0, column] = value
+    frame.to_csv(run / f"{table}.csv", index=False)
+    return run
+
+
+@pytest.mark.parametrize("table, column, value, message", [
+    ("latency", "wall_ms", "inf", "infinite"),
+    ("latency", "wall_ms", "-inf", "infinite"),
+    ("latency", "wall_ms", "-1.5", "negative"),
+    ("latency", "wall_ms", "1e308", "beyond"),
+    ("latency", "wall_ms", "True", "true/false"),
+    ("latency", "wall_ms", "fast", "non-numeric"),
+    ("latency", "steps", "0", "at least 1"),
+    ("latency", "method", "warm", "must be one of"),
+    ("latency", "mode", "![x](http://attacker.invalid/p.png)", "not a mode"),
+    ("stats", "median_ms", "nan", "no median"),
+    ("stats", "median_ms", "1e308", "beyond"),
+    ("stats", "count", "false", "true/false"),
+])
+def test_values_no_measurement_can_hold_are_refused(table, column, value, message, saved_run,
+                                                   tmp_path):
+    run = _damage(saved_run, tmp_path, table, column, value)
+    with pytest.raises(RunFormatError) as raised:
+        RunResult.load(run)
+    assert message in raised.value.message and raised.value.hint
+
+
+def test_a_missing_time_is_not_measured_and_still_loads(saved_run, tmp_path):
+    run = _damage(saved_run, tmp_path, "latency", "gpu_ms", "")  # a CPU run has no GPU time
+    assert math.isnan(RunResult.load(run).table("latency")["gpu_ms"].iloc[0])
