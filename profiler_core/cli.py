@@ -12,7 +12,9 @@ import sys
 import time
 from typing import IO, Any, Sequence
 
-from profiler_core.config import DTYPES, OPTIMIZERS, PRESETS, WORKLOADS, RunConfig, preset
+from profiler_core.config import DTYPES, OPTIMIZERS, PRESETS, WORKLOADS, RunConfig
+
+CUSTOM = "custom"  # the label of a run whose values are not a preset's
 from profiler_core.errors import ConfigError
 from profiler_core.progress import Progress
 
@@ -71,8 +73,9 @@ def _device_text(text: str) -> str:
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The workload options shared by ``run`` and ``bench``."""
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="seed",
-                        help="start from a preset (default: seed); other options override it")
+    parser.add_argument("--preset", choices=[*sorted(PRESETS), CUSTOM], default="seed",
+                        help="start from a preset (default: seed); other options override it, "
+                             f"and a run whose values differ from its preset is labelled {CUSTOM}")
     parser.add_argument("--batch", type=_int_text, help="batch size N")
     parser.add_argument("--d-in", type=_int_text, help="input features")
     parser.add_argument("--hidden", type=_int_text, help="hidden width H")
@@ -106,6 +109,21 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "be captured, to see the diagnosis")
 
 
+def _with_defaults(parser: argparse.ArgumentParser) -> None:
+    """Say each run option's default (the seed preset's value) in its help."""
+    defaults = RunConfig()
+    for action in parser._actions:
+        name = action.dest
+        if name == "dropout":
+            action.help += f" (default: {defaults.dropout1} {defaults.dropout2})"
+        elif name in ("trials", "eager_iters"):
+            continue  # their help already says how the default is worked out
+        elif hasattr(defaults, name) and name != "preset" and action.help:
+            value = getattr(defaults, name)
+            shown = value if not isinstance(value, bool) else ("on" if value else "off")
+            action.help += f" (default: {shown})"
+
+
 def build_parser() -> _Parser:
     parser = _Parser(prog="python -m profiler_core",
                      description="How much do CUDA Graphs speed up my PyTorch training, and why?")
@@ -118,7 +136,9 @@ def build_parser() -> _Parser:
     run.add_argument("--overwrite", action="store_true",
                      help="replace the run already in --out (only ever a run folder of this tool)")
     run.add_argument("--progress", choices=("bar", "jsonl", "none"), default="bar",
-                     help="progress as a text bar (stderr), JSON lines (stdout) or nothing")
+                     help="progress as a text bar (stderr), JSON lines (stdout) or nothing "
+                          "(default: bar)")
+    _with_defaults(run)
     bench = commands.add_parser(
         "bench", help="the tool's default run vs a bare hand-written loop, fresh processes, on a GPU")
     bench.add_argument("--rounds", type=_int_text, default=6,
@@ -134,7 +154,8 @@ def build_parser() -> _Parser:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The preset, overridden by every option given."""
+    """The preset, overridden by every option given; labelled ``custom`` when an option changed
+    one of the preset's values (``--preset custom`` starts from the seed values)."""
     overrides: dict[str, Any] = {}
     for name in _INT_FIELDS + _BOOL_FIELDS + ("dtype", "optimizer", "device", "nvml_interval_ms",
                                               "workload"):
@@ -143,12 +164,17 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             overrides[name] = value
     if getattr(args, "dropout", None) is not None:
         overrides["dropout1"], overrides["dropout2"] = args.dropout
-    return preset(args.preset, **overrides)
+    base = PRESETS["seed"] if args.preset == CUSTOM else PRESETS[args.preset]
+    changed = args.preset == CUSTOM or any(getattr(base, name) != value
+                                           for name, value in overrides.items())
+    if changed:
+        overrides["preset"] = CUSTOM
+    return base.replace(**overrides) if overrides else base
 
 
 def config_to_argv(config: RunConfig) -> list[str]:
     """Options that ``run`` turns back into exactly ``config`` (used by the dashboard's worker)."""
-    argv = ["--preset", config.preset if config.preset in PRESETS else "seed"]
+    argv = ["--preset", config.preset]
     for name in _INT_FIELDS:
         value = getattr(config, name)
         if value is not None:
@@ -185,7 +211,8 @@ class BarProgress:
         filled = int(self.width * progress.fraction)
         bar = "#" * filled + "-" * (self.width - filled)
         elapsed = time.perf_counter() - self.started
-        line = f"\r[{bar}] {progress.fraction:6.1%} {elapsed:6.1f}s  {progress.phase}: {progress.message}"
+        line = (f"\r[{bar}] {progress.fraction:6.1%} {elapsed:6.1f}s {eta_text(elapsed, progress.fraction)}"
+                f"  {progress.phase}: {progress.message}")
         if line != self._last_line:
             self.stream.write(line.ljust(100)[:160])
             self.stream.flush()
@@ -194,6 +221,14 @@ class BarProgress:
     def close(self) -> None:
         self.stream.write("\n")
         self.stream.flush()
+
+
+def eta_text(elapsed_s: float, fraction: float) -> str:
+    """"ETA 12s" from the time spent and the fraction done (blank before 2%: too early to say)."""
+    if fraction < 0.02 or fraction >= 1.0:
+        return " " * 9
+    remaining = elapsed_s / fraction * (1.0 - fraction)
+    return f"ETA {remaining:4.0f}s" if remaining < 10_000 else "ETA >2h  "
 
 
 class JsonlProgress:

@@ -56,7 +56,7 @@ def test_no_cuda_exits_3(tmp_path, capsys):
 
 def test_config_round_trips_through_argv():
     config = preset("lesson2", dtype="bf16", optimizer="adamw", dropout1=0.0, eager_iters=17,
-                    nvml=False, device="cuda:1", nvml_interval_ms=12.5)
+                    nvml=False, device="cuda:1", nvml_interval_ms=12.5, preset="custom")
     args = cli.parse(["run", "--out", "x", *cli.config_to_argv(config)])
     assert cli.config_from_args(args) == config
 
@@ -64,7 +64,33 @@ def test_config_round_trips_through_argv():
 def test_options_override_the_preset():
     args = cli.parse(["run", "--out", "x", "--preset", "lesson3", "--replays", "40", "--device", "cpu"])
     config = cli.config_from_args(args)
-    assert (config.capture_iters, config.replays, config.device, config.preset) == (3, 40, "cpu", "lesson3")
+    # replays changed from the lesson's 10: no longer the lesson, so labelled custom
+    assert (config.capture_iters, config.replays, config.device, config.preset) == (3, 40, "cpu", "custom")
+    same = cli.config_from_args(cli.parse(["run", "--out", "x", "--preset", "lesson3", "--replays", "10"]))
+    assert same.preset == "lesson3"
+
+
+def test_custom_settings_keep_their_label_through_the_worker_command_line():
+    from profiler_core.config import PRESETS
+
+    custom = PRESETS["seed"].replace(batch=64, preset="custom")
+    args = cli.parse(["run", "--out", "x", *cli.config_to_argv(custom)])
+    assert cli.config_from_args(args) == custom
+    assert cli.config_from_args(cli.parse(["run", "--out", "x", "--preset", "custom"])).preset == "custom"
+
+
+def test_run_help_shows_every_default(capsys):
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("batch size N (default: 640)", "(default: 0.2 0.1)", "precision (default: fp32)",
+                  "timed graph replays (default: 200)", "(default: bar)", "(default: 20)"):
+        assert shown in text
+
+
+def test_the_progress_bar_shows_an_eta():
+    assert cli.eta_text(10.0, 0.25) == "ETA   30s"
+    assert cli.eta_text(1.0, 0.01).strip() == "" and cli.eta_text(5.0, 1.0).strip() == ""
 
 
 def test_device_cpu_end_to_end(tmp_path, capsys):
