@@ -142,7 +142,9 @@ def _check_values(name: str, frame: pd.DataFrame, path: Path) -> None:
             refuse(f"column {column} holds a time beyond {MAX_TIME_MS:g} ms")
     for column in ("mode", "method"):
         if column in frame.columns and len(frame):
-            bad = [v for v in frame[column].astype(str) if not _IDENTIFIER.fullmatch(v)]
+            if frame[column].isna().any():
+                refuse(f"column {column} is empty in a row")
+            bad = [str(v) for v in frame[column] if not _IDENTIFIER.fullmatch(str(v))]
             if bad:
                 refuse(f"column {column} holds {bad[0][:40]!r}, which is not a mode or method name")
     if name == "latency" and len(frame):

@@ -278,6 +278,7 @@ def _damage(saved_run: Path, tmp_path: Path, table: str, column: str, value) -> 
     ("latency", "steps", "0", "at least 1"),
     ("latency", "method", "warm", "must be one of"),
     ("latency", "mode", "![x](http://attacker.invalid/p.png)", "not a mode"),
+    ("latency", "mode", "", "empty"),
     ("stats", "median_ms", "nan", "no median"),
     ("stats", "median_ms", "1e308", "beyond"),
     ("stats", "count", "false", "true/false"),
