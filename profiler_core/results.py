@@ -320,8 +320,8 @@ class RunResult:
             _refuse_booleans(name, frame, path)
             try:
                 tables[name] = coerce_table(name, frame)
-            except (ValueError, TypeError) as error:
-                raise RunFormatError(f"{path} holds a non-numeric value: {error}",
+            except (ValueError, TypeError, OverflowError) as error:
+                raise RunFormatError(f"{path} holds a non-numeric value (or one out of range): {error}",
                                      "the file was damaged or edited; run again") from None
             _check_values(name, tables[name], path)
         headline, notes = summary["headline"], [str(n) for n in summary["notes"]]

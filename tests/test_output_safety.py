@@ -275,6 +275,8 @@ def _damage(saved_run: Path, tmp_path: Path, table: str, column: str, value) -> 
     ("latency", "wall_ms", "1e308", "beyond"),
     ("latency", "wall_ms", "True", "true/false"),
     ("latency", "wall_ms", "fast", "non-numeric"),
+    ("latency", "trial", "inf", "non-numeric"),
+    ("latency", "iteration", "9" * 40, "non-numeric"),
     ("latency", "steps", "0", "at least 1"),
     ("latency", "method", "warm", "must be one of"),
     ("latency", "mode", "![x](http://attacker.invalid/p.png)", "not a mode"),
