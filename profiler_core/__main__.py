@@ -8,6 +8,7 @@ A run that stops early keeps what it measured in its run directory, marked incom
 from __future__ import annotations
 
 import math
+import os
 import signal
 import sys
 from pathlib import Path
@@ -193,6 +194,37 @@ def _command_bench(args) -> int:
     return 0
 
 
+def _check_table_outputs(folder: Path, overwrite: bool) -> None:
+    """``trace-stats --out``: the folder may hold our two tables only if asked to replace them
+    (``--overwrite``) and only if they are ours (a plain file starting with our header); anything
+    else at those names is refused and left as it was."""
+    from profiler_core.schema import TABLE_FILES
+
+    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+        raise ConfigError("out", f"{str(folder)!r} exists and is not a folder",
+                          "choose a folder for the tables")
+    for table in ("launch_split", "kernels"):
+        file_name, columns = TABLE_FILES[table]
+        path = folder / file_name
+        if not os.path.lexists(path):
+            continue
+        ours = path.is_file() and not path.is_symlink() and _first_line(path) == ",".join(columns)
+        if not ours:
+            raise ConfigError("out", f"{str(path)!r} exists and is not a table written by this "
+                                     "tool, so nothing was written", "choose another folder")
+        if not overwrite:
+            raise ConfigError("out", f"{str(path)!r} already holds a table",
+                              "choose another folder, or pass --overwrite to replace it")
+
+
+def _first_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.readline(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
 def _command_trace_stats(args) -> int:
     from profiler_core.errors import RunFormatError
     from profiler_core.trace import (
@@ -203,6 +235,8 @@ def _command_trace_stats(args) -> int:
         write_tables,
     )
 
+    if args.out:
+        _check_table_outputs(Path(args.out), args.overwrite)  # before any work: nothing is lost
     analysis = analyse_trace(load_trace(args.trace), mode=Path(args.trace).name)
     if analysis.launch_split.empty:
         raise RunFormatError(f"trace {shown(args.trace)} holds no events to analyse (no complete "

@@ -150,6 +150,8 @@ def build_parser() -> _Parser:
     stats = commands.add_parser("trace-stats", help="graph-aware launch split of a Chrome trace")
     stats.add_argument("trace", help="Chrome-trace JSON exported by torch.profiler (.json or .gz)")
     stats.add_argument("--out", help="write launch_split.csv and kernels.csv into this folder")
+    stats.add_argument("--overwrite", action="store_true",
+                       help="replace those two tables if an earlier trace-stats wrote them there")
     return parser
 
 

@@ -296,3 +296,40 @@ def test_values_no_measurement_can_hold_are_refused(table, column, value, messag
 def test_a_missing_time_is_not_measured_and_still_loads(saved_run, tmp_path):
     run = _damage(saved_run, tmp_path, "latency", "gpu_ms", "")  # a CPU run has no GPU time
     assert math.isnan(RunResult.load(run).table("latency")["gpu_ms"].iloc[0])
+
+
+def _trace(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "name": "ProfilerStep#0", "cat": "user_annotation", "ts": 0, "dur": 50,
+         "pid": 1, "tid": 1}]}))
+    return path
+
+
+@pytest.mark.parametrize("existing", ["user_file", "link", "folder"])
+def test_trace_stats_never_replaces_files_that_are_not_its_tables(existing, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    if existing == "user_file":
+        (out / "kernels.csv").write_text("my,own,data\n1,2,3\n")
+    elif existing == "link":
+        (tmp_path / "precious.csv").write_text("keep\n")
+        (out / "kernels.csv").symlink_to(tmp_path / "precious.csv")
+    else:
+        (out / "launch_split.csv").mkdir()
+    trace = _trace(tmp_path)
+    before = snapshot(tmp_path)
+    for extra in ([], ["--overwrite"]):
+        assert main(["trace-stats", str(trace), "--out", str(out), *extra]) == 2
+        assert "not a table written by this tool" in capsys.readouterr().err
+    assert snapshot(tmp_path) == before
+
+
+def test_trace_stats_replaces_its_own_tables_only_when_asked(tmp_path, capsys):
+    trace, out = _trace(tmp_path), tmp_path / "out"
+    assert main(["trace-stats", str(trace), "--out", str(out)]) == 0
+    first = snapshot(out)
+    assert main(["trace-stats", str(trace), "--out", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["trace-stats", str(trace), "--out", str(out), "--overwrite"]) == 0
+    assert sorted(snapshot(out)) == sorted(first)
