@@ -3,8 +3,10 @@
 Scope: read a trace written by ``prof.export_chrome_trace(path)`` (plain JSON or gzip), cut it
 into iterations, and split each iteration into CPU launch time, other CPU time, GPU busy time and
 GPU idle time; list the kernels; decompose an eager-vs-graph speedup into those parts; write the
-tables and a plain-text report. It reads files and returns DataFrames; it never runs a workload,
-never imports torch, and never draws anything.
+tables and a plain-text report; and give the events of one iteration as lanes for drawing
+(:func:`iteration_timeline`: CPU ops per thread, launch calls, the GPU work they enqueued). It
+reads files and returns DataFrames; it never runs a workload, never imports torch, and never
+draws anything.
 
 How a trace is read (Kineto's Chrome-trace export, checked with torch 2.13 on CPU; GPU categories
 as listed in GPU-FACTS.md for torch 2.11 on an H200):
@@ -682,3 +684,115 @@ def _kernel_table(kernels: pd.DataFrame, iterations: int, mode: str) -> pd.DataF
     table = table.sort_values(["total_us", "kernel_full"], ascending=[False, True])
     return table.astype(KERNEL_DTYPES).reset_index(drop=True)
 
+
+# ----------------------------------------------------------------------------- one iteration, drawn
+
+TIMELINE_COLUMNS = ["lane", "kind", "name", "start_us", "dur_us"]
+TIMELINE_CPU_OP_CATEGORIES = ("cpu_op", "user_annotation")
+TIMELINE_MAX_EVENTS = 4000  # events of one iteration kept for drawing (the longest first)
+LAUNCH_LANE = "CPU: launch calls"
+GPU_LANE = "GPU: kernels, copies"
+
+
+@dataclass(frozen=True, eq=False)
+class IterationTimeline:
+    """The events of one profiled iteration, for drawing its lanes. Compared by identity."""
+
+    iteration: int  # which iteration (0-based, in start order)
+    iterations: int  # how many the trace has
+    span_us: float  # from the iteration's CPU start to its last CPU or GPU end
+    iteration_source: str  # as in TraceAnalysis
+    events: pd.DataFrame  # TIMELINE_COLUMNS; start_us from the iteration's CPU start
+    dropped: int = 0  # short events left out to stay under TIMELINE_MAX_EVENTS
+
+
+def _spans(windows: pd.DataFrame, gpu_events: pd.DataFrame) -> pd.Series:
+    last_gpu_end = gpu_events[gpu_events["iteration"] >= 0].groupby("iteration")["end"].max()
+    ends = np.fmax(windows["cpu_end"].to_numpy(),
+                   last_gpu_end.reindex(windows["iteration"]).to_numpy(dtype=float))
+    return pd.Series(ends - windows["cpu_start"].to_numpy(), index=windows["iteration"])
+
+
+def typical_iteration(spans: pd.Series) -> int:
+    """The iteration whose span is the median one (the first iteration, often slow, only when
+    it is the only one)."""
+    candidates = spans.iloc[1:] if len(spans) > 2 else spans
+    candidates = candidates.dropna()
+    if candidates.empty:
+        return int(spans.index[0]) if len(spans) else 0
+    ordered = candidates.sort_values(kind="stable")
+    return int(ordered.index[(len(ordered) - 1) // 2])
+
+
+def iteration_timeline(trace: dict, iteration: int | None = None,
+                       max_events: int = TIMELINE_MAX_EVENTS) -> IterationTimeline:
+    """One iteration of a profiled window as lanes of events, cut at ``ProfilerStep#`` markers
+    like :func:`analyse_trace` (the median-span iteration when ``iteration`` is None; an index out
+    of range is clamped).
+
+    Lanes: the outermost CPU ops of each thread that has some in the iteration's CPU window
+    ("CPU: ops, thread 1" is the thread that ran the step marker), the launch calls starting in
+    the window ("CPU: launch calls"), and the GPU work those calls enqueued ("GPU: kernels,
+    copies"; kinds "kernel" and "memcpy/memset"). Times are microseconds from the iteration's
+    CPU start; ``name`` is the trace's own text (escape it before showing it as markup).
+    """
+    _require_event_list(trace, "the trace")
+    events = _complete_events(trace["traceEvents"])
+    api_calls = events[events["cat"].isin(API_CALL_CATEGORIES)]
+    api_calls = api_calls.assign(
+        api=api_calls["name"].str.replace(API_NAME_SUFFIX_PATTERN, "", regex=True))
+    launch_calls = _outermost_per_thread(api_calls[api_calls["api"].isin(LAUNCH_API_NAMES)])
+    windows, source = _iteration_windows(events, launch_calls)
+    gpu_events = _link_to_calls(events[events["cat"].isin(GPU_EVENT_CATEGORIES)], api_calls)
+    if source == "whole_trace":
+        gpu_events = gpu_events.assign(iteration=np.zeros(len(gpu_events), dtype="int64"))
+    else:
+        gpu_events = gpu_events.assign(iteration=_window_of(gpu_events["call_ts"], windows))
+    empty = pd.DataFrame({c: pd.Series(dtype="float64" if c.endswith("_us") else "object")
+                          for c in TIMELINE_COLUMNS})
+    if windows.empty:
+        return IterationTimeline(0, 0, math.nan, source, empty)
+    spans = _spans(windows, gpu_events)
+    chosen = typical_iteration(spans) if iteration is None else int(
+        min(max(int(iteration), 0), len(windows) - 1))
+    window = windows.set_index("iteration").loc[chosen]
+    start, end = float(window["cpu_start"]), float(window["cpu_end"])
+
+    def rows(frame: pd.DataFrame, lane, kind) -> pd.DataFrame:
+        return pd.DataFrame({"lane": lane, "kind": kind, "name": frame["name"].to_numpy(),
+                             "start_us": frame["ts"].to_numpy() - start,
+                             "dur_us": frame["dur"].to_numpy()})
+
+    parts = []
+    markers = events["name"].str.fullmatch(STEP_MARKER_PATTERN)
+    ops = events[events["cat"].isin(TIMELINE_CPU_OP_CATEGORIES) & ~markers
+                 & (events["ts"] >= start) & (events["ts"] <= end)]
+    ops = _outermost_per_thread(ops)
+    if len(ops):
+        marker_rows = events[markers & events["cat"].isin(STEP_MARKER_CATEGORIES)]
+        main = (marker_rows["pid"].iloc[0], marker_rows["tid"].iloc[0]) if len(marker_rows) else None
+        threads = list(dict.fromkeys(zip(ops.sort_values("ts")["pid"], ops.sort_values("ts")["tid"])))
+        if main in threads:
+            threads.remove(main)
+            threads.insert(0, main)
+        for number, (pid, tid) in enumerate(threads, start=1):
+            on_thread = ops[(ops["pid"] == pid) & (ops["tid"] == tid)]
+            parts.append(rows(on_thread, f"CPU: ops, thread {number}", "CPU op"))
+    launches = launch_calls[(launch_calls["ts"] >= start) & (launch_calls["ts"] <= end)]
+    if len(launches):
+        parts.append(rows(launches, LAUNCH_LANE, "launch call"))
+    gpu = gpu_events[gpu_events["iteration"] == chosen]
+    if len(gpu):
+        kinds = np.where(gpu["cat"] == KERNEL_CATEGORY, "kernel", "memcpy/memset")
+        gpu = gpu.assign(name=[short_kernel_name(n) if k == "kernel" else n
+                               for n, k in zip(gpu["name"], kinds)])
+        parts.append(rows(gpu, GPU_LANE, kinds))
+    timeline = pd.concat(parts, ignore_index=True) if parts else empty
+    dropped = 0
+    if len(timeline) > max_events:  # keep the longest events, in their lanes
+        keep = timeline["dur_us"].rank(method="first", ascending=False) <= max_events
+        dropped = int((~keep).sum())
+        timeline = timeline[keep]
+    timeline = timeline.sort_values(["start_us"], kind="stable").reset_index(drop=True)
+    return IterationTimeline(chosen, len(windows), float(spans.loc[chosen]), source,
+                             timeline[TIMELINE_COLUMNS], dropped)

@@ -117,10 +117,54 @@ def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: 
     result = RunResult(config=config, environment=environment, headline=headline, notes=["synthetic run"],
                        tables={k: coerce_table(k, v) for k, v in tables.items()}, trace_paths={})
     saved = result.save(path)
-    for mode in modes:  # a tiny Chrome trace per mode, as the profiler exports them
-        (saved / f"trace_{mode}.json").write_text(json.dumps({"traceEvents": [
-            {"name": f"{mode} step", "ph": "X", "ts": 0, "dur": 10, "pid": 1, "tid": 1}]}))
+    for mode in modes:  # a small Chrome trace per mode, shaped as the profiler exports them
+        (saved / f"trace_{mode}.json").write_text(json.dumps(synthetic_trace(mode)))
     return saved
+
+
+def synthetic_trace(mode: str, iterations: int = 4, kernel_names: list[str] | None = None) -> dict:
+    """A Chrome trace like torch.profiler's: ``ProfilerStep#N`` markers on the main thread, CPU
+    ops (the backward on a second thread), a launch call per kernel (eager) or one graph launch
+    per iteration (graph), and the kernels, linked by correlation ids. Iteration 2 is the
+    slowest; the median-span one is iteration 1 (0-based)."""
+    names = kernel_names or ["ampere_sgemm_64x32_sliced1x4_tn", "void at::native::copy_kernel",
+                             "void at::native::sgd_update_kernel"]
+    events, correlation = [], 0
+    t0 = 1_000_000.0
+    for step in range(iterations):
+        start = t0 + step * 3000.0
+        length = {2: 2400.0, 1: 1100.0}.get(step, 1000.0 + step * 10) if mode == "eager" else 300.0
+        events.append({"name": f"ProfilerStep#{step}", "cat": "user_annotation", "ph": "X",
+                       "ts": start, "dur": length, "pid": 7, "tid": 7})
+        if mode == "eager":
+            events.append({"name": "aten::linear", "cat": "cpu_op", "ph": "X", "ts": start + 5,
+                           "dur": length * 0.4, "pid": 7, "tid": 7})
+            events.append({"name": "aten::addmm", "cat": "cpu_op", "ph": "X", "ts": start + 8,
+                           "dur": length * 0.2, "pid": 7, "tid": 7})  # nested: not a lane bar
+            events.append({"name": "autograd::engine::evaluate_function: AddmmBackward0",
+                           "cat": "cpu_op", "ph": "X", "ts": start + length * 0.5,
+                           "dur": length * 0.3, "pid": 7, "tid": 8})
+            for k, name in enumerate(names):
+                correlation += 1
+                call = start + 20 + k * length / (len(names) + 1)
+                events.append({"name": "cudaLaunchKernel", "cat": "cuda_runtime", "ph": "X",
+                               "ts": call, "dur": 8.0, "pid": 7, "tid": 7,
+                               "args": {"correlation": correlation}})
+                events.append({"name": name, "cat": "kernel", "ph": "X", "ts": call + 15,
+                               "dur": 40.0 + 10 * k, "pid": 0, "tid": 7,
+                               "args": {"correlation": correlation}})
+        else:
+            correlation += 1
+            events.append({"name": "cudaGraphLaunch", "cat": "cuda_runtime", "ph": "X",
+                           "ts": start + 10, "dur": 20.0, "pid": 7, "tid": 7,
+                           "args": {"correlation": correlation}})
+            kernel_start = start + 40
+            for k, name in enumerate(names):
+                events.append({"name": name, "cat": "kernel", "ph": "X", "ts": kernel_start,
+                               "dur": 40.0 + 10 * k, "pid": 0, "tid": 7,
+                               "args": {"correlation": correlation}})
+                kernel_start += 45.0 + 10 * k
+    return {"traceEvents": events}
 
 
 @pytest.fixture
