@@ -17,6 +17,7 @@ from typing import Sequence
 import pandas as pd
 
 from profiler_core import cli
+from profiler_core.config import is_user_spec
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError
 from profiler_core.results import RunResult, check_output
 
@@ -42,14 +43,20 @@ TIMING_LABELS = {
 }
 
 
+def _workload_text(config) -> str:
+    if is_user_spec(config.workload):
+        return f"your step {config.workload}, {config.dtype}"
+    return (f"N={config.batch}, {config.d_in} -> {config.hidden} x{config.hidden_layers} -> "
+            f"{config.d_out}, {config.dtype}, {config.optimizer}")
+
+
 def format_summary(result: RunResult) -> str:
     """The run's headline as plain text: counters, timing per method, one-time costs, split."""
     config, env, head = result.config, result.environment, result.headline
     lines = [
         f"Device: {env.get('gpu_name') or 'CPU'} ({config.device}), torch {env.get('torch_version')}, "
         f"CUDA {env.get('cuda_version')}, driver {env.get('driver_version')}",
-        f"Workload: N={config.batch}, {config.d_in} -> {config.hidden} x{config.hidden_layers} -> "
-        f"{config.d_out}, {config.dtype}, {config.optimizer}; warm-up {config.warmup_iters}, "
+        f"Workload: {_workload_text(config)}; warm-up {config.warmup_iters}, "
         f"{config.capture_iters} step(s) per graph, {config.replays} replays, "
         f"{config.total_eager_iters} eager steps, {config.trial_count} interleaved trials",
         "",
@@ -127,6 +134,8 @@ def _command_run(args) -> int:
 
     config = cli.config_from_args(args)
     check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
+    if is_user_spec(config.workload):
+        _check_user_step(config)
     reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
         cli.BarProgress() if args.progress == "bar" else None)
     try:
@@ -149,6 +158,25 @@ def _command_run(args) -> int:
         print(format_summary(result))
         print(f"\nWrote {out}")
     return 0
+
+
+def _check_user_step(config) -> None:
+    """Load the user's step once before running (a bad module, function or return value is a
+    one-line error, exit 2) and print what would break under capture."""
+    import torch
+
+    from profiler_core.readiness import check_step
+    from profiler_core.runner import resolve_device
+    from profiler_core.user_workload import build_parts, find_function
+
+    device = resolve_device(config)
+    parts = build_parts(config.workload, device)
+    for finding in check_step(find_function(config.workload), parts.model, parts.loss,
+                              parts.optimizer):
+        print(f"capture readiness: {finding.one_line()}", file=sys.stderr)
+    del parts
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _keep_partial(partial: RunResult, args) -> None:

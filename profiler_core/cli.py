@@ -12,7 +12,7 @@ import sys
 import time
 from typing import IO, Any, Sequence
 
-from profiler_core.config import DTYPES, OPTIMIZERS, PRESETS, WORKLOADS, RunConfig
+from profiler_core.config import DTYPES, OPTIMIZERS, PRESETS, WORKLOADS, RunConfig, is_user_spec
 
 CUSTOM = "custom"  # the label of a run whose values are not a preset's
 from profiler_core.errors import ConfigError
@@ -61,6 +61,13 @@ def _float_text(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
+def _workload_text(text: str) -> str:
+    if text in WORKLOADS or is_user_spec(text):
+        return text
+    raise argparse.ArgumentTypeError(f"expected one of {', '.join(WORKLOADS)} or "
+                                     f"package.module:function, got {text!r}")
+
+
 def _device_text(text: str) -> str:
     text = text.strip().lower()
     if text == "cpu":
@@ -104,9 +111,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="sample GPU utilisation with NVML")
     parser.add_argument("--nvml-interval-ms", type=_float_text, help="NVML polling period")
     parser.add_argument("--parity-steps", type=_int_text, help="steps compared for parity (0: skip)")
-    parser.add_argument("--workload", choices=WORKLOADS,
-                        help="the article's MLP (default) or a deliberately broken step that cannot "
-                             "be captured, to see the diagnosis")
+    parser.add_argument("--workload", type=_workload_text, metavar="NAME|package.module:function",
+                        help=f"the article's MLP (mlp), a deliberately broken step that cannot be "
+                             f"captured ({', '.join(w for w in WORKLOADS if w != 'mlp')}), or your own "
+                             "step: a function build(device) returning model, batch, loss, optimizer "
+                             "(see README)")
 
 
 def _with_defaults(parser: argparse.ArgumentParser) -> None:

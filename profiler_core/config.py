@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -22,6 +23,16 @@ WORKLOADS = ("mlp", "broken-host-sync", "broken-cpu-tensor", "broken-optimizer")
 
 # Interleaved trials when none are asked for (fewer when the replays or eager steps are few).
 DEFAULT_TRIALS = 10
+
+# The user's own step: "package.module:function" (see ``user_workload``).
+USER_WORKLOAD_PATTERN = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+def is_user_spec(text: object) -> bool:
+    """Whether a workload name is a ``package.module:function`` reference."""
+    return isinstance(text, str) and USER_WORKLOAD_PATTERN.fullmatch(text) is not None
+
 
 # Largest tensor the tool will build, in elements (a layer over 2^31 elements is refused).
 MAX_TENSOR_ELEMENTS = 2**31
@@ -75,7 +86,7 @@ class RunConfig:
     nvml: bool = True  # sample GPU utilisation, clocks, power with NVML during the run
     nvml_interval_ms: float = 20.0  # NVML polling period
     parity_steps: int = 5  # replays compared with eager steps for numerical parity (0 = skip)
-    workload: str = "mlp"  # "mlp", or a deliberately broken step (see WORKLOADS)
+    workload: str = "mlp"  # "mlp", a deliberately broken step (WORKLOADS), or "package.module:function"
     preset: str = "custom"  # informational: which preset the values came from
 
     def __post_init__(self) -> None:
@@ -158,7 +169,10 @@ def _validate(config: RunConfig) -> None:
         _check_float(config, name)
     _check_choice(config, "dtype", DTYPES)
     _check_choice(config, "optimizer", OPTIMIZERS)
-    _check_choice(config, "workload", WORKLOADS)
+    if not (config.workload in WORKLOADS or is_user_spec(config.workload)):
+        raise ConfigError("workload", f"workload must be one of {', '.join(WORKLOADS)} or a "
+                                      f"package.module:function; got {config.workload!r}",
+                          "see README, 'Your own training step'")
     for name in ("count_warmup", "profile", "nvml"):
         if not isinstance(getattr(config, name), bool):
             raise ConfigError(name, f"{name} must be true or false; got {getattr(config, name)!r}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from profiler_core.config import RunConfig
+from profiler_core.config import RunConfig, is_user_spec
 from profiler_core.errors import GpuMemoryError
 
 FP32_BYTES = 4
@@ -92,9 +92,12 @@ def host_memory_available() -> int | None:
     return available
 
 
-def check_fits(config: RunConfig, device: torch.device) -> MemoryEstimate:
+def check_fits(config: RunConfig, device: torch.device) -> MemoryEstimate | None:
     """Refuse a config that clearly needs more than the device's free memory (the host's memory
-    for a CPU run)."""
+    for a CPU run). The user's own step has no estimate (None): a real out-of-memory error is
+    still caught and named."""
+    if is_user_spec(config.workload):
+        return None
     if device.type == "cpu":
         needed = cpu_estimate(config)
         free_bytes = host_memory_available()

@@ -35,18 +35,20 @@ import torch
 
 from profiler_core import schema, stats, timing
 from profiler_core.capture import GraphedStep, refuse_after_failed_capture
-from profiler_core.config import RunConfig
+from profiler_core.config import RunConfig, is_user_spec
 from profiler_core.counters import counters_table
 from profiler_core.errors import (ConfigError, CudaFaultError, GpuMemoryError, NoCudaError,
                                   ProfilerError)
 from profiler_core.memory import check_fits
 from profiler_core.profiling import ProfiledWindow, kernels_were_recorded, profile_window
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
+from profiler_core.readiness import check_step
 from profiler_core.results import SCRATCH_PREFIX, RunResult, coerce_table
 from profiler_core.telemetry import (NVML_UTILISATION_CAVEAT, NvmlSamplerProcess, PhaseRecorder,
                                      default_nvml)
 from profiler_core.timing import Mode
 from profiler_core.trace import decompose_speedup
+from profiler_core.user_workload import find_function
 from profiler_core.workloads import TrainingStep, make_batches, matmul_precision
 
 # Untimed iterations per mode before the timed trials (module load, cuBLAS handles, caches).
@@ -515,6 +517,7 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     step is finished when its call returns, so there is no cold start or no-sync pitfall to show)."""
     batches = make_batches(config, min(BATCH_POOL_SIZE, config.total_eager_iters), device)
     step = TrainingStep(config, device, graphed=False)
+    _note_readiness(config, step, state)
     observed = state.observed_counters
     observed["initial"] = float(step.counter.item())
     eager = _eager_mode(step, batches, 1)
@@ -543,6 +546,15 @@ def _input_copy_ms(graph: Mode, clock: timing.Clock, notes: list[str]) -> float:
         notes.append("this PyTorch has no torch.cuda._sleep, so the batch copy was not timed apart")
         return math.nan
     return timing.input_copy_ms(graph, INPUT_COPIES, clock, lambda: sleep(HOLD_DEVICE_CYCLES))
+
+
+def _note_readiness(config: RunConfig, step: TrainingStep, state: _RunState) -> None:
+    """For the user's own step: what would break under capture, one note per finding."""
+    if not is_user_spec(config.workload):
+        return
+    findings = check_step(find_function(config.workload), step.model, step.loss_fn, step.optimizer)
+    state.headline["readiness_findings"] = len(findings)
+    state.notes.extend(f"capture readiness: {finding.one_line()}" for finding in findings)
 
 
 def _untimed_iterations(mode: Mode, phases: PhaseRecorder, progress: ProgressCounter) -> None:
@@ -591,6 +603,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     # Graphed replica: the article's warm-up on a side stream, then capture.
     before_graph = torch.cuda.memory_allocated(device)
     graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
+    _note_readiness(config, graphed.step, state)
     counter_tensor = graphed.step.counter
     observed["initial"] = float(counter_tensor.item())
     progress.start_phase("warm-up", f"{config.warmup_iters} side-stream iterations")

@@ -1,7 +1,9 @@
-"""The training step under test: the article's MLP, its optimizer, precision and synthetic batches.
+"""The training step under test: the article's MLP (or the user's own step, ``--workload
+package.module:function``), its optimizer, precision and synthetic batches.
 
 Scope: building one replica of the workload (model, loss, optimizer, static counter) and running
-its step pieces. Capture, replay and timing live in ``capture`` and ``runner``.
+its step pieces. Capture, replay and timing live in ``capture`` and ``runner``; loading the user's
+function lives in ``user_workload``.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from profiler_core.config import RunConfig
+from profiler_core.config import RunConfig, is_user_spec
 from profiler_core.errors import ConfigError
+from profiler_core.user_workload import build_parts
 
 LEARNING_RATES = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -58,8 +61,12 @@ def matmul_precision(dtype: str) -> Iterator[None]:
 def make_batches(config: RunConfig, count: int,
                  device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``count`` distinct (input, target) batches, drawn once on ``device`` from a generator seeded
-    with ``config.seed``, so that both modes see the same data."""
+    with ``config.seed``, so that both modes see the same data (the user's ``batch(generator)``
+    for their own step)."""
     generator = torch.Generator(device=device).manual_seed(config.seed)
+    if is_user_spec(config.workload):
+        draw = build_parts(config.workload, device).batch
+        return [tuple(draw(generator)) for _ in range(count)]
     batches = []
     for _ in range(count):
         x = torch.randn(config.batch, config.d_in, device=device, generator=generator)
@@ -81,10 +88,16 @@ class TrainingStep:
         self.config = config
         self.device = device
         torch.manual_seed(config.seed)  # identical initial weights in every replica
-        self.model = build_model(config).to(device)
-        self.loss_fn = nn.MSELoss()
-        self.optimizer = build_optimizer(config, self.model.parameters(),
-                                         capturable=graphed and device.type == "cuda")
+        if is_user_spec(config.workload):
+            parts = build_parts(config.workload, device)
+            self.model, self.loss_fn, self.optimizer = parts.model, parts.loss, parts.optimizer
+            self._float_loss = False  # the user's loss gets the model's output as it is
+        else:
+            self.model = build_model(config).to(device)
+            self.loss_fn = nn.MSELoss()
+            self.optimizer = build_optimizer(config, self.model.parameters(),
+                                             capturable=graphed and device.type == "cuda")
+            self._float_loss = True
         self.scaler = torch.amp.GradScaler(device.type) if config.dtype == "fp16" else None
         self.counter = torch.zeros((1,), device=device)
 
@@ -105,7 +118,7 @@ class TrainingStep:
             prediction = self.model(x)
             if self.config.workload == "broken-cpu-tensor":
                 prediction = prediction + torch.zeros(1).to(self.device)  # a CPU tensor copied in
-            loss = self.loss_fn(prediction.float(), y)
+            loss = self.loss_fn(prediction.float() if self._float_loss else prediction, y)
         if self.config.workload == "broken-host-sync":
             loss.item()  # a host synchronisation inside the step
         if self.scaler is not None:

@@ -1,0 +1,132 @@
+"""Purpose-built training steps for the user-workload loader and the capture-readiness checks.
+
+Every line that a readiness check must flag ends with a comment ``# expect: <kind>``; the tests
+read those comments, so a finding on any other line, or a missing one, fails them.
+"""
+
+import torch
+from torch import nn
+
+
+def _batch(device):
+    def batch(generator):
+        return (torch.randn(8, 16, device=device, generator=generator),
+                torch.randn(8, 4, device=device, generator=generator))
+    return batch
+
+
+class HostSync(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(16, 4)
+
+    def forward(self, x):
+        y = self.layer(x)
+        scale = y.abs().max().item()  # expect: host-sync
+        print(y)  # expect: host-sync
+        return y / float(scale)  # expect: host-sync
+
+
+class CpuTensor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(16, 4)
+
+    def forward(self, x):
+        bias = torch.ones(4)  # expect: cpu-tensor
+        return self.layer(x) + bias.to(x.device)
+
+
+class DynamicShapes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(16, 4)
+
+    def forward(self, x):
+        y = self.layer(x)
+        keep = y[y > 0]  # expect: dynamic-shape
+        where = torch.nonzero(y)  # expect: dynamic-shape
+        if (y > 10).any():  # expect: data-dependent-branch
+            y = y * 0.5
+        return y + keep.sum() * 0 + where.sum() * 0
+
+
+class FrozenCounter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(16, 4)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1  # expect: frozen-python-state
+        noise = torch.Generator(device=x.device)  # expect: extra-generator
+        return self.layer(x) + 0 * torch.randn(4, device=x.device, generator=noise)
+
+
+def host_sync(device):
+    model = HostSync().to(device)
+    return {"model": model, "batch": _batch(device)}
+
+
+def cpu_tensor(device):
+    model = CpuTensor().to(device)
+    return {"model": model, "batch": _batch(device)}
+
+
+def dynamic_shapes(device):
+    model = DynamicShapes().to(device)
+    return {"model": model, "batch": _batch(device)}
+
+
+def frozen_counter(device):
+    model = FrozenCounter().to(device)
+    return {"model": model, "batch": _batch(device)}
+
+
+def scheduled_adam(device):
+    model = nn.Linear(16, 4).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)  # expect: optimizer-not-capturable
+    torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)  # expect: lr-schedule
+    return {"model": model, "batch": _batch(device), "optimizer": optimizer}
+
+
+def clean(device):
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+    return {"model": model, "batch": _batch(device), "loss": nn.functional.mse_loss,
+            "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)}
+
+
+# Loader failures: each returns something the tool cannot use.
+def returns_list(device):
+    return [nn.Linear(16, 4)]
+
+
+def no_model(device):
+    return {"batch": _batch(device)}
+
+
+def model_not_module(device):
+    return {"model": "a model", "batch": _batch(device)}
+
+
+def batch_not_callable(device):
+    return {"model": nn.Linear(16, 4), "batch": [1, 2]}
+
+
+def bad_optimizer(device):
+    return {"model": nn.Linear(16, 4), "batch": _batch(device), "optimizer": "adam"}
+
+
+def bad_loss(device):
+    return {"model": nn.Linear(16, 4), "batch": _batch(device), "loss": 3}
+
+
+def unknown_key(device):
+    return {"model": nn.Linear(16, 4), "batch": _batch(device), "scheduler": None}
+
+
+def takes_no_arguments():
+    return {}
+
+
+NOT_A_FUNCTION = 42
