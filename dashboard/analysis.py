@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.config import RunConfig
+from profiler_core.config import PRESETS, RunConfig
+from profiler_core.schema import BREAKDOWN_COMPONENTS
 
 MODES = ("eager", "graph")
 
 # Every timing method of stats.csv (see profiler_core.schema), in the order they are shown.
 METHOD_LABELS = {
-    "steady_trial": "steady state, per trial",
+    "steady_trial": "steady state, per trial (CUDA events)",
     "steady_event": "steady state, every step (CUDA events)",
     "steady_wall": "steady state, every step (wall clock)",
     "cold_event": "cold start (CUDA events)",
@@ -49,6 +50,39 @@ SERIES = {
     "cold_event": ("cold", "gpu_ms"),
     "cold_wall": ("cold", "wall_ms"),
 }
+
+
+# A CPU run has no CUDA events: its steady-state trials are timed by the host's wall clock.
+CPU_METHOD_LABELS = {"steady_trial": "steady state, per trial (wall clock)"}
+
+
+def is_cpu_run(config: RunConfig | None, environment: dict[str, Any] | None = None) -> bool:
+    """Whether a run ran on the CPU (its config's device, else its environment's device type)."""
+    if config is not None and isinstance(config.device, str):
+        return config.device == "cpu"
+    return str((environment or {}).get("device_type", "")).lower() == "cpu"
+
+
+def method_label(method: str, cpu: bool = False) -> str:
+    """A timing method in words; a CPU run's steady state says it is wall-clock time."""
+    if cpu and method in CPU_METHOD_LABELS:
+        return CPU_METHOD_LABELS[method]
+    return METHOD_LABELS.get(method, method)
+
+
+def no_profile_reason(config: RunConfig | None, environment: dict[str, Any] | None = None,
+                      complete: bool = True) -> str:
+    """Why a run has no profiled window, in words: a CPU run cannot have one (whatever its
+    profiler setting says), a GPU run had the profiler off, stopped before profiling, or (a
+    complete run with the profiler on) recorded none."""
+    if is_cpu_run(config, environment):
+        return ("a CPU run: the profiler's launch split, kernels and traces need a CUDA GPU, so a "
+                "CPU run times the eager step only")
+    if config is not None and not config.profile:
+        return "the profiler was off for this run"
+    if not complete:
+        return "the run stopped before profiling"
+    return "the run recorded none"
 
 
 def number(values: dict[str, Any], key: str) -> float:
@@ -201,7 +235,8 @@ LAUNCH_BOUND_IDLE = 0.35  # eager GPU idle share at or above this: launch-bound
 GPU_BOUND_IDLE = 0.15  # at or below this: GPU-bound
 
 
-def verdict(headline: dict[str, Any], launch_split: pd.DataFrame, steps_per_graph: int = 1) -> Verdict:
+def verdict(headline: dict[str, Any], launch_split: pd.DataFrame, steps_per_graph: int = 1,
+            no_split_reason: str | None = None) -> Verdict:
     """Plain words: the timed speedup and medians (the headline method), and why, from the
     profiled window's launch split (is eager launch-bound or GPU-bound). Every figure says which
     measurement it comes from: the profiler adds CPU time to each launch, so its times are not
@@ -213,11 +248,20 @@ def verdict(headline: dict[str, Any], launch_split: pd.DataFrame, steps_per_grap
              f"graph step {graph_ms:.3f} ms. " if finite(eager_ms) and finite(graph_ms) else "")
     medians = split_medians(launch_split).set_index("mode")
     if "eager" not in medians.index or not finite(float(medians.loc["eager", "span_us"])):
+        if no_split_reason and no_split_reason.startswith("a CPU run"):
+            eager_text = (f"Timed in a training loop on the CPU, an eager step took {eager_ms:.3f} "
+                          "ms (wall clock). " if finite(eager_ms) else "")
+            return Verdict(
+                "unknown", "A CPU run: eager only, no graph and no launch split",
+                f"{eager_text}CUDA graphs, the graph timing and the profiler's launch split need "
+                "a CUDA GPU, so a CPU run times the eager step only and cannot say what a graph "
+                "would save. Run on a GPU (or open the bundled H200 sample) to see why.")
+        reason = no_split_reason or "profiler off or not recorded"
         return Verdict(
             "unknown", "No launch split in this run",
-            f"{timed}The speedup is {speedup_text}, but this run has no profiled window (profiler "
-            "off or not recorded), so it cannot say whether the eager step was waiting on the CPU "
-            "or the GPU. Turn the profiler on to see why.")
+            f"{timed}The speedup is {speedup_text}, but this run has no profiled window "
+            f"({reason}), so it cannot say whether the eager step was waiting on the CPU or the "
+            "GPU. Turn the profiler on to see why.")
     eager = medians.loc["eager"]
     span, busy, idle = float(eager["span_us"]), float(eager["gpu_busy_us"]), float(eager["gpu_idle_us"])
     launch, launches = float(eager["cpu_launch_us"]), float(eager["launches"])
@@ -300,11 +344,50 @@ def counter_lessons(counters: pd.DataFrame, config: RunConfig | None = None) -> 
     return out[COUNTER_LESSON_COLUMNS].reset_index(drop=True)
 
 
+# Fields that say where and what ran, not which preset values were used.
+NOT_PRESET_FIELDS = ("device", "preset", "workload")
+
+
+def preset_label(config: RunConfig) -> str:
+    """The preset a run's values are, in fact: its recorded preset when every setting equals that
+    preset's, else "custom" (a run whose settings were changed from a preset, even if its
+    summary names the preset it started from)."""
+    preset = PRESETS.get(config.preset)
+    if preset is None:
+        return "custom"
+    same = all(getattr(config, f) == getattr(preset, f) for f in config.to_dict()
+               if f not in NOT_PRESET_FIELDS)
+    return config.preset if same else "custom"
+
+
+def preset_text(config: RunConfig, limit: int = 3) -> str:
+    """The preset label with what changed: 'seed', 'custom (seed with dtype bf16)', 'custom'."""
+    label = preset_label(config)
+    preset = PRESETS.get(config.preset)
+    if label != "custom" or preset is None:
+        return label
+    changed = [f"{f} {getattr(config, f)}" for f in config.to_dict()
+               if f not in NOT_PRESET_FIELDS and getattr(config, f) != getattr(preset, f)]
+    shown = ", ".join(changed[:limit]) + (f" and {len(changed) - limit} more" if len(changed) > limit else "")
+    return f"custom ({config.preset} with {shown})"
+
+
 def config_table(config: RunConfig) -> pd.DataFrame:
     values = config.to_dict()
     values["eager_iters"] = (f"{config.total_eager_iters} (auto)" if config.eager_iters is None
                              else config.eager_iters)
+    values["preset"] = preset_text(config)  # what the values are, not only what the run recorded
     return pd.DataFrame({"setting": list(values), "value": [str(v) for v in values.values()]})
+
+
+def configs_diff(configs: dict[str, RunConfig]) -> pd.DataFrame:
+    """Settings that differ between any of several configs: one row per setting, one column per
+    config (named by its key), values as text."""
+    values = {tag: config.to_dict() for tag, config in configs.items()}
+    fields = list(next(iter(values.values()))) if values else []
+    rows = [[field, *(str(v.get(field)) for v in values.values())] for field in fields
+            if len({str(v.get(field)) for v in values.values()}) > 1]
+    return pd.DataFrame(rows, columns=["setting", *values])
 
 
 def config_diff(a: RunConfig, b: RunConfig) -> pd.DataFrame:
@@ -336,7 +419,8 @@ def kernel_table(kernels: pd.DataFrame, mode: str | None = None) -> pd.DataFrame
 
 
 def one_time_costs(headline: dict[str, Any]) -> pd.DataFrame:
-    """Capture cost, memory and parity in one table (quantity, value, unit)."""
+    """Capture cost, memory and parity in one table (quantity, value, unit, and ``shown``: the
+    value with its unit, as text)."""
     mib = 2**20
     rows = [
         ("capture time", number(headline, "capture_ms"), "ms"),
@@ -352,4 +436,235 @@ def one_time_costs(headline: dict[str, Any]) -> pd.DataFrame:
         if f"{mode}profiler_overhead_pct" in headline:
             rows.append((f"profiler overhead{', ' + mode[:-1] if mode else ''}",
                          number(headline, f"{mode}profiler_overhead_pct"), "%"))
-    return pd.DataFrame(rows, columns=["quantity", "value", "unit"])
+    out = pd.DataFrame(rows, columns=["quantity", "value", "unit"])
+    out["shown"] = [("n/a" if not finite(v) or not math.isfinite(v) else f"{v:.4g} {u}".strip())
+                    for v, u in zip(out["value"], out["unit"])]
+    return out
+
+
+# ----------------------------------------------------------------------------- the breakdown per timeline
+
+TOTAL_COMPONENT = "total_span"
+# Each schema component's timeline: gpu_busy + gpu_idle make the GPU's span, cpu_launch +
+# cpu_other (+ the time the CPU waited for the GPU) the CPU's.
+TIMELINE_OF_COMPONENT = {c: c.split("_", 1)[0].upper() for c in BREAKDOWN_COMPONENTS
+                         if c != TOTAL_COMPONENT}
+RESIDUAL_COMPONENTS = {"CPU": "waiting on GPU", "GPU": "not attributed"}
+BREAKDOWN_TABLE_COLUMNS = ["timeline", "component", "eager_us", "graph_us", "saving_us",
+                           "share_of_timeline_saving_pct"]
+
+
+def _float_column(frame: pd.DataFrame, column: str) -> pd.Series:
+    values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    return values.where(np.isfinite(values))
+
+
+def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """The speedup decomposition, one block per timeline, with shares that add up to 100% within
+    each timeline (breakdown.csv's shares are all of the total saving, so the GPU rows and the CPU
+    rows each add up to about 100% and together to far more, with nothing saying which is which).
+
+    GPU: busy + idle = the span. CPU: launch calls + other work + time spent waiting on the GPU =
+    the span (that last row is the rest of the span). A final row is the span itself (timeline
+    "both"). Non-finite numbers count as missing.
+    """
+    if breakdown.empty:
+        return pd.DataFrame(columns=BREAKDOWN_TABLE_COLUMNS)
+    frame = breakdown.assign(component=breakdown["component"].astype(str),
+                             eager_us=_float_column(breakdown, "eager_us"),
+                             graph_us=_float_column(breakdown, "graph_us"))
+    frame = frame[frame["component"].isin(BREAKDOWN_COMPONENTS)]
+    total = frame[frame["component"] == TOTAL_COMPONENT]
+    eager_total = float(total["eager_us"].iloc[0]) if len(total) else math.nan
+    graph_total = float(total["graph_us"].iloc[0]) if len(total) else math.nan
+    saving_total = eager_total - graph_total
+    rows = []
+    for timeline in ("GPU", "CPU"):
+        parts = frame[frame["component"].map(TIMELINE_OF_COMPONENT.get) == timeline]
+        if parts.empty:
+            continue
+        for row in parts.itertuples(index=False):
+            rows.append([timeline, row.component, row.eager_us, row.graph_us])
+        rest_eager = eager_total - float(parts["eager_us"].sum())
+        rest_graph = graph_total - float(parts["graph_us"].sum())
+        scale = 0.005 * max(abs(eager_total), 1e-9) if finite(eager_total) else math.inf
+        if finite(rest_eager) and finite(rest_graph) and max(abs(rest_eager), abs(rest_graph)) > scale:
+            rows.append([timeline, RESIDUAL_COMPONENTS[timeline], rest_eager, rest_graph])
+    if len(total):
+        rows.append(["both", TOTAL_COMPONENT, eager_total, graph_total])
+    out = pd.DataFrame(rows, columns=BREAKDOWN_TABLE_COLUMNS[:4])
+    out["saving_us"] = out["eager_us"] - out["graph_us"]
+    share = out["saving_us"] / saving_total * 100 if finite(saving_total) and saving_total else math.nan
+    out["share_of_timeline_saving_pct"] = share
+    return out[BREAKDOWN_TABLE_COLUMNS].reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- kernels eager vs graph
+
+KERNEL_DIFF_COLUMNS = ["kernel", "where", "eager_calls_per_iter", "graph_calls_per_iter",
+                       "eager_us_per_iter", "graph_us_per_iter", "change_us_per_iter",
+                       "kernel_full"]
+
+
+def kernel_diff(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Each kernel (by full name) in eager and graph side by side, per iteration of the profiled
+    windows: calls, GPU time (mean x calls per iteration) and the change from eager to graph;
+    ``where`` says "both", "eager only" or "graph only". Largest time first."""
+    if kernels.empty:
+        return pd.DataFrame(columns=KERNEL_DIFF_COLUMNS)
+    frame = kernels.assign(
+        mode=kernels["mode"].astype(str), kernel_full=kernels["kernel_full"].astype(str),
+        calls=_float_column(kernels, "calls_per_iter"),
+        us=_float_column(kernels, "mean_us") * _float_column(kernels, "calls_per_iter"))
+    short = frame.drop_duplicates("kernel_full").set_index("kernel_full")["kernel"].astype(str)
+    out = pd.DataFrame({"kernel_full": list(dict.fromkeys(frame["kernel_full"]))})
+    for mode in MODES:  # a kernel a mode never ran: 0 calls, 0 us in that mode
+        part = frame[frame["mode"] == mode].groupby("kernel_full")[["calls", "us"]].sum(min_count=1)
+        out[f"{mode}_calls_per_iter"] = out["kernel_full"].map(part["calls"])
+        out[f"{mode}_us_per_iter"] = out["kernel_full"].map(part["us"])
+        absent = ~out["kernel_full"].isin(part.index)
+        out.loc[absent, [f"{mode}_calls_per_iter", f"{mode}_us_per_iter"]] = 0.0
+    in_eager = out["kernel_full"].isin(frame.loc[frame["mode"] == "eager", "kernel_full"])
+    in_graph = out["kernel_full"].isin(frame.loc[frame["mode"] == "graph", "kernel_full"])
+    out["where"] = np.select([in_eager & in_graph, in_eager, in_graph],
+                             ["both", "eager only", "graph only"], default="neither")
+    out = out[out["where"] != "neither"]
+    out["kernel"] = out["kernel_full"].map(short)
+    out["change_us_per_iter"] = (out["graph_us_per_iter"].fillna(0)
+                                 - out["eager_us_per_iter"].fillna(0))
+    size = out[["eager_us_per_iter", "graph_us_per_iter"]].max(axis=1, skipna=True).fillna(0)
+    out = out.assign(_size=size).sort_values(["_size", "kernel_full"], ascending=[False, True])
+    return out[KERNEL_DIFF_COLUMNS].reset_index(drop=True)
+
+
+def filter_by_name(frame: pd.DataFrame, text: str, columns: tuple[str, ...] = ("kernel", "kernel_full")
+                   ) -> pd.DataFrame:
+    """Rows whose name contains ``text`` (plain text, not a pattern; case-insensitive); every
+    row when ``text`` is blank."""
+    needle = str(text or "").strip().lower()
+    if not needle or frame.empty:
+        return frame
+    hit = pd.Series(False, index=frame.index)
+    for column in columns:
+        if column in frame:
+            hit |= frame[column].astype(str).str.lower().str.contains(needle, regex=False)
+    return frame[hit]
+
+
+# ----------------------------------------------------------------------------- comparing runs
+
+COMPARE_COLUMNS = ["run", "mode", "method", "median_ms", "p10_ms", "p90_ms"]
+COMPARE_SUMMARY_COLUMNS = ["tag", "run", "device", "preset", "speedup", "eager_ms", "graph_ms",
+                           "timed_by", "verdict", "complete"]
+# When a run's headline method has no finite median (a damaged or very old run), compare by the
+# first of these it has; the wall-clock ones need no CUDA events.
+COMPARE_FALLBACKS = ("steady_trial", "steady_event", "steady_wall", "cold_event", "cold_wall",
+                     "block_sync")
+
+
+def compare_method(headline: dict[str, Any], stats: pd.DataFrame) -> str:
+    """The method a run is compared by: its headline method if it has a finite median, else the
+    first of ``COMPARE_FALLBACKS`` that has one ('' when none has)."""
+    if stats.empty:
+        return ""
+    medians = pd.to_numeric(stats["median_ms"], errors="coerce")
+    usable = set(stats.loc[np.isfinite(medians.astype(float)), "method"].astype(str))
+    first = headline_method(headline, stats)
+    for method in (first, *COMPARE_FALLBACKS):
+        if method in usable:
+            return method
+    return ""
+
+
+def compare_rows(tag: str, headline: dict[str, Any], stats: pd.DataFrame,
+                 cpu: bool) -> tuple[pd.DataFrame, str]:
+    """One run's bars for the comparison chart (``COMPARE_COLUMNS``) and a sentence saying how it
+    was timed, or why it has no bar."""
+    method = compare_method(headline, stats)
+    if not method:
+        return (pd.DataFrame(columns=COMPARE_COLUMNS),
+                f"{tag} has no timing statistics (it stopped before the timed trials), so it has "
+                "no bar.")
+    label = method_label(method, cpu)
+    part = stats[stats["method"].astype(str) == method]
+    rows = pd.DataFrame({"run": tag, "mode": part["mode"].astype(str), "method": label,
+                         "median_ms": _float_column(part, "median_ms"),
+                         "p10_ms": _float_column(part, "p10_ms"),
+                         "p90_ms": _float_column(part, "p90_ms")})
+    rows = rows.dropna(subset=["median_ms"])[COMPARE_COLUMNS].reset_index(drop=True)
+    modes = " and ".join(rows["mode"]) or "no mode"
+    if cpu:
+        text = (f"{tag} is a CPU run: no CUDA events, so it is compared by wall-clock time "
+                f"({label}), eager only.")
+    elif "wall" in method:
+        text = f"{tag} has no CUDA-event timing: compared by wall-clock time ({label}), {modes}."
+    else:
+        text = f"{tag}: {label}, {modes}."
+    return rows, text
+
+
+# ----------------------------------------------------------------------------- phases
+
+PHASE_SUMMARY_COLUMNS = ["phase", "blocks", "first_start_s", "last_end_s", "total_s"]
+# Phases that come before any measurement (loading, building the replicas): left out of the
+# GPU view's default zoom, which starts where the run starts measuring.
+SETUP_PHASES = ("setup",)
+
+
+def phase_summary(phases: pd.DataFrame) -> pd.DataFrame:
+    """One row per phase name in order of first start: how many blocks it ran in (timed trials
+    alternate, so a phase recurs), its first start, last end and total time. Rows whose times are
+    not finite are left out."""
+    if phases.empty:
+        return pd.DataFrame(columns=PHASE_SUMMARY_COLUMNS)
+    frame = phases.assign(phase=phases["phase"].astype(str),
+                          start_s=_float_column(phases, "start_s"),
+                          end_s=_float_column(phases, "end_s")).dropna(subset=["start_s", "end_s"])
+    if frame.empty:
+        return pd.DataFrame(columns=PHASE_SUMMARY_COLUMNS)
+    frame = frame.assign(length=(frame["end_s"] - frame["start_s"]).clip(lower=0))
+    grouped = frame.groupby("phase", sort=False).agg(
+        blocks=("phase", "size"), first_start_s=("start_s", "min"), last_end_s=("end_s", "max"),
+        total_s=("length", "sum")).reset_index()
+    grouped = grouped.sort_values("first_start_s", kind="stable")
+    return grouped[PHASE_SUMMARY_COLUMNS].reset_index(drop=True)
+
+
+def phase_window(summary: pd.DataFrame, first: str, last: str, pad: float = 0.02
+                 ) -> tuple[float, float] | None:
+    """Seconds from the start of phase ``first`` to the end of phase ``last`` (either order),
+    padded by ``pad`` of the window on each side; None when either is unknown."""
+    rows = summary.set_index("phase")
+    if first not in rows.index or last not in rows.index:
+        return None
+    low = min(float(rows.loc[first, "first_start_s"]), float(rows.loc[last, "first_start_s"]))
+    high = max(float(rows.loc[first, "last_end_s"]), float(rows.loc[last, "last_end_s"]))
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return None
+    margin = (high - low) * pad
+    return low - margin, high + margin
+
+
+def default_phase_range(summary: pd.DataFrame) -> tuple[str, str] | None:
+    """(first, last) phase names of the GPU view's default zoom: from the first phase that is
+    not a setup phase to the last phase (the whole run when it has only setup)."""
+    if summary.empty:
+        return None
+    names = list(summary["phase"])
+    measuring = [n for n in names if n.lower() not in SETUP_PHASES]
+    return (measuring[0] if measuring else names[0]), names[-1]
+
+
+def compare_summary(tag: str, label: str, config: RunConfig, environment: dict[str, Any],
+                    headline: dict[str, Any], stats: pd.DataFrame, verdict_title: str,
+                    complete: bool) -> dict[str, Any]:
+    """One row of the comparison's summary table (``COMPARE_SUMMARY_COLUMNS``)."""
+    cpu = is_cpu_run(config, environment)
+    method = compare_method(headline, stats)
+    return {"tag": tag, "run": label,
+            "device": "CPU" if cpu else str(environment.get("gpu_name") or config.device),
+            "preset": preset_text(config), "speedup": number(headline, "speedup"),
+            "eager_ms": number(headline, "eager_median_ms"),
+            "graph_ms": number(headline, "graph_median_ms"),
+            "timed_by": method_label(method, cpu) if method else "no timing",
+            "verdict": verdict_title, "complete": bool(complete)}

@@ -5,29 +5,49 @@ or the derived tables of ``dashboard.analysis``. An empty input gives a figure t
 Long inputs stay cheap: histograms are binned with numpy, the ECDF is drawn at a few hundred
 quantiles, and the iteration series is min/max-decimated and drawn with Scattergl, so 100,000
 samples render in well under a second.
+
+Two rules hold for every figure:
+
+- **Only finite numbers are drawn.** NaN, +inf and -inf (a hand-edited or damaged run) are left
+  out, never binned, stacked or used for an axis range.
+- **Text from a run is shown as text.** Plotly renders a subset of HTML in category labels,
+  legend names, titles and hover text (``<a href>`` becomes a live link), so every label that
+  comes from run data (modes, kernel names, phases, counter phases, run labels, components)
+  goes through :func:`escape` (``&``, ``<``, ``>`` only: Plotly would show ``&quot;``
+  literally), and run data never becomes part of a hover *template*: templates only refer to
+  the (escaped) trace name, category or custom data.
+
+Colours mean one thing everywhere: eager and graph have their mode colours (bars, totals,
+lines); the four parts of a step keep their own colours in every chart (CPU launch amber, other
+CPU work purple, GPU busy green, GPU idle grey), so green always means "the GPU was busy", never
+"a decrease" (a waterfall step's sign is its direction and its +/- label). The colours are mid
+tones that read on Streamlit's light and dark themes alike.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dashboard.analysis import RESIDUAL_COMPONENTS, TIMELINE_OF_COMPONENT, TOTAL_COMPONENT
 from profiler_core.schema import BREAKDOWN_COMPONENTS
 
 MODE_COLORS = {"eager": "#E4572E", "graph": "#2E86AB"}
 SPLIT_COLORS = {
-    "cpu_launch_us": "#F4A259", "cpu_other_us": "#BC4B51",
-    "gpu_busy_us": "#5B8E7D", "gpu_idle_us": "#C9CBA3",
+    "cpu_launch_us": "#F2A541", "cpu_other_us": "#9B6FC0",
+    "gpu_busy_us": "#3FA34D", "gpu_idle_us": "#A3ABB8",
 }
 SPLIT_LABELS = {
     "cpu_launch_us": "CPU launch", "cpu_other_us": "CPU other",
     "gpu_busy_us": "GPU busy", "gpu_idle_us": "GPU idle",
 }
+# Parts of a step that are not one of the four (the CPU waiting on the GPU, an unattributed rest).
+REST_COLOR = "#C9CED6"
 PHASE_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#EECA3B", "#72B7B2",
                  "#FF9DA6", "#E45756", "#79706E", "#D67195", "#BAB0AC", "#439894", "#FFBF79"]
 NVML_PANELS = (
@@ -36,13 +56,40 @@ NVML_PANELS = (
     ("power_w", "power (W)"),
     ("mem_used_mib", "memory (MiB)"),
 )
+NVML_POLL_COLOR = "#17A2B8"
+NVML_DRIVER_COLOR = "#C2185B"
+COUNTER_COLORS = {"predicted": "#A9B8CC", "observed": "#4F6D8F"}
 LATENCY_LABELS = {"gpu_ms": "ms per step (CUDA events)", "wall_ms": "ms per step (wall clock)"}
 HEIGHT = 380
-# The breakdown's components come from the schema: "total_span" is the iteration span, the
-# others belong to the GPU timeline (busy + idle = span) or the CPU one (launch + other).
-TOTAL_COMPONENT = "total_span"
-TIMELINE_OF_COMPONENT = {c: c.split("_", 1)[0].upper() for c in BREAKDOWN_COMPONENTS
-                         if c != TOTAL_COMPONENT}
+# Lanes and event kinds of the one-iteration timeline (``profiler_core.trace.iteration_timeline``).
+TIMELINE_KIND_COLORS = {
+    "CPU op": SPLIT_COLORS["cpu_other_us"],
+    "launch call": SPLIT_COLORS["cpu_launch_us"],
+    "kernel": SPLIT_COLORS["gpu_busy_us"],
+    "memcpy/memset": "#8FD19E",
+}
+
+
+def escape(text: object) -> str:
+    """Run data as a Plotly label that shows as itself: ``&``, ``<`` and ``>`` escaped (no link,
+    tag or entity survives), ``"`` left alone (Plotly would print ``&quot;``)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def finite(values: object) -> np.ndarray:
+    """``values`` as floats with NaN for anything not a finite number (text, None, +-inf)."""
+    series = values if isinstance(values, pd.Series) else pd.Series(values, dtype="object")
+    array = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return np.where(np.isfinite(array), array, np.nan)
+
+
+def _finite_frame(frame: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
+    """A copy with ``columns`` numeric and every non-finite value NaN."""
+    out = frame.copy()
+    for column in columns:
+        if column in out:
+            out[column] = finite(out[column])
+    return out
 
 
 def _color(mode: str, index: int = 0) -> str:
@@ -59,10 +106,12 @@ def _layout(fig: go.Figure, title: str, height: int = HEIGHT, **kwargs) -> go.Fi
 
 
 def empty_figure(title: str, message: str = "no data in this run") -> go.Figure:
-    """A figure that says there is nothing to draw (keeps the page layout stable)."""
+    """A figure that says there is nothing to draw (keeps the page layout stable). ``title`` is
+    the chart's own title (its run data already escaped by the caller, its markup kept);
+    ``message`` is escaped here."""
     fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font={"size": 14})
+    fig.add_annotation(text=escape(message), showarrow=False, x=0.5, y=0.5, xref="paper",
+                       yref="paper", font={"size": 14})
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return _layout(fig, title, height=220)
@@ -74,14 +123,20 @@ def _modes(frame: pd.DataFrame) -> list[str]:
     return sorted(present, key=lambda m: (order.get(m, 9), m))
 
 
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count:,} {one if count == 1 else many}"
+
+
 # ----------------------------------------------------------------------------- overview
 
 
 def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
                 method: str = "steady_event", method_label: str | None = None) -> go.Figure:
     """Median time per step per mode with p10-p90 whiskers; the GPU busy time as the floor."""
-    title = f"Median time per training step ({method_label or method}; whiskers: p10-p90)"
+    title = (f"Median time per training step<br><sup>{escape(method_label or method)}; whiskers: "
+             "p10-p90</sup>")
     part = stats[stats["method"] == method] if not stats.empty else stats
+    part = _finite_frame(part, ("median_ms", "p10_ms", "p90_ms")).dropna(subset=["median_ms"])
     if part.empty:
         return empty_figure(title)
     fig = go.Figure()
@@ -89,20 +144,24 @@ def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
         row = part[part["mode"].astype(str) == mode].iloc[0]
         median, p10, p90 = float(row["median_ms"]), float(row["p10_ms"]), float(row["p90_ms"])
         fig.add_trace(go.Bar(
-            x=[mode], y=[median], name=mode, marker_color=_color(mode, i),
-            error_y={"type": "data", "symmetric": False, "array": [max(p90 - median, 0)],
-                     "arrayminus": [max(median - p10, 0)]},
+            x=[escape(mode)], y=[median], name=escape(mode), marker_color=_color(mode, i),
+            error_y={"type": "data", "symmetric": False,
+                     "array": [max(p90 - median, 0) if math.isfinite(p90) else 0],
+                     "arrayminus": [max(median - p10, 0) if math.isfinite(p10) else 0]},
             text=[f"{median:.3f} ms"], textposition="inside", insidetextanchor="middle",
-            hovertemplate=f"{mode}: median %{{y:.4f}} ms<br>p10 {p10:.4f} / p90 {p90:.4f}<extra></extra>"))
+            customdata=[[p10, p90]],
+            hovertemplate="%{x}: median %{y:.4f} ms<br>p10 %{customdata[0]:.4f} / "
+                          "p90 %{customdata[1]:.4f}<extra></extra>"))
     if medians is not None and not medians.empty:
-        floor = medians.dropna(subset=["gpu_busy_us"])
+        floor = _finite_frame(medians, ("gpu_busy_us",)).dropna(subset=["gpu_busy_us"])
         fig.add_trace(go.Scatter(
-            x=floor["mode"], y=floor["gpu_busy_us"] / 1000.0, mode="markers", name="GPU busy (floor)",
-            marker={"symbol": "line-ew-open", "size": 60, "color": "#222",
-                    "line": {"width": 3, "color": "#222"}},
+            x=[escape(m) for m in floor["mode"]], y=floor["gpu_busy_us"] / 1000.0, mode="markers",
+            name="GPU busy (floor)",
+            marker={"symbol": "line-ew-open", "size": 60, "color": SPLIT_COLORS["gpu_busy_us"],
+                    "line": {"width": 4, "color": SPLIT_COLORS["gpu_busy_us"]}},
             hovertemplate="%{x}: GPU busy %{y:.4f} ms<extra></extra>"))
     fig.update_yaxes(title_text="ms per step", rangemode="tozero")
-    return _layout(fig, title, showlegend=True)
+    return _layout(fig, title, showlegend=True, margin={"l": 60, "r": 20, "t": 96, "b": 50})
 
 
 # ----------------------------------------------------------------------------- latency
@@ -113,59 +172,76 @@ def _clip_range(values: np.ndarray) -> tuple[float, float]:
     high = float(np.nanpercentile(values, 99.5))
     top = float(np.nanmax(values))
     if high <= low:
-        high = top if top > low else low + 1e-3
+        high = top if top > low else low + max(abs(low) * 1e-3, 1e-3)
     return low, high
 
 
+def _finite_steps(steps: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows of ``steps`` whose ``column`` is a finite number (others are never drawn)."""
+    if steps.empty:
+        return steps
+    data = steps.assign(**{column: finite(steps[column])})
+    return data.dropna(subset=[column])
+
+
 def latency_histogram(steps: pd.DataFrame, column: str = "gpu_ms", bins: int = 80) -> go.Figure:
-    """Overlaid histograms per mode, binned with numpy on shared edges up to the 99.5th pct."""
-    title = "Distribution of the time per step"
-    data = steps.dropna(subset=[column]) if not steps.empty else steps
+    """One panel per mode, side by side, each binned on its own range up to its 99.5th percentile,
+    so a tall, narrow graph distribution never flattens the eager one (the ECDF compares them on
+    one axis). Each panel's title says how many slower steps lie beyond what it draws."""
+    title = "Distribution of the time per step (one panel per mode, each on its own scale)"
+    data = _finite_steps(steps, column)
     if data.empty:
         return empty_figure(title)
-    values = data[column].to_numpy(dtype=float)
-    low, high = _clip_range(values)
-    edges = np.linspace(low, high, bins + 1)
-    centres, width = (edges[:-1] + edges[1:]) / 2, edges[1] - edges[0]
-    fig = go.Figure()
-    hidden = 0
-    for i, mode in enumerate(_modes(data)):
-        mode_values = data.loc[data["mode"] == mode, column].to_numpy(dtype=float)
-        counts, _ = np.histogram(mode_values, bins=edges)
-        hidden += int((mode_values > high).sum())
-        fig.add_trace(go.Bar(x=centres, y=counts, width=width, name=mode, marker_color=_color(mode, i),
-                             opacity=0.75,
-                             hovertemplate=f"{mode}: %{{x:.4f}} ms<br>%{{y}} steps<extra></extra>"))
-    if hidden:
-        fig.add_annotation(text=f"{hidden} slower steps beyond {high:.3f} ms not shown",
-                           x=1, y=1, xref="paper", yref="paper", showarrow=False, xanchor="right",
-                           font={"size": 11})
-    fig.update_layout(barmode="overlay", bargap=0)
-    fig.update_xaxes(title_text=LATENCY_LABELS.get(column, column))
-    fig.update_yaxes(title_text="steps")
-    return _layout(fig, title)
+    modes = _modes(data)
+    subtitles, panels = [], []
+    for mode in modes:
+        values = data.loc[data["mode"].astype(str) == mode, column].to_numpy(dtype=float)
+        low, high = _clip_range(values)
+        count = min(bins, max(10, int(1.5 * math.sqrt(values.size))))  # few samples: fewer bins
+        edges = np.linspace(low, high, count + 1)
+        counts, _ = np.histogram(values, bins=edges)
+        hidden = int((values > high).sum())
+        text = (f"{escape(mode)}: {_plural(values.size, 'step', 'steps')}, median "
+                f"{float(np.median(values)):.4f} ms")
+        if hidden:
+            text += (f"<br>{_plural(hidden, 'slower step', 'slower steps')} beyond {high:.3f} ms "
+                     f"{'is' if hidden == 1 else 'are'} not shown")
+        subtitles.append(text)
+        panels.append((mode, edges, counts))
+    fig = make_subplots(rows=1, cols=len(modes), subplot_titles=subtitles, horizontal_spacing=0.08)
+    for col, (mode, edges, counts) in enumerate(panels, start=1):
+        centres, width = (edges[:-1] + edges[1:]) / 2, edges[1] - edges[0]
+        fig.add_trace(go.Bar(x=centres, y=counts, width=width, name=escape(mode),
+                             marker_color=_color(mode, col - 1),
+                             hovertemplate="%{fullData.name}: %{x:.4f} ms<br>%{y} steps"
+                                           "<extra></extra>"), row=1, col=col)
+        fig.update_xaxes(title_text=LATENCY_LABELS.get(column, escape(column)), row=1, col=col)
+    fig.update_yaxes(title_text="steps", row=1, col=1)
+    fig.update_annotations(font_size=12)
+    fig.update_layout(bargap=0)
+    return _layout(fig, title, showlegend=False, margin={"l": 60, "r": 20, "t": 96, "b": 50})
 
 
 def latency_ecdf(steps: pd.DataFrame, column: str = "gpu_ms", points: int = 400) -> go.Figure:
     """Empirical CDF per mode, drawn at ``points`` evenly spaced quantiles (plus min and max)."""
     title = "Cumulative distribution (ECDF)"
-    data = steps.dropna(subset=[column]) if not steps.empty else steps
+    data = _finite_steps(steps, column)
     if data.empty:
         return empty_figure(title)
     fig = go.Figure()
     for i, mode in enumerate(_modes(data)):
-        values = np.sort(data.loc[data["mode"] == mode, column].to_numpy(dtype=float))
+        values = np.sort(data.loc[data["mode"].astype(str) == mode, column].to_numpy(dtype=float))
         n = values.size
         if n > points:
             index = np.unique(np.linspace(0, n - 1, points).round().astype(int))
             x, y = values[index], (index + 1) / n
         else:
             x, y = values, np.arange(1, n + 1) / n
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=mode, line={"shape": "hv", "width": 2,
-                                                                              "color": _color(mode, i)},
-                                 hovertemplate=f"{mode}: %{{y:.1%}} of steps <= %{{x:.4f}} ms"
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=escape(mode),
+                                 line={"shape": "hv", "width": 2, "color": _color(mode, i)},
+                                 hovertemplate="%{fullData.name}: %{y:.1%} of steps <= %{x:.4f} ms"
                                                "<extra></extra>"))
-    fig.update_xaxes(title_text=LATENCY_LABELS.get(column, column))
+    fig.update_xaxes(title_text=LATENCY_LABELS.get(column, escape(column)))
     fig.update_yaxes(title_text="fraction of steps", range=[0, 1.02], tickformat=".0%")
     return _layout(fig, title)
 
@@ -208,59 +284,84 @@ def running_median(x: np.ndarray, y: np.ndarray, exact_up_to: int = 20_000,
 def latency_series(steps: pd.DataFrame, column: str = "gpu_ms", max_points: int = 10_000) -> go.Figure:
     """Time per step in the order measured (warm-up effects, drift), with a rolling median."""
     title = "Every step in order (a line: rolling median)"
-    data = steps.dropna(subset=[column]) if not steps.empty else steps
+    data = _finite_steps(steps, column)
     if data.empty:
         return empty_figure(title)
     fig = go.Figure()
     for i, mode in enumerate(_modes(data)):
-        part = data[data["mode"] == mode]
+        part = data[data["mode"].astype(str) == mode]
         y = part[column].to_numpy(dtype=float)
         x = part["seq"].to_numpy()
         keep = minmax_decimate(y, max_points)
         color = _color(mode, i)
-        fig.add_trace(go.Scattergl(x=x[keep], y=y[keep], mode="markers", name=mode,
+        fig.add_trace(go.Scattergl(x=x[keep], y=y[keep], mode="markers", name=escape(mode),
                                    marker={"size": 3, "color": color, "opacity": 0.45},
-                                   hovertemplate=f"{mode} step %{{x}}: %{{y:.4f}} ms<extra></extra>"))
+                                   hovertemplate="%{fullData.name} step %{x}: %{y:.4f} ms"
+                                                 "<extra></extra>"))
         line_x, line_y = running_median(x, y)
         fig.add_trace(go.Scattergl(x=line_x, y=line_y, mode="lines",
-                                   name=f"{mode} rolling median", line={"color": color, "width": 2},
-                                   hoverinfo="skip"))
+                                   name=f"{escape(mode)} rolling median",
+                                   line={"color": color, "width": 2}, hoverinfo="skip"))
     fig.update_xaxes(title_text="step (measurement order, trials interleaved)")
-    fig.update_yaxes(title_text=LATENCY_LABELS.get(column, column), rangemode="tozero")
+    fig.update_yaxes(title_text=LATENCY_LABELS.get(column, escape(column)), rangemode="tozero")
     return _layout(fig, title)
 
 
+def _wrap(label: str, width: int = 22) -> str:
+    """An escaped axis label broken into lines of about ``width`` characters (at spaces)."""
+    lines, line = [], ""
+    for word in str(label).split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    lines.append(line)
+    return "<br>".join(escape(part) for part in lines)
+
+
 def timing_methods_bars(timing: pd.DataFrame) -> go.Figure:
-    """Median per step by timing method and mode: the article's no-sync number beside the truth."""
+    """Median per step by timing method and mode: the article's no-sync number beside the truth.
+    Each method's label, on a few short lines under its bars, ends with its speedup."""
     title = "The article's timing (no sync) beside the true timing"
     if timing.empty:
         return empty_figure(title)
+    timing = _finite_frame(timing, ("eager_median_ms", "graph_median_ms", "speedup"))
+    labels = []
+    for raw, speedup in zip(timing["label"], timing["speedup"]):
+        word = "'speedup'" if raw == "article: perf_counter, no sync" else "speedup"
+        label = _wrap(raw)
+        if np.isfinite(speedup):
+            label += f"<br><b>{word} {speedup:.2f}x</b>"
+        labels.append(label)
     fig = go.Figure()
     for mode in ("eager", "graph"):
         values = timing[f"{mode}_median_ms"].to_numpy(dtype=float)
-        fig.add_trace(go.Bar(x=timing["label"], y=values, name=mode, marker_color=_color(mode),
+        fig.add_trace(go.Bar(x=labels, y=values, name=mode, marker_color=_color(mode),
                              text=[f"{v:.3f}" if np.isfinite(v) else "" for v in values],
-                             textposition="outside",
-                             hovertemplate=f"{mode}: %{{y:.4f}} ms<extra>%{{x}}</extra>"))
-    for label, speedup in zip(timing["label"], timing["speedup"]):
-        if np.isfinite(speedup):
-            word = "'speedup'" if label == "article: perf_counter, no sync" else "speedup"
-            fig.add_annotation(x=label, y=0, yshift=-38, text=f"{word} {speedup:.2f}x",
-                               showarrow=False, font={"size": 11})
+                             textposition="outside", cliponaxis=False,
+                             hovertemplate="%{fullData.name}: %{y:.4f} ms<extra></extra>"))
     fig.update_layout(barmode="group")
+    fig.update_xaxes(tickangle=0, automargin=True)
     fig.update_yaxes(title_text="median ms per step", rangemode="tozero")
-    return _layout(fig, title, margin={"l": 60, "r": 20, "t": 60, "b": 80})
+    return _layout(fig, title, height=HEIGHT + 60, margin={"l": 60, "r": 20, "t": 60, "b": 40})
 
 
 # ----------------------------------------------------------------------------- launch split
 
 
-def split_bars(medians: pd.DataFrame) -> go.Figure:
+def _number_text(values: np.ndarray, pattern: str = "{:,.0f}") -> list[str]:
+    return [pattern.format(v) if np.isfinite(v) else "" for v in values]
+
+
+def split_bars(medians: pd.DataFrame, empty_message: str = "no profiled window in this run "
+               "(profiler off)") -> go.Figure:
     """Per mode, two stacked bars: the CPU side (launch + other) and the GPU side (busy + idle)."""
     title = "Where a step's time goes (median per iteration, profiled window)"
     if medians.empty:
-        return empty_figure(title, "no profiled window in this run (profiler off)")
-    modes = list(medians["mode"].astype(str))
+        return empty_figure(title, empty_message)
+    medians = _finite_frame(medians, SPLIT_COLORS)
+    modes = [escape(m) for m in medians["mode"].astype(str)]
     fig = go.Figure()
     for side, parts in (("CPU", ("cpu_launch_us", "cpu_other_us")),
                         ("GPU", ("gpu_busy_us", "gpu_idle_us"))):
@@ -268,9 +369,9 @@ def split_bars(medians: pd.DataFrame) -> go.Figure:
             values = medians[part].to_numpy(dtype=float)
             fig.add_trace(go.Bar(
                 x=[modes, [side] * len(modes)], y=values, name=SPLIT_LABELS[part],
-                marker_color=SPLIT_COLORS[part], text=[f"{v:,.0f}" for v in values],
+                marker_color=SPLIT_COLORS[part], text=_number_text(values),
                 textposition="inside", insidetextanchor="middle",
-                hovertemplate=f"{SPLIT_LABELS[part]}: %{{y:,.1f}} us<extra>%{{x}}</extra>"))
+                hovertemplate="%{fullData.name}: %{y:,.1f} us<extra>%{x}</extra>"))
     fig.update_layout(barmode="stack", legend_traceorder="normal", uniformtext_minsize=9,
                       uniformtext_mode="hide")
     fig.update_yaxes(title_text="us per iteration")
@@ -305,9 +406,11 @@ def waterfall_steps(breakdown: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
     The components of one timeline (``gpu_busy`` + ``gpu_idle``, ``cpu_launch`` + ``cpu_other``)
     each add up to the iteration span, so each gives its own walk from the eager step to the
-    graph step; a part that does not add up shows as 'not attributed'. Columns: step, value,
-    measure (absolute/relative/total).
+    graph step; a part that does not add up shows as 'waiting on GPU' (the CPU) or 'not
+    attributed'. Columns: step, component (the schema name; the residual's own label), value,
+    measure (absolute/relative/total). Non-finite numbers count as missing.
     """
+    breakdown = _finite_frame(breakdown, ("eager_us", "graph_us", "saving_us"))
     names = breakdown["component"].astype(str)
     known = breakdown[names.isin(BREAKDOWN_COMPONENTS)]
     order = {c: i for i, c in enumerate(BREAKDOWN_COMPONENTS)}
@@ -318,100 +421,204 @@ def waterfall_steps(breakdown: pd.DataFrame) -> dict[str, pd.DataFrame]:
     sides: dict[str, pd.DataFrame] = {}
     for side in dict.fromkeys(parts["component"].astype(str).map(_side)):
         group = parts[parts["component"].astype(str).map(_side) == side]
-        eager_part = pd.to_numeric(group["eager_us"], errors="coerce").fillna(0.0)
-        graph_part = pd.to_numeric(group["graph_us"], errors="coerce").fillna(0.0)
-        if len(totals):
-            eager_total = float(totals["eager_us"].iloc[0])
-            graph_total = float(totals["graph_us"].iloc[0])
-        else:
-            eager_total, graph_total = float(eager_part.sum()), float(graph_part.sum())
-        saving = pd.to_numeric(group["saving_us"], errors="coerce")
+        eager_part = group["eager_us"].fillna(0.0)
+        graph_part = group["graph_us"].fillna(0.0)
+        eager_total = float(totals["eager_us"].iloc[0]) if len(totals) else math.nan
+        graph_total = float(totals["graph_us"].iloc[0]) if len(totals) else math.nan
+        if not math.isfinite(eager_total):
+            eager_total = float(eager_part.sum())
+        if not math.isfinite(graph_total):
+            graph_total = float(graph_part.sum())
+        saving = group["saving_us"]
         change = (-saving).where(saving.notna(), graph_part - eager_part).to_numpy(dtype=float)
-        labels = [_step_label(str(n), side) for n in group["component"]]
+        components = [str(n) for n in group["component"]]
+        labels = [_step_label(n, side) for n in components]
         residual = graph_total - eager_total - float(change.sum())
         if abs(residual) > 0.005 * max(abs(eager_total), 1e-9):
             # CPU launch + other is the time the CPU worked; the rest of the span it waited
-            labels.append("waiting on GPU" if side == "CPU" else "not attributed")
+            labels.append(RESIDUAL_COMPONENTS.get(side, "not attributed"))
+            components.append(labels[-1])
             change = np.append(change, residual)
         sides[side or "all"] = pd.DataFrame({
             "step": ["eager", *labels, "graph"],
+            "component": ["eager", *components, "graph"],
             "value": [eager_total, *change, graph_total],
             "measure": ["absolute", *["relative"] * len(change), "total"],
         })
     return sides
 
 
-def speedup_waterfall(breakdown: pd.DataFrame) -> go.Figure:
+def _step_color(component: str) -> str:
+    if component in ("eager", "graph"):
+        return MODE_COLORS[component]
+    return SPLIT_COLORS.get(f"{component}_us", REST_COLOR)
+
+
+def speedup_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdown in this run "
+                      "(profiler off)") -> go.Figure:
     """From the eager step to the graph step: what each component saved (us per iteration),
-    one panel per timeline (GPU: busy + idle; CPU: launch calls + other)."""
+    one panel per timeline (GPU: busy + idle; CPU: launch calls + other).
+
+    Drawn as floating bars (not Plotly's Waterfall, whose colours can only say up or down): the
+    eager and graph totals in their mode colours, each step in its part's colour, its sign in its
+    direction and its +/- label. Labels are never clipped (the axis leaves room above the
+    tallest bar and below the lowest)."""
     title = "The speedup decomposed: eager step -> graph step"
     if breakdown.empty:
-        return empty_figure(title, "no breakdown in this run (profiler off)")
+        return empty_figure(title, empty_message)
     sides = waterfall_steps(breakdown)
     if not sides:
         return empty_figure(title, "no component of this breakdown is known to this dashboard")
-    fig = make_subplots(rows=1, cols=len(sides), shared_yaxes=True, horizontal_spacing=0.04,
+    fig = make_subplots(rows=1, cols=len(sides), shared_yaxes=True, horizontal_spacing=0.05,
                         subplot_titles=[f"{side} timeline" if side != "all" else "" for side in sides])
+    tops, bottoms = [0.0], [0.0]
     for col, steps in enumerate(sides.values(), start=1):
-        text = [f"{v:,.0f}" if m != "relative" else f"{v:+,.0f}"
-                for v, m in zip(steps["value"], steps["measure"])]
-        fig.add_trace(go.Waterfall(
-            x=steps["step"], y=steps["value"], measure=steps["measure"], text=text,
-            textposition="outside", decreasing={"marker": {"color": "#5B8E7D"}},
-            increasing={"marker": {"color": "#E4572E"}}, totals={"marker": {"color": "#2E86AB"}},
-            connector={"line": {"color": "#999", "width": 1}},
-            hovertemplate="%{x}: %{y:,.1f} us<extra></extra>"), row=1, col=col)
-    fig.update_yaxes(title_text="us per iteration", rangemode="tozero", row=1, col=1)
-    return _layout(fig, title, height=420, showlegend=False)
+        bases, heights, level = [], [], 0.0
+        for value, measure in zip(steps["value"], steps["measure"]):
+            value = float(value) if math.isfinite(float(value)) else 0.0
+            if measure == "relative":
+                bases.append(level)
+                heights.append(value)
+                level += value
+            else:
+                bases.append(0.0)
+                heights.append(value)
+                level = value
+            tops.append(max(bases[-1], bases[-1] + heights[-1]))
+            bottoms.append(min(bases[-1], bases[-1] + heights[-1]))
+        text = [f"{v:+,.0f}" if m == "relative" else f"{v:,.0f}"
+                for v, m in zip(heights, steps["measure"])]
+        fig.add_trace(go.Bar(
+            x=[escape(s) for s in steps["step"]], y=heights, base=bases,
+            marker_color=[_step_color(c) for c in steps["component"]],
+            marker_line_width=0, text=text, textposition="outside", cliponaxis=False,
+            customdata=np.stack([np.asarray(bases, dtype=float) + np.asarray(heights, dtype=float)],
+                                axis=1),
+            hovertemplate="%{x}: %{text} us (to %{customdata[0]:,.1f} us)<extra></extra>",
+            showlegend=False), row=1, col=col)
+        for i in range(len(heights) - 1):  # connectors at the running level
+            end = bases[i] + heights[i]
+            fig.add_shape(type="line", x0=i + 0.32, x1=i + 0.68, y0=end, y1=end,
+                          line={"color": "#999999", "width": 1, "dash": "dot"}, row=1, col=col)
+    top, bottom = max(tops), min(bottoms)
+    pad = 0.14 * max(top - bottom, 1e-9)
+    fig.update_yaxes(range=[bottom - (pad if bottom < 0 else 0), top + pad])
+    fig.update_yaxes(title_text="us per iteration", row=1, col=1)
+    fig.update_layout(bargap=0.35)
+    return _layout(fig, title, height=420, showlegend=False,
+                   margin={"l": 60, "r": 20, "t": 80, "b": 60})
 
 
-def launch_count_bars(medians: pd.DataFrame) -> go.Figure:
+def launch_count_bars(medians: pd.DataFrame, empty_message: str = "no profiled window in this "
+                      "run (profiler off)") -> go.Figure:
     """CPU launch calls and GPU kernels per iteration, per mode."""
     title = "Launches and kernels per iteration"
     if medians.empty:
-        return empty_figure(title, "no profiled window in this run (profiler off)")
+        return empty_figure(title, empty_message)
+    medians = _finite_frame(medians, ("launches", "kernels"))
+    modes = [escape(m) for m in medians["mode"].astype(str)]
     fig = go.Figure()
-    for column, label, color in (("launches", "launch calls (CPU)", "#F4A259"),
-                                 ("kernels", "kernels (GPU)", "#5B8E7D")):
+    for column, label, color in (("launches", "launch calls (CPU)", SPLIT_COLORS["cpu_launch_us"]),
+                                 ("kernels", "kernels (GPU)", SPLIT_COLORS["gpu_busy_us"])):
         values = medians[column].to_numpy(dtype=float)
-        fig.add_trace(go.Bar(x=medians["mode"], y=values, name=label, marker_color=color,
-                             text=[f"{v:,.0f}" for v in values], textposition="outside",
-                             hovertemplate=f"{label}: %{{y:,.0f}}<extra>%{{x}}</extra>"))
+        fig.add_trace(go.Bar(x=modes, y=values, name=label, marker_color=color,
+                             text=_number_text(values), textposition="outside", cliponaxis=False,
+                             hovertemplate="%{fullData.name}: %{y:,.0f}<extra>%{x}</extra>"))
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="per iteration", rangemode="tozero")
     return _layout(fig, title)
+
+
+def _lane_order(lane: str) -> tuple[int, str]:
+    """CPU op lanes (thread 1 first), then the launch calls, then the GPU."""
+    lowered = lane.lower()
+    rank = 2 if lowered.startswith("gpu") else 1 if "launch" in lowered else 0
+    return rank, lowered
+
+
+def iteration_timeline(events: pd.DataFrame, title: str, span_us: float | None = None) -> go.Figure:
+    """One profiled iteration as lanes (CPU ops per thread, CPU launch calls, GPU work): one
+    horizontal bar per event from its start, in microseconds since the iteration began.
+
+    ``events`` has ``profiler_core.trace.TIMELINE_COLUMNS`` (lane, kind, name, start_us, dur_us)."""
+    title = escape(title)
+    if events.empty:
+        return empty_figure(title, "no events in this iteration")
+    data = _finite_frame(events, ("start_us", "dur_us")).dropna(subset=["start_us", "dur_us"])
+    if data.empty:
+        return empty_figure(title, "no events in this iteration")
+    lanes = sorted(dict.fromkeys(data["lane"].astype(str)), key=_lane_order)
+    fig = go.Figure()
+    for kind in dict.fromkeys(data["kind"].astype(str)):
+        part = data[data["kind"].astype(str) == kind]
+        fig.add_trace(go.Bar(
+            base=part["start_us"], x=part["dur_us"].clip(lower=0),
+            y=[escape(lane) for lane in part["lane"].astype(str)], orientation="h",
+            name=escape(kind), marker_color=TIMELINE_KIND_COLORS.get(kind, REST_COLOR),
+            marker_line={"width": 1, "color": TIMELINE_KIND_COLORS.get(kind, REST_COLOR)},
+            customdata=np.stack([[escape(n) for n in part["name"].astype(str)],
+                                 [f"{v:,.1f}" for v in part["start_us"]],
+                                 [f"{v:,.1f}" for v in part["dur_us"]]], axis=1),
+            hovertemplate="%{customdata[0]}<br>from %{customdata[1]} us, lasting %{customdata[2]} us"
+                          "<extra>%{y}</extra>"))
+    fig.update_layout(barmode="overlay", bargap=0.25)
+    fig.update_yaxes(categoryorder="array", categoryarray=[escape(l) for l in lanes[::-1]],
+                     automargin=True)
+    end = float((data["start_us"] + data["dur_us"]).max())
+    if span_us is not None and math.isfinite(span_us):
+        end = max(end, float(span_us))
+    fig.update_xaxes(title_text="us since the iteration started", range=[0, end * 1.01 or 1])
+    return _layout(fig, title, height=max(230, 42 * len(lanes) + 150))
 
 
 # ----------------------------------------------------------------------------- GPU (NVML)
 
 
 def nvml_timeseries(nvml: pd.DataFrame, phases: pd.DataFrame,
-                    panels: Iterable[tuple[str, str]] = NVML_PANELS, max_points: int = 5_000) -> go.Figure:
-    """NVML metrics over the run, one panel each, with the run's phases shaded behind them."""
+                    panels: Iterable[tuple[str, str]] = NVML_PANELS, max_points: int = 5_000,
+                    x_range: Sequence[float] | None = None,
+                    empty_message: str = "no NVML samples in this run (NVML off or unavailable)"
+                    ) -> go.Figure:
+    """NVML metrics over the run, one panel each, with the run's phases shaded behind them.
+
+    ``x_range`` (seconds since the run started) zooms to part of the run: samples and phase bands
+    outside it are left out, so each panel's y axis fits what is shown."""
     title = "GPU telemetry (NVML) over the run"
     if nvml.empty:
-        return empty_figure(title, "no NVML samples in this run (NVML off or unavailable)")
+        return empty_figure(title, empty_message)
     panels = list(panels)
+    nvml = _finite_frame(nvml, ("t_s", "value")).dropna(subset=["t_s"])
+    phases = _finite_frame(phases, ("start_s", "end_s")).dropna(subset=["start_s", "end_s"])
+    low = high = None
+    if x_range is not None:
+        low, high = (float(v) for v in x_range)
+        if not (math.isfinite(low) and math.isfinite(high) and high > low):
+            low = high = None
+    if low is not None:
+        nvml = nvml[(nvml["t_s"] >= low) & (nvml["t_s"] <= high)]
+        phases = phases[(phases["end_s"] > low) & (phases["start_s"] < high)]
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.03)
-    values = pd.to_numeric(nvml["value"], errors="coerce")
+    values = nvml["value"]
     for row, (metric, label) in enumerate(panels, start=1):
         for source, style in (("poll", "lines"), ("driver", "markers")):
             mask = (nvml["metric"] == metric) & (nvml["source"] == source) & values.notna()
             part = nvml[mask].sort_values("t_s")
             if part.empty:
                 continue
-            y = pd.to_numeric(part["value"]).to_numpy(dtype=float)
+            y = part["value"].to_numpy(dtype=float)
             keep = minmax_decimate(y, max_points)
             fig.add_trace(go.Scattergl(
                 x=part["t_s"].to_numpy(dtype=float)[keep], y=y[keep], mode=style,
                 name=f"{label} ({'polled' if source == 'poll' else 'driver samples'})",
-                line={"width": 1.5, "color": "#2E86AB"} if style == "lines" else None,
-                marker={"size": 4, "color": "#E4572E"} if style == "markers" else None,
-                showlegend=False, hovertemplate=f"%{{x:.2f}} s: %{{y:,.1f}}<extra>{label} {source}</extra>"),
+                line={"width": 1.5, "color": NVML_POLL_COLOR} if style == "lines" else None,
+                marker={"size": 4, "color": NVML_DRIVER_COLOR} if style == "markers" else None,
+                showlegend=False,
+                hovertemplate="%{x:.2f} s: %{y:,.1f}<extra>%{fullData.name}</extra>"),
                 row=row, col=1)
         fig.update_yaxes(title_text=label, row=row, col=1)
         if not ((nvml["metric"] == metric) & values.notna()).any():
-            fig.add_annotation(text="not reported by this GPU", showarrow=False, row=row, col=1,
+            fig.add_annotation(text="not reported by this GPU" if low is None else
+                               "no sample in the phases shown", showarrow=False, row=row, col=1,
                                x=0.5, y=0.5, xref="x domain", yref="y domain")
     if not phases.empty:
         colors: dict[str, str] = {}
@@ -424,34 +631,83 @@ def nvml_timeseries(nvml: pd.DataFrame, phases: pd.DataFrame,
                            "line": {"width": 0}, "layer": "below"})
         fig.update_layout(shapes=shapes)
         for phase, color in colors.items():  # a legend entry per phase name
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=phase,
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=escape(phase),
                                      marker={"size": 12, "symbol": "square", "color": color,
                                              "opacity": 0.5}), row=1, col=1)
+    if low is not None:
+        fig.update_xaxes(range=[low, high])
     fig.update_xaxes(title_text="seconds since the run started", row=len(panels), col=1)
-    return _layout(fig, title, height=170 * len(panels) + 120, showlegend=True)
+    return _layout(fig, title, height=170 * len(panels) + 160, showlegend=True,
+                   margin={"l": 60, "r": 20, "t": 110, "b": 50})
 
 
 # ----------------------------------------------------------------------------- kernels
 
 
+def _short(name: str, limit: int = 48) -> str:
+    return name if len(name) <= limit else name[:limit - 3] + "..."
+
+
+def _unique(labels: Sequence[str]) -> list[str]:
+    """Category labels made distinct (two kernels with one short name would share a bar):
+    a repeated label gets ' (2)', ' (3)'..."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
+
+
 def kernel_top_bar(kernels: pd.DataFrame, mode: str, top_n: int = 10) -> go.Figure:
     """The ``top_n`` kernels of one mode by total GPU time (horizontal bars, biggest on top)."""
-    title = f"Top {top_n} kernels by GPU time: {mode}"
-    part = kernels[kernels["mode"] == mode] if not kernels.empty else kernels
+    title = f"Top {top_n} kernels by GPU time: {escape(mode)}"
+    part = kernels[kernels["mode"].astype(str) == mode] if not kernels.empty else kernels
+    part = _finite_frame(part, ("total_us", "share_of_gpu_pct", "calls_per_iter", "mean_us"))
+    part = part.dropna(subset=["total_us"]) if not part.empty else part
     if part.empty:
         return empty_figure(title, f"no kernels recorded for {mode}")
-    top = part.sort_values("total_us", ascending=False).head(top_n).iloc[::-1]
-    names = [n if len(n) <= 48 else n[:45] + "..." for n in top["kernel"].astype(str)]
+    top = part.sort_values("total_us", ascending=False).head(top_n)
+    names = _unique([escape(_short(n)) for n in top["kernel"].astype(str)])[::-1]
+    top = top.iloc[::-1]
     fig = go.Figure(go.Bar(
         x=top["total_us"], y=names, orientation="h", marker_color=_color(mode),
-        text=[f"{s:.1f}%" for s in top["share_of_gpu_pct"].astype(float)], textposition="auto",
-        customdata=np.stack([top["kernel_full"].astype(str), top["calls_per_iter"].astype(float),
-                             top["mean_us"].astype(float)], axis=1),
-        hovertemplate="%{customdata[0]}<br>total %{x:,.1f} us, %{customdata[1]:.0f} calls/iter, "
-                      "mean %{customdata[2]:,.2f} us<extra></extra>"))
+        text=[f"{s:.1f}%" if np.isfinite(s) else "" for s in top["share_of_gpu_pct"]],
+        textposition="auto",
+        customdata=np.stack([[escape(n) for n in top["kernel_full"].astype(str)],
+                             _number_text(top["calls_per_iter"].to_numpy(dtype=float), "{:,.0f}"),
+                             _number_text(top["mean_us"].to_numpy(dtype=float), "{:,.2f}")],
+                            axis=1),
+        hovertemplate="%{customdata[0]}<br>total %{x:,.1f} us, %{customdata[1]} calls/iter, "
+                      "mean %{customdata[2]} us<extra></extra>"))
     fig.update_xaxes(title_text="GPU time (us, profiled window)")
     fig.update_yaxes(automargin=True)
     return _layout(fig, title, height=max(260, 28 * len(top) + 120), showlegend=False)
+
+
+def kernel_diff_bars(diff: pd.DataFrame, top_n: int = 15) -> go.Figure:
+    """Eager vs graph GPU time per iteration of each kernel (``analysis.kernel_diff``): the
+    ``top_n`` kernels with the largest time in either mode, side by side."""
+    title = f"Kernels eager vs graph: GPU time per iteration (top {top_n})"
+    if diff.empty:
+        return empty_figure(title, "no kernels to compare")
+    diff = _finite_frame(diff, ("eager_us_per_iter", "graph_us_per_iter"))
+    size = diff[["eager_us_per_iter", "graph_us_per_iter"]].max(axis=1, skipna=True)
+    top = diff.assign(_size=size.fillna(0)).sort_values("_size", ascending=False).head(top_n)
+    names = _unique([escape(_short(n)) for n in top["kernel"].astype(str)])[::-1]
+    top = top.iloc[::-1]
+    full = [escape(n) for n in top["kernel_full"].astype(str)]
+    fig = go.Figure()
+    for mode in ("eager", "graph"):
+        values = top[f"{mode}_us_per_iter"].to_numpy(dtype=float)
+        fig.add_trace(go.Bar(x=values, y=names, orientation="h", name=mode,
+                             marker_color=_color(mode), customdata=full,
+                             hovertemplate="%{customdata}<br>%{fullData.name}: %{x:,.2f} us per "
+                                           "iteration<extra></extra>"))
+    fig.update_layout(barmode="group", bargap=0.2)
+    fig.update_xaxes(title_text="GPU time per iteration (us, profiled window)")
+    fig.update_yaxes(automargin=True)
+    return _layout(fig, title, height=max(280, 34 * len(top) + 130))
 
 
 # ----------------------------------------------------------------------------- counters
@@ -462,11 +718,12 @@ def counter_bars(lessons: pd.DataFrame) -> go.Figure:
     title = "Static counter after each phase"
     if lessons.empty:
         return empty_figure(title)
+    phases = [escape(p) for p in lessons["phase"].astype(str)]
     fig = go.Figure()
-    for column, color in (("predicted", "#C9CBA3"), ("observed", "#2E86AB")):
-        values = pd.to_numeric(lessons[column], errors="coerce")
-        fig.add_trace(go.Bar(x=lessons["phase"].astype(str), y=values, name=column, marker_color=color,
-                             hovertemplate=f"{column}: %{{y}}<extra>%{{x}}</extra>"))
+    for column, color in COUNTER_COLORS.items():
+        values = finite(lessons[column])
+        fig.add_trace(go.Bar(x=phases, y=values, name=column, marker_color=color,
+                             hovertemplate="%{fullData.name}: %{y}<extra>%{x}</extra>"))
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="counter value", rangemode="tozero")
     return _layout(fig, title)
@@ -474,22 +731,39 @@ def counter_bars(lessons: pd.DataFrame) -> go.Figure:
 
 # ----------------------------------------------------------------------------- comparing runs
 
+COMPARE_COLUMNS = ["run", "mode", "method", "median_ms", "p10_ms", "p90_ms"]
 
-def compare_medians(frame: pd.DataFrame) -> go.Figure:
-    """Median per step for several runs: ``frame`` has run, mode, median_ms, p10_ms, p90_ms."""
+
+def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
+    """Median per step for any number of runs: ``frame`` has ``COMPARE_COLUMNS`` (``method``: how
+    that run's bars were timed, in words; written under each run's name on the axis). A log axis
+    keeps runs that differ by orders of magnitude (a CPU run beside a GPU run) readable."""
     title = "Median time per step, run by run (whiskers: p10-p90)"
-    if frame.empty:
+    data = _finite_frame(frame, ("median_ms", "p10_ms", "p90_ms")).dropna(subset=["median_ms"]) \
+        if not frame.empty else frame
+    if data.empty:
         return empty_figure(title)
+    method = data["method"] if "method" in data else pd.Series([""] * len(data), index=data.index)
+    data = data.assign(_x=[f"{escape(r)}<br>{escape(m)}" if str(m) else escape(r)
+                           for r, m in zip(data["run"], method)])
+    order = list(dict.fromkeys(data["_x"]))
     fig = go.Figure()
-    for i, mode in enumerate(_modes(frame)):
-        part = frame[frame["mode"] == mode]
+    for i, mode in enumerate(_modes(data)):
+        part = data[data["mode"].astype(str) == mode]
         median = part["median_ms"].to_numpy(dtype=float)
         fig.add_trace(go.Bar(
-            x=part["run"], y=median, name=mode, marker_color=_color(mode, i),
+            x=part["_x"], y=median, name=escape(mode), marker_color=_color(mode, i),
             error_y={"type": "data", "symmetric": False,
-                     "array": np.clip(part["p90_ms"].to_numpy(dtype=float) - median, 0, None),
-                     "arrayminus": np.clip(median - part["p10_ms"].to_numpy(dtype=float), 0, None)},
-            hovertemplate=f"{mode}: %{{y:.4f}} ms<extra>%{{x}}</extra>"))
+                     "array": np.nan_to_num(np.clip(part["p90_ms"].to_numpy(dtype=float) - median,
+                                                    0, None)),
+                     "arrayminus": np.nan_to_num(np.clip(median - part["p10_ms"].to_numpy(
+                         dtype=float), 0, None))},
+            text=[f"{v:.3f} ms" for v in median], textposition="outside", cliponaxis=False,
+            hovertemplate="%{fullData.name}: %{y:.4f} ms<extra>%{x}</extra>"))
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="ms per step", rangemode="tozero")
-    return _layout(fig, title)
+    fig.update_xaxes(categoryorder="array", categoryarray=order)
+    if log_scale:
+        fig.update_yaxes(title_text="ms per step (log scale)", type="log")
+    else:
+        fig.update_yaxes(title_text="ms per step", rangemode="tozero")
+    return _layout(fig, title, height=HEIGHT + 40, margin={"l": 60, "r": 20, "t": 76, "b": 90})

@@ -81,6 +81,20 @@ CHOICES = {"dtype": DTYPES, "optimizer": OPTIMIZERS}
 PLACEHOLDERS = {"eager_iters": "auto: replays x iterations per graph", "trials": "auto: up to 10"}
 BOOLS = ("count_warmup", "profile", "nvml")
 
+# A CPU run times the eager step only (profiler_core.runner): these controls do nothing there, so
+# on the CPU they are disabled, set to what a CPU run does, and say why.
+GRAPH_ONLY = ("capture_iters", "replays", "profile", "profile_iters", "nvml", "nvml_interval_ms",
+              "parity_steps")
+CPU_FIXED = {"capture_iters": 1, "profile": False, "nvml": False, "parity_steps": 0}
+# Choosing the CPU switches the model and schedule to this small step (a few seconds on 2 cores,
+# where the seed preset's step takes minutes); a preset chosen while on the CPU keeps these sizes.
+CPU_SIZES = {"batch": 64, "d_in": 512, "hidden": 512, "d_out": 128, "hidden_layers": 1,
+             "eager_iters": 200, "replays": 200, "trials": None}
+CPU_WHY = ("CPU runs time the eager step only: graph replays, iterations per graph, the profiler "
+           "(launch split, kernels, traces), NVML and parity need a CUDA GPU, so those controls "
+           "are off here. The model is set to a small step that runs in seconds on a CPU.")
+SIZED_FOR_KEY = "cfg_sized_for"  # "cpu" or "gpu": which kind of device the values were set for
+
 
 def allowed_text(name: str) -> str:
     """What a control accepts, in words (shown in its help and with any refusal)."""
@@ -100,14 +114,41 @@ def key(name: str) -> str:
     return PREFIX + name
 
 
+def on_cpu() -> bool:
+    return st.session_state.get(DEVICE_KEY) == devices.CPU_DEVICE
+
+
 def apply_preset() -> None:
-    """on_change of the preset selector: fill every control from the chosen preset."""
+    """on_change of the preset selector: fill every control from the chosen preset (on the CPU,
+    with the CPU's small sizes and its graph-only settings)."""
     name = st.session_state.get(PRESET_KEY)
     if name not in PRESETS:
         return
     config = PRESETS[name]
     for field in PRESET_FIELDS:
         st.session_state[key(field)] = getattr(config, field)
+    if on_cpu():
+        apply_cpu_sizes()
+
+
+def apply_cpu_sizes() -> None:
+    """The CPU's small step and what a CPU run does with the graph-only settings."""
+    for field, value in {**CPU_SIZES, **CPU_FIXED}.items():
+        st.session_state[key(field)] = value
+
+
+def size_for_device() -> None:
+    """When the device changes between a GPU and the CPU (or on the first run), set the controls
+    for it: the CPU's small step, or back to the chosen preset on a GPU."""
+    kind = "cpu" if on_cpu() else "gpu"
+    if st.session_state.get(SIZED_FOR_KEY) == kind:
+        return
+    first = SIZED_FOR_KEY not in st.session_state
+    st.session_state[SIZED_FOR_KEY] = kind
+    if kind == "cpu":
+        apply_cpu_sizes()
+    elif not first:
+        apply_preset()
 
 
 def init_controls() -> None:
@@ -118,30 +159,35 @@ def init_controls() -> None:
     st.session_state.setdefault(TIMEOUT_KEY, DEFAULT_TIMEOUT_S)
 
 
-def _widget(name: str) -> None:
+def _widget(name: str, cpu: bool = False) -> None:
     """One control. Its current value is also passed as the widget's default: a rerun that
     reaches the server before the browser has drawn the control (a click right after the page
-    loads) then falls back to that value, not to the widget's minimum."""
+    loads) then falls back to that value, not to the widget's minimum. On the CPU a graph-only
+    control is disabled and its help says why."""
     label, help_text = LABELS[name], f"{HELP[name]} {allowed_text(name)}".strip()
+    disabled = cpu and name in GRAPH_ONLY
+    if disabled:
+        help_text = f"Off on the CPU: it needs a CUDA GPU (a CPU run times the eager step only). {help_text}"
     k = key(name)
     current = st.session_state.get(k)
     if name in BOOLS:
-        st.toggle(label, value=bool(current), key=k, help=help_text)
+        st.toggle(label, value=bool(current), key=k, help=help_text, disabled=disabled)
     elif name in CHOICES:
         options = list(CHOICES[name])
         st.selectbox(label, options, index=options.index(current) if current in options else 0,
-                     key=k, help=help_text)
+                     key=k, help=help_text, disabled=disabled)
     elif name in FLOAT_LIMITS:
         low, high = FLOAT_LIMITS[name]
         step = 0.05 if name.startswith("dropout") else 5.0
         st.number_input(label, min_value=float(low), max_value=float(high), step=step,
                         value=None if current is None else float(current),
-                        format="%.2f" if name.startswith("dropout") else "%.1f", key=k, help=help_text)
+                        format="%.2f" if name.startswith("dropout") else "%.1f", key=k, help=help_text,
+                        disabled=disabled)
     else:
         low, high = INT_LIMITS[name]
         st.number_input(label, min_value=low, max_value=high, step=1, key=k, help=help_text,
                         value=None if current is None else int(current),
-                        placeholder=PLACEHOLDERS.get(name))
+                        placeholder=PLACEHOLDERS.get(name), disabled=disabled)
 
 
 def _device_selector(gpus: pd.DataFrame, no_gpu_reason: str) -> None:
@@ -162,6 +208,8 @@ def _device_selector(gpus: pd.DataFrame, no_gpu_reason: str) -> None:
     if gpus.empty:
         st.caption(f"No CUDA GPU found: a run here times the eager step on the CPU only. "
                    f"({no_gpu_reason})")
+    if on_cpu():
+        st.caption(CPU_WHY)
 
 
 def config_values() -> dict[str, Any]:
@@ -174,6 +222,15 @@ def config_values() -> dict[str, Any]:
         if values.get(name) is not None:
             values[name] = float(values[name])
     values["device"] = st.session_state.get(DEVICE_KEY) or devices.CPU_DEVICE
+    if values["device"] == devices.CPU_DEVICE:
+        # What a CPU run does, whatever a disabled control held; its replays follow the eager
+        # iterations, so "trials <= replays" is the eager iterations' rule.
+        values.update(CPU_FIXED)
+        if values.get("eager_iters") is not None:
+            values["replays"] = max(values["eager_iters"], INT_LIMITS["replays"][0])
+            values["replays"] = min(values["replays"], INT_LIMITS["replays"][1])
+        for field in ("replays", *CPU_FIXED):
+            st.session_state[key(field)] = values[field]
     chosen = st.session_state.get(PRESET_KEY, "seed")
     same = chosen in PRESETS and all(values[f] == getattr(PRESETS[chosen], f) for f in PRESET_FIELDS)
     values["preset"] = chosen if same else "custom"
@@ -181,6 +238,12 @@ def config_values() -> dict[str, Any]:
 
 
 def build_config(values: dict[str, Any]) -> tuple[RunConfig | None, ConfigError | None]:
+    if values.get("device") == devices.CPU_DEVICE and values.get("trials") is not None:
+        eager = values.get("eager_iters") or values.get("replays")
+        if isinstance(eager, int) and values["trials"] > eager:
+            return None, ConfigError("trials", f"trials ({values['trials']}) cannot exceed the "
+                                     f"eager iterations ({eager})",
+                                     "lower trials, raise eager iterations, or leave trials empty")
     try:
         return RunConfig(**values), None
     except ConfigError as error:
@@ -203,6 +266,8 @@ def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | No
     """
     init_controls()
     _device_selector(gpus, no_gpu_reason)
+    size_for_device()
+    cpu = on_cpu()
     presets = list(PRESETS)
     st.selectbox("Preset", presets, index=presets.index(st.session_state[PRESET_KEY]),
                  key=PRESET_KEY, on_change=apply_preset,
@@ -214,7 +279,7 @@ def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | No
         refused_here = error is not None and error.field in names
         with st.expander(title, expanded=(title == "Model") or refused_here):
             for name in names:
-                _widget(name)
+                _widget(name, cpu)
                 if refused_here and error.field == name:
                     st.error(refusal_text(error), icon=":material/block:")
     st.number_input("Stop a run after (s)", min_value=0, max_value=86_400, step=60, key=TIMEOUT_KEY,
@@ -223,7 +288,8 @@ def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | No
                          "device does not count) is stopped; what it measured is kept, marked "
                          "incomplete (0: no limit).")
     if error is None and values["preset"] == "custom":
-        st.caption("Values changed from the preset: this run is labelled 'custom'.")
+        st.caption("CPU-sized values, not a preset's: this run is labelled 'custom'." if cpu else
+                   "Values changed from the preset: this run is labelled 'custom'.")
     return config, error
 
 

@@ -360,7 +360,8 @@ def list_runs(folder: Path) -> pd.DataFrame:
                 headline = summary.get("headline")
                 speedup = headline.get("speedup") if isinstance(headline, dict) else None
                 config = summary["_config"]
-                row.update(started=_when(env.get("started_at")), gpu=str(env.get("gpu_name") or ""),
+                gpu = env.get("gpu_name") or ("CPU" if config.device == "cpu" else "")
+                row.update(started=_when(env.get("started_at")), gpu=str(gpu),
                            preset=config.preset, dtype=config.dtype,
                            speedup=(float(speedup) if isinstance(speedup, (int, float))
                                     and not isinstance(speedup, bool) else math.nan),

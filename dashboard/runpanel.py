@@ -56,21 +56,60 @@ def new_run_dir(folder: Path, config: RunConfig) -> Path:
     return out_dir
 
 
+def _now() -> float:
+    """The clock every duration on the page is read from (one place, so tests can fix it)."""
+    return time.time()
+
+
+def duration_text(seconds: float) -> str:
+    """'0 s', '59 s', '2 min 5 s', '1 h 4 min': whole seconds, never negative."""
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
 def _ago(since: float) -> str:
-    seconds = max(0, int(time.time() - since))
-    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
+    return duration_text(_now() - since)
 
 
-def describe_lock(lock: LockState, own_job: str | None = None) -> str:
-    """'cuda:0 is free' / 'cuda:0 is running 2026...-seed (another session) since 14:02:11 (35 s)'."""
+def clock_text(when: float) -> str:
+    return datetime.fromtimestamp(when).strftime("%H:%M:%S")
+
+
+MIN_ETA_FRACTION, MIN_ETA_ELAPSED_S = 0.02, 1.0
+
+
+def eta_seconds(fraction: float, elapsed_s: float) -> float | None:
+    """Seconds left if the rest goes at the pace so far; None while too little is done to say
+    (under 2% or under a second) and once finished."""
+    if not (MIN_ETA_FRACTION <= fraction < 1.0) or elapsed_s < MIN_ETA_ELAPSED_S:
+        return None
+    return elapsed_s * (1.0 - fraction) / fraction
+
+
+def eta_text(fraction: float, elapsed_s: float) -> str:
+    """'about 35 s left' / 'estimating the time left'."""
+    left = eta_seconds(fraction, elapsed_s)
+    return "estimating the time left" if left is None else f"about {duration_text(left)} left"
+
+
+def describe_lock(lock: LockState, own_job: str | None = None,
+                  own_started_at: float | None = None) -> str:
+    """'cuda:0 is free' / 'cuda:0 is busy: run ... (another session) holds it since 14:02:11
+    (35 s ago)'. For this session's own run the time is the run's start, the same one the run
+    panel counts from, so the sidebar and the panel always agree."""
     if lock.holder is None:
         return f"{lock.device} is free."
     ticket = lock.holder.ticket
-    whose = "your run" if ticket.job_id == own_job else (
+    own = ticket.job_id == own_job
+    whose = "your run" if own else (
         "your other tab" if ticket.session == state.session_id() else "another session")
-    since = datetime.fromtimestamp(lock.holder.since).strftime("%H:%M:%S")
+    since = own_started_at if own and own_started_at else lock.holder.since
     text = (f"{lock.device} is busy: run **{ui.escape_md(ticket.run_name)}** "
-            f"({whose}) holds it since {since} ({_ago(lock.holder.since)} ago).")
+            f"({whose}) holds it since {clock_text(since)} ({_ago(since)} ago).")
     if lock.waiting:
         text += f" {len(lock.waiting)} run(s) waiting."
     return text
@@ -94,15 +133,30 @@ def run_button(config: RunConfig | None, error: ConfigError | None) -> None:
     if error is not None:
         st.error(f"Run is disabled: {controls.field_label(error.field)} was refused (see above).")
     device = st.session_state.get(controls.DEVICE_KEY)
-    if device:
-        lock = state.lock_registry().lock(device).state()
-        if lock.holder is not None:
-            st.caption(describe_lock(lock, job.job_id if job else None)
-                       + " A run started now waits its turn.")
+    if device and state.lock_registry().lock(device).state().holder is not None:
+        _lock_caption(device)
     if st.button("Run", type="primary", key="run_button", disabled=config is None or active,
                  width="stretch", icon=":material/play_arrow:"):
         start_run(config)
         st.rerun()
+
+
+def _lock_caption(device: str) -> None:
+    """Who holds the device and for how long, redrawn with the run panel's clock while it is
+    held (a fragment, so it never shows a stale "0 s ago"); once the device is free the whole
+    page reruns."""
+    @st.fragment(run_every=POLL_S)
+    def live() -> None:
+        lock = state.lock_registry().lock(device).state()
+        if lock.holder is None:
+            st.rerun(scope="app")
+        job: worker.RunJob | None = st.session_state.get(state.JOB)
+        snap = job.snapshot() if job is not None else None
+        st.caption(describe_lock(lock, snap.job_id if snap else None,
+                                 snap.started_at if snap else None)
+                   + " A run started now waits its turn.")
+
+    live()
 
 
 def handle_finished_job() -> None:
@@ -133,9 +187,12 @@ def _progress(snap: worker.JobSnapshot) -> None:
     else:
         phase = snap.phase or snap.status
         text = f"{snap.run_name}: {phase}" + (f" - {snap.message}" if snap.message else "")
-        st.progress(snap.fraction, text=ui.escape_md(text))
+        elapsed = _now() - snap.started_at if snap.started_at else 0.0
+        eta = eta_text(snap.fraction, elapsed) if snap.started_at else "starting"
+        st.progress(snap.fraction, text=f"{ui.escape_md(text)} · {snap.fraction:.0%} · {eta}")
         if snap.started_at:
-            st.caption(f"Running for {_ago(snap.started_at)} in a worker process on {snap.device}.")
+            st.caption(f"Running for {_ago(snap.started_at)} (since {clock_text(snap.started_at)}) "
+                       f"in a worker process on {snap.device}; {eta} (from the pace so far).")
     if st.button("Cancel", key="cancel_run", icon=":material/stop:",
                  disabled=snap.status == "cancelling"):
         st.session_state[state.JOB].cancel()

@@ -15,6 +15,7 @@ import streamlit as st
 
 from dashboard import devices, rundata, uploads
 from dashboard.gpulock import GpuLockRegistry
+from profiler_core import trace
 from profiler_core.errors import ProfilerError
 
 SAMPLE = "sample"  # the option key of the bundled sample run; every other key is a folder path
@@ -193,6 +194,19 @@ def require_run() -> rundata.OpenedRun:
             st.caption(sample_missing_text())
         st.stop()
     return run
+
+
+@st.cache_data(max_entries=16, show_spinner="Reading the trace...")
+def _timeline(path: str, stamp: float, iteration: int | None) -> trace.IterationTimeline:
+    return trace.iteration_timeline(trace.load_trace(path), iteration)
+
+
+def iteration_timeline(path: Path, iteration: int | None = None) -> trace.IterationTimeline:
+    """One profiled iteration of a run's Chrome trace, cut at its ProfilerStep# markers (cached
+    per file and modification time). Raises ``RunFormatError`` for a trace that cannot be read
+    (too large, not JSON, hostile values: see ``profiler_core.trace.load_trace``)."""
+    path = Path(path)
+    return _timeline(str(path), path.stat().st_mtime, iteration)
 
 
 def sample_missing_text() -> str:

@@ -56,10 +56,22 @@ def csv_download(frame: pd.DataFrame, file_name: str, key: str, label: str = "CS
                        file_name=file_name, mime="text/csv", key=key, icon=":material/download:")
 
 
+ROW_PX, MAX_FIT_ROWS = 35, 30
+
+
+def fit_height(rows: int) -> int | str:
+    """A table height that shows every row (header included) without a scroll bar, up to
+    ``MAX_FIT_ROWS`` rows; longer tables scroll."""
+    if rows > MAX_FIT_ROWS:
+        return "auto"
+    return ROW_PX * (rows + 1) + 3
+
+
 def table(frame: pd.DataFrame, file_name: str, key: str, label: str | None = None,
-          column_config: dict[str, Any] | None = None, height: int | str = "auto",
+          column_config: dict[str, Any] | None = None, height: int | str | None = None,
           column_order: list[str] | None = None, empty: str | None = None) -> None:
-    """A sortable table with its CSV download (all columns) under it.
+    """A sortable table with its CSV download (all columns) under it. Every row shows (up to
+    ``MAX_FIT_ROWS``; longer tables scroll) and the table takes the width it is given.
 
     An empty table with an ``empty`` text shows that text instead (say what is missing and why).
     """
@@ -67,7 +79,8 @@ def table(frame: pd.DataFrame, file_name: str, key: str, label: str | None = Non
         st.info(empty, icon=":material/info:")
         return
     st.dataframe(frame, hide_index=True, column_config=column_config, key=f"{key}_table",
-                 height=height, column_order=column_order)
+                 height=fit_height(len(frame)) if height is None else height,
+                 column_order=column_order, width="stretch")
     csv_download(frame, file_name, key=f"{key}_csv", label=label or file_name)
 
 
@@ -83,8 +96,10 @@ def fmt(value: Any, pattern: str = "{:.3f}", missing: str = "n/a") -> str:
 def run_header(run: OpenedRun, title: str) -> None:
     """The view's title, which run this is, and any warning that comes with it."""
     st.title(title)
+    from dashboard.analysis import preset_text
+
     env = run.environment
-    preset, dtype = escape_md(run.config.preset), escape_md(run.config.dtype)
+    preset, dtype = escape_md(preset_text(run.config)), escape_md(run.config.dtype)
     if run.source == state.SAMPLE:
         st.caption(f"Bundled sample run, recorded with this tool on "
                    f"**{escape_md(env.get('gpu_name', '?'))}** on "
@@ -119,7 +134,11 @@ def _zip_bytes(path: str, stamp: float) -> bytes:
 
 
 def run_downloads(run: OpenedRun, key: str) -> None:
-    """The whole run as one zip, summary.json, and the traces for Perfetto."""
+    """The whole run as one zip, summary.json, and the traces for Perfetto (or why there is none:
+    a CPU run never has one, whatever its profiler setting said)."""
+    from dashboard.analysis import no_profile_reason
+
+    reason = no_profile_reason(run.config, run.environment, run.complete)
     summary = run.path / rundata.SUMMARY_FILE
     stamp = summary.stat().st_mtime if summary.exists() else 0.0
     cols = st.columns(4)
@@ -143,4 +162,4 @@ def run_downloads(run: OpenedRun, key: str) -> None:
                                    key=f"{key}_trace_{mode}", icon=":material/timeline:",
                                    help="Open it at https://ui.perfetto.dev (or chrome://tracing).")
             else:
-                st.caption(f"No {mode} trace in this run (profiler off).")
+                st.caption(f"No {mode} trace in this run: {escape_md(reason)}.")

@@ -36,9 +36,9 @@ VIEWS = {
     "Overview": ("Overview", 1),
     "Counters": ("Counters: the article's lessons", 1),
     "Latency": ("Latency per training step", 4),
-    "Launch split": ("Launch split: CPU launch vs GPU work", 3),
+    "Launch split": ("Launch split: CPU launch vs GPU work", 5),  # + one iteration per mode
     "GPU": ("GPU telemetry (NVML)", 1),
-    "Kernels": ("Kernels", 2),
+    "Kernels": ("Kernels", 3),  # eager vs graph, then the top kernels of each mode
 }
 
 
@@ -72,7 +72,7 @@ def _write_interrupted_run(path: Path) -> Path:
 
     from profiler_core.results import RunResult
 
-    full = RunResult.load(write_synthetic_run(path))
+    full = RunResult.load(write_synthetic_run(path.parent.parent / f"{path.name}-full"))  # outside
     latency = full.table("latency")
     partial = RunResult(config=full.config, environment=full.environment, headline={},
                         tables={"latency": latency[latency["mode"] == "eager"].head(60)},
@@ -182,9 +182,10 @@ def test_every_view_draws_its_charts(page):
             last.scroll_into_view_if_needed()
             page.wait_for_timeout(300)
             page.screenshot(path=str(ARTIFACTS / f"view-{name}-lower.png"))
-    # Navigating right after the page loaded must not reset the sidebar to the widgets' minimums.
-    assert page.get_by_role("spinbutton", name="Batch size N").input_value() == "640"
-    assert page.get_by_role("spinbutton", name="Hidden width H").input_value() == "2048"
+    # Navigating right after the page loaded must not reset the sidebar to the widgets' minimums
+    # (no GPU here: the controls hold the CPU's small step).
+    assert page.get_by_role("spinbutton", name="Batch size N").input_value() == "64"
+    assert page.get_by_role("spinbutton", name="Hidden width H").input_value() == "512"
 
 
 def test_a_csv_download_has_the_table_header(page):
@@ -259,5 +260,75 @@ def test_an_interrupted_run_is_marked_on_its_views(page):
     page.screenshot(path=str(ARTIFACTS / "view-latency-incomplete.png"))
     _open(page, "Launch split", VIEWS["Launch split"][0])
     page.get_by_text("Incomplete run:").first.wait_for()
-    page.get_by_text("No profiled window in this run (profiler off, a CPU run").wait_for()
+    page.get_by_text("No profiled window in this run: the run stopped before profiling.").wait_for()
     assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def _luminance(css_color: str) -> float:
+    """0 (black) to 1 (white) for a CSS rgb()/rgba() colour."""
+    r, g, b = (int(v) for v in re.findall(r"\d+", css_color)[:3])
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+@pytest.mark.parametrize("scheme", ["dark", "light"])
+def test_the_theme_follows_the_browser_and_charts_read_on_it(playwright_api, server, scheme):
+    """No theme is forced: a browser that prefers dark gets the dark theme, one that prefers
+    light the light one, and the charts' backgrounds and text follow it."""
+    url, _ = server
+    browser = playwright_api.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=CHROMIUM_ARGS)
+    try:
+        context = browser.new_context(viewport={"width": 1400, "height": 1700}, color_scheme=scheme)
+        page = context.new_page()
+        page.set_default_timeout(45_000)
+        page.goto(url)
+        page.get_by_role("heading", name="Overview", exact=True).wait_for()
+        _open(page, "Launch split", VIEWS["Launch split"][0])
+        _wait_for_charts(page, VIEWS["Launch split"][1])
+        background = page.evaluate(
+            "() => getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
+        text = page.evaluate(
+            "() => getComputedStyle(document.querySelector('h1')).color")
+        chart_text = page.evaluate(
+            "() => getComputedStyle(document.querySelector('[data-testid=stPlotlyChart] .xtick text'))"
+            ".fill")
+        dark = scheme == "dark"
+        assert (_luminance(background) < 0.3) if dark else (_luminance(background) > 0.8), background
+        assert (_luminance(text) > 0.7) if dark else (_luminance(text) < 0.4), text
+        assert (_luminance(chart_text) > 0.5) if dark else (_luminance(chart_text) < 0.6), chart_text
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(ARTIFACTS / f"theme-{scheme}-launch-split.png"))
+        context.close()
+    finally:
+        browser.close()
+
+
+def _table_overflow(page) -> list[dict]:
+    """For each table on the page: its rows/columns hidden behind a scroll bar (pixels)."""
+    return page.evaluate("""() => [...document.querySelectorAll('[data-testid="stDataFrame"]')].map(t => {
+        const s = t.querySelector('.dvn-scroller');
+        return {hidden_down: s.scrollHeight - s.clientHeight, hidden_right: s.scrollWidth - s.clientWidth,
+                text: t.closest('[data-testid="stVerticalBlock"]').innerText.slice(0, 60)};
+    })""")
+
+
+def test_tables_show_every_row_and_column(page):
+    """The Configuration table (all settings), the one-time costs and the launch-split medians
+    fit their boxes: nothing hides behind a scroll bar."""
+    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
+        has_text="Showing").click()
+    page.get_by_role("option", name=re.compile("synthetic-seed")).click()  # a complete run
+    _settle(page)
+    _open(page, "Overview", VIEWS["Overview"][0])
+    page.get_by_role("heading", name="Configuration").wait_for()
+    page.wait_for_function("() => document.querySelectorAll('.dvn-scroller').length >= 3")
+    page.wait_for_timeout(500)
+    overview = _table_overflow(page)
+    assert len(overview) == 3, overview  # costs, GPU and software, configuration
+    assert all(t["hidden_down"] <= 2 and t["hidden_right"] <= 2 for t in overview), overview
+    _open(page, "Launch split", VIEWS["Launch split"][0])
+    page.get_by_role("heading", name="Medians per iteration").wait_for()
+    page.wait_for_function("() => document.querySelectorAll('.dvn-scroller').length >= 2")
+    page.wait_for_timeout(500)
+    split = _table_overflow(page)
+    assert all(t["hidden_down"] <= 2 and t["hidden_right"] <= 2 for t in split), split

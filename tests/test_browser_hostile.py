@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_dashboard_hostile import HOSTILE, IMAGE, LINK, _markdown_run
+from test_dashboard_hostile import HOSTILE, IMAGE, LINK, PLOTLY_LINK, _markdown_run
 
 pytestmark = pytest.mark.browser
 
@@ -110,4 +110,27 @@ def test_a_runs_markdown_shows_as_text_and_loads_nothing(browser_page, view, tit
     assert f"Incomplete run: it stopped during {IMAGE} {LINK}" in shown
     if view == "Overview":  # the GPU name in the header and the note, exactly as written
         assert shown.count(HOSTILE.replace("\n", " ").replace("\r", " ")) >= 2
+    assert not [url for url in requests if "attacker" in url]
+
+
+@pytest.mark.parametrize("view, title, shows", [
+    ("Counters", "Counters: the article's lessons", "![x](http://attacker.invalid/p.png)"),
+    ("Kernels", "Kernels", PLOTLY_LINK),
+    ("GPU", "GPU telemetry (NVML)", PLOTLY_LINK)])
+def test_chart_labels_from_a_run_show_as_written_and_link_nothing(browser_page, view, title, shows):
+    """Plotly renders <a href>, <b> and entities in category labels, legend entries and hover
+    text: labels from a run (counter phases, kernel names, phase names) are escaped, so the
+    chart shows them as written, with no link."""
+    page, requests = browser_page
+    page.locator('[data-testid="stSidebarNav"]').get_by_text(view, exact=True).click()
+    page.get_by_role("heading", name=title, exact=True).wait_for()
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    charts.first.locator(".main-svg").first.wait_for()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=stPlotlyChart] text')]"
+        ".some(t => t.textContent.includes('attacker'))")
+    assert charts.locator("a").count() == 0  # Plotly turned no label into a link
+    assert charts.locator("text b").count() == 0
+    labels = "\n".join(charts.locator("text").all_text_contents())
+    assert shows[:40] in labels, labels[:2000]  # the label as written, markup and all
     assert not [url for url in requests if "attacker" in url]

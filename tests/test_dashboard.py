@@ -8,11 +8,12 @@ import re
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import analysis, devices, rundata, state, worker
+from dashboard import analysis, devices, rundata, runpanel, state, worker
 from profiler_core.errors import RunFormatError
 from profiler_core.results import RunResult
 from profiler_core.schema import TABLE_FILES
@@ -67,7 +68,8 @@ def test_gpu_selector_lists_gpus_by_index_name_and_free_memory(monkeypatch, tmp_
     assert "No CUDA GPU" not in _texts(at.info)
 
 
-def test_presets_fill_the_controls(tmp_path):
+def test_presets_fill_the_controls(monkeypatch, tmp_path):
+    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
     at = _app(tmp_path / "runs")
     number = lambda name: at.sidebar.number_input(key=f"cfg_{name}").value  # noqa: E731
     assert (number("batch"), number("d_in"), number("hidden"), number("d_out")) == (640, 4096, 2048, 1024)
@@ -94,7 +96,8 @@ def test_every_control_has_its_allowed_range_in_the_help(tmp_path):
     assert {t.key for t in at.sidebar.toggle} == {"cfg_count_warmup", "cfg_profile", "cfg_nvml"}
 
 
-def test_a_refused_value_is_shown_beside_its_control_and_nothing_can_run(tmp_path):
+def test_a_refused_value_is_shown_beside_its_control_and_nothing_can_run(monkeypatch, tmp_path):
+    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
     at = _app(tmp_path / "runs")
     assert not at.sidebar.button(key="run_button").disabled
     at.sidebar.number_input(key="cfg_trials").set_value(10)
@@ -116,16 +119,19 @@ def test_a_refused_value_is_shown_beside_its_control_and_nothing_can_run(tmp_pat
 
 VIEWS = {
     "views/overview.py": ([["bar", "bar", "scatter"]],
-                          [["quantity", "value", "unit"], ["item", "value"], ["setting", "value"]]),
+                          [["quantity", "value", "unit", "shown"], ["item", "value"],
+                           ["setting", "value"]]),
     "views/counters.py": ([["bar", "bar"]], [analysis.COUNTER_LESSON_COLUMNS]),
     "views/latency.py": ([["bar", "bar"], ["scatter", "scatter"], ["scattergl"] * 4, ["bar", "bar"]],
                          [analysis.PERCENTILE_COLUMNS, analysis.TIMING_COLUMNS,
                           TABLE_FILES["stats"][1]]),
-    "views/launch_split.py": ([["bar"] * 4, ["bar", "bar"], ["waterfall", "waterfall"]],
-                              [analysis.SPLIT_MEDIAN_COLUMNS, TABLE_FILES["breakdown"][1]]),
+    "views/launch_split.py": ([["bar"] * 4, ["bar", "bar"], ["bar", "bar"], ["bar"] * 3, ["bar"] * 2],
+                              [analysis.SPLIT_MEDIAN_COLUMNS, analysis.BREAKDOWN_TABLE_COLUMNS]),
     "views/gpu.py": ([["scattergl"] * 5 + ["scatter"] * 8],
-                     [TABLE_FILES["phases"][1], ["metric", "source", "count", "mean", "min", "max"]]),
-    "views/kernels.py": ([["bar"], ["bar"]], [analysis.KERNEL_TABLE_COLUMNS]),
+                     [analysis.PHASE_SUMMARY_COLUMNS,
+                      ["metric", "source", "count", "mean", "min", "max"]]),
+    "views/kernels.py": ([["bar", "bar"], ["bar"], ["bar"]],
+                         [analysis.KERNEL_DIFF_COLUMNS, analysis.KERNEL_TABLE_COLUMNS]),
     "views/runs.py": ([], [[c for c in rundata.RUN_LIST_COLUMNS if c != "path"]]),
 }
 
@@ -241,7 +247,7 @@ def test_run_button_runs_the_worker_and_opens_the_new_run(fake_runs, tmp_path):
     assert snap.status == "done" and Path(snap.out_dir).parent == runs.resolve()
     assert at.session_state[state.OPEN_RUN] == str(Path(snap.out_dir).resolve())
     assert "finished and is open" in _texts(at.success)
-    assert "-seed-fp32-cpu-" in Path(snap.out_dir).name
+    assert "-custom-fp32-cpu-" in Path(snap.out_dir).name  # the CPU's small step: not a preset
     assert len(at.get("plotly_chart")) == 1
 
 
@@ -435,25 +441,79 @@ def _run_from_the_sidebar(at: AppTest, timeout_s: float) -> tuple[worker.JobSnap
     return job.snapshot(), time.perf_counter() - started
 
 
-def test_a_real_cpu_run_from_the_sidebar_end_to_end(tmp_path):
-    """The real worker (`python -m profiler_core run --device cpu`), started by the Run button."""
+def test_a_real_cpu_run_from_the_sidebar_end_to_end_is_labelled_custom(tmp_path):
+    """The real worker (`python -m profiler_core run --device cpu`), started by the Run button
+    after a control was changed: summary.json, the Overview header and the comparison say
+    "custom" (the CLI keeps the label: `--preset custom`), and no view says "profiler off"."""
     at = _app(tmp_path / "runs")
-    at.sidebar.selectbox(key="cfg_device").select("cpu")
-    for name, value in (("batch", 64), ("d_in", 256), ("hidden", 256), ("d_out", 128),
-                        ("replays", 20), ("trials", 2), ("profile_iters", 3)):
+    assert at.sidebar.selectbox(key="cfg_device").value == "cpu"  # no GPU here
+    for name, value in (("batch", 48), ("d_in", 64), ("hidden", 64), ("d_out", 16),
+                        ("eager_iters", 20), ("trials", 2)):
         at.sidebar.number_input(key=f"cfg_{name}").set_value(value)
     at.run()
-    snap, _ = _run_from_the_sidebar(at, timeout_s=120)
+    assert "labelled 'custom'" in _texts(at.sidebar.caption)
+    snap, _ = _run_from_the_sidebar(at, timeout_s=600)  # a safety net only: it takes seconds
     assert snap.status == "done", (snap.message, snap.stderr_tail)
+    summary = json.loads((Path(snap.out_dir) / "summary.json").read_text())
+    assert summary["config"]["preset"] == "custom"
+    assert (summary["config"]["batch"], summary["config"]["device"]) == (48, "cpu")
+    assert summary["config"]["profile"] is False and summary["config"]["nvml"] is False
+    assert "-custom-fp32-cpu-" in Path(snap.out_dir).name
     at.switch_page("views/overview.py").run()
     assert at.session_state[state.OPEN_RUN] == str(Path(snap.out_dir).resolve())
+    assert "preset custom, fp32" in _texts(at.caption)
+    assert "A CPU run: eager only, no graph and no launch split" in _texts(at.info)
+    assert "No eager trace in this run: a CPU run" in _texts(at.caption)
+    everything = "\n".join(_texts(getattr(at, kind)) for kind in ("info", "warning", "caption",
+                                                                     "markdown", "success"))
     run = RunResult.load(snap.out_dir)
-    assert run.config.batch == 64 and run.config.device == "cpu" and run.complete
+    assert run.config.batch == 48 and run.config.device == "cpu" and run.complete
     at.switch_page("views/latency.py").run()
     # a CPU run has no CUDA events and no cold start: only steady-state wall time is offered
     assert at.radio(key="latency_timing").value == "steady_wall"
     assert at.radio(key="latency_timing").options == ["steady state, every step (wall clock)"]
     assert _trace_types(at)[0] == ["bar"]  # eager only
+    for page in ("views/launch_split.py", "views/kernels.py", "views/gpu.py"):
+        at.switch_page(page).run()
+        everything += "\n" + "\n".join(_texts(getattr(at, kind)) for kind in ("info", "caption"))
+    assert "profiler off" not in everything and "profiler was off" not in everything
+    assert "No kernel table in this run: a CPU run" in everything
+    at.switch_page("views/runs.py").run()
+    listed = rundata.list_runs(tmp_path / "runs")
+    assert list(listed["preset"]) == ["custom"] and list(listed["gpu"]) == ["CPU"]
+
+
+def test_choosing_the_cpu_switches_to_a_small_step_and_disables_what_needs_a_gpu(monkeypatch,
+                                                                                   tmp_path):
+    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
+    at = _app(tmp_path / "runs")
+    number = lambda name: at.sidebar.number_input(key=f"cfg_{name}")  # noqa: E731
+    assert number("batch").value == 640 and not number("replays").disabled
+    at.sidebar.selectbox(key="cfg_device").select("cpu").run()
+    assert (number("batch").value, number("d_in").value, number("hidden").value) == (64, 512, 512)
+    assert number("eager_iters").value == 200 and not number("eager_iters").disabled
+    for name in ("capture_iters", "replays", "profile_iters", "nvml_interval_ms", "parity_steps"):
+        assert number(name).disabled, name
+        assert number(name).help.startswith("Off on the CPU: it needs a CUDA GPU"), name
+    for name in ("profile", "nvml"):
+        toggle = at.sidebar.toggle(key=f"cfg_{name}")
+        assert toggle.disabled and toggle.value is False, name
+    assert "CPU runs time the eager step only" in _texts(at.sidebar.caption)
+    assert "labelled 'custom'" in _texts(at.sidebar.caption)
+    # the eager iterations set the replays (disabled) and bound the trials
+    number("eager_iters").set_value(30).run()
+    assert number("replays").value == 30
+    number("trials").set_value(40).run()
+    assert "Refused: trials (40) cannot exceed the eager iterations (30)" in _texts(at.sidebar.error)
+    number("trials").set_value(10).run()
+    assert not at.sidebar.error
+    # a preset picked on the CPU keeps the CPU's sizes; back on the GPU, the preset comes back
+    at.sidebar.selectbox(key="cfg_preset").select("lesson2").run()
+    assert number("batch").value == 64 and at.sidebar.toggle(key="cfg_count_warmup").value is False
+    at.sidebar.selectbox(key="cfg_device").select("cuda:0").run()
+    assert (number("batch").value, number("replays").value) == (640, 10)
+    assert not number("replays").disabled and at.sidebar.toggle(key="cfg_profile").value is True
+    assert not at.exception
 
 
 @pytest.mark.gpu
@@ -475,3 +535,167 @@ def test_a_real_gpu_run_from_the_sidebar_end_to_end(monkeypatch, tmp_path):
     (artifacts / "gpu-run-timing.txt").write_text(f"{seconds:.2f} s {run.environment}\n")
     assert len(run.table("launch_split")) and len(run.table("kernels"))
     assert seconds < 60
+
+
+# ----------------------------------------------------------------------------- progress and the lock
+
+
+def test_time_left_is_estimated_from_the_pace_so_far():
+    assert runpanel.eta_seconds(0.5, 10.0) == pytest.approx(10.0)
+    assert runpanel.eta_seconds(0.25, 30.0) == pytest.approx(90.0)
+    assert runpanel.eta_seconds(0.01, 30.0) is None  # too little done to say
+    assert runpanel.eta_seconds(0.5, 0.2) is None  # too early to say
+    assert runpanel.eta_seconds(1.0, 30.0) is None  # finished
+    assert runpanel.eta_text(0.5, 10.0) == "about 10 s left"
+    assert runpanel.eta_text(0.0, 10.0) == "estimating the time left"
+    assert [runpanel.duration_text(s) for s in (-3, 0, 59.9, 125, 3725)] == [
+        "0 s", "0 s", "59 s", "2 min 5 s", "1 h 2 min"]
+
+
+def test_the_progress_bar_shows_the_time_left_and_the_sidebar_agrees_with_the_panel(
+        fake_runs, monkeypatch, tmp_path):
+    """The live panel's progress bar says about how long is left; the sidebar's lock caption
+    counts from the same start on the same clock, so both say the same time."""
+    from conftest import wait_for
+
+    fake_runs["mode"] = "sleep"  # reports progress up to the timed trials (2 of 3), then waits
+    at = _app(tmp_path / "runs")
+    at.sidebar.button(key="run_button").click().run()
+    job = at.session_state[state.JOB]
+    try:
+        assert wait_for(lambda: job.snapshot().phase == "timed trials", timeout=300), job.snapshot()
+        started = job.snapshot().started_at
+        monkeypatch.setattr(runpanel, "_now", lambda: started + 30.0)
+        at.run()
+        assert not at.exception
+        bar = at.get("progress")[0].proto
+        assert bar.text.endswith("· 67% · about 15 s left")  # 30 s for two thirds: 15 s more
+        since = runpanel.clock_text(started)
+        assert (f"Running for 30 s (since {since}) in a worker process on cpu; about 15 s left"
+                in _texts(at.caption))
+        assert f"(your run) holds it since {since} (30 s ago)." in _texts(at.sidebar.caption)
+    finally:
+        job.cancel()
+        assert job.wait(60)
+
+
+# ----------------------------------------------------------------------------- views (issue 10)
+
+
+def _cpu_run(path: Path, eager_ms: float = 3.0) -> Path:
+    """A finished CPU run as the engine writes one: eager only, wall-clock steady state."""
+    from profiler_core.config import PRESETS
+    from profiler_core.results import coerce_table
+
+    rng = np.random.default_rng(3)
+    wall = eager_ms * rng.lognormal(0, 0.05, 40)
+    latency = pd.DataFrame({"mode": "eager", "method": "steady", "trial": np.arange(40) // 10,
+                            "iteration": np.arange(40) % 10, "steps": 1, "gpu_ms": np.nan,
+                            "wall_ms": wall})
+    trial = pd.Series(wall).groupby(np.arange(40) // 10).mean().to_numpy()
+    stats = pd.DataFrame([["eager", method, v.size, v.mean(), np.median(v), *np.percentile(v, [10, 90, 99]),
+                           0.1, v.min(), v.max()] for method, v in (("steady_trial", trial),
+                                                                     ("steady_wall", wall))],
+                         columns=TABLE_FILES["stats"][1])
+    config = PRESETS["seed"].replace(device="cpu", preset="custom", batch=64, d_in=512, hidden=512,
+                                     d_out=128, profile=False, nvml=False, parity_steps=0)
+    return RunResult(config=config, environment={"device_type": "cpu", "torch_version": "2.13.0",
+                                                 "started_at": "2026-11-30T12:00:00"},
+                     headline={"timing_method": "steady_trial", "eager_median_ms": float(np.median(trial)),
+                               "graph_median_ms": float("nan"), "speedup": float("nan")},
+                     tables={"latency": coerce_table("latency", latency),
+                             "stats": coerce_table("stats", stats)},
+                     notes=["device cpu: only the eager half ran"], complete=True).save(path)
+
+
+def test_compare_shows_a_cpu_run_by_wall_time_beside_gpu_runs_and_any_number_of_runs(tmp_path):
+    from conftest import write_synthetic_run
+
+    runs = tmp_path / "runs"
+    paths = [write_synthetic_run(runs / "gpu-a", seed=1, started_at="2026-11-30T10:00:00"),
+             _cpu_run(runs / "cpu-b"),
+             write_synthetic_run(runs / "gpu-c", seed=2, per_mode=100, trials=5,
+                                 started_at="2026-11-30T11:00:00")]
+    at = _app(runs)
+    at.switch_page("views/runs.py").run()
+    assert len(at.multiselect(key="compare_runs").value) == 2  # two at first
+    at.multiselect(key="compare_runs").set_value([str(p.resolve()) for p in paths]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    fig = json.loads(at.get_by_key("compare_medians").proto.spec)
+    bars = {trace["name"]: trace["x"] for trace in fig["data"]}
+    by_tag = {x.split("<br>")[0]: x.split("<br>")[1] for xs in bars.values() for x in xs}
+    assert set(by_tag) == {"A", "B", "C"}  # every run has its bar, the CPU run too
+    cpu_tag = next(tag for tag, method in by_tag.items() if "wall clock" in method)
+    assert by_tag[cpu_tag] == "steady state, per trial (wall clock)"
+    assert {m for t, m in by_tag.items() if t != cpu_tag} == {"steady state, per trial (CUDA events)"}
+    assert not [x for x in bars["graph"] if x.startswith(cpu_tag)]  # a CPU run has no graph bar
+    said = _texts(at.caption)
+    assert f"{cpu_tag} is a CPU run: no CUDA events, so it is compared by wall-clock time" in said
+    summary = at.dataframe[1].value  # the comparison table (after the runs list)
+    assert list(summary["tag"]) == ["A", "B", "C"]
+    assert summary.set_index("tag").loc[cpu_tag, "device"] == "CPU"
+    diff = at.dataframe[-1].value
+    assert list(diff.columns) == ["setting", "A", "B", "C"] and "device" in set(diff["setting"])
+    at.toggle(key="compare_log").set_value(True).run()
+    fig = json.loads(at.get_by_key("compare_medians").proto.spec)
+    assert fig["layout"]["yaxis"]["type"] == "log"
+
+
+def test_the_gpu_view_starts_at_the_first_measured_phase_and_zooms_to_the_phases_picked(
+        monkeypatch, tmp_path):
+    real = Path(__file__).resolve().parent.parent / "dashboard" / "sample_run"
+    if not rundata.sample_run_available(real):
+        pytest.skip("the bundled sample run is not in this checkout")
+    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", real)
+    at = _app(tmp_path / "runs")
+    at.switch_page("views/gpu.py").run()
+    slider = at.select_slider(key="gpu_phase_range")
+    assert slider.value == ("eager warm-up", "parity")  # the 5-s setup is left out at first
+    layout = json.loads(at.get_by_key("gpu_nvml").proto.spec)["layout"]
+    low, high = layout["xaxis"]["range"]
+    phases = RunResult.load(real).table("phases")
+    setup_end = float(phases.loc[phases["phase"] == "setup", "end_s"].max())
+    assert low >= setup_end - 0.2 and high <= float(phases["end_s"].max()) + 0.2
+    at.select_slider(key="gpu_phase_range").set_value(("eager timed", "graph timed")).run()
+    layout = json.loads(at.get_by_key("gpu_nvml").proto.spec)["layout"]
+    timed = phases[phases["phase"].isin(["eager timed", "graph timed"])]
+    width = float(timed["end_s"].max() - timed["start_s"].min())
+    assert layout["xaxis"]["range"][1] - layout["xaxis"]["range"][0] == pytest.approx(width * 1.04)
+    assert at.dataframe[0].value["phase"].tolist()[0] == "setup"  # one row per phase name
+    assert at.dataframe[0].value.set_index("phase").loc["eager timed", "blocks"] == 10
+
+
+def test_kernels_compare_eager_with_graph_and_filter_by_name(shared_run):
+    at = _app(shared_run.parent)
+    at.switch_page("views/kernels.py").run()
+    diff = at.dataframe[0].value
+    assert list(diff.columns) == analysis.KERNEL_DIFF_COLUMNS and set(diff["where"]) == {"both"}
+    assert "8 kernels run in both modes" in _texts(at.caption)
+    at.text_input(key="kernels_filter").input("GEMM").run()
+    assert not at.exception
+    assert set(at.dataframe[0].value["kernel"]) == {"sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_t",
+                                                    "ampere_sgemm_64x32_sliced1x4_tn"}
+    assert len(at.dataframe[1].value) == 4  # both modes' rows of the kernel table
+    assert 'kernels match "GEMM"' in _texts(at.caption)
+    at.text_input(key="kernels_filter").input("<nope>").run()
+    assert "No kernel name contains that text." in _texts(at.info) and not at.exception
+
+
+def test_the_article_is_named_and_quoted_where_its_lessons_are_shown(shared_run):
+    from dashboard import article
+
+    at = _app(shared_run.parent)
+    at.switch_page("views/counters.py").run()
+    assert f"The lessons come from {article.NAME}" in _texts(at.caption)
+    quotes = _texts(at.markdown)
+    for lesson in article.LESSONS.values():
+        assert f"> {lesson}" in quotes
+    assert "> -- the seed article" in quotes
+    at.switch_page("views/latency.py").run()
+    assert f"> {article.TIMING}" in _texts(at.markdown)
+    text = Path("/work/shared/seed/cuda-graphs-article.txt")
+    if text.exists():  # every quotation is the article's own words, and short
+        source = text.read_text().replace("\u2019", "'")
+        for quote in (*article.LESSONS.values(), article.COUNTER_FINDING, article.TIMING,
+                      article.SPEED):
+            assert quote.replace("\u2019", "'") in source and len(quote) < 200

@@ -45,7 +45,7 @@ def test_every_chart_from_the_run(run):
     timing = analysis.timing_comparison(run.table("stats"), run.headline)
     assert _types(charts.timing_methods_bars(timing)) == ["bar", "bar"]
     assert _types(charts.split_bars(medians)) == ["bar"] * 4
-    assert _types(charts.speedup_waterfall(run.table("breakdown"))) == ["waterfall", "waterfall"]
+    assert _types(charts.speedup_waterfall(run.table("breakdown"))) == ["bar", "bar"]  # one per timeline
     assert _types(charts.launch_count_bars(medians)) == ["bar", "bar"]
     nvml = charts.nvml_timeseries(run.table("nvml"), run.table("phases"))
     assert _types(nvml).count("scattergl") == 5  # 4 polled panels + the driver's samples
@@ -54,6 +54,7 @@ def test_every_chart_from_the_run(run):
                                                                                "memory (MiB)"]
     assert _types(charts.kernel_top_bar(run.table("kernels"), "graph", 5)) == ["bar"]
     assert _types(charts.counter_bars(analysis.counter_lessons(run.table("counters")))) == ["bar"] * 2
+    assert _types(charts.kernel_diff_bars(analysis.kernel_diff(run.table("kernels")))) == ["bar"] * 2
 
 
 @pytest.mark.parametrize("build", [
@@ -69,6 +70,9 @@ def test_every_chart_from_the_run(run):
     lambda: charts.kernel_top_bar(empty_table("kernels"), "eager"),
     lambda: charts.counter_bars(analysis.counter_lessons(empty_table("counters"))),
     lambda: charts.compare_medians(pd.DataFrame(columns=["run", "mode", "median_ms", "p10_ms", "p90_ms"])),
+    lambda: charts.kernel_diff_bars(analysis.kernel_diff(empty_table("kernels"))),
+    lambda: charts.iteration_timeline(pd.DataFrame(columns=["lane", "kind", "name", "start_us",
+                                                            "dur_us"]), "eager"),
 ])
 def test_empty_tables_give_a_figure_that_says_so(build):
     fig = build()
@@ -81,8 +85,38 @@ def test_histogram_bins_every_sample_up_to_the_clip():
     steps.loc[steps.index[:3], "gpu_ms"] = 50.0  # three far outliers
     fig = charts.latency_histogram(steps, bins=50)
     assert sum(int(np.sum(trace.y)) for trace in fig.data) + 3 >= len(steps) - 60
-    assert "not shown" in fig.layout.annotations[0].text
     assert len(fig.data[0].x) == 50
+
+
+def test_histogram_has_a_panel_per_mode_so_the_graph_never_flattens_eager():
+    """Each mode is binned on its own range in its own panel: eager's spread fills its panel
+    however tall and narrow the graph's distribution is."""
+    steps = analysis.per_step_latency(_latency(2000))
+    fig = charts.latency_histogram(steps)
+    eager, graph = fig.data
+    assert (eager.xaxis, graph.xaxis) == ("x", "x2") and (eager.yaxis, graph.yaxis) == ("y", "y2")
+    for trace, median in ((eager, 1.2), (graph, 0.25)):
+        x = np.asarray(trace.x)
+        assert x.min() > median * 0.7 and x.max() < median * 1.3  # its own range, not shared
+        assert np.count_nonzero(trace.y) >= 20  # spread over many bins, not one tall bar
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles[0].startswith("eager: 2,000 steps, median 1.") and titles[1].startswith("graph:")
+
+
+@pytest.mark.parametrize("samples, outliers, words", [(200, 1, "1 slower step beyond"),
+                                                      (600, 3, "3 slower steps beyond")])
+def test_histogram_says_how_many_slower_steps_it_leaves_out_in_its_panel_title(samples, outliers,
+                                                                              words):
+    steps = analysis.per_step_latency(_latency(samples))
+    eager = steps.index[steps["mode"] == "eager"]
+    values = np.linspace(1.0, 1.4, len(eager))  # 0.5% of the samples lie beyond the 99.5th pct
+    values[-outliers:] = 50.0 + np.arange(outliers)  # ... and those are far: left out, and said so
+    steps.loc[eager, "gpu_ms"] = values
+    fig = charts.latency_histogram(steps)
+    eager_title = fig.layout.annotations[0].text  # a subplot title: above the bars, never on them
+    assert f"<br>{words}" in eager_title
+    assert eager_title.endswith("is not shown" if outliers == 1 else "are not shown")
+    assert all(a.yref == "paper" and a.y >= 1 for a in fig.layout.annotations)
 
 
 def test_ecdf_is_monotonic_and_ends_at_one():
@@ -122,18 +156,39 @@ def test_waterfall_walks_from_eager_to_graph_on_each_timeline(run):
     fig = charts.speedup_waterfall(run.table("breakdown"))
     gpu, cpu = fig.data
     assert list(gpu.x) == ["eager", "busy", "idle", "graph"]
-    assert list(gpu.measure) == ["absolute", "relative", "relative", "total"]
     assert list(gpu.y) == [1200, 5, -955, 250]
+    assert list(gpu.base) == [0, 1200, 1205, 0]  # each step floats from the level before it
+    assert list(gpu.text) == ["1,200", "+5", "-955", "250"]
     # The CPU worked 52 of the graph step's 250 us: the rest it waited for the GPU.
     assert list(cpu.x) == ["eager", "launch", "other", "waiting on GPU", "graph"]
     assert cpu.y[0] + sum(cpu.y[1:4]) == pytest.approx(250) and cpu.y[3] == pytest.approx(198)
     assert [a.text for a in fig.layout.annotations] == ["GPU timeline", "CPU timeline"]
+    steps = charts.waterfall_steps(run.table("breakdown"))
+    assert list(steps["GPU"]["measure"]) == ["absolute", "relative", "relative", "total"]
     unattributed = pd.DataFrame({"component": ["gpu_idle", "total_span"], "eager_us": [900, 1200],
                                  "graph_us": [20, 250], "saving_us": [880, 950],
                                  "share_of_saving_pct": [92.6, 100]})
     trace = charts.speedup_waterfall(unattributed).data[0]
     assert list(trace.x) == ["eager", "idle", "not attributed", "graph"]
     assert trace.y[0] + sum(trace.y[1:3]) == pytest.approx(250)
+
+
+def test_waterfall_labels_are_never_clipped(run):
+    """Every bar's label is drawn outside its bar with clipping off, and the y axis reaches past
+    the tallest bar and below the lowest one (the '-1,414' label was cut off)."""
+    for breakdown in (run.table("breakdown"),
+                      pd.DataFrame({"component": ["gpu_busy", "gpu_idle", "total_span"],
+                                    "eager_us": [100, 1500, 1600], "graph_us": [110, 76, 186],
+                                    "saving_us": [-10, 1424, 1414],
+                                    "share_of_saving_pct": [-0.7, 100.7, 100]})):
+        fig = charts.speedup_waterfall(breakdown)
+        low, high = fig.layout.yaxis.range
+        for trace in fig.data:
+            assert trace.cliponaxis is False and trace.textposition == "outside"
+            ends = np.asarray(trace.base, dtype=float) + np.asarray(trace.y, dtype=float)
+            top = max(np.max(ends), np.max(trace.base))
+            assert high >= top * 1.1 and low <= min(0, np.min(ends))
+        assert fig.layout.margin.t >= 60 and fig.layout.margin.b >= 50
 
 
 def test_split_bars_separate_the_cpu_and_gpu_sides(run):
@@ -233,3 +288,282 @@ def test_schema_tables_all_have_a_chart_or_table():
     # Every table of the run directory is shown somewhere (guards against a new table nobody draws).
     shown = {"counters", "latency", "stats", "launch_split", "breakdown", "kernels", "nvml", "phases"}
     assert shown == set(TABLE_FILES)
+
+
+# ----------------------------------------------------------------------------- hardening
+
+def _all_figures(run, transform=lambda name, frame: frame) -> dict[str, go.Figure]:
+    """Every figure of the dashboard from ``run``'s tables (each table passed through
+    ``transform(table name, frame)`` first)."""
+    t = {name: transform(name, run.table(name)) for name in TABLE_FILES}
+    steps = analysis.per_step_latency(t["latency"])
+    steady, column = analysis.series_steps(steps, "steady_event")
+    medians = analysis.split_medians(t["launch_split"])
+    compare = pd.concat([analysis.compare_rows(tag, run.headline, t["stats"], False)[0]
+                         for tag in ("A", "B")])
+    timeline = pd.DataFrame({"lane": ["CPU: ops, thread 1", "CPU: launch calls", "GPU: kernels, copies"],
+                             "kind": ["CPU op", "launch call", "kernel"],
+                             "name": ["aten::linear", "cudaLaunchKernel", "gemm"],
+                             "start_us": [0.0, 5.0, 9.0], "dur_us": [20.0, 3.0, 12.0]})
+    if "kernels" in t and len(t["kernels"]):  # the timeline's kernel takes the (odd) kernel name
+        timeline.loc[2, "name"] = str(t["kernels"]["kernel_full"].iloc[0])
+        timeline.loc[2, "dur_us"] = t["kernels"]["mean_us"].iloc[0]
+    return {
+        "median_bars": charts.median_bars(t["stats"], medians),
+        "histogram": charts.latency_histogram(steady, column),
+        "ecdf": charts.latency_ecdf(steady, column),
+        "series": charts.latency_series(steady, column),
+        "timing": charts.timing_methods_bars(analysis.timing_comparison(t["stats"], run.headline)),
+        "split": charts.split_bars(medians),
+        "waterfall": charts.speedup_waterfall(t["breakdown"]),
+        "counts": charts.launch_count_bars(medians),
+        "nvml": charts.nvml_timeseries(t["nvml"], t["phases"]),
+        "nvml_zoomed": charts.nvml_timeseries(t["nvml"], t["phases"], x_range=(0.5, 3.0)),
+        "kernels_eager": charts.kernel_top_bar(t["kernels"], "eager"),
+        "kernel_diff": charts.kernel_diff_bars(analysis.kernel_diff(t["kernels"])),
+        "counters": charts.counter_bars(analysis.counter_lessons(t["counters"])),
+        "compare": charts.compare_medians(compare),
+        "compare_log": charts.compare_medians(compare, log_scale=True),
+        "timeline": charts.iteration_timeline(timeline, "eager", 40.0),
+    }
+
+
+def _numbers(value):
+    """Every number in a figure's JSON (decoding Plotly's base64 typed arrays)."""
+    import base64
+
+    if isinstance(value, dict):
+        if set(value) >= {"dtype", "bdata"}:
+            yield from np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).tolist()
+            return
+        for item in value.values():
+            yield from _numbers(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _numbers(item)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield value
+
+
+def _strings(value):
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, str):
+        yield value
+
+
+NON_FINITE_COLUMNS = {
+    "latency": ("gpu_ms", "wall_ms"), "stats": ("median_ms", "p10_ms", "p90_ms"),
+    "launch_split": ("span_us", "cpu_launch_us", "gpu_busy_us", "gpu_idle_us", "launches"),
+    "breakdown": ("eager_us", "graph_us", "saving_us"), "nvml": ("value", "t_s"),
+    "kernels": ("total_us", "mean_us", "share_of_gpu_pct"), "phases": ("start_s", "end_s"),
+    "counters": ("observed",),
+}
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_every_chart_ignores_non_finite_values(run, bad):
+    """A value that is not a finite number (a damaged or hand-edited run) is left out of every
+    chart: no crash, no inf in the figure, the finite values still drawn."""
+    def damage(name, frame):
+        frame = frame.copy()
+        for column in NON_FINITE_COLUMNS.get(name, ()):
+            values = frame[column].astype(float)
+            values.iloc[::3] = bad  # every third value
+            frame[column] = values
+        if name == "latency":  # and every graph sample of one method
+            frame.loc[frame["mode"] == "graph", "gpu_ms"] = bad
+        return frame
+
+    for name, fig in _all_figures(run, damage).items():
+        payload = fig.to_plotly_json()
+        numbers = list(_numbers(payload))
+        assert not any(np.isinf(v) for v in numbers if v is not None), name
+        assert "Infinity" not in fig.to_json(), name
+    figures = _all_figures(run, damage)
+    hist = figures["histogram"]
+    assert [t.name for t in hist.data] == ["eager"]  # graph's samples all bad: no panel, no crash
+    assert all(np.isfinite(np.asarray(t.x, dtype=float)).all() for t in hist.data)
+
+
+def test_a_mode_whose_times_are_all_infinite_does_not_break_the_latency_charts():
+    steps = analysis.per_step_latency(_latency(300))
+    steps.loc[steps["mode"] == "graph", "gpu_ms"] = np.inf
+    for build in (charts.latency_histogram, charts.latency_ecdf, charts.latency_series):
+        fig = build(steps)
+        assert {t.name for t in fig.data} <= {"eager", "eager rolling median"}
+        fig.to_json()
+    steps["gpu_ms"] = np.inf
+    assert "no " in charts.latency_histogram(steps).layout.annotations[0].text
+
+
+HOSTILE = '<a href="https://example.com/x?a=1&b=2">click</a><img src=x onerror=alert(1)>&amp;'
+ESCAPED = ('&lt;a href="https://example.com/x?a=1&amp;b=2"&gt;click&lt;/a&gt;&lt;img src=x '
+           'onerror=alert(1)&gt;&amp;amp;')
+
+
+def test_escape_keeps_quotes_and_escapes_markup():
+    assert charts.escape(HOSTILE) == ESCAPED
+    assert charts.escape('say "hi" & <b>') == 'say "hi" &amp; &lt;b&gt;'  # quotes stay as they are
+
+
+def test_labels_from_run_data_never_become_markup_in_any_chart(run):
+    """Modes, kernel names, phases, counter phases, components and run labels reach Plotly
+    escaped (Plotly renders <a href> in labels, legends and hover text as a live link)."""
+    def hostile(name, frame):
+        frame = frame.copy()
+        if "mode" in frame:
+            frame["mode"] = frame["mode"].map({"eager": "eager", "graph": HOSTILE})
+        for column in ("kernel", "kernel_full", "phase"):
+            if column in frame:
+                frame[column] = HOSTILE + frame[column].astype(str)
+        return frame
+
+    figures = _all_figures(run, hostile)
+    for name, fig in figures.items():
+        texts = list(_strings(fig.to_plotly_json()))
+        assert not [t for t in texts if "<a " in t or "<img" in t or "</a>" in t], name
+    joined = {name: "\n".join(_strings(fig.to_plotly_json())) for name, fig in figures.items()}
+    for name in ("median_bars", "histogram", "ecdf", "split", "counts", "kernels_eager",
+                 "kernel_diff", "nvml", "counters"):
+        assert ESCAPED in joined[name] or ESCAPED[:60] in joined[name], name
+    # run labels and components of the comparison and the timeline
+    frame = pd.DataFrame({"run": [HOSTILE], "mode": ["eager"], "method": [HOSTILE],
+                          "median_ms": [1.0], "p10_ms": [0.9], "p90_ms": [1.1]})
+    texts = list(_strings(charts.compare_medians(frame).to_plotly_json()))
+    assert not [t for t in texts if "<a " in t] and any(ESCAPED in t for t in texts)
+    lanes = pd.DataFrame({"lane": [HOSTILE], "kind": [HOSTILE], "name": [HOSTILE],
+                          "start_us": [0.0], "dur_us": [1.0]})
+    texts = list(_strings(charts.iteration_timeline(lanes, HOSTILE).to_plotly_json()))
+    assert not [t for t in texts if "<a " in t] and any(ESCAPED in t for t in texts)
+    # hover templates never hold run data (a '%{' in a name would be evaluated there)
+    for fig in figures.values():
+        for trace in fig.data:
+            assert "example.com" not in str(getattr(trace, "hovertemplate", "") or "")
+
+
+def test_one_colour_means_one_thing(run):
+    """Green is the GPU's busy time wherever it appears, never 'a decrease'; eager and graph keep
+    their mode colours, also as the waterfall's totals."""
+    busy = charts.SPLIT_COLORS["gpu_busy_us"]
+    medians = analysis.split_medians(run.table("launch_split"))
+    split = {t.name: t.marker.color for t in charts.split_bars(medians).data}
+    assert split["GPU busy"] == busy
+    gpu, cpu = charts.speedup_waterfall(run.table("breakdown")).data
+    assert list(gpu.marker.color) == [charts.MODE_COLORS["eager"], busy,
+                                      charts.SPLIT_COLORS["gpu_idle_us"], charts.MODE_COLORS["graph"]]
+    assert list(cpu.marker.color)[1:3] == [charts.SPLIT_COLORS["cpu_launch_us"],
+                                           charts.SPLIT_COLORS["cpu_other_us"]]
+    assert busy not in list(cpu.marker.color)  # a CPU saving is never green
+    counts = {t.name: t.marker.color for t in charts.launch_count_bars(medians).data}
+    assert counts == {"launch calls (CPU)": charts.SPLIT_COLORS["cpu_launch_us"],
+                      "kernels (GPU)": busy}
+    floor = charts.median_bars(run.table("stats"), medians).data[-1]
+    assert floor.marker.color == busy
+    assert len(set(charts.MODE_COLORS.values()) | set(charts.SPLIT_COLORS.values())) == 6
+
+
+# ----------------------------------------------------------------------------- derived tables
+
+def test_breakdown_table_gives_shares_per_timeline_that_add_up_to_100(run):
+    table = analysis.breakdown_table(run.table("breakdown"))
+    assert list(table.columns) == analysis.BREAKDOWN_TABLE_COLUMNS
+    assert list(table["timeline"]) == ["GPU", "GPU", "CPU", "CPU", "CPU", "both"]
+    assert list(table["component"]) == ["gpu_busy", "gpu_idle", "cpu_launch", "cpu_other",
+                                        "waiting on GPU", "total_span"]
+    for timeline, share in table.groupby("timeline")["share_of_timeline_saving_pct"].sum().items():
+        assert share == pytest.approx(100.0), timeline
+    raw = run.table("breakdown")["share_of_saving_pct"].sum()
+    assert raw > 250  # what breakdown.csv says: far over 100% with no timeline named
+    assert analysis.breakdown_table(empty_table("breakdown")).columns.tolist() == \
+        analysis.BREAKDOWN_TABLE_COLUMNS
+
+
+def test_kernel_diff_pairs_kernels_across_modes_and_the_filter_is_plain_text():
+    kernels = pd.DataFrame({
+        "mode": ["eager", "eager", "graph", "graph"],
+        "kernel": ["gemm", "fill", "gemm", "seed"], "kernel_full": ["gemm<1>", "fill<2>", "gemm<1>", "seed(x)"],
+        "calls_per_iter": [2.0, 1.0, 2.0, 2.0], "total_us": [400.0, 10.0, 380.0, 8.0],
+        "mean_us": [10.0, 0.5, 9.5, 0.2], "min_us": [1.0] * 4, "max_us": [20.0] * 4,
+        "share_of_gpu_pct": [97.0, 3.0, 98.0, 2.0]})
+    diff = analysis.kernel_diff(kernels)
+    assert list(diff.columns) == analysis.KERNEL_DIFF_COLUMNS
+    rows = diff.set_index("kernel_full")
+    assert rows.loc["gemm<1>", "where"] == "both"
+    assert rows.loc["gemm<1>", ["eager_us_per_iter", "graph_us_per_iter"]].tolist() == [20.0, 19.0]
+    assert rows.loc["gemm<1>", "change_us_per_iter"] == pytest.approx(-1.0)
+    assert rows.loc["fill<2>", "where"] == "eager only" and rows.loc["fill<2>", "graph_us_per_iter"] == 0
+    assert rows.loc["seed(x)", "where"] == "graph only" and rows.loc["seed(x)", "eager_calls_per_iter"] == 0
+    assert list(diff["kernel_full"])[0] == "gemm<1>"  # largest first
+    assert list(analysis.filter_by_name(kernels, " GEMM ")["kernel"]) == ["gemm", "gemm"]
+    assert analysis.filter_by_name(kernels, "(x)")["kernel"].tolist() == ["seed"]  # not a regex
+    assert analysis.filter_by_name(kernels, ".*").empty
+    assert len(analysis.filter_by_name(kernels, "")) == 4
+
+
+def test_a_cpu_run_is_compared_by_wall_time_and_says_so(run):
+    stats = pd.DataFrame({"mode": ["eager", "eager"], "method": ["steady_trial", "steady_wall"],
+                          "count": [10, 190], "mean_ms": [1.1, 1.2], "median_ms": [1.0, 1.1],
+                          "p10_ms": [0.9, 0.8], "p90_ms": [1.2, 1.5], "p99_ms": [1.3, 2.0],
+                          "iqr_ms": [0.1, 0.2], "min_ms": [0.8, 0.7], "max_ms": [1.4, 3.0]})
+    rows, text = analysis.compare_rows("B", {"timing_method": "steady_trial"}, stats, cpu=True)
+    assert rows.to_dict("records") == [{"run": "B", "mode": "eager",
+                                        "method": "steady state, per trial (wall clock)",
+                                        "median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.2}]
+    assert "CPU run: no CUDA events, so it is compared by wall-clock time" in text
+    gpu_rows, gpu_text = analysis.compare_rows("A", run.headline, run.table("stats"), cpu=False)
+    assert set(gpu_rows["mode"]) == {"eager", "graph"}
+    assert set(gpu_rows["method"]) == {"steady state, per trial (CUDA events)"}
+    # a run whose headline method has no finite median falls back to one that has
+    broken = stats.assign(median_ms=[np.inf, 1.1])
+    rows, text = analysis.compare_rows("C", {"timing_method": "steady_trial"}, broken, cpu=False)
+    assert list(rows["method"]) == ["steady state, every step (wall clock)"]
+    assert "compared by wall-clock time" in text
+    none, text = analysis.compare_rows("D", {}, empty_table("stats"), cpu=False)
+    assert none.empty and "no bar" in text
+    fig = charts.compare_medians(pd.concat([gpu_rows, rows]))
+    assert [t.name for t in fig.data] == ["eager", "graph"]
+    assert list(fig.data[0].x) == ["A<br>steady state, per trial (CUDA events)",
+                                   "C<br>steady state, every step (wall clock)"]
+
+
+def test_phase_summary_and_the_default_zoom_skip_the_setup():
+    phases = pd.DataFrame({"phase": ["setup", "warm-up", "eager timed", "graph timed", "eager timed",
+                                     "graph timed", "parity"],
+                           "start_s": [0.0, 3.6, 3.7, 3.8, 3.9, 4.0, 4.2],
+                           "end_s": [3.6, 3.7, 3.8, 3.9, 4.0, 4.1, np.inf]})
+    summary = analysis.phase_summary(phases)
+    assert list(summary.columns) == analysis.PHASE_SUMMARY_COLUMNS
+    assert list(summary["phase"]) == ["setup", "warm-up", "eager timed", "graph timed"]
+    assert summary.set_index("phase").loc["eager timed", "blocks"] == 2
+    first, last = analysis.default_phase_range(summary)
+    assert (first, last) == ("warm-up", "graph timed")
+    low, high = analysis.phase_window(summary, first, last, pad=0)
+    assert (low, high) == pytest.approx((3.6, 4.1))
+    assert analysis.phase_window(summary, "graph timed", "warm-up", pad=0) == pytest.approx((3.6, 4.1))
+    assert analysis.phase_window(summary, "nope", "warm-up") is None
+    nvml = pd.DataFrame({"t_s": np.arange(0, 4.2, 0.1), "metric": "gpu_util_pct", "value": 50.0,
+                         "source": "poll"})
+    fig = charts.nvml_timeseries(nvml, phases, x_range=(low, high))
+    assert tuple(fig.layout.xaxis.range) == pytest.approx((3.6, 4.1))
+    shown = np.concatenate([np.asarray(t.x, dtype=float) for t in fig.data if t.x is not None
+                            and len(t.x) and t.x[0] is not None])
+    assert shown.min() >= 3.6 - 1e-9 and shown.max() <= 4.1 + 1e-9  # samples outside left out
+    assert len(fig.layout.shapes) == 5  # the setup band is outside the window
+
+
+def test_preset_label_says_custom_when_values_differ():
+    from profiler_core.config import PRESETS
+
+    assert analysis.preset_label(PRESETS["seed"]) == "seed"
+    assert analysis.preset_label(PRESETS["seed"].replace(device="cpu")) == "seed"
+    assert analysis.preset_label(PRESETS["seed"].replace(batch=64)) == "custom"
+    assert analysis.preset_text(PRESETS["seed"].replace(dtype="bf16")) == "custom (seed with dtype bf16)"
+    assert analysis.preset_text(PRESETS["lesson3"]) == "lesson3"
+    assert analysis.preset_text(PRESETS["seed"].replace(preset="custom", batch=8)) == "custom"

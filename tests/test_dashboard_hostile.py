@@ -154,6 +154,8 @@ HTML = "<img src=http://attacker.invalid/h.png onerror=alert(1)>"
 DIRECTIVES = ":red[red text] :material/home: :streamlit: :smile: $x^2$"
 BARE = "http://attacker.invalid/bare www.attacker.invalid me@attacker.invalid"
 HOSTILE = f"{IMAGE} {LINK}\n# heading\r{HTML} {DIRECTIVES} {BARE} **bold** `code` | a |"
+# What Plotly renders as a live link in a category label, legend entry or hover text.
+PLOTLY_LINK = '<a href="https://attacker.invalid/plotly">k&amp;<b>bold</b></a>'
 FORBIDDEN = [re.compile(pattern) for pattern in (
     r"!\[", r"\]\(", r"(?<!\\)<", r"https?://attacker", r"www\.attacker", r"@attacker",
     r":material/", r":streamlit:", r":smile:", r":red\[", r"(?<!\\)\$x", r"\n#",
@@ -216,6 +218,12 @@ def _markdown_run(tmp_path: Path) -> Path:
     breakdown = pd.read_csv(path / "breakdown.csv")
     breakdown.loc[len(breakdown)] = [IMAGE, 1.0, 1.0, 0.0, 0.0]  # an unknown component
     breakdown.to_csv(path / "breakdown.csv", index=False)
+    kernels = pd.read_csv(path / "kernels.csv")  # kernel names as Plotly would render HTML
+    kernels.loc[0, ["kernel", "kernel_full"]] = [PLOTLY_LINK, PLOTLY_LINK + " full"]
+    kernels.to_csv(path / "kernels.csv", index=False)
+    phases = pd.read_csv(path / "phases.csv")
+    phases.loc[1, "phase"] = PLOTLY_LINK
+    phases.to_csv(path / "phases.csv", index=False)
     return path
 
 

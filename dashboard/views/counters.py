@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import analysis, charts, state, ui
+from dashboard import analysis, article, charts, state, ui
 
 run = state.require_run()
 ui.run_header(run, "Counters: the article's lessons")
@@ -30,3 +30,9 @@ else:
     st.subheader("The lessons, one line each")
     for phase, why in zip(lessons["phase"], lessons["why"]):
         st.markdown(f"- **{ui.escape_md(phase)}**: {ui.escape_md(why)}")
+
+st.subheader("In the article's words")
+st.caption(f"The lessons come from {article.NAME}. Its three lessons, as it states them, and what "
+           "its counter showed after the first:")
+st.markdown(article.quote(*(article.LESSONS[n] for n in sorted(article.LESSONS)),
+                          article.COUNTER_FINDING))

@@ -1,8 +1,10 @@
-"""GPU: NVML time series (utilisation, SM clock, power, memory) with the run's phases shaded."""
+"""GPU: NVML time series (utilisation, SM clock, power, memory) with the run's phases shaded,
+zoomed to the phases picked (by default from the first measured phase on: the setup before it,
+loading CUDA and building the replicas, can take most of the run's clock)."""
 
 import streamlit as st
 
-from dashboard import charts, state, ui
+from dashboard import analysis, charts, state, ui
 
 try:
     from profiler_core.telemetry import NVML_UTILISATION_CAVEAT as CAVEAT
@@ -13,20 +15,44 @@ except ImportError:
 
 run = state.require_run()
 ui.run_header(run, "GPU telemetry (NVML)")
-st.warning(CAVEAT, icon=":material/info:")
+cpu = analysis.is_cpu_run(run.config, run.environment)
+if not cpu:
+    st.warning(CAVEAT, icon=":material/info:")
 nvml, phases = run.table("nvml"), run.table("phases")
-ui.chart(charts.nvml_timeseries(nvml, phases), key="gpu_nvml")
+summary = analysis.phase_summary(phases)
+x_range = None
+default = analysis.default_phase_range(summary)
+if default is not None and len(summary) > 1 and not nvml.empty:
+    names = list(summary["phase"])
+    first, last = st.select_slider(
+        "Phases shown", options=names, value=default, key="gpu_phase_range",
+        format_func=str,
+        help="Zoom the time axis to these phases (from the start of the first to the end of the "
+             "last). The setup before the first measured phase (loading CUDA, building the "
+             "replicas) is left out at first, so the timed trials fill the chart.")
+    x_range = analysis.phase_window(summary, first, last)
+    st.caption(f"Showing {x_range[0]:.2f}-{x_range[1]:.2f} s of the run." if x_range else "")
+no_nvml = ("a CPU run: NVML reads NVIDIA GPUs only" if cpu
+           else "NVML off or unavailable" if run.complete else "NVML off, unavailable, or the "
+           "run stopped before its samples were read")
+ui.chart(charts.nvml_timeseries(nvml, phases, x_range=x_range,
+                                empty_message=f"no NVML samples in this run ({no_nvml})"),
+         key="gpu_nvml")
 st.caption("Shaded bands are the run's phases (warm-up, capture, timed trials, profiled windows) on "
            "the same clock. Lines: polled readings; dots: the driver's own buffered samples.")
 left, right = st.columns(2)
 with left:
     st.subheader("Phases")
-    ui.table(phases, f"{run.name}-phases.csv", key="gpu_phases", label="phases CSV",
-             empty="No phases recorded in this run.")
+    ui.table(summary, f"{run.name}-phase_summary.csv", key="gpu_phases", label="phase summary CSV",
+             empty="No phases recorded in this run.",
+             column_config={c: st.column_config.NumberColumn(format="%.3f")
+                            for c in ("first_start_s", "last_end_s", "total_s")})
+    ui.csv_download(phases, f"{run.name}-phases.csv", key="gpu_phases_raw",
+                    label="every phase block (phases.csv)")
 with right:
     st.subheader("Samples")
-    summary = (nvml.groupby(["metric", "source"])["value"].agg(["count", "mean", "min", "max"])
-               .reset_index() if not nvml.empty else nvml)
-    ui.table(summary, f"{run.name}-nvml_summary.csv", key="gpu_summary", label="summary CSV",
-             empty="No NVML samples in this run (NVML off, unavailable, or a CPU run).")
+    summary_nvml = (nvml.groupby(["metric", "source"])["value"].agg(["count", "mean", "min", "max"])
+                    .reset_index() if not nvml.empty else nvml)
+    ui.table(summary_nvml, f"{run.name}-nvml_summary.csv", key="gpu_summary", label="summary CSV",
+             empty=f"No NVML samples in this run ({no_nvml}).")
     ui.csv_download(nvml, f"{run.name}-nvml.csv", key="gpu_nvml_csv", label="every sample (nvml.csv)")

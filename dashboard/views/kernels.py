@@ -1,4 +1,5 @@
-"""Kernels: a sortable table of every kernel per mode and a top-N bar chart per mode."""
+"""Kernels: eager vs graph kernel by kernel (what the graph adds, drops or keeps), the top-N bars
+per mode, and a sortable table of every kernel, all narrowed by a name filter."""
 
 import streamlit as st
 
@@ -8,17 +9,53 @@ run = state.require_run()
 ui.run_header(run, "Kernels")
 kernels = run.table("kernels")
 if kernels.empty:
-    st.info("No kernel table in this run (the profiler was off, the run was on the CPU, or it "
-            "stopped before profiling).", icon=":material/info:")
+    reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
+    st.info(f"No kernel table in this run: {reason}.", icon=":material/info:")
     st.stop()
-top_n = st.slider("Top N kernels per mode", min_value=3, max_value=30, value=10, key="kernels_top_n")
+left, right = st.columns([3, 1])
+with left:
+    name_filter = st.text_input("Filter kernels by name", key="kernels_filter", max_chars=200,
+                                placeholder="e.g. gemm, dropout, elementwise",
+                                help="Shows only kernels whose name (short or full) contains this "
+                                     "text; case does not matter, and the text is not a pattern.")
+with right:
+    top_n = st.slider("Top N kernels", min_value=3, max_value=30, value=10, key="kernels_top_n")
+shown = analysis.filter_by_name(kernels, name_filter)
+if name_filter.strip():
+    st.caption(f"{shown['kernel_full'].nunique():,} of {kernels['kernel_full'].nunique():,} "
+               f"kernels match \"{ui.escape_md(name_filter.strip())}\".")
+if shown.empty:
+    st.info("No kernel name contains that text.", icon=":material/filter_alt_off:")
+    st.stop()
+
+st.subheader("Eager vs graph, kernel by kernel")
+diff = analysis.kernel_diff(shown)
+counts = diff["where"].value_counts()
+st.caption(f"Per iteration of the profiled windows: {counts.get('both', 0)} kernels run in both "
+           f"modes, {counts.get('eager only', 0)} only eagerly and {counts.get('graph only', 0)} "
+           "only in the graph (with dropout, each replay first runs two small kernels that refresh "
+           "the graph's random seed and offset). Hover over a bar for the kernel's full name.")
+ui.chart(charts.kernel_diff_bars(diff, top_n), key="kernels_diff")
+ui.table(diff, f"{run.name}-kernels_eager_vs_graph.csv", key="kernels_diff", label="comparison CSV",
+         column_order=analysis.KERNEL_DIFF_COLUMNS[:-1],  # the full name: in the CSV and on hover
+         column_config={
+             "kernel": st.column_config.TextColumn(width="medium"),
+             "where": st.column_config.TextColumn(width="small"),
+             **{c: st.column_config.NumberColumn(format="%.2f")
+                for c in analysis.KERNEL_DIFF_COLUMNS[2:7]},
+             "change_us_per_iter": st.column_config.NumberColumn("graph - eager (us/iter)",
+                                                                 format="%+.2f"),
+             "kernel_full": st.column_config.TextColumn("full name", width="large"),
+         })
+
+st.subheader("Top kernels per mode")
 cols = st.columns(2)
 for col, mode in zip(cols, analysis.MODES):
     with col:
-        ui.chart(charts.kernel_top_bar(kernels, mode, top_n), key=f"kernels_top_{mode}")
+        ui.chart(charts.kernel_top_bar(shown, mode, top_n), key=f"kernels_top_{mode}")
 st.caption("Click a column header to sort. Times are over the profiled window; share is of the "
            "mode's GPU busy time.")
-ui.table(analysis.kernel_table(kernels), f"{run.name}-kernels.csv", key="kernels", label="kernels CSV",
+ui.table(analysis.kernel_table(shown), f"{run.name}-kernels.csv", key="kernels", label="kernels CSV",
          column_config={
              "share_of_gpu_pct": st.column_config.ProgressColumn("share of GPU %", min_value=0,
                                                                  max_value=100, format="%.1f%%"),

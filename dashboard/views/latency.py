@@ -4,16 +4,17 @@ Every chart shows one timing method at a time: steady state (the headline) or co
 
 import streamlit as st
 
-from dashboard import analysis, charts, state, ui
+from dashboard import analysis, article, charts, state, ui
 
 run = state.require_run()
 ui.run_header(run, "Latency per training step")
+cpu = analysis.is_cpu_run(run.config, run.environment)
 all_steps = analysis.per_step_latency(run.table("latency"))
 available = analysis.series_available(all_steps) or ["steady_event"]
 default = analysis.headline_method(run.headline, run.table("stats"))
 series = st.radio("Timing", available, index=available.index(default) if default in available else 0,
                   horizontal=True, key="latency_timing",
-                  format_func=lambda name: analysis.METHOD_LABELS.get(name, name),
+                  format_func=lambda name: analysis.method_label(name, cpu),
                   help="Steady state (the headline): steps queued back to back as in training, "
                        "timed between consecutive steps. Cold start: a synchronise before each "
                        "step, so each pays its first launch's latency. A replay covering several "
@@ -24,12 +25,12 @@ if steps.empty:
     st.info("This run has no per-iteration latency table (it stopped before the timed trials, or "
             "its latency.csv is empty).", icon=":material/info:")
 
+ui.chart(charts.latency_histogram(steps, column), key="latency_hist")
 left, right = st.columns(2)
 with left:
-    ui.chart(charts.latency_histogram(steps, column), key="latency_hist")
-with right:
     ui.chart(charts.latency_ecdf(steps, column), key="latency_ecdf")
-ui.chart(charts.latency_series(steps, column), key="latency_series")
+with right:
+    ui.chart(charts.latency_series(steps, column), key="latency_series")
 ui.csv_download(run.table("latency"), f"{run.name}-latency.csv", key="latency_raw_csv",
                 label="every iteration (latency.csv)")
 
@@ -40,10 +41,15 @@ ui.table(analysis.percentile_table(run.table("latency"), all_steps), f"{run.name
                         for c in analysis.PERCENTILE_COLUMNS[3:]})
 
 st.subheader("The article's timing beside the true timing")
+st.markdown(article.quote(article.TIMING, article.SPEED))
 st.markdown(
-    "The article times `perf_counter()` around its loop **without** `torch.cuda.synchronize()`. "
-    "That measures how fast the CPU *enqueues* work, not how long the GPU takes to run it, so it "
-    "flatters whichever mode launches faster. The true timings below wait for the GPU.")
+    f"Yet {article.SHORT_NAME} times `perf_counter()` around its loop **without** "
+    "`torch.cuda.synchronize()`. That measures how fast the CPU *enqueues* work, not how long the "
+    "GPU takes to run it, so it flatters whichever mode launches faster. The true timings below "
+    "wait for the GPU.")
+if cpu:
+    st.caption("A CPU run has no such pitfall to show: a step on the CPU has finished when its "
+               "call returns, so only the steady-state wall clock is measured.")
 timing = analysis.timing_comparison(run.table("stats"), run.headline)
 ui.chart(charts.timing_methods_bars(timing), key="latency_methods")
 ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table", label="timing CSV",

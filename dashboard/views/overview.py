@@ -16,14 +16,15 @@ if gpus.empty:
 run = state.require_run()
 ui.run_header(run, "Overview")
 h = run.headline
+cpu = analysis.is_cpu_run(run.config, run.environment)
 speedup = analysis.number(h, "speedup")
 low, high = analysis.number(h, "speedup_ci_low"), analysis.number(h, "speedup_ci_high")
 ci = f"95% CI {ui.fmt(low, '{:.2f}')}-{ui.fmt(high, '{:.2f}')}x" if analysis.finite(low) else "no CI"
 
 method = analysis.headline_method(h, run.table("stats"))
-method_label = analysis.METHOD_LABELS.get(method, method)
+method_label = analysis.method_label(method, cpu)
 cols = st.columns(4)
-cols[0].metric("Speedup", ui.fmt(speedup, "{:.2f}x"), delta=ci,
+cols[0].metric("Speedup", ui.fmt(speedup, "{:.2f}x"), delta=ci if not cpu else "CPU run: no graph",
                delta_color="off", delta_arrow="off",
                help=f"Median eager step / median graph step, timed by {method_label}, with its "
                     "bootstrap 95% confidence interval.")
@@ -38,8 +39,10 @@ cols[3].metric("The article's 'speedup' (no sync)", ui.fmt(analysis.number(h, "a
 st.caption(f"Every time on this page is per training step, timed by {method_label}: "
            f"{analysis.METHOD_MEANING.get(method, '')}. The Latency view shows the other methods.")
 
-verdict = analysis.verdict(h, run.table("launch_split"), run.config.capture_iters)
-box = {"launch-bound": st.success, "gpu-bound": st.info, "mixed": st.info}.get(verdict.kind, st.warning)
+no_split = analysis.no_profile_reason(run.config, run.environment, run.complete)
+verdict = analysis.verdict(h, run.table("launch_split"), run.config.capture_iters, no_split)
+box = {"launch-bound": st.success, "gpu-bound": st.info, "mixed": st.info}.get(
+    verdict.kind, st.info if cpu else st.warning)
 box(f"**{verdict.title}.** {verdict.text}", icon=":material/lightbulb:")
 
 medians = analysis.split_medians(run.table("launch_split"))
@@ -55,7 +58,8 @@ with right:
                 icon=":material/info:")
     else:
         ui.table(costs, f"{run.name}-one_time_costs.csv", key="overview_costs", label="costs CSV",
-                 column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+                 column_order=["quantity", "shown"],
+                 column_config={"shown": st.column_config.TextColumn("value")})
     match = h.get("counters_match")
     if match is not None:
         st.caption(("The article's counter lessons all matched." if match else
@@ -70,7 +74,7 @@ with left:
 with right:
     st.subheader("Configuration")
     ui.table(analysis.config_table(run.config), f"{run.name}-config.csv", key="overview_config",
-             label="config CSV", height=300)
+             label="config CSV")
 
 ui.notes(run)
 st.subheader("Downloads")

@@ -7,6 +7,7 @@ from dashboard import analysis, charts, rundata, state, ui
 from profiler_core.errors import ProfilerError
 
 UPLOAD_KEY = "upload_zip"
+TAGS = [chr(c) for c in range(ord("A"), ord("Z") + 1)]  # runs in a comparison, in the order picked
 
 
 def _on_upload() -> None:
@@ -58,60 +59,70 @@ elif st.session_state.get("upload_ok"):
 st.caption(f"Uploads are unpacked into a temporary folder of this server; the newest "
            f"{state.upload_store().keep} of this session are kept until the session ends.")
 
-st.subheader("Compare two runs")
+st.subheader("Compare runs")
 options = state.run_options()
 if len(options) < 2:
     st.info("Two runs are needed to compare (run again, or upload one).")
     st.stop()
 keys = list(options)
-left, right = st.columns(2)
-a_key = left.selectbox("Run A", keys, index=0, format_func=options.get, key="compare_a")
-b_key = right.selectbox("Run B", keys, index=1, format_func=options.get, key="compare_b")
-if a_key == b_key:
-    st.info("Pick two different runs.")
+chosen = st.multiselect(
+    "Runs to compare (any number; each is tagged A, B, C... in the order picked)", keys,
+    default=keys[:2], format_func=options.get, key="compare_runs",
+    max_selections=len(TAGS))
+if len(chosen) < 2:
+    st.info("Pick at least two runs.")
     st.stop()
 loaded = {}
-for tag, key in (("A", a_key), ("B", b_key)):
+for tag, key in zip(TAGS, chosen):
     try:
         loaded[tag] = state.load_option(key)
     except (ProfilerError, OSError) as exc:
         st.error(f"Run {tag} cannot be opened: {ui.escape_md(exc)}")
         st.stop()
 
-cols = st.columns(2)
-stats_rows, medians = [], []
-for col, (tag, run) in zip(cols, loaded.items()):
-    h = run.headline
-    with col:
-        st.markdown(f"**{tag}: {ui.escape_md(run.label)}**")
-        if not run.complete:
-            st.warning(ui.incomplete_text(run), icon=":material/warning:")
-        m = st.columns(3)
-        m[0].metric("Speedup", ui.fmt(analysis.number(h, "speedup"), "{:.2f}x"))
-        m[1].metric("Eager", ui.fmt(analysis.number(h, "eager_median_ms"), "{:.3f} ms"))
-        m[2].metric("Graph", ui.fmt(analysis.number(h, "graph_median_ms"), "{:.3f} ms"))
-        v = analysis.verdict(h, run.table("launch_split"), run.config.capture_iters)
-        st.caption(f"{v.title}.")
-    stats = run.table("stats")
-    method = analysis.headline_method(h, stats)  # each run by its own headline method
-    part = stats[stats["method"] == method] if not stats.empty else stats
-    for row in part.itertuples(index=False):
-        stats_rows.append({"run": tag, "mode": row.mode, "median_ms": row.median_ms,
-                           "p10_ms": row.p10_ms, "p90_ms": row.p90_ms})
+bars, timed_by, medians, summary = [], [], [], []
+for tag, run in loaded.items():
+    if not run.complete:
+        st.warning(f"{tag}: " + ui.incomplete_text(run), icon=":material/warning:")
+    cpu = analysis.is_cpu_run(run.config, run.environment)
+    reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
+    verdict = analysis.verdict(run.headline, run.table("launch_split"), run.config.capture_iters,
+                               reason)
+    summary.append(analysis.compare_summary(tag, run.label, run.config, run.environment,
+                                            run.headline, run.table("stats"), verdict.title,
+                                            run.complete))
+    rows, text = analysis.compare_rows(tag, run.headline, run.table("stats"), cpu)
+    bars.append(rows)
+    timed_by.append(text)
     m = analysis.split_medians(run.table("launch_split"))
     m["mode"] = tag + ": " + m["mode"].astype(str)
     medians.append(m)
 
+ui.table(pd.DataFrame(summary, columns=analysis.COMPARE_SUMMARY_COLUMNS), "compare_runs.csv",
+         key="compare_summary", label="comparison CSV",
+         column_order=["tag", "run", "speedup", "eager_ms", "graph_ms", "timed_by"],
+         column_config={"tag": st.column_config.TextColumn(width="small"),
+                        "speedup": st.column_config.NumberColumn(format="%.2fx"),
+                        "eager_ms": st.column_config.NumberColumn("eager ms/step", format="%.3f"),
+                        "graph_ms": st.column_config.NumberColumn("graph ms/step", format="%.3f"),
+                        "timed_by": st.column_config.TextColumn("timed by", width="medium")})
+st.markdown("  \n".join(f"**{row['tag']}** ({ui.escape_md(row['run'])}): "
+                        f"{ui.escape_md(row['verdict'])}." for row in summary))
+st.caption("Each run is compared by its own headline timing, written under its bars: "
+           + " ".join(ui.escape_md(t) for t in timed_by))
+log_scale = st.toggle("Log scale for the times", key="compare_log",
+                      help="Runs on different devices can differ by orders of magnitude (a CPU run's "
+                           "step beside a GPU's): a log axis keeps every bar readable.")
 left, right = st.columns(2)
 with left:
-    ui.chart(charts.compare_medians(pd.DataFrame(stats_rows, columns=["run", "mode", "median_ms",
-                                                                      "p10_ms", "p90_ms"])),
+    ui.chart(charts.compare_medians(pd.concat(bars, ignore_index=True), log_scale),
              key="compare_medians")
 with right:
-    ui.chart(charts.split_bars(pd.concat(medians, ignore_index=True)), key="compare_split")
+    ui.chart(charts.split_bars(pd.concat(medians, ignore_index=True),
+                               "no profiled window in any of these runs"), key="compare_split")
 st.markdown("**Settings that differ**")
-diff = analysis.config_diff(loaded["A"].config, loaded["B"].config)
+diff = analysis.configs_diff({tag: run.config for tag, run in loaded.items()})
 if diff.empty:
-    st.caption("Both runs used the same settings.")
+    st.caption("All these runs used the same settings.")
 else:
     ui.table(diff, "config_diff.csv", key="compare_diff", label="differences CSV")
