@@ -383,7 +383,8 @@ def config_table(config: RunConfig) -> pd.DataFrame:
 def configs_diff(configs: dict[str, RunConfig]) -> pd.DataFrame:
     """Settings that differ between any of several configs: one row per setting, one column per
     config (named by its key), values as text."""
-    values = {tag: config.to_dict() for tag, config in configs.items()}
+    values = {tag: {**config.to_dict(), "preset": preset_text(config)}
+              for tag, config in configs.items()}
     fields = list(next(iter(values.values()))) if values else []
     rows = [[field, *(str(v.get(field)) for v in values.values())] for field in fields
             if len({str(v.get(field)) for v in values.values()}) > 1]

@@ -758,7 +758,7 @@ def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
                                                     0, None)),
                      "arrayminus": np.nan_to_num(np.clip(median - part["p10_ms"].to_numpy(
                          dtype=float), 0, None))},
-            text=[f"{v:.3f} ms" for v in median], textposition="outside", cliponaxis=False,
+            text=[f"{v:.3f} ms" for v in median], textposition="auto",
             hovertemplate="%{fullData.name}: %{y:.4f} ms<extra>%{x}</extra>"))
     fig.update_layout(barmode="group")
     fig.update_xaxes(categoryorder="array", categoryarray=order)

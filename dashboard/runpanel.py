@@ -133,7 +133,12 @@ def run_button(config: RunConfig | None, error: ConfigError | None) -> None:
     if error is not None:
         st.error(f"Run is disabled: {controls.field_label(error.field)} was refused (see above).")
     device = st.session_state.get(controls.DEVICE_KEY)
-    if device and state.lock_registry().lock(device).state().holder is not None:
+    if active:
+        # The panel above the view says who holds the device and for how long; one place only,
+        # so the sidebar never shows a second clock that disagrees with it.
+        st.caption(f"Your run {ui.escape_md(job.run_name)} is in progress: its progress, time "
+                   "left and the device's queue are shown above the view.")
+    elif device and state.lock_registry().lock(device).state().holder is not None:
         _lock_caption(device)
     if st.button("Run", type="primary", key="run_button", disabled=config is None or active,
                  width="stretch", icon=":material/play_arrow:"):
@@ -142,19 +147,15 @@ def run_button(config: RunConfig | None, error: ConfigError | None) -> None:
 
 
 def _lock_caption(device: str) -> None:
-    """Who holds the device and for how long, redrawn with the run panel's clock while it is
-    held (a fragment, so it never shows a stale "0 s ago"); once the device is free the whole
-    page reruns."""
+    """Who holds the device (another session, or a run of this session that has finished but
+    not yet released it) and for how long: redrawn every half second, so it never shows a stale
+    "0 s ago"; once the device is free the whole page reruns."""
     @st.fragment(run_every=POLL_S)
     def live() -> None:
         lock = state.lock_registry().lock(device).state()
         if lock.holder is None:
             st.rerun(scope="app")
-        job: worker.RunJob | None = st.session_state.get(state.JOB)
-        snap = job.snapshot() if job is not None else None
-        st.caption(describe_lock(lock, snap.job_id if snap else None,
-                                 snap.started_at if snap else None)
-                   + " A run started now waits its turn.")
+        st.caption(describe_lock(lock) + " A run started now waits its turn.")
 
     live()
 

@@ -204,7 +204,9 @@ def test_two_runs_compare_side_by_side(shared_run, tmp_path):
     assert not at.exception
     assert _trace_types(at) == [["bar", "bar"], ["bar"] * 4]
     diff = at.dataframe[-1].value
-    assert set(diff["setting"]) == {"replays", "trials"}
+    assert set(diff["setting"]) == {"replays", "trials", "preset"}  # preset: what the values are
+    presets = set(diff.loc[diff["setting"] == "preset", ["A", "B"]].iloc[0])
+    assert presets == {"custom (seed with trials 10)", "custom (seed with replays 100, trials 5)"}
     split = _figures(at)[1]
     assert split["data"][0]["x"][0][:2] == ["A: eager", "A: graph"]
 
@@ -554,8 +556,10 @@ def test_time_left_is_estimated_from_the_pace_so_far():
 
 def test_the_progress_bar_shows_the_time_left_and_the_sidebar_agrees_with_the_panel(
         fake_runs, monkeypatch, tmp_path):
-    """The live panel's progress bar says about how long is left; the sidebar's lock caption
-    counts from the same start on the same clock, so both say the same time."""
+    """The live panel's progress bar says about how long is left. While this session's run is
+    active, the panel is the one place that says since when and for how long it has held the
+    device (two separately refreshed clocks could disagree by a second); the sidebar points to
+    it. Another session sees the holder's line, counted from the time it took the device."""
     from conftest import wait_for
 
     fake_runs["mode"] = "sleep"  # reports progress up to the timed trials (2 of 3), then waits
@@ -573,7 +577,15 @@ def test_the_progress_bar_shows_the_time_left_and_the_sidebar_agrees_with_the_pa
         since = runpanel.clock_text(started)
         assert (f"Running for 30 s (since {since}) in a worker process on cpu; about 15 s left"
                 in _texts(at.caption))
-        assert f"(your run) holds it since {since} (30 s ago)." in _texts(at.sidebar.caption)
+        sidebar = _texts(at.sidebar.caption)
+        assert f"Your run {job.run_name} is in progress" in sidebar
+        assert not re.search(r"\d+ s ago|\d+ s\b", sidebar)  # no second clock in the sidebar
+        other = _app(tmp_path / "runs")  # another session: the holder's line, on the same clock
+        holder_since = state.lock_registry().lock("cpu").state().holder.since
+        monkeypatch.setattr(runpanel, "_now", lambda: holder_since + 30.0)
+        other.run()
+        assert (f"(another session) holds it since {runpanel.clock_text(holder_since)} (30 s ago)."
+                in _texts(other.sidebar.caption))
     finally:
         job.cancel()
         assert job.wait(60)

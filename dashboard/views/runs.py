@@ -102,10 +102,11 @@ ui.table(pd.DataFrame(summary, columns=analysis.COMPARE_SUMMARY_COLUMNS), "compa
          key="compare_summary", label="comparison CSV",
          column_order=["tag", "run", "speedup", "eager_ms", "graph_ms", "timed_by"],
          column_config={"tag": st.column_config.TextColumn(width="small"),
+                        "run": st.column_config.TextColumn(width="medium"),
                         "speedup": st.column_config.NumberColumn(format="%.2fx"),
                         "eager_ms": st.column_config.NumberColumn("eager ms/step", format="%.3f"),
                         "graph_ms": st.column_config.NumberColumn("graph ms/step", format="%.3f"),
-                        "timed_by": st.column_config.TextColumn("timed by", width="medium")})
+                        "timed_by": st.column_config.TextColumn("timed by", width="large")})
 st.markdown("  \n".join(f"**{row['tag']}** ({ui.escape_md(row['run'])}): "
                         f"{ui.escape_md(row['verdict'])}." for row in summary))
 st.caption("Each run is compared by its own headline timing, written under its bars: "
