@@ -669,3 +669,24 @@ def compare_summary(tag: str, label: str, config: RunConfig, environment: dict[s
             "graph_ms": number(headline, "graph_median_ms"),
             "timed_by": method_label(method, cpu) if method else "no timing",
             "verdict": verdict_title, "complete": bool(complete)}
+
+
+MODES_TABLE_COLUMNS = ["mode", "what", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
+                       "one_time_ms", "memory_mib", "graphs_recorded"]
+MODE_WORDS = {
+    "eager": "eager (the baseline)",
+    "graph": "whole-step CUDA graph, manual capture (the article)",
+    "graphed_callables": "torch.cuda.make_graphed_callables on the model",
+    "compile": "torch.compile, no CUDA graphs",
+    "compile_ro": "torch.compile(mode=\"reduce-overhead\"), CUDA graph trees",
+}
+
+
+def modes_table(modes: pd.DataFrame) -> pd.DataFrame:
+    """modes.csv for people: what each mode is, memory in MiB."""
+    if modes.empty:
+        return pd.DataFrame(columns=MODES_TABLE_COLUMNS)
+    out = modes.copy()
+    out["what"] = [MODE_WORDS.get(str(mode), str(mode)) for mode in out["mode"]]
+    out["memory_mib"] = pd.to_numeric(out["memory_bytes"], errors="coerce") / 2**20
+    return out[MODES_TABLE_COLUMNS].reset_index(drop=True)

@@ -767,3 +767,32 @@ def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
     else:
         fig.update_yaxes(title_text="ms per step", rangemode="tozero")
     return _layout(fig, title, height=HEIGHT + 40, margin={"l": 60, "r": 20, "t": 76, "b": 90})
+
+
+# ----------------------------------------------------------------------------- modes
+
+
+def modes_speedup_bars(modes: pd.DataFrame) -> go.Figure:
+    """Every timed mode's steady-state speedup over eager, with its 95% CI, and (hover) its
+    one-time cost: how the ways of graphing a step compare on this step."""
+    title = "Speedup over eager, mode by mode (whiskers: 95% CI)"
+    data = _finite_frame(modes, ("speedup", "speedup_ci_low", "speedup_ci_high")) \
+        .dropna(subset=["speedup"]) if not modes.empty else modes
+    if data.empty:
+        return empty_figure(title, "no modes table in this run (recorded before modes existed)")
+    speedup = data["speedup"].to_numpy(dtype=float)
+    names = [escape(mode) for mode in data["mode"].astype(str)]
+    fig = go.Figure(go.Bar(
+        x=names, y=speedup, marker_color=[_color(str(mode), i) for i, mode in enumerate(data["mode"])],
+        error_y={"type": "data", "symmetric": False,
+                 "array": np.nan_to_num(np.clip(data["speedup_ci_high"].to_numpy(dtype=float) - speedup, 0, None)),
+                 "arrayminus": np.nan_to_num(np.clip(speedup - data["speedup_ci_low"].to_numpy(dtype=float), 0, None))},
+        text=[f"{value:.2f}x" for value in speedup], textposition="inside",
+        customdata=np.stack([data["median_ms"].to_numpy(dtype=float),
+                             data["one_time_ms"].to_numpy(dtype=float)], axis=1),
+        hovertemplate="%{x}: %{y:.2f}x, %{customdata[0]:.4f} ms per step<br>one-time cost "
+                      "%{customdata[1]:,.1f} ms<extra></extra>"))
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#888", annotation_text="eager",
+                  annotation_position="bottom right")
+    fig.update_yaxes(title_text="speedup over eager (x)", rangemode="tozero")
+    return _layout(fig, title, showlegend=False)

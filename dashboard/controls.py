@@ -9,16 +9,20 @@ shown right under the control it names, with what is allowed, before anything ca
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from dashboard import devices
+from dashboard.analysis import MODE_WORDS
 from profiler_core.config import (
+    ALWAYS_MEASURED,
     DTYPES,
     FLOAT_LIMITS,
     INT_LIMITS,
+    MODE_NAMES,
     OPTIMIZERS,
     PRESET_DESCRIPTIONS,
     PRESETS,
@@ -43,6 +47,9 @@ LABELS = {
     "seed": "Seed", "trials": "Trials (eager/graph blocks)", "profile": "Profiler (launch split)",
     "profile_iters": "Profiled iterations", "nvml": "NVML telemetry",
     "nvml_interval_ms": "NVML interval (ms)", "parity_steps": "Parity steps",
+    "workload": "Workload", "heads": "Attention heads", "seq_len": "Sequence length",
+    "channels": "Channels", "image_size": "Image size", "modes": "Also time these modes",
+    "user_workload": "Your own step (package.module:function)",
 }
 HELP = {
     "batch": "Rows per training batch.",
@@ -68,15 +75,40 @@ HELP = {
     "nvml": "Sample GPU utilisation, clocks, power and memory with NVML during the run.",
     "nvml_interval_ms": "NVML polling period.",
     "parity_steps": "Replays compared with eager steps for numerical parity (0 skips it).",
+    "workload": "The article's MLP, a stack of transformer encoder layers, or a small "
+                "convolutional classifier. Each shows its own size controls.",
+    "heads": "Attention heads of every encoder layer (the width must divide by it).",
+    "seq_len": "Tokens per sequence.",
+    "channels": "Channels of every convolution.",
+    "image_size": "Input images are this many pixels wide and high, 3 channels.",
+    "modes": "Eager (the baseline) and the article's whole-step graph are always timed. Add "
+             "make_graphed_callables on the model, torch.compile without CUDA graphs (its own "
+             "share), or torch.compile(mode='reduce-overhead'); each is timed the same way, with "
+             "its one-time cost.",
+    "user_workload": "A function build(device) returning the model, a batch maker and optionally "
+                     "loss and optimizer (README, 'Your own training step'). It runs your code; "
+                     "empty: the workload above.",
 }
+# The size controls each built-in workload uses, in the Model section (hidden_layers: MLP hidden
+# layers, encoder layers, or convolution blocks; d_out: output features or classes).
+MODEL_FIELDS = {
+    "mlp": ("batch", "d_in", "hidden", "d_out", "hidden_layers", "dropout1", "dropout2"),
+    "transformer": ("batch", "seq_len", "hidden", "heads", "hidden_layers", "d_out", "dropout1"),
+    "conv": ("batch", "image_size", "channels", "hidden_layers", "d_out", "dropout2"),
+}
+WORKLOAD_CHOICES = tuple(MODEL_FIELDS)
+EXTRA_MODES = tuple(mode for mode in MODE_NAMES if mode not in ALWAYS_MEASURED)
+# Set PROFILER_ALLOW_USER_CODE=1 when starting the server to offer "your own step" (it runs code).
+USER_CODE_ENV = "PROFILER_ALLOW_USER_CODE"
 SECTIONS = (
-    ("Model", ("batch", "d_in", "hidden", "d_out", "hidden_layers", "dropout1", "dropout2",
-               "dtype", "optimizer")),
+    ("Model", ("workload", "user_workload", *dict.fromkeys(f for fields in MODEL_FIELDS.values()
+                                                         for f in fields), "dtype", "optimizer")),
     ("Schedule", ("warmup_iters", "capture_iters", "replays", "eager_iters", "trials",
                   "count_warmup", "seed")),
-    ("Measurement", ("profile", "profile_iters", "nvml", "nvml_interval_ms", "parity_steps")),
+    ("Measurement", ("modes", "profile", "profile_iters", "nvml", "nvml_interval_ms",
+                     "parity_steps")),
 )
-CHOICES = {"dtype": DTYPES, "optimizer": OPTIMIZERS}
+CHOICES = {"dtype": DTYPES, "optimizer": OPTIMIZERS, "workload": WORKLOAD_CHOICES}
 # Controls that may be left empty, and what empty means.
 PLACEHOLDERS = {"eager_iters": "auto: replays x iterations per graph", "trials": "auto: up to 10"}
 BOOLS = ("count_warmup", "profile", "nvml")
@@ -90,6 +122,12 @@ CPU_FIXED = {"capture_iters": 1, "profile": False, "nvml": False, "parity_steps"
 # where the seed preset's step takes minutes); a preset chosen while on the CPU keeps these sizes.
 CPU_SIZES = {"batch": 64, "d_in": 512, "hidden": 512, "d_out": 128, "hidden_layers": 1,
              "eager_iters": 200, "replays": 200, "trials": None}
+CPU_WORKLOAD_SIZES = {  # the same idea for the other built-in workloads
+    "transformer": {"batch": 8, "seq_len": 32, "hidden": 128, "heads": 4, "hidden_layers": 2,
+                    "d_out": 128, "eager_iters": 50, "replays": 50},
+    "conv": {"batch": 16, "channels": 16, "image_size": 16, "hidden_layers": 2, "d_out": 10,
+             "eager_iters": 100, "replays": 100},
+}
 CPU_WHY = ("CPU runs time the eager step only: graph replays, iterations per graph, the profiler "
            "(launch split, kernels, traces), NVML and parity need a CUDA GPU, so those controls "
            "are off here. The model is set to a small step that runs in seconds on a CPU.")
@@ -127,13 +165,15 @@ def apply_preset() -> None:
     config = PRESETS[name]
     for field in PRESET_FIELDS:
         st.session_state[key(field)] = getattr(config, field)
+    st.session_state[key("modes")] = list(config.extra_modes)
     if on_cpu():
         apply_cpu_sizes()
 
 
 def apply_cpu_sizes() -> None:
     """The CPU's small step and what a CPU run does with the graph-only settings."""
-    for field, value in {**CPU_SIZES, **CPU_FIXED}.items():
+    workload = st.session_state.get(key("workload"), "mlp")
+    for field, value in {**CPU_SIZES, **CPU_WORKLOAD_SIZES.get(workload, {}), **CPU_FIXED}.items():
         st.session_state[key(field)] = value
 
 
@@ -159,6 +199,16 @@ def init_controls() -> None:
     st.session_state.setdefault(TIMEOUT_KEY, DEFAULT_TIMEOUT_S)
 
 
+def _shown(name: str) -> bool:
+    """Whether a control belongs on screen: a workload's size controls only with that workload,
+    and the field for your own step only when the server allows running user code."""
+    if name == "user_workload":
+        return os.environ.get(USER_CODE_ENV) == "1"
+    workload = st.session_state.get(key("workload"), "mlp")
+    sizes = {f for fields in MODEL_FIELDS.values() for f in fields}
+    return name not in sizes or name in MODEL_FIELDS.get(workload, MODEL_FIELDS["mlp"])
+
+
 def _widget(name: str, cpu: bool = False) -> None:
     """One control. Its current value is also passed as the widget's default: a rerun that
     reaches the server before the browser has drawn the control (a click right after the page
@@ -170,7 +220,17 @@ def _widget(name: str, cpu: bool = False) -> None:
         help_text = f"Off on the CPU: it needs a CUDA GPU (a CPU run times the eager step only). {help_text}"
     k = key(name)
     current = st.session_state.get(k)
-    if name in BOOLS:
+    if name == "modes":
+        chosen = [mode for mode in (current or []) if mode in EXTRA_MODES]
+        if cpu:
+            help_text = ("On the CPU only torch.compile can run: the graph modes need a CUDA GPU "
+                         f"and are skipped. {help_text}")
+        st.multiselect(label, EXTRA_MODES, default=chosen, key=k, help=help_text,
+                       format_func=lambda mode: MODE_WORDS.get(mode, mode))
+    elif name == "user_workload":
+        st.text_input(label, value=current or "", key=k, help=help_text,
+                      placeholder="e.g. profiler_core.examples.user_step:build")
+    elif name in BOOLS:
         st.toggle(label, value=bool(current), key=k, help=help_text, disabled=disabled)
     elif name in CHOICES:
         options = list(CHOICES[name])
@@ -215,6 +275,11 @@ def _device_selector(gpus: pd.DataFrame, no_gpu_reason: str) -> None:
 def config_values() -> dict[str, Any]:
     """The RunConfig keyword arguments the controls hold now."""
     values: dict[str, Any] = {f: st.session_state.get(key(f)) for f in PRESET_FIELDS}
+    values["modes"] = ALWAYS_MEASURED + tuple(m for m in (values.get("modes") or [])
+                                              if m in EXTRA_MODES and m not in ALWAYS_MEASURED)
+    own = str(st.session_state.get(key("user_workload")) or "").strip()
+    if own and os.environ.get(USER_CODE_ENV) == "1":
+        values["workload"] = own
     for name in INT_LIMITS:
         if values.get(name) is not None:
             values[name] = int(values[name])
@@ -279,6 +344,8 @@ def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | No
         refused_here = error is not None and error.field in names
         with st.expander(title, expanded=(title == "Model") or refused_here):
             for name in names:
+                if not _shown(name):
+                    continue
                 _widget(name, cpu)
                 if refused_here and error.field == name:
                     st.error(refusal_text(error), icon=":material/block:")

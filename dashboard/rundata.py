@@ -402,6 +402,9 @@ def run_files(path: Path) -> list[Path]:
     return files
 
 
+_ZIP_TIME = (2026, 1, 1, 0, 0, 0)
+
+
 def run_zip_bytes(path: Path, root: str | None = None) -> bytes:
     """The whole run folder as one zip (files under ``root/``, the folder's name by default).
 
@@ -414,10 +417,13 @@ def run_zip_bytes(path: Path, root: str | None = None) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
         for file in run_files(path):
+            data = file.read_bytes()
             if file.name in _TABLE_OF_FILE:
-                zf.writestr(f"{root}/{file.name}", inert_table_bytes(file.read_bytes()))
-            else:
-                zf.write(file, f"{root}/{file.name}")
+                data = inert_table_bytes(data)
+            # one fixed timestamp: the same run always zips to the same bytes
+            info = zipfile.ZipInfo(f"{root}/{file.name}", date_time=_ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data, compresslevel=6)
     return buffer.getvalue()
 
 

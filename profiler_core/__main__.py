@@ -46,6 +46,14 @@ TIMING_LABELS = {
 def _workload_text(config) -> str:
     if is_user_spec(config.workload):
         return f"your step {config.workload}, {config.dtype}"
+    if config.workload == "transformer":
+        return (f"transformer: {config.hidden_layers} encoder layers, width {config.hidden}, "
+                f"{config.heads} heads, {config.batch} x {config.seq_len} tokens, {config.dtype}, "
+                f"{config.optimizer}")
+    if config.workload == "conv":
+        return (f"conv classifier: {config.hidden_layers} blocks of {config.channels} channels, "
+                f"{config.batch} images of {config.image_size}x{config.image_size}, {config.d_out} "
+                f"classes, {config.dtype}, {config.optimizer}")
     return (f"N={config.batch}, {config.d_in} -> {config.hidden} x{config.hidden_layers} -> "
             f"{config.d_out}, {config.dtype}, {config.optimizer}")
 
@@ -97,6 +105,15 @@ def format_summary(result: RunResult) -> str:
         if "parity_max_abs_diff" in head:
             lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
                          f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
+    modes = result.table("modes")
+    if len(modes) > 1:
+        lines += ["", "Every mode (steady state; speedup over eager with its 95% CI; one-time cost)"]
+        shown = modes.assign(
+            speedup=[f"{s:.2f}x ({lo:.2f}-{hi:.2f})" for s, lo, hi in
+                     zip(modes["speedup"], modes["speedup_ci_low"], modes["speedup_ci_high"])],
+            memory_mib=modes["memory_bytes"] / 2**20)
+        lines.append(shown[["mode", "median_ms", "speedup", "one_time_ms", "memory_mib",
+                            "graphs_recorded"]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     breakdown = result.table("breakdown")
     if len(breakdown):
         lines += ["", "Per iteration, medians of the profiled window (us)"]

@@ -12,7 +12,8 @@ import sys
 import time
 from typing import IO, Any, Sequence
 
-from profiler_core.config import DTYPES, OPTIMIZERS, PRESETS, WORKLOADS, RunConfig, is_user_spec
+from profiler_core.config import (ALWAYS_MEASURED, DTYPES, MODE_NAMES, OPTIMIZERS, PRESETS,
+                                  WORKLOADS, RunConfig, is_user_spec)
 
 CUSTOM = "custom"  # the label of a run whose values are not a preset's
 from profiler_core.errors import ConfigError
@@ -31,10 +32,12 @@ OPTION_OF_FIELD = {
     "count_warmup": "--count-warmup", "seed": "--seed", "device": "--device", "trials": "--trials",
     "profile": "--profile", "profile_iters": "--profile-iters", "nvml": "--nvml",
     "nvml_interval_ms": "--nvml-interval-ms", "parity_steps": "--parity-steps", "preset": "--preset",
-    "workload": "--workload",
+    "workload": "--workload", "modes": "--modes", "heads": "--heads", "seq_len": "--seq-len",
+    "channels": "--channels", "image_size": "--image-size",
 }
 _INT_FIELDS = ("batch", "d_in", "hidden", "d_out", "hidden_layers", "warmup_iters", "capture_iters",
-               "replays", "eager_iters", "seed", "trials", "profile_iters", "parity_steps")
+               "replays", "eager_iters", "seed", "trials", "profile_iters", "parity_steps", "heads",
+               "seq_len", "channels", "image_size")
 _BOOL_FIELDS = ("count_warmup", "profile", "nvml")
 
 
@@ -59,6 +62,15 @@ def _float_text(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _modes_text(text: str) -> tuple[str, ...]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in MODE_NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"expected modes among {', '.join(MODE_NAMES)}, got "
+                                         f"{unknown[0]!r}")
+    return tuple(dict.fromkeys([*ALWAYS_MEASURED, *names]))
 
 
 def _workload_text(text: str) -> str:
@@ -87,7 +99,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--d-in", type=_int_text, help="input features")
     parser.add_argument("--hidden", type=_int_text, help="hidden width H")
     parser.add_argument("--d-out", type=_int_text, help="output features")
-    parser.add_argument("--hidden-layers", type=_int_text, help="number of hidden layers")
+    parser.add_argument("--hidden-layers", type=_int_text,
+                        help="mlp: hidden layers; transformer: encoder layers; conv: conv blocks")
+    parser.add_argument("--heads", type=_int_text, help="transformer: attention heads")
+    parser.add_argument("--seq-len", type=_int_text, help="transformer: tokens per sequence")
+    parser.add_argument("--channels", type=_int_text, help="conv: channels of every convolution")
+    parser.add_argument("--image-size", type=_int_text, help="conv: image height and width")
     parser.add_argument("--dropout", type=_float_text, nargs=2, metavar=("P1", "P2"),
                         help="dropout after the first and the last Linear")
     parser.add_argument("--dtype", choices=DTYPES, help="precision")
@@ -111,6 +128,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="sample GPU utilisation with NVML")
     parser.add_argument("--nvml-interval-ms", type=_float_text, help="NVML polling period")
     parser.add_argument("--parity-steps", type=_int_text, help="steps compared for parity (0: skip)")
+    parser.add_argument("--modes", type=_modes_text, metavar="MODE,MODE",
+                        help="modes to time beside eager and the article's graph (always measured): "
+                             "graphed_callables, compile, compile_ro (reduce-overhead)")
     parser.add_argument("--workload", type=_workload_text, metavar="NAME|package.module:function",
                         help=f"the article's MLP (mlp), a deliberately broken step that cannot be "
                              f"captured ({', '.join(w for w in WORKLOADS if w != 'mlp')}), or your own "
@@ -125,6 +145,8 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
         name = action.dest
         if name == "dropout":
             action.help += f" (default: {defaults.dropout1} {defaults.dropout2})"
+        elif name == "modes":
+            action.help += f" (default: {','.join(defaults.modes)})"
         elif name in ("trials", "eager_iters"):
             continue  # their help already says how the default is worked out
         elif hasattr(defaults, name) and name != "preset" and action.help:
@@ -169,7 +191,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     one of the preset's values (``--preset custom`` starts from the seed values)."""
     overrides: dict[str, Any] = {}
     for name in _INT_FIELDS + _BOOL_FIELDS + ("dtype", "optimizer", "device", "nvml_interval_ms",
-                                              "workload"):
+                                              "workload", "modes"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -195,7 +217,8 @@ def config_to_argv(config: RunConfig) -> list[str]:
         argv.append(flag if getattr(config, name) else "--no-" + flag[2:])
     argv += ["--dropout", repr(config.dropout1), repr(config.dropout2), "--dtype", config.dtype,
              "--optimizer", config.optimizer, "--device", config.device,
-             "--nvml-interval-ms", repr(config.nvml_interval_ms), "--workload", config.workload]
+             "--nvml-interval-ms", repr(config.nvml_interval_ms), "--workload", config.workload,
+             "--modes", ",".join(config.modes)]
     return argv
 
 

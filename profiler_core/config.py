@@ -15,11 +15,18 @@ from typing import Any, Mapping
 from profiler_core.errors import ConfigError
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
-PRESET_NAMES = ("seed", "lesson1", "lesson2", "lesson3")  # the article's step and its three lessons
+# The article's step, its three lessons, and the built-in transformer and convolutional workloads.
+PRESET_NAMES = ("seed", "lesson1", "lesson2", "lesson3", "transformer", "conv")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 # The article's step, plus deliberately broken steps that cannot be captured (for the tests and the
 # CLI only; the dashboard never offers them): a host sync, a CPU tensor, a non-capturable optimizer.
-WORKLOADS = ("mlp", "broken-host-sync", "broken-cpu-tensor", "broken-optimizer")
+WORKLOADS = ("mlp", "transformer", "conv", "broken-host-sync", "broken-cpu-tensor",
+             "broken-optimizer")
+
+# The modes a run can time (``modes``). Eager is the baseline and the article's whole-step graph
+# is always measured; the others are added on request.
+MODE_NAMES = ("eager", "graph", "graphed_callables", "compile", "compile_ro")
+ALWAYS_MEASURED = ("eager", "graph")
 
 # Interleaved trials when none are asked for (fewer when the replays or eager steps are few).
 DEFAULT_TRIALS = 10
@@ -52,6 +59,10 @@ INT_LIMITS: dict[str, tuple[int, int]] = {
     "seed": (0, 2**31 - 1),
     "profile_iters": (1, 1_000),
     "parity_steps": (0, 1_000),
+    "heads": (1, 256),
+    "seq_len": (1, 65_536),
+    "channels": (1, 4_096),
+    "image_size": (4, 2_048),
 }
 FLOAT_LIMITS: dict[str, tuple[float, float]] = {
     "dropout1": (0.0, 0.99),
@@ -68,7 +79,12 @@ class RunConfig:
     d_in: int = 4096  # input features
     hidden: int = 2048  # H: width of every hidden layer
     d_out: int = 1024  # output features
-    hidden_layers: int = 1  # 1 = the article's Linear-Dropout-Linear-Dropout; k adds k-1 Linear+ReLU
+    hidden_layers: int = 1  # mlp: 1 = the article's Linear-Dropout-Linear-Dropout, k adds k-1
+    #                         Linear+ReLU; transformer: encoder layers; conv: convolution blocks
+    heads: int = 8  # transformer: attention heads (hidden must divide by it)
+    seq_len: int = 128  # transformer: tokens per sequence
+    channels: int = 64  # conv: channels of every convolution
+    image_size: int = 32  # conv: input images are image_size x image_size, 3 channels
     dropout1: float = 0.2  # dropout after the first Linear
     dropout2: float = 0.1  # dropout after the last Linear
     dtype: str = "fp32"  # fp32 (TF32 off), tf32, bf16 autocast, fp16 autocast + GradScaler
@@ -86,6 +102,7 @@ class RunConfig:
     nvml: bool = True  # sample GPU utilisation, clocks, power with NVML during the run
     nvml_interval_ms: float = 20.0  # NVML polling period
     parity_steps: int = 5  # replays compared with eager steps for numerical parity (0 = skip)
+    modes: tuple[str, ...] = ALWAYS_MEASURED  # eager, graph, then any of MODE_NAMES' others
     workload: str = "mlp"  # "mlp", a deliberately broken step (WORKLOADS), or "package.module:function"
     preset: str = "custom"  # informational: which preset the values came from
 
@@ -116,8 +133,15 @@ class RunConfig:
     def replace(self, **changes: Any) -> "RunConfig":
         return dataclasses.replace(self, **changes)
 
+    @property
+    def extra_modes(self) -> tuple[str, ...]:
+        """The requested modes beside eager and the article's graph."""
+        return tuple(mode for mode in self.modes if mode not in ALWAYS_MEASURED)
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        values = dataclasses.asdict(self)
+        values["modes"] = list(self.modes)
+        return values
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "RunConfig":
@@ -127,7 +151,10 @@ class RunConfig:
         if unknown:
             raise ConfigError(unknown[0], f"unknown setting {unknown[0]!r}",
                               f"known settings: {', '.join(sorted(known))}")
-        return cls(**dict(values))
+        values = dict(values)
+        if isinstance(values.get("modes"), list):
+            values["modes"] = tuple(values["modes"])
+        return cls(**values)
 
 
 def _allowed_int(name: str) -> str:
@@ -199,6 +226,16 @@ def _validate(config: RunConfig) -> None:
                       config.batch * config.hidden),
         "d_out": max(config.hidden * config.d_out, config.batch * config.d_out),
     }
+    if config.workload == "transformer":
+        if config.hidden % config.heads:
+            raise ConfigError("heads", f"hidden ({config.hidden:,}) must divide by heads "
+                                       f"({config.heads:,})", "pick heads that divide the width")
+        layer_sizes = {"seq_len": config.batch * config.seq_len * 4 * config.hidden,
+                       "heads": config.batch * config.heads * config.seq_len * config.seq_len,
+                       "hidden": 4 * config.hidden * config.hidden}
+    elif config.workload == "conv":
+        layer_sizes = {"image_size": config.batch * config.channels * config.image_size ** 2,
+                       "channels": 9 * config.channels * config.channels}
     for name, elements in layer_sizes.items():
         if elements > MAX_TENSOR_ELEMENTS:
             raise ConfigError(
@@ -206,6 +243,18 @@ def _validate(config: RunConfig) -> None:
                 f"a tensor of {elements:,} elements (over 2^31) follows from {name}={getattr(config, name):,}",
                 "shrink the batch or layer sizes so that no weight or activation exceeds 2^31 elements",
             )
+    modes = config.modes
+    if not isinstance(modes, tuple) or not all(isinstance(m, str) for m in modes):
+        raise ConfigError("modes", f"modes must be a list of names; got {modes!r}")
+    unknown = [m for m in modes if m not in MODE_NAMES]
+    if unknown:
+        raise ConfigError("modes", f"modes must be some of {', '.join(MODE_NAMES)}; got "
+                                   f"{unknown[0]!r}")
+    if len(set(modes)) != len(modes) or modes[:2] != ALWAYS_MEASURED:
+        raise ConfigError("modes", f"modes must start with eager, graph and name each mode once; "
+                                   f"got {', '.join(modes)}",
+                          "eager (the baseline) and graph (the article's capture) are always "
+                          "measured: add the others after them")
     if config.preset not in PRESET_NAMES + ("custom",):
         raise ConfigError("preset", f"preset must be custom or one of {', '.join(PRESET_NAMES)}; "
                           f"got {config.preset!r}")
@@ -222,6 +271,13 @@ PRESETS: dict[str, RunConfig] = {
     # Lesson 3: a loop captured into one graph replays as that many steps.
     "lesson3": RunConfig(warmup_iters=3, capture_iters=3, replays=10, count_warmup=True,
                          preset="lesson3"),
+    # A stack of transformer encoder layers (pre-norm, GELU MLP of 4x the width), bf16 autocast.
+    "transformer": RunConfig(workload="transformer", batch=16, hidden=512, hidden_layers=4,
+                             heads=8, seq_len=128, d_out=512, dtype="bf16", optimizer="adamw",
+                             preset="transformer"),
+    # A small convolutional classifier: conv blocks at 64 channels on 32x32 images, 10 classes.
+    "conv": RunConfig(workload="conv", batch=64, channels=64, image_size=32, hidden_layers=4,
+                      d_out=10, dtype="bf16", optimizer="sgd", preset="conv"),
 }
 
 PRESET_DESCRIPTIONS = {
@@ -229,6 +285,8 @@ PRESET_DESCRIPTIONS = {
     "lesson1": "Lesson 1: warm-up computes, capture does not; 10 replays count 10.",
     "lesson2": "Lesson 2: only what happens during capture matters; warm-up leaves the counter at 0.",
     "lesson3": "Lesson 3: 3 steps captured in one graph; 10 replays count 30.",
+    "transformer": "4 transformer encoder layers, width 512, 8 heads, 16 x 128 tokens, bf16, AdamW.",
+    "conv": "A convolutional classifier: 4 blocks of 64 channels on 64 images of 32x32, bf16, SGD.",
 }
 
 

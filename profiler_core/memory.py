@@ -94,10 +94,10 @@ def host_memory_available() -> int | None:
 
 def check_fits(config: RunConfig, device: torch.device) -> MemoryEstimate | None:
     """Refuse a config that clearly needs more than the device's free memory (the host's memory
-    for a CPU run). The user's own step has no estimate (None): a real out-of-memory error is
-    still caught and named."""
-    if is_user_spec(config.workload):
-        return None
+    for a CPU run). Only the MLP has an estimate; for the others (None) a real out-of-memory error
+    is still caught and named."""
+    if is_user_spec(config.workload) or config.workload in ("transformer", "conv"):
+        return None  # the estimate below is the MLP's
     if device.type == "cpu":
         needed = cpu_estimate(config)
         free_bytes = host_memory_available()

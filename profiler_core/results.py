@@ -41,6 +41,7 @@ _NON_NEGATIVE = {
     "launch_split": ("iteration", "span_us", "cpu_launch_us", "gpu_busy_us", "launches", "kernels"),
     "kernels": ("calls_per_iter", "total_us", "mean_us", "min_us", "max_us", "share_of_gpu_pct"),
     "breakdown": ("eager_us", "graph_us"),
+    "modes": ("median_ms", "one_time_ms", "graphs_recorded"),
 }
 
 # Column dtypes that are not float: everything else in a table is read as a float.
@@ -328,7 +329,8 @@ class RunResult:
         if version == 1:
             headline, notes = _upgrade_v1_summary(headline, notes)
         traces = {}
-        for mode, file_name in schema.TRACE_FILES.items():
+        for mode in dict.fromkeys([*schema.TRACE_FILES, *config.modes]):
+            file_name = schema.trace_file(mode)
             plain, packed = directory / file_name, directory / (file_name + ".gz")
             traces[mode] = plain if plain.is_file() else (packed if packed.is_file() else None)
         return cls(config=config, environment=summary["environment"], headline=headline,

@@ -34,12 +34,14 @@ import pandas as pd
 import torch
 
 from profiler_core import schema, stats, timing
-from profiler_core.capture import GraphedStep, refuse_after_failed_capture
+from profiler_core.capture import CaptureCosts, GraphedStep, refuse_after_failed_capture
 from profiler_core.config import RunConfig, is_user_spec
 from profiler_core.counters import counters_table
 from profiler_core.errors import (ConfigError, CudaFaultError, GpuMemoryError, NoCudaError,
                                   ProfilerError)
 from profiler_core.memory import check_fits
+from profiler_core.modes import CUDA_ONLY_MODES, MODE_LABELS, Prepared
+from profiler_core.modes import prepare as prepare_mode
 from profiler_core.profiling import ProfiledWindow, kernels_were_recorded, profile_window
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.readiness import check_step
@@ -256,15 +258,19 @@ def _article_block_replays(config: RunConfig) -> int:
 
 def plan_units(config: RunConfig) -> int:
     """Work units (training steps) the run will do, for the progress bar."""
+    per_extra = TIMING_WARMUP_ITERS + config.total_eager_iters  # untimed, then steady state
     if not config.is_cuda:
-        return config.warmup_iters + config.total_eager_iters
+        extras = [m for m in config.extra_modes if m not in CUDA_ONLY_MODES]
+        return config.warmup_iters + config.total_eager_iters + len(extras) * per_extra
+    extras = len(config.extra_modes)
     steps = TIMING_WARMUP_ITERS + config.total_eager_iters
     block = _article_block_replays(config) * config.capture_iters
     steps += config.total_eager_iters  # cold start
     steps += config.warmup_iters + config.capture_iters + TIMING_WARMUP_ITERS * config.capture_iters
     steps += 2 * config.replays * config.capture_iters + 2 * config.trial_count * block
+    steps += extras * (per_extra + config.total_eager_iters + 2 * config.trial_count * block)
     if config.profile:
-        steps += config.profile_iters * (1 + config.capture_iters)
+        steps += config.profile_iters * (1 + config.capture_iters + extras)
     return steps + 2 * config.parity_steps * config.capture_iters
 
 
@@ -314,7 +320,7 @@ def _profile_modes(config: RunConfig, device: torch.device, batches, modes: list
         progress.start_phase(f"profiling {mode.name}", f"{config.profile_iters} iterations")
         with phases.phase(f"{mode.name} profiled"):
             window = profile_window(mode, config.profile_iters, device,
-                                    trace_dir / schema.TRACE_FILES[mode.name],
+                                    trace_dir / schema.trace_file(mode.name),
                                     lambda: progress.advance(mode.steps))
             if mode.name == "graph" and not kernels_were_recorded(window.analysis):
                 notes.append("the graph captured before profiling showed no kernels in the profiler "
@@ -323,7 +329,7 @@ def _profile_modes(config: RunConfig, device: torch.device, batches, modes: list
                 fresh = _graph_mode(_capture_fresh(config, device, batches), batches,
                                     config.capture_iters)
                 window = profile_window(fresh, config.profile_iters, device,
-                                        trace_dir / schema.TRACE_FILES[mode.name])
+                                        trace_dir / schema.trace_file(mode.name))
         windows[mode.name] = window
     return windows
 
@@ -351,7 +357,7 @@ class _RunState:
     headline: dict = field(default_factory=dict)
     tables: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
-    traces: dict = field(default_factory=lambda: {"eager": None, "graph": None})
+    traces: dict = field(default_factory=lambda: {"eager": None, "graph": None})  # mode -> path
     observed_counters: dict = field(default_factory=dict)
     latency_rows: list = field(default_factory=list)  # timed iterations, as they are measured
 
@@ -527,14 +533,23 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
             step.eager_step(*batches[i % len(batches)], count=config.count_warmup)
             progress.advance(1)
     observed["after_warmup"] = float(step.counter.item())
+    skipped = [name for name in config.extra_modes if name in CUDA_ONLY_MODES]
+    if skipped:
+        state.notes.append(f"device cpu: {', '.join(skipped)} need a CUDA device and were skipped")
+    extras = _prepare_extra_modes(config.replace(modes=("eager", "graph") + tuple(
+        name for name in config.extra_modes if name not in CUDA_ONLY_MODES)), device, batches,
+        phases, progress, state)
     step.counter.zero_()
-    progress.start_phase("timed trials", f"{config.total_eager_iters} eager steps")
-    _steady_trials([eager], {"eager": config.total_eager_iters}, config.trial_count,
-                   timing.HostClock(), phases, progress, state.latency_rows)
+    modes = [eager] + [prepared.mode for prepared in extras]
+    progress.start_phase("timed trials", f"{config.total_eager_iters} steps per mode")
+    _steady_trials(modes, {mode.name: config.total_eager_iters for mode in modes},
+                   config.trial_count, timing.HostClock(), phases, progress, state.latency_rows)
     latency = state.tables["latency"] = _latency_table(state.latency_rows)
     observed["eager_after_timed"] = float(step.counter.item())
     state.tables["stats"] = _stats_table(latency, pd.DataFrame(columns=["mode", "method", "ms_per_step"]))
     state.headline.update(_timing_headline(config, latency, state.tables["stats"]))
+    state.tables["modes"] = _modes_table(config, latency, state.tables["stats"], None, extras)
+    state.headline["modes"] = [mode.name for mode in modes]
     state.headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
 
 
@@ -546,6 +561,44 @@ def _input_copy_ms(graph: Mode, clock: timing.Clock, notes: list[str]) -> float:
         notes.append("this PyTorch has no torch.cuda._sleep, so the batch copy was not timed apart")
         return math.nan
     return timing.input_copy_ms(graph, INPUT_COPIES, clock, lambda: sleep(HOLD_DEVICE_CYCLES))
+
+
+def _prepare_extra_modes(config: RunConfig, device: torch.device, batches, phases: PhaseRecorder,
+                         progress: ProgressCounter, state: _RunState) -> list[Prepared]:
+    """Each requested mode beside eager and the graph, on its own replica, with its one-time cost."""
+    extras = []
+    for name in config.extra_modes:
+        progress.start_phase(f"preparing {name}", MODE_LABELS[name])
+        with phases.phase(f"{name} preparation"):
+            prepared = prepare_mode(name, config, device, batches)
+        for reason in prepared.details.get("skip_reasons", []):
+            state.notes.append(f"{name}: {reason}")
+        extras.append(prepared)
+        _untimed_iterations(prepared.mode, phases, progress)
+    return extras
+
+
+def _modes_table(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame,
+                 costs: CaptureCosts | None, extras: list[Prepared]) -> pd.DataFrame:
+    """modes.csv: every mode's steady-state median, speedup over eager (bootstrap CI over the
+    trials), one-time cost and the memory that cost kept."""
+    eager_trials = _per_step(latency, "eager", "steady_trial")
+    rows = []
+    one_time = {"eager": (0.0, 0.0, math.nan)}
+    if costs is not None:
+        one_time["graph"] = (costs.warmup_ms + costs.capture_ms, float(costs.pool_reserved_bytes),
+                             1.0)
+    for prepared in extras:
+        one_time[prepared.mode.name] = (prepared.one_time_ms, float(prepared.memory_bytes),
+                                        float(prepared.details.get("graphs_recorded", math.nan)))
+    for mode, (one_time_ms, memory_bytes, graphs) in one_time.items():
+        speedup, low, high = stats.median_ratio_ci(eager_trials, _per_step(latency, mode, "steady_trial"),
+                                                   seed=config.seed)
+        rows.append({"mode": mode, "median_ms": _median(table, mode, "steady_trial"),
+                     "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high,
+                     "one_time_ms": one_time_ms, "memory_bytes": memory_bytes,
+                     "graphs_recorded": graphs})
+    return coerce_table("modes", pd.DataFrame(rows, columns=schema.MODES_COLUMNS))
 
 
 def _note_readiness(config: RunConfig, step: TrainingStep, state: _RunState) -> None:
@@ -626,11 +679,14 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     torch.cuda.synchronize(device)
     headline["graph_peak_bytes"] = int(torch.cuda.max_memory_allocated(device) - before_graph)
 
+    extras = _prepare_extra_modes(config, device, batches, phases, progress, state)
+
     # Steady-state trials: counters reset first, so after them they hold exactly that work.
     counter_tensor.zero_()
     eager_step.counter.zero_()
-    modes = [eager, graph]
+    modes = [eager, graph] + [prepared.mode for prepared in extras]
     iterations = {"eager": config.total_eager_iters, "graph": config.replays}
+    iterations.update({prepared.mode.name: config.total_eager_iters for prepared in extras})
     trials = config.trial_count
     with _nvml_quiet(sampler, state.notes):
         progress.start_phase("timed trials", f"{trials} interleaved steady-state trials per mode")
@@ -644,10 +700,13 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         latency = tables["latency"] = _latency_table(state.latency_rows)
         progress.start_phase("article loop", "no-sync loop timing, then synchronised")
         block_replays = _article_block_replays(config)
-        loops = _article_loops(modes, {"eager": block_replays * config.capture_iters,
-                                       "graph": block_replays}, trials, clock, phases, progress)
+        block_iters = {mode.name: block_replays * config.capture_iters for mode in modes}
+        block_iters["graph"] = block_replays
+        loops = _article_loops(modes, block_iters, trials, clock, phases, progress)
     tables["stats"] = _stats_table(latency, loops, {"graph": copy_ms / config.capture_iters})
     headline.update(_timing_headline(config, latency, tables["stats"]))
+    tables["modes"] = _modes_table(config, latency, tables["stats"], costs, extras)
+    headline["modes"] = [mode.name for mode in modes]
     headline.update(
         counters_match=bool(counters_table(config, observed)["match"].all()),
         break_even_iters=stats.break_even_iterations(costs.capture_ms, headline["eager_median_ms"],
@@ -665,7 +724,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         headline.update(_launch_split_headline(windows, modes, tables["stats"]))
         state.traces.update({mode: window.trace_path for mode, window in windows.items()})
 
-    del graphed, graph, eager, eager_step, counter_tensor, modes
+    del graphed, graph, eager, eager_step, counter_tensor, modes, extras
     torch.cuda.empty_cache()
     if config.parity_steps:
         progress.start_phase("parity", f"{config.parity_steps} replays vs eager steps, dropout off")

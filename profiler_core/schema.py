@@ -62,6 +62,13 @@ NVML_METRICS = [
 
 PHASE_COLUMNS = ["phase", "start_s", "end_s"]
 
+# One row per mode the run timed: its steady-state median per training step, its speedup over
+# eager (median over median, with the bootstrap CI over the trials), the one-time cost of making
+# it (capture or compile, with their warm-up), the memory that kept, and for graph modes the
+# number of CUDA graphs recorded (NaN where not known).
+MODES_COLUMNS = ["mode", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
+                 "one_time_ms", "memory_bytes", "graphs_recorded"]
+
 TABLE_FILES = {
     "counters": ("counters.csv", COUNTER_COLUMNS),
     "latency": ("latency.csv", LATENCY_COLUMNS),
@@ -71,8 +78,14 @@ TABLE_FILES = {
     "kernels": ("kernels.csv", KERNEL_COLUMNS),
     "nvml": ("nvml.csv", NVML_COLUMNS),
     "phases": ("phases.csv", PHASE_COLUMNS),
+    "modes": ("modes.csv", MODES_COLUMNS),
 }
 TRACE_FILES = {"eager": "trace_eager.json", "graph": "trace_graph.json"}
+
+
+def trace_file(mode: str) -> str:
+    """The Chrome trace of a mode's profiled window: ``trace_<mode>.json`` (``.gz`` when large)."""
+    return f"trace_{mode}.json"
 
 # The worker's JSON-lines error record: "kind" is one of these, with the CLI's exit code.
 ERROR_KINDS = {

@@ -286,7 +286,8 @@ def test_config_diff_and_tables():
 
 def test_schema_tables_all_have_a_chart_or_table():
     # Every table of the run directory is shown somewhere (guards against a new table nobody draws).
-    shown = {"counters", "latency", "stats", "launch_split", "breakdown", "kernels", "nvml", "phases"}
+    shown = {"counters", "latency", "stats", "launch_split", "breakdown", "kernels", "nvml", "phases",
+             "modes"}
     assert shown == set(TABLE_FILES)
 
 
@@ -567,3 +568,18 @@ def test_preset_label_says_custom_when_values_differ():
     assert analysis.preset_text(PRESETS["seed"].replace(dtype="bf16")) == "custom (seed with dtype bf16)"
     assert analysis.preset_text(PRESETS["lesson3"]) == "lesson3"
     assert analysis.preset_text(PRESETS["seed"].replace(preset="custom", batch=8)) == "custom"
+
+
+def test_the_modes_chart_and_table():
+    modes = pd.DataFrame({"mode": ["eager", "graph", "compile_ro"], "median_ms": [1.2, 0.25, 0.3],
+                          "speedup": [1.0, 4.8, 4.0], "speedup_ci_low": [1.0, 4.6, 3.8],
+                          "speedup_ci_high": [1.0, 5.0, 4.2], "one_time_ms": [0.0, 40.0, 9000.0],
+                          "memory_bytes": [0.0, 2**21, 2**20], "graphs_recorded": [np.nan, 1, 3]})
+    fig = charts.modes_speedup_bars(modes)
+    assert list(fig.data[0].x) == ["eager", "graph", "compile_ro"]
+    assert list(fig.data[0].y) == [1.0, 4.8, 4.0]
+    table = analysis.modes_table(modes)
+    assert list(table.columns) == analysis.MODES_TABLE_COLUMNS
+    assert table["memory_mib"].tolist() == [0.0, 2.0, 1.0]
+    assert "reduce-overhead" in table.loc[2, "what"]
+    assert not charts.modes_speedup_bars(empty_table("modes")).data

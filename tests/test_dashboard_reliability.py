@@ -614,6 +614,8 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
             "nvml.csv": lambda: charts.nvml_timeseries(opened.table("nvml"), opened.table("phases")),
             "phases.csv": lambda: charts.nvml_timeseries(opened.table("nvml"), opened.table("phases")),
             "counters.csv": lambda: charts.counter_bars(lessons),
+            "modes.csv": lambda: (charts.modes_speedup_bars(opened.table("modes")),
+                                  analysis.modes_table(opened.table("modes"))),
         }
         draw[file.name]()
         assert isinstance(opened.complete, bool)

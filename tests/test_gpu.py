@@ -286,3 +286,41 @@ def test_a_default_run_times_eager_as_a_run_with_the_profiler_and_nvml_off():
     print(f"eager median, default runs {default:.4f} ms {medians['default']} vs profiler and NVML "
           f"off {off:.4f} ms {medians['off']}: {default / off - 1:+.1%}")
     assert default <= off * 1.05
+
+
+ALL_MODES = ("eager", "graph", "graphed_callables", "compile", "compile_ro")
+
+
+@pytest.mark.parametrize("workload, sizes", [
+    ("mlp", dict(dtype="bf16")),
+    ("transformer", dict(batch=8, seq_len=64, hidden=256, heads=4, hidden_layers=2, d_out=256)),
+    ("conv", dict(batch=32, channels=32, image_size=32, hidden_layers=3)),
+])
+def test_every_mode_is_timed_with_its_one_time_cost(workload, sizes):
+    base = preset("seed") if workload == "mlp" else preset(workload)
+    config = base.replace(replays=40, trials=4, nvml=False, profile=False, parity_steps=2,
+                          modes=ALL_MODES, **sizes)
+    result = run_experiment(config)
+    table = result.table("modes").set_index("mode")
+    print(f"\n{workload}:\n{table.to_string()}\nnotes: {result.notes}")
+    assert list(table.index) == list(ALL_MODES)
+    assert (table["median_ms"] > 0).all() and table["speedup"].notna().all()
+    assert (table.loc[list(ALL_MODES[1:]), "one_time_ms"] > 0).all()
+    assert result.headline["counters_match"] is True
+    assert result.headline["parity_max_rel_diff"] < 1e-2
+    latency = result.table("latency")
+    assert set(latency["mode"]) == set(ALL_MODES)
+
+
+def test_the_users_example_step_is_captured_without_findings(tmp_path):
+    out = tmp_path / "mine"
+    completed = subprocess.run([sys.executable, "-m", "profiler_core", "run", "--workload",
+                                "profiler_core.examples.user_step:build", "--replays", "40",
+                                "--modes", "compile_ro", "--out", str(out), "--progress", "none"],
+                               capture_output=True, text=True, timeout=600,
+                               cwd=Path(__file__).parents[1])
+    assert completed.returncode == 0, completed.stderr
+    assert "capture readiness" not in completed.stderr
+    run = RunResult.load(out)
+    assert run.headline["counters_match"] is True and run.headline["speedup"] > 0
+    assert list(run.table("modes")["mode"]) == ["eager", "graph", "compile_ro"]

@@ -65,6 +65,16 @@ with right:
         st.caption(("The article's counter lessons all matched." if match else
                     "A counter lesson did not match: see Counters."))
 
+modes = run.table("modes")
+if len(modes) > 2:  # more than eager and the article's graph: how each way of graphing compares
+    st.subheader("Every mode")
+    left, right = st.columns([3, 2])
+    with left:
+        ui.chart(charts.modes_speedup_bars(modes), key="overview_modes")
+    with right:
+        ui.table(analysis.modes_table(modes), f"{run.name}-modes.csv", key="overview_modes_table",
+                 label="modes CSV")
+
 left, right = st.columns(2)
 with left:
     st.subheader("GPU and software")

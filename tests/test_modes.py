@@ -1,0 +1,80 @@
+"""The modes beside eager and the article's graph, on the CPU: choosing them (config, CLI), the
+modes table, and what a CPU run does with modes that need CUDA. torch.compile runs with its
+``eager`` backend here so the tests take seconds (the compiler itself is measured on the GPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from profiler_core import cli, modes
+from profiler_core.__main__ import main
+from profiler_core.config import RunConfig
+from profiler_core.errors import ConfigError
+from profiler_core.results import RunResult
+
+TINY = ["--device", "cpu", "--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4",
+        "--replays", "20", "--trials", "4", "--progress", "none"]
+
+
+@pytest.fixture
+def fast_compile(monkeypatch):
+    compile_ = torch.compile
+    monkeypatch.setattr(modes.torch, "compile",
+                        lambda model, mode=None: compile_(model, backend="eager", mode=None))
+
+
+def test_modes_are_chosen_after_eager_and_graph():
+    args = cli.parse(["run", "--out", "x", "--modes", "compile_ro, compile"])
+    assert cli.config_from_args(args).modes == ("eager", "graph", "compile_ro", "compile")
+    config = RunConfig(modes=("eager", "graph", "compile"))
+    assert RunConfig.from_dict(config.to_dict()) == config and config.extra_modes == ("compile",)
+    assert cli.config_from_args(cli.parse(["run", "--out", "x", *cli.config_to_argv(config)])) == config
+    with pytest.raises(ConfigError):
+        RunConfig(modes=("graph", "eager"))
+
+
+def test_an_unknown_mode_is_one_line_and_exit_2(capsys):
+    assert main(["run", "--out", "x", "--modes", "compile,fast", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "expected modes among eager, graph, graphed_callables, compile, compile_ro" in err
+    assert err.count("\n") == 1
+
+
+def test_a_cpu_run_times_compile_beside_eager_and_skips_what_needs_cuda(tmp_path, capsys,
+                                                                        fast_compile):
+    out = tmp_path / "run"
+    assert main(["run", "--out", str(out), "--modes", "compile,compile_ro,graphed_callables",
+                 *TINY]) == 0
+    assert "Every mode" in capsys.readouterr().out
+    run = RunResult.load(out)
+    table = run.table("modes").set_index("mode")
+    assert list(table.index) == ["eager", "compile"]
+    assert table.loc["eager", "speedup"] == pytest.approx(1.0)
+    assert table.loc["compile", "one_time_ms"] > 0 and table.loc["compile", "median_ms"] > 0
+    assert table.loc["compile", "speedup_ci_low"] <= table.loc["compile", "speedup"] <= \
+        table.loc["compile", "speedup_ci_high"]
+    latency = run.table("latency")
+    assert set(latency["mode"]) == {"eager", "compile"}
+    assert (latency["mode"] == "compile").sum() == (latency["mode"] == "eager").sum() == 16
+    assert any("compile_ro, graphed_callables need a CUDA device" in n for n in run.notes)
+    phases = set(run.table("phases")["phase"])
+    assert {"compile preparation", "compile warm-up", "compile timed"} <= phases
+    assert run.headline["modes"] == ["eager", "compile"]
+
+
+def test_skip_reasons_are_collected_from_inductors_log():
+    import logging
+
+    watcher = modes._SkipReasons()
+    log = logging.getLogger("torch._inductor.cudagraph_utils.__anything")
+    logging.getLogger("torch._inductor").addHandler(watcher)
+    try:
+        log.warning("skipping cudagraphs due to mutated inputs (1 instances)")
+        log.warning("skipping cudagraphs due to mutated inputs (1 instances)")
+        log.warning("something else")
+    finally:
+        logging.getLogger("torch._inductor").removeHandler(watcher)
+    assert watcher.reasons == ["skipping cudagraphs due to mutated inputs (1 instances)"]
+    # without CUDA (or a torch that does not say) the count is a number or NaN, never an error
+    assert isinstance(modes._graphs_recorded(torch.device("cuda", 0)), float)
