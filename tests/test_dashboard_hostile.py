@@ -98,7 +98,8 @@ def test_every_table_download_is_formula_safe(tmp_path):
         assert len(read) == len(frame), name
         for column in read.columns[read.dtypes == object]:
             cells = read[column].astype(str)
-            bad = cells[cells.str.startswith(SPREADSHEET_STARTS) & ~cells.map(_is_number)]
+            numbers = cells.map(_is_number).astype(bool)  # bool even for an empty column
+            bad = cells[cells.str.startswith(SPREADSHEET_STARTS) & ~numbers]
             assert bad.empty, (name, column, bad.tolist()[:3])
     kernels = pd.read_csv(io.BytesIO(rundata.table_csv_bytes(run.table("kernels"))))
     assert set(kernels["kernel"]) == {"'" + text for text in RUN_FORMULAS}
