@@ -96,8 +96,10 @@ def _color(mode: str, index: int = 0) -> str:
     return MODE_COLORS.get(str(mode), PHASE_PALETTE[index % len(PHASE_PALETTE)])
 
 
-def _layout(fig: go.Figure, title: str, height: int = HEIGHT, **kwargs) -> go.Figure:
-    layout = {"title": {"text": title, "y": 0.99, "yref": "container", "yanchor": "top"},
+def _layout(fig: go.Figure, title: str, height: int = HEIGHT, subtitle: str | None = None,
+            **kwargs) -> go.Figure:
+    layout = {"title": {"text": title, "y": 0.99, "yref": "container", "yanchor": "top",
+                        **({"subtitle": {"text": subtitle}} if subtitle else {})},
               "height": height, "margin": {"l": 60, "r": 20, "t": 76, "b": 50},
               "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.01, "x": 0, "xanchor": "left"}}
     layout.update(kwargs)
@@ -133,12 +135,12 @@ def _plural(count: int, one: str, many: str) -> str:
 def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
                 method: str = "steady_event", method_label: str | None = None) -> go.Figure:
     """Median time per step per mode with p10-p90 whiskers; the GPU busy time as the floor."""
-    title = (f"Median time per training step<br><sup>{escape(method_label or method)}; whiskers: "
-             "p10-p90</sup>")
+    title = "Median time per training step"
+    subtitle = f"{escape(method_label or method)}; whiskers: p10-p90"
     part = stats[stats["method"] == method] if not stats.empty else stats
     part = _finite_frame(part, ("median_ms", "p10_ms", "p90_ms")).dropna(subset=["median_ms"])
     if part.empty:
-        return empty_figure(title)
+        return empty_figure(f"{title} ({subtitle})")
     fig = go.Figure()
     for i, mode in enumerate(_modes(part)):
         row = part[part["mode"].astype(str) == mode].iloc[0]
@@ -161,7 +163,8 @@ def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
                     "line": {"width": 4, "color": SPLIT_COLORS["gpu_busy_us"]}},
             hovertemplate="%{x}: GPU busy %{y:.4f} ms<extra></extra>"))
     fig.update_yaxes(title_text="ms per step", rangemode="tozero")
-    return _layout(fig, title, showlegend=True, margin={"l": 60, "r": 20, "t": 96, "b": 50})
+    return _layout(fig, title, subtitle=subtitle, showlegend=True,
+                   margin={"l": 60, "r": 20, "t": 100, "b": 50})
 
 
 # ----------------------------------------------------------------------------- latency
