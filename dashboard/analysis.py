@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.config import PRESETS, RunConfig
+from profiler_core.config import PRESETS, RunConfig, changed_from_preset
 from profiler_core.schema import BREAKDOWN_COMPONENTS
 
 MODES = ("eager", "graph")
@@ -344,20 +344,13 @@ def counter_lessons(counters: pd.DataFrame, config: RunConfig | None = None) -> 
     return out[COUNTER_LESSON_COLUMNS].reset_index(drop=True)
 
 
-# Fields that say where and what ran, not which preset values were used.
-NOT_PRESET_FIELDS = ("device", "preset", "workload")
-
-
 def preset_label(config: RunConfig) -> str:
     """The preset a run's values are, in fact: its recorded preset when every setting equals that
     preset's, else "custom" (a run whose settings were changed from a preset, even if its
     summary names the preset it started from)."""
-    preset = PRESETS.get(config.preset)
-    if preset is None:
+    if config.preset not in PRESETS or changed_from_preset(config):
         return "custom"
-    same = all(getattr(config, f) == getattr(preset, f) for f in config.to_dict()
-               if f not in NOT_PRESET_FIELDS)
-    return config.preset if same else "custom"
+    return config.preset
 
 
 def preset_text(config: RunConfig, limit: int = 3) -> str:
@@ -366,8 +359,7 @@ def preset_text(config: RunConfig, limit: int = 3) -> str:
     preset = PRESETS.get(config.preset)
     if label != "custom" or preset is None:
         return label
-    changed = [f"{f} {getattr(config, f)}" for f in config.to_dict()
-               if f not in NOT_PRESET_FIELDS and getattr(config, f) != getattr(preset, f)]
+    changed = [f"{f} {getattr(config, f)}" for f in changed_from_preset(config)]
     shown = ", ".join(changed[:limit]) + (f" and {len(changed) - limit} more" if len(changed) > limit else "")
     return f"custom ({config.preset} with {shown})"
 

@@ -13,7 +13,7 @@ import time
 from typing import IO, Any, Sequence
 
 from profiler_core.config import (ALWAYS_MEASURED, DTYPES, MODE_NAMES, OPTIMIZERS, PRESETS,
-                                  WORKLOADS, RunConfig, is_user_spec)
+                                  WORKLOADS, RunConfig, changed_from_preset, is_user_spec)
 
 CUSTOM = "custom"  # the label of a run whose values are not a preset's
 from profiler_core.errors import ConfigError
@@ -198,11 +198,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if getattr(args, "dropout", None) is not None:
         overrides["dropout1"], overrides["dropout2"] = args.dropout
     base = PRESETS["seed"] if args.preset == CUSTOM else PRESETS[args.preset]
-    changed = args.preset == CUSTOM or any(getattr(base, name) != value
-                                           for name, value in overrides.items())
-    if changed:
-        overrides["preset"] = CUSTOM
-    return base.replace(**overrides) if overrides else base
+    config = base.replace(**overrides) if overrides else base
+    if args.preset == CUSTOM or changed_from_preset(config):
+        config = config.replace(preset=CUSTOM)
+    return config
 
 
 def config_to_argv(config: RunConfig) -> list[str]:

@@ -290,6 +290,20 @@ PRESET_DESCRIPTIONS = {
 }
 
 
+# Fields that say where a run ran, not which values it used: a preset run on the CPU is still that
+# preset.
+NOT_PRESET_FIELDS = ("device", "preset")
+
+
+def changed_from_preset(config: RunConfig) -> list[str]:
+    """The fields whose values differ from the preset ``config`` names (all of them: no preset)."""
+    base = PRESETS.get(config.preset)
+    names = [f for f in config.to_dict() if f not in NOT_PRESET_FIELDS]
+    if base is None:
+        return names
+    return [f for f in names if getattr(config, f) != getattr(base, f)]
+
+
 def preset(name: str, **overrides: Any) -> RunConfig:
     """A preset's config with optional overrides (validated like any config)."""
     if name not in PRESETS:

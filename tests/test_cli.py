@@ -70,6 +70,15 @@ def test_options_override_the_preset():
     assert same.preset == "lesson3"
 
 
+def test_a_preset_run_on_another_device_keeps_the_presets_label():
+    """Where a run ran is not one of the preset's values: the seed step on the CPU is still seed."""
+    on_cpu = cli.config_from_args(cli.parse(["run", "--out", "x", "--preset", "seed", "--device", "cpu"]))
+    assert (on_cpu.preset, on_cpu.device) == ("seed", "cpu")
+    other = cli.config_from_args(cli.parse(["run", "--out", "x", "--preset", "seed",
+                                            "--workload", "transformer"]))
+    assert other.preset == "custom"  # a different step is not the seed step
+
+
 def test_custom_settings_keep_their_label_through_the_worker_command_line():
     from profiler_core.config import PRESETS
 
