@@ -6,6 +6,7 @@ Scope: one graphed replica of the training step, its static inputs and what capt
 
 from __future__ import annotations
 
+import gc
 import time
 import traceback
 from dataclasses import dataclass
@@ -122,7 +123,11 @@ class GraphedStep:
         device = self.step.device
         # As in the article: grads to None so backward allocates .grad from the graph's private pool.
         self.step.optimizer.zero_grad(set_to_none=True)
+        # torch.cuda.graph() collects garbage and empties the cache as it starts: do it first, so
+        # what that frees is not counted against the capture.
+        gc.collect()
         torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
         reserved_before = torch.cuda.memory_reserved(device)
         allocated_before = torch.cuda.memory_allocated(device)
         started = time.perf_counter()

@@ -11,6 +11,7 @@ job, like any mode.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import time
@@ -42,7 +43,7 @@ class Prepared:
     mode: Mode
     step: TrainingStep
     one_time_ms: float  # preparation (compile or capture, with its warm-up), synchronised wall time
-    memory_bytes: int  # memory that preparation added and kept
+    memory_bytes: int  # peak memory the preparation needed above what was allocated before it
     details: dict[str, Any] = field(default_factory=dict)
 
 
@@ -51,8 +52,23 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _allocated(device: torch.device) -> int:
-    return torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+def preparation_baseline(device: torch.device) -> int:
+    """Start measuring a preparation's memory: garbage from earlier steps collected (so its freeing
+    does not look like a saving), the peak reset; returns the bytes allocated now."""
+    if device.type != "cuda":
+        return 0
+    gc.collect()
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    return torch.cuda.memory_allocated(device)
+
+
+def peak_added(device: torch.device, baseline: int) -> int:
+    """The peak bytes allocated since ``preparation_baseline``, above its baseline (never negative)."""
+    if device.type != "cuda":
+        return 0
+    torch.cuda.synchronize(device)
+    return max(0, torch.cuda.max_memory_allocated(device) - baseline)
 
 
 def _step_mode(name: str, step: TrainingStep, batches) -> Mode:
@@ -103,8 +119,7 @@ def prepare_compiled(config, device: torch.device, batches, reduce_overhead: boo
     inductor_log = logging.getLogger("torch._inductor")
     inductor_log.addHandler(watcher)
     try:
-        _synchronize(device)
-        before, started = _allocated(device), time.perf_counter()
+        baseline, started = preparation_baseline(device), time.perf_counter()
         for i in range(PREPARE_ITERS):
             step.eager_step(*batches[i % len(batches)], count=False)
         _synchronize(device)
@@ -116,7 +131,7 @@ def prepare_compiled(config, device: torch.device, batches, reduce_overhead: boo
         details = {"graphs_recorded": _graphs_recorded(device) if device.type == "cuda" else 0.0,
                    "skip_reasons": watcher.reasons}
     return Prepared(_step_mode(name, step, batches), step, one_time_ms,
-                    _allocated(device) - before, details)
+                    peak_added(device, baseline), details)
 
 
 def prepare_graphed_callables(config, device: torch.device, batches) -> Prepared:
@@ -124,8 +139,7 @@ def prepare_graphed_callables(config, device: torch.device, batches) -> Prepared
     weight cache is off: a cached cast would outlive the capture)."""
     step = TrainingStep(config, device, graphed=False)
     sample = batches[0][0].clone()
-    _synchronize(device)
-    before, started = _allocated(device), time.perf_counter()
+    baseline, started = preparation_baseline(device), time.perf_counter()
     with step.autocast():
         step.model = torch.cuda.make_graphed_callables(step.model, (sample,),
                                                        num_warmup_iters=PREPARE_ITERS)
@@ -134,7 +148,7 @@ def prepare_graphed_callables(config, device: torch.device, batches) -> Prepared
     _synchronize(device)
     one_time_ms = (time.perf_counter() - started) * 1e3
     return Prepared(_step_mode("graphed_callables", step, batches), step, one_time_ms,
-                    _allocated(device) - before)
+                    peak_added(device, baseline))
 
 
 def prepare(name: str, config, device: torch.device, batches) -> Prepared:

@@ -41,6 +41,7 @@ from profiler_core.errors import (ConfigError, CudaFaultError, GpuMemoryError, N
                                   ProfilerError)
 from profiler_core.memory import check_fits
 from profiler_core.modes import CUDA_ONLY_MODES, MODE_LABELS, Prepared
+from profiler_core.modes import peak_added, preparation_baseline
 from profiler_core.modes import prepare as prepare_mode
 from profiler_core.profiling import ProfiledWindow, kernels_were_recorded, profile_window
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
@@ -548,7 +549,7 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     observed["eager_after_timed"] = float(step.counter.item())
     state.tables["stats"] = _stats_table(latency, pd.DataFrame(columns=["mode", "method", "ms_per_step"]))
     state.headline.update(_timing_headline(config, latency, state.tables["stats"]))
-    state.tables["modes"] = _modes_table(config, latency, state.tables["stats"], None, extras)
+    state.tables["modes"] = _modes_table(config, latency, state.tables["stats"], None, 0, extras)
     state.headline["modes"] = [mode.name for mode in modes]
     state.headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
 
@@ -579,15 +580,15 @@ def _prepare_extra_modes(config: RunConfig, device: torch.device, batches, phase
 
 
 def _modes_table(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame,
-                 costs: CaptureCosts | None, extras: list[Prepared]) -> pd.DataFrame:
+                 costs: CaptureCosts | None, graph_preparation_peak: int,
+                 extras: list[Prepared]) -> pd.DataFrame:
     """modes.csv: every mode's steady-state median, speedup over eager (bootstrap CI over the
-    trials), one-time cost and the memory that cost kept."""
+    trials), one-time cost (preparation's wall time) and the peak memory preparation added."""
     eager_trials = _per_step(latency, "eager", "steady_trial")
     rows = []
     one_time = {"eager": (0.0, 0.0, math.nan)}
     if costs is not None:
-        one_time["graph"] = (costs.warmup_ms + costs.capture_ms, float(costs.pool_reserved_bytes),
-                             1.0)
+        one_time["graph"] = (costs.warmup_ms + costs.capture_ms, float(graph_preparation_peak), 1.0)
     for prepared in extras:
         one_time[prepared.mode.name] = (prepared.one_time_ms, float(prepared.memory_bytes),
                                         float(prepared.details.get("graphs_recorded", math.nan)))
@@ -656,6 +657,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     # Graphed replica: the article's warm-up on a side stream, then capture.
     before_graph = torch.cuda.memory_allocated(device)
     graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
+    graph_preparation_baseline = preparation_baseline(device)
     _note_readiness(config, graphed.step, state)
     counter_tensor = graphed.step.counter
     observed["initial"] = float(counter_tensor.item())
@@ -670,6 +672,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         costs = graphed.capture(config.capture_iters, warmup_ms)
     progress.advance(config.capture_iters)
     observed["after_capture"] = float(counter_tensor.item())
+    graph_preparation_peak = peak_added(device, graph_preparation_baseline)
     headline.update(warmup_ms=costs.warmup_ms, capture_ms=costs.capture_ms,
                     graph_pool_bytes=costs.pool_reserved_bytes,
                     graph_pool_allocated_bytes=costs.pool_allocated_bytes)
@@ -705,7 +708,8 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         loops = _article_loops(modes, block_iters, trials, clock, phases, progress)
     tables["stats"] = _stats_table(latency, loops, {"graph": copy_ms / config.capture_iters})
     headline.update(_timing_headline(config, latency, tables["stats"]))
-    tables["modes"] = _modes_table(config, latency, tables["stats"], costs, extras)
+    tables["modes"] = _modes_table(config, latency, tables["stats"], costs,
+                                   graph_preparation_peak, extras)
     headline["modes"] = [mode.name for mode in modes]
     headline.update(
         counters_match=bool(counters_table(config, observed)["match"].all()),

@@ -4,6 +4,7 @@
 #   dashboard the gpu-marked dashboard test and the render timing (needs streamlit: see README)
 #   cli       the CLI on the presets, the broken workloads and a config too large for the GPU
 #   sample    re-records the dashboard's bundled sample run (seed, bf16) into $OUT/sample_run.tgz
+#   modes     every mode on seed bf16, the transformer and the conv presets (modes.csv printed)
 #   bench     python -m profiler_core bench (the tool's default run vs a bare loop, fresh processes)
 # Everything lands under $OUT: a log, gpu-results.tar.gz (run directories, bench tables).
 # Usage: OUT=/some/dir bash tests/gpu/session.sh [pytest|dashboard|cli|sample|bench ...]
@@ -43,6 +44,15 @@ log=$OUT/session.log
         done
         timeout 60 python3 -m profiler_core run --batch 131072 --d-in 16384 --hidden 16384 --d-out 16384 --out "$work/huge"
         echo "exit code for a config too large for the GPU: $?" ;;
+      modes)
+        all_modes=eager,graph,graphed_callables,compile,compile_ro
+        for spec in "seed --dtype bf16" transformer conv; do
+          name=modes-${spec%% *}
+          timeout "${MODES_TIMEOUT:-200}" python3 -m profiler_core run --preset $spec --modes $all_modes \
+            --out "$work/$name" --progress none | tail -25
+          echo "exit code for $name: $?"
+          cat "$work/$name/modes.csv"
+        done ;;
       sample)
         rm -rf "$work/sample_run"
         timeout 120 python3 -m profiler_core run --preset seed --dtype bf16 --out "$work/sample_run" --progress none \
