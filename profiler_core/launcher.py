@@ -1,0 +1,676 @@
+"""Runs in processes of their own: start, follow, stop, and say how each ended.
+
+Scope: starting ``python -m profiler_core run ... --progress jsonl`` (or handing the same command
+line to a warm worker, ``python -m profiler_core serve``) in its own process group, reading its
+JSON-lines records on a thread, stopping it (Cancel, a time limit) by signalling the whole group,
+killing whatever it left in its group once it exits, and classifying the ending. No UI here: the
+dashboard adds its device lock and its wording on top (``dashboard/worker.py``), the CLI and
+sweeps use it as is.
+
+A run's process:
+1. starts in a new session (its own process group), stdout a pipe read line by line on the
+   launcher's reader thread, stderr a temporary file (its tail is kept);
+2. every JSON record it prints goes to ``on_event`` (``progress``, ``done``, ``error``); the
+   launcher adds its own records, ``{"event": "launcher", "kind": "stopping"|"fallback", "message"}``,
+   when it stops a run at its time limit or falls back from a warm worker to a fresh process;
+3. once it exits, anything left in its process group is killed (a child holding the pipe would
+   otherwise keep it "running"), then the ending is classified (:class:`Ending`): ``done`` (exit 0
+   and a ``done`` record, or exit 0 with a run written), ``timeout``, ``cancelled``, ``error`` (an
+   error record, or an exit code that stands for one of ``schema.ERROR_KINDS``), or ``crashed``
+   (a signal, an exit it did not explain, a process that could not start, or a bug in
+   ``on_event``: the process is then killed at once).
+Stopping sends SIGTERM to the group (the run keeps what it measured, marked incomplete), then
+SIGKILL after a grace period. Runs still going when the interpreter exits are stopped (atexit).
+
+Warm workers (``Launcher(warm=True)``): a spare ``serve`` process has imported torch and the
+engine, brought the CUDA context up on the device of the last run and run a tiny training step
+(cuBLAS handle, kernels loaded), then waits for one run request on its stdin. A ``run`` command
+for this launcher's interpreter on the spare's device is handed to it; it runs exactly the code
+path of a fresh ``run`` process (same records, outputs and exit codes) and exits: a worker never
+serves twice, because a failed capture leaves a process unusable. Spares are started only for
+devices that ``run`` commands asked for, never before the first one.
+
+The timing rule: a spare is started only while no run of this launcher is in or before its
+timed phases, that is once every active run has reported a phase after its timed trials
+(``profiling <mode>``, ``parity`` or ``done``) or has ended; a spare still starting up when another
+run begins is stopped (it is started again under the same rule). So no spare ever imports torch
+or initialises CUDA while a run of this launcher is being timed.
+
+A spare that died while waiting, or that does not take the request in time (hung), is killed and
+the run starts in a fresh process instead; a ``launcher``/``fallback`` record says so.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Callable, Mapping, Sequence
+
+from profiler_core.cli import config_to_argv
+from profiler_core.config import RunConfig
+from profiler_core.schema import ERROR_KINDS
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# The kind an exit code stands for when a run died before writing its error record (the first
+# kind listed for a code wins: exit 2 is a refused input).
+KIND_OF_EXIT: dict[int, str] = {}
+for _kind, _code in ERROR_KINDS.items():
+    KIND_OF_EXIT.setdefault(_code, _kind)
+STATUSES = ("done", "error", "cancelled", "timeout", "crashed")
+MAX_LINE_CHARS = 4000  # a non-JSON line from a run is kept at most this long
+STDERR_TAIL_BYTES = 4000
+DEFAULT_GRACE_S = 5.0  # SIGTERM, then SIGKILL this long after
+# A spare that has not said it is ready this long after it started is taken for hung.
+SPARE_READY_TIMEOUT_S = 300.0
+# A ready spare that has not taken a request this long after it was sent is taken for hung.
+HANDOVER_TIMEOUT_S = 10.0
+# Phases a run reports once its timed trials are over (see the module docstring).
+AFTER_TIMED_PHASES = ("parity", "done")
+AFTER_TIMED_PREFIXES = ("profiling ",)
+
+EventHandler = Callable[[dict], None]
+
+
+def left_timed_phases(phase: str) -> bool:
+    """Whether a run reporting ``phase`` is past its timed trials (a spare may start now)."""
+    return phase in AFTER_TIMED_PHASES or phase.startswith(AFTER_TIMED_PREFIXES)
+
+
+def run_argv(config: RunConfig, out_dir: Path | str, *, python: str = sys.executable,
+             overwrite: bool = False) -> list[str]:
+    """The command line of one run of ``config`` writing into ``out_dir``, JSON-lines progress."""
+    return [python, "-m", "profiler_core", "run", *config_to_argv(config), "--out", str(out_dir),
+            "--progress", "jsonl", *(["--overwrite"] if overwrite else [])]
+
+
+def run_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A run's environment: unbuffered, this package importable, CUDA numbered like NVML."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    # NVML (and the dashboard's GPU selector) count GPUs in PCI bus order; make CUDA do the same.
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    return env
+
+
+def describe_exit(returncode: int) -> str:
+    """Plain words for how a run process ended that neither finished nor reported an error."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the worker was killed by {name}"
+    if returncode == 0:
+        return "the worker exited without writing a run"
+    return f"the worker crashed (exit code {returncode})"
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a run process ended.
+
+    ``status`` is one of :data:`STATUSES`; ``error`` the run's error record when ``status`` is
+    "error" (made up from the exit code, with ``stderr``'s last line as message, when the run died
+    before writing one); ``killed``: it ignored SIGTERM and was SIGKILLed after the grace period;
+    ``message``: one line saying how it ended; ``warm``: a warm worker served it.
+    """
+
+    status: str
+    returncode: int | None
+    error: dict | None
+    stderr_tail: str
+    killed: bool
+    message: str = ""
+    warm: bool = False
+
+
+class _Child:
+    """One process in a session of its own: stdout read on a thread, stderr into a temporary
+    file, its group killed once it exits. ``{"event": "worker"}`` records (a warm worker's
+    handshake) are kept here; every other line goes to the listener."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path | None,
+                 listener: "RunProcess | None", stdin_pipe: bool = False) -> None:
+        self.ready = threading.Event()  # a warm worker is warmed up and waits for a request
+        self.accepted = threading.Event()  # a warm worker took the request
+        self.exited = threading.Event()  # exited, leftovers killed, stdout drained
+        self.returncode: int | None = None
+        self.started_at = time.monotonic()
+        self._listener = listener
+        self._guard = threading.Lock()
+        self._stderr: IO[bytes] = tempfile.TemporaryFile(mode="w+b")
+        self._stderr_from = 0
+        popen_extra: dict[str, Any] = (
+            {"start_new_session": True} if os.name == "posix"
+            else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
+        try:
+            # An argv list, never a shell string: nothing a user typed is parsed by a shell.
+            self.proc = subprocess.Popen(
+                [str(a) for a in argv], stdout=subprocess.PIPE, stderr=self._stderr,
+                stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL, cwd=cwd,
+                env=dict(env), text=True, encoding="utf-8", errors="replace", bufsize=1,
+                shell=False, **popen_extra)
+        except BaseException:
+            self._stderr.close()
+            raise
+        self.pid = self.proc.pid
+        self._reaper = threading.Thread(target=self._reap_leftovers, daemon=True,
+                                        name=f"reap-{self.pid}")
+        self._reaper.start()
+        threading.Thread(target=self._read, daemon=True, name=f"read-{self.pid}").start()
+
+    def attach(self, listener: "RunProcess") -> None:
+        """From now on, lines and the exit go to ``listener``; stderr's tail starts here."""
+        with self._guard:
+            self._listener = listener
+            self._stderr_from = self._stderr.tell()
+
+    def send(self, line: str) -> bool:
+        """Write one line to stdin and close it; False if the process no longer reads."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.close()
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def has_exited(self) -> bool:
+        """Whether the process has exited, without reaping it (its group id stays reserved)."""
+        proc = self.proc
+        if proc.returncode is not None:
+            return True
+        if os.name != "posix" or not hasattr(os, "waitid"):
+            return proc.poll() is not None
+        try:
+            return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
+    def signal_group(self, sig: int) -> None:
+        try:
+            if os.name == "posix":
+                os.killpg(self.proc.pid, sig)  # it leads its own session
+            else:
+                self.proc.terminate() if sig == signal.SIGTERM else self.proc.kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+    def kill_now(self, wait_s: float = 5.0) -> None:
+        """SIGKILL the group and wait for the process (a bug on our side: never leave it running)."""
+        if self.has_exited():
+            return
+        self.signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
+        try:
+            self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def stop(self, grace_s: float, on_killed: Callable[[], None] = lambda: None) -> None:
+        """SIGTERM to the group now, SIGKILL after ``grace_s`` if it has not exited."""
+        if self.has_exited():
+            return
+        self.signal_group(signal.SIGTERM)
+
+        def kill_later() -> None:
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline:
+                if self.has_exited():
+                    return  # the reaper kills anything it left behind
+                time.sleep(0.05)
+            if not self.has_exited():
+                on_killed()
+                self.signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
+
+        threading.Thread(target=kill_later, daemon=True, name=f"stop-{self.pid}").start()
+
+    def stderr_tail(self) -> str:
+        with self._guard:
+            start = self._stderr_from
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(start, size - STDERR_TAIL_BYTES))
+        return self._stderr.read().decode("utf-8", errors="replace")
+
+    def _reap_leftovers(self) -> None:
+        """Once the process has exited, kill what it left in its group. ``waitid(WNOWAIT)``
+        waits without reaping, so the group's id cannot be reused before it is signalled."""
+        if os.name != "posix" or not hasattr(os, "waitid"):
+            return
+        try:
+            os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT)
+        except (ChildProcessError, OSError):
+            return  # already reaped: the pipe has closed, nothing to do
+        try:
+            os.killpg(self.proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+    def _read(self) -> None:
+        try:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                if not self._handshake(line):
+                    with self._guard:
+                        listener = self._listener
+                    if listener is not None:
+                        listener._on_line(self, line)
+            self._reaper.join()  # the process has exited and its leftovers are gone
+            self.returncode = self.proc.wait()
+        finally:
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            self.exited.set()
+            with self._guard:
+                listener = self._listener
+            if listener is not None:
+                listener._on_exit(self)
+
+    def _handshake(self, line: str) -> bool:
+        if '"worker"' not in line:
+            return False
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(record, dict) or record.get("event") != "worker":
+            return False
+        state = record.get("state")
+        if state == "ready":
+            self.ready.set()
+        elif state == "accepted":
+            self.accepted.set()
+        return True
+
+
+class RunProcess:
+    """One run of ``python -m profiler_core run ... --progress jsonl`` (or a warm worker serving
+    one run) in its own process group. ``on_event`` gets every JSON record the run prints
+    (``{"event": "progress", "phase", "done", "total", "fraction", "message"}``,
+    ``{"event": "done", ...}``, ``{"event": "error", ...}``) on the launcher's reader thread, and
+    the launcher's own ``{"event": "launcher", ...}`` records; calls never overlap."""
+
+    def __init__(self, *, out_dir: Path | None, on_event: EventHandler | None,
+                 timeout_s: float | None, grace_s: float, on_phase: Callable[["RunProcess"], None],
+                 restart: Callable[["RunProcess"], None] | None = None) -> None:
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.timeout_s = timeout_s
+        self.grace_s = grace_s
+        self.phase = ""  # the last progress phase reported
+        self._on_event = on_event
+        self._on_phase = on_phase  # the launcher's hook: phase changes and the end
+        self._restart = restart  # starts a fresh process when a warm worker failed to serve
+        self._guard = threading.Lock()
+        self._deliver = threading.Lock()  # on_event calls never overlap
+        self._child: _Child | None = None
+        self._exit_seen: _Child | None = None
+        self._warm = False
+        self._ended = threading.Event()
+        self._ending: Ending | None = None
+        self._cancelled = False
+        self._timed_out = False
+        self._killed = False
+        self._done_record = False
+        self._error: dict | None = None
+        self._handler_failed: BaseException | None = None
+        self._timer: threading.Timer | None = None
+        if timeout_s:
+            self._timer = threading.Timer(timeout_s, self._on_timeout)
+            self._timer.daemon = True
+            self._timer.start()
+
+    # -- the contract ----------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """The process running it now (None when none could be started)."""
+        with self._guard:
+            return self._child.pid if self._child is not None else None
+
+    @property
+    def warm(self) -> bool:
+        """Whether a warm worker is serving it."""
+        with self._guard:
+            return self._warm
+
+    def cancel(self, grace_s: float | None = None) -> None:
+        """Stop the run: SIGTERM to its group, SIGKILL after the grace period."""
+        with self._guard:
+            if self._ended.is_set():
+                return
+            self._cancelled = True
+            child = self._child
+        if child is not None:
+            child.stop(self.grace_s if grace_s is None else grace_s, self._mark_killed)
+
+    def wait(self, timeout: float | None = None) -> Ending | None:
+        """The ending, once the process has exited and its group is gone; None while running."""
+        if not self._ended.wait(timeout):
+            return None
+        return self._ending
+
+    def kill(self) -> None:
+        """SIGKILL the group at once and wait for the process (for a caller's own failure)."""
+        with self._guard:
+            self._cancelled = True
+            child = self._child
+        if child is not None:
+            child.kill_now()
+
+    # -- the launcher's side ---------------------------------------------------------------------
+
+    def _attach(self, child: _Child, warm: bool) -> None:
+        with self._guard:
+            self._child, self._warm = child, warm
+            stop = self._cancelled or self._timed_out
+        child.attach(self)
+        if stop:  # cancelled or timed out while the process was being started
+            child.stop(self.grace_s, self._mark_killed)
+        if child.exited.is_set():
+            self._on_exit(child)  # exited before it was attached (a dead spare)
+
+    def _fail_to_start(self, error: OSError) -> None:
+        self._finish(Ending("crashed", None, None, "", False,
+                            f"the worker could not start: {error}"))
+
+    def _emit(self, record: dict) -> None:
+        with self._deliver:
+            if self._on_event is None or self._handler_failed is not None:
+                return
+            try:
+                self._on_event(record)
+            except BaseException as error:  # a bug in the handler: the run cannot be followed
+                self._handler_failed = error
+                with self._guard:
+                    child = self._child
+                if child is not None:
+                    threading.Thread(target=child.kill_now, daemon=True).start()
+
+    def _on_line(self, child: _Child, line: str) -> None:
+        line = line.strip()
+        if not line:
+            return
+        try:
+            record = json.loads(line) if line.startswith("{") else None
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or "event" not in record:
+            return  # not a record (a stray print): stderr's tail is what explains a failure
+        event = record.get("event")
+        if event == "progress":
+            self.phase = str(record.get("phase", ""))
+        elif event == "done":
+            self._done_record = True
+        elif event == "error":
+            self._error = dict(record)
+        self._emit(record)
+        if event == "progress" or event == "done":
+            self._on_phase(self)
+
+    def _on_exit(self, child: _Child) -> None:
+        """``child`` exited (called once per child: by its reader, or on attaching a dead one)."""
+        with self._guard:
+            if child is not self._child or child is self._exit_seen or self._ended.is_set():
+                return
+            self._exit_seen = child
+            warm_not_taken = self._warm and not child.accepted.is_set()
+            stopping = self._cancelled or self._timed_out
+        if warm_not_taken and not stopping and self._restart is not None:
+            how = (f"exited (code {child.returncode})" if child.returncode is not None
+                   else "exited")
+            self._emit({"event": "launcher", "kind": "fallback",
+                        "message": f"the warm worker {how} before taking the run; the run starts "
+                                   "in a fresh process"})
+            self._restart(self)
+            return
+        self._finish(self._classify(child))
+
+    def _classify(self, child: _Child) -> Ending:
+        code = child.returncode
+        tail = child.stderr_tail()
+        with self._guard:
+            killed, warm = self._killed, self._warm
+        common = dict(returncode=code, stderr_tail=tail, killed=killed, warm=warm)
+        if self._handler_failed is not None:
+            return Ending("crashed", error=None, message=f"the event handler failed: "
+                          f"{self._handler_failed!r}", **common)
+        written = self.out_dir is not None and (self.out_dir / "summary.json").is_file()
+        if code == 0 and self._done_record:  # it finished, even if a stop request came too late
+            return Ending("done", error=None, message="finished", **common)
+        if self._timed_out:
+            return Ending("timeout", error=None,
+                          message=f"stopped after the {self.timeout_s:g} s time limit", **common)
+        if self._cancelled:
+            return Ending("cancelled", error=None, message="cancelled", **common)
+        if code == 0 and written:
+            return Ending("done", error=None, message="finished", **common)
+        error = self._error
+        if error is None and code in KIND_OF_EXIT:  # a known exit code but no error record
+            kind = KIND_OF_EXIT[code]
+            error = {"event": "error", "kind": kind, "field": None,
+                     "message": _last_line(tail) or f"the worker exited with code {code} ({kind}) "
+                                                    "without an error record", "hint": ""}
+        if error is not None:
+            return Ending("error", error=error, message=str(error.get("message") or ""), **common)
+        return Ending("crashed", error=None, message=describe_exit(code), **common)
+
+    def _finish(self, ending: Ending) -> None:
+        with self._guard:
+            if self._ended.is_set():
+                return
+            self._ending = ending
+            if self._timer is not None:
+                self._timer.cancel()
+        self._ended.set()
+        self._on_phase(self)
+
+    def _mark_killed(self) -> None:
+        with self._guard:
+            self._killed = True
+
+    def _on_timeout(self) -> None:
+        with self._guard:
+            if self._ended.is_set():
+                return
+            self._timed_out = True
+            child = self._child
+        self._emit({"event": "launcher", "kind": "stopping",
+                    "message": f"no result after {self.timeout_s:g} s: stopping the worker"})
+        if child is not None:
+            child.stop(self.grace_s, self._mark_killed)
+
+    @property
+    def _active(self) -> bool:
+        return not self._ended.is_set()
+
+    @property
+    def _in_or_before_timed_phases(self) -> bool:
+        return self._active and not left_timed_phases(self.phase)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+_LIVE: "weakref.WeakSet[RunProcess]" = weakref.WeakSet()
+_LAUNCHERS: "weakref.WeakSet[Launcher]" = weakref.WeakSet()
+
+
+class Launcher:
+    """Starts runs in processes of their own; with ``warm=True`` keeps one spare warm worker
+    (see the module docstring for when it is started, used and replaced)."""
+
+    def __init__(self, *, warm: bool = True, python: str = sys.executable,
+                 env: Mapping[str, str] | None = None, cwd: Path | str | None = None,
+                 grace_s: float = DEFAULT_GRACE_S) -> None:
+        self.warm = warm
+        self.python = python
+        self.env = dict(env) if env is not None else run_env()
+        self.cwd = Path(cwd) if cwd is not None else None
+        self.grace_s = grace_s
+        self._guard = threading.RLock()
+        self._runs: list[RunProcess] = []
+        self._spare: _Child | None = None
+        self._spare_device: str | None = None
+        self._wanted_device: str | None = None  # the device of the last run a worker could serve
+        self._closed = False
+        _LAUNCHERS.add(self)
+
+    def start(self, config: RunConfig, out_dir: Path, *, overwrite: bool = False,
+              timeout_s: float | None = None,
+              on_event: EventHandler | None = None) -> RunProcess:
+        """Run ``config`` into ``out_dir``; on a warm spare for its device if one is there."""
+        return self.start_argv(run_argv(config, out_dir, python=self.python, overwrite=overwrite),
+                               out_dir, timeout_s=timeout_s, on_event=on_event)
+
+    def start_argv(self, argv: Sequence[str], out_dir: Path | None = None, *,
+                   timeout_s: float | None = None,
+                   on_event: EventHandler | None = None) -> RunProcess:
+        """Run any command line the same way (tests pass a stand-in). A ``run`` command of this
+        launcher's interpreter may be served by a warm worker; anything else gets a fresh process."""
+        argv = [str(a) for a in argv]
+        device = self._servable_device(argv)
+        run = RunProcess(out_dir=out_dir, on_event=on_event, timeout_s=timeout_s,
+                         grace_s=self.grace_s, on_phase=self._on_run_phase,
+                         restart=lambda r: self._start_fresh(r, argv))
+        with self._guard:
+            if self._closed:
+                raise RuntimeError("this launcher was closed")
+            spare = self._take_spare(device)
+            if device is not None and self.warm:
+                self._wanted_device = device
+            self._runs.append(run)
+        _LIVE.add(run)
+        if spare is not None and self._hand_over(spare, run, argv):
+            return run
+        self._start_fresh(run, argv)
+        return run
+
+    def close(self) -> None:
+        """Stop the spare (if any) and start no more; runs already started go on."""
+        with self._guard:
+            self._closed = True
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.stop(min(self.grace_s, 2.0))
+
+    @property
+    def spare_pid(self) -> int | None:
+        """The spare worker's process id (None: no spare now)."""
+        with self._guard:
+            return self._spare.pid if self._spare is not None else None
+
+    # -- inside ----------------------------------------------------------------------------------
+
+    def _servable_device(self, argv: list[str]) -> str | None:
+        """The device a warm worker would serve this command on; None when it is not a ``run``
+        command of this launcher's interpreter, or it cannot be read (a fresh process says why)."""
+        if argv[:4] != [self.python, "-m", "profiler_core", "run"]:
+            return None
+        from profiler_core import cli
+
+        try:
+            return cli.config_from_args(cli.parse(argv[3:])).device
+        except Exception:  # a refused command line: the fresh process reports it the usual way
+            return None
+
+    def _take_spare(self, device: str | None) -> _Child | None:
+        """The spare if it can serve ``device``; a spare that cannot, and is still starting up,
+        is stopped (it must not warm up during this run's timed trials)."""
+        spare = self._spare
+        if spare is None:
+            return None
+        usable = self.warm and device is not None and device == self._spare_device
+        if usable:
+            self._spare = None
+            return spare
+        if not spare.ready.is_set() or spare.has_exited() or (device is not None
+                                                              and device != self._spare_device):
+            self._spare = None
+            spare.stop(min(self.grace_s, 2.0))
+        return None
+
+    def _hand_over(self, spare: _Child, run: RunProcess, argv: list[str]) -> bool:
+        """Give ``run`` to ``spare``; False (spare stopped, said in a record) if it cannot take it."""
+        if spare.has_exited():
+            run._emit({"event": "launcher", "kind": "fallback",
+                       "message": "the warm worker had exited while waiting; the run starts in a "
+                                  "fresh process"})
+            spare.kill_now()
+            return False
+        run._attach(spare, warm=True)
+        if not spare.send(json.dumps({"argv": argv[3:]})):
+            return True  # it exited meanwhile: _on_exit falls back to a fresh process
+        deadline = (spare.started_at + SPARE_READY_TIMEOUT_S if not spare.ready.is_set()
+                    else time.monotonic() + HANDOVER_TIMEOUT_S)
+        threading.Thread(target=self._watch_handover, args=(spare, run, deadline), daemon=True,
+                         name=f"handover-{spare.pid}").start()
+        return True
+
+    @staticmethod
+    def _watch_handover(spare: _Child, run: RunProcess, deadline: float) -> None:
+        while not spare.accepted.is_set() and not spare.exited.is_set():
+            if time.monotonic() >= deadline:
+                run._emit({"event": "launcher", "kind": "fallback",
+                           "message": "the warm worker did not take the run in time; it was "
+                                      "stopped"})
+                spare.kill_now()  # its exit restarts the run in a fresh process
+                return
+            spare.accepted.wait(0.05)
+
+    def _start_fresh(self, run: RunProcess, argv: list[str]) -> None:
+        try:
+            child = _Child(argv, self.env, self.cwd, listener=None)
+        except OSError as error:
+            run._fail_to_start(error)
+            return
+        run._attach(child, warm=False)
+
+    def _on_run_phase(self, run: RunProcess) -> None:
+        """A run reported a phase or ended: start a spare if the timing rule allows it now."""
+        with self._guard:
+            if not run._active and run in self._runs:
+                self._runs.remove(run)
+            self._maybe_start_spare()
+
+    def _maybe_start_spare(self) -> None:
+        if (not self.warm or self._closed or self._wanted_device is None
+                or any(r._in_or_before_timed_phases for r in self._runs)):
+            return
+        if self._spare is not None and not self._spare.has_exited():
+            return
+        argv = [self.python, "-m", "profiler_core", "serve", "--device", self._wanted_device]
+        try:
+            self._spare = _Child(argv, self.env, self.cwd, listener=None, stdin_pipe=True)
+        except OSError:
+            self._spare = None  # runs then start in fresh processes, which report the problem
+            return
+        self._spare_device = self._wanted_device
+
+
+def stop_all_runs(grace_s: float = 2.0) -> None:
+    """Stop every run still going and every spare (the interpreter is exiting): SIGTERM, then
+    SIGKILL. A stopped run keeps what it measured, marked incomplete."""
+    for launcher in list(_LAUNCHERS):
+        launcher.close()
+    runs = [run for run in list(_LIVE) if run._active]
+    for run in runs:
+        run.cancel(grace_s=min(run.grace_s, grace_s))
+    deadline = time.monotonic() + grace_s + 1.0
+    for run in runs:
+        run.wait(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(stop_all_runs)
