@@ -239,6 +239,12 @@ def _command_bench(args) -> int:
     return 0
 
 
+def _command_serve(args) -> int:
+    from profiler_core.serve import serve
+
+    return serve(args.device, main)
+
+
 def _check_table_outputs(folder: Path, overwrite: bool) -> None:
     """``trace-stats --out``: the folder may hold our two tables only if asked to replace them
     (``--overwrite``) and only if they are ours (a plain file starting with our header); anything
@@ -301,7 +307,8 @@ def _command_trace_stats(args) -> int:
     return 0
 
 
-COMMANDS = {"run": _command_run, "bench": _command_bench, "trace-stats": _command_trace_stats}
+COMMANDS = {"run": _command_run, "bench": _command_bench, "serve": _command_serve,
+            "trace-stats": _command_trace_stats}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -155,6 +155,15 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
             action.help += f" (default: {shown})"
 
 
+def add_serve_command(commands) -> None:
+    """``serve``: a warm worker that runs one ``run`` request (see ``profiler_core.serve``)."""
+    serve = commands.add_parser(
+        "serve", help="warm worker: import torch, bring CUDA up on --device, then run the one "
+                      'request read from stdin, {"argv": ["run", ...]} (used by the launcher)')
+    serve.add_argument("--device", type=_device_text, default=RunConfig().device,
+                       help=f"CUDA device index, or cpu (default: {RunConfig().device})")
+
+
 def build_parser() -> _Parser:
     parser = _Parser(prog="python -m profiler_core",
                      description="How much do CUDA Graphs speed up my PyTorch training, and why?")
@@ -178,6 +187,7 @@ def build_parser() -> _Parser:
                        help="comma-separated reference configs (default: all of "
                             f"{', '.join(BENCH_CONFIG_NAMES)})")
     bench.add_argument("--out", help="write the benchmark tables (CSV) into this folder")
+    add_serve_command(commands)
     stats = commands.add_parser("trace-stats", help="graph-aware launch split of a Chrome trace")
     stats.add_argument("trace", help="Chrome-trace JSON exported by torch.profiler (.json or .gz)")
     stats.add_argument("--out", help="write launch_split.csv and kernels.csv into this folder")

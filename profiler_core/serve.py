@@ -1,0 +1,112 @@
+"""The warm worker: ``python -m profiler_core serve --device D`` serves exactly one run.
+
+Scope: what a spare process of :class:`profiler_core.launcher.Launcher` does before and while it
+serves. It imports torch and the engine, brings the CUDA context up on ``D`` and runs a tiny
+training step there (fp32 and bf16 autocast: the cuBLAS and cuBLASLt handles, the first kernels),
+prints ``{"event": "worker", "state": "ready"}``, then reads one request from stdin,
+``{"argv": ["run", ...]}``, prints ``{"event": "worker", "state": "accepted"}`` and runs it through
+the same ``main`` as ``python -m profiler_core run`` (same records, outputs and exit code), and
+exits with its code. End of stdin before a request: exit 0 without running anything.
+
+The warm-up leaves nothing that a run measures: the random number generators are restored, the
+cuBLAS workspaces and the cached memory are given back and the peak-memory statistics reset, so a
+run allocates its workspaces where a fresh process would; torch.profiler, NVML and torch.compile
+are not touched (CUPTI would stay attached; a compile's one-time cost includes its imports). Only
+the run's ``setup`` phase is shorter. A warm-up that fails ends the worker (exit 1, the reason on
+stderr): the launcher then starts the run in a fresh process, which reports any real problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import IO, Callable, Sequence
+
+WARM_BATCH, WARM_WIDTH = 32, 64
+
+
+def _record(stream: IO[str], **record) -> None:
+    stream.write(json.dumps({"event": "worker", **record}) + "\n")
+    stream.flush()
+
+
+def warm_up(device_name: str) -> None:
+    """Import what a run imports and run a tiny training step on ``device_name`` (the CPU, or a
+    CUDA device that exists; for any other the run itself says what is wrong)."""
+    import torch
+
+    import profiler_core.runner  # noqa: F401  (the engine, pandas, numpy: what a run imports)
+
+    device = torch.device(device_name)
+    if device.type == "cuda":
+        index = 0 if device.index is None else device.index
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            return
+        with torch.cuda.device(index), torch.random.fork_rng(devices=[index]):
+            _tiny_steps(torch, device, (None, torch.bfloat16))
+            torch.cuda.synchronize(device)
+        clear_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear_workspaces is not None:
+            clear_workspaces()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        with torch.random.fork_rng(devices=[]):
+            _tiny_steps(torch, device, (None,))
+
+
+def _tiny_steps(torch, device, autocast_dtypes) -> None:
+    """Forward, MSE loss, backward and an SGD step of a two-layer MLP, once per precision."""
+    layers = torch.nn.Sequential(torch.nn.Linear(WARM_WIDTH, WARM_WIDTH), torch.nn.Dropout(0.1),
+                                 torch.nn.ReLU(), torch.nn.Linear(WARM_WIDTH, WARM_WIDTH)).to(device)
+    optimizer = torch.optim.SGD(layers.parameters(), lr=0.1)
+    x = torch.ones(WARM_BATCH, WARM_WIDTH, device=device)
+    for dtype in autocast_dtypes:
+        optimizer.zero_grad(set_to_none=True)
+        if dtype is None:
+            loss = torch.nn.functional.mse_loss(layers(x), x)
+        else:
+            with torch.autocast(device.type, dtype=dtype, cache_enabled=False):
+                prediction = layers(x)
+            loss = torch.nn.functional.mse_loss(prediction.float(), x)
+        loss.backward()
+        optimizer.step()
+
+
+def read_request(line: str) -> list[str]:
+    """The run's argv from one request line; ValueError (one line) for anything else."""
+    try:
+        request = json.loads(line)
+    except ValueError:
+        raise ValueError("the request is not JSON") from None
+    argv = request.get("argv") if isinstance(request, dict) else None
+    if not (isinstance(argv, list) and argv[:1] == ["run"] and all(isinstance(a, str) for a in argv)):
+        raise ValueError('the request must be {"argv": ["run", ...]} with strings only')
+    return argv
+
+
+def serve(device_name: str, run_main: Callable[[Sequence[str]], int],
+          stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
+    """Warm up, say so, serve one request through ``run_main`` and return its exit code."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    started = time.perf_counter()
+    try:
+        warm_up(device_name)
+    except Exception as error:  # the launcher falls back to a fresh process
+        print(f"error: the warm-up on {device_name} failed: {error!r}", file=sys.stderr)
+        return 1
+    _record(stdout, state="ready", pid=os.getpid(), device=device_name,
+            warm_s=round(time.perf_counter() - started, 3))
+    line = stdin.readline()
+    if not line:
+        return 0  # the launcher let this spare go
+    try:
+        argv = read_request(line)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    _record(stdout, state="accepted")
+    return run_main(argv)
