@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.config import PRESETS, RunConfig, changed_from_preset
+from profiler_core.config import MODE_LABELS, MODE_NAMES, PRESETS, RunConfig, changed_from_preset
 from profiler_core.schema import BREAKDOWN_COMPONENTS
+from profiler_core.trace import decompose_medians
 
-MODES = ("eager", "graph")
+MODES = ("eager", "graph")  # the article's pair: eager is every comparison's baseline
 
 # Every timing method of stats.csv (see profiler_core.schema), in the order they are shown.
 METHOD_LABELS = {
@@ -172,7 +173,8 @@ def percentile_table(latency: pd.DataFrame, steps: pd.DataFrame | None = None) -
     rows = []
     for timing in SERIES:
         part, column = series_steps(steps, timing)
-        for mode, group in part.groupby("mode", sort=True):
+        for mode in ordered_modes(part):
+            group = part[part["mode"].astype(str) == mode]
             values = group[column].dropna().to_numpy(dtype=float)
             if values.size == 0:
                 continue
@@ -207,6 +209,25 @@ SPLIT_MEDIAN_COLUMNS = ["mode", "iterations", "span_us", *SPLIT_PARTS, "launches
                         "launch_delay_us"]
 
 
+def breakdown_against(breakdown: pd.DataFrame, medians: pd.DataFrame, other: str) -> pd.DataFrame:
+    """The speedup decomposed from eager to ``other`` (breakdown.csv's columns; ``graph_us`` holds
+    ``other``'s times): the run's own breakdown for the article's graph, else worked out from
+    the two modes' launch-split medians the same way (``trace.decompose_medians``)."""
+    if other == "graph" or medians.empty:
+        return breakdown
+    rows = medians.set_index("mode")
+    if "eager" not in rows.index or other not in rows.index:
+        return breakdown.iloc[0:0]
+    return decompose_medians(rows.loc["eager"].to_dict(), rows.loc[other].to_dict())
+
+
+def ordered_modes(frame: pd.DataFrame) -> list[str]:
+    """The modes in a table, in the order a run measures them (eager, graph, then the others)."""
+    present = list(pd.unique(frame["mode"].dropna().astype(str)))  # a row without a mode is skipped
+    order = {mode: index for index, mode in enumerate(MODE_NAMES)}
+    return sorted(present, key=lambda m: (order.get(m, len(order)), m))
+
+
 def split_medians(launch_split: pd.DataFrame) -> pd.DataFrame:
     """Median of every launch-split column per mode (eager first)."""
     if launch_split.empty:
@@ -219,7 +240,7 @@ def split_medians(launch_split: pd.DataFrame) -> pd.DataFrame:
     out = grouped[numeric].median()
     out.insert(0, "iterations", grouped.size())
     out = out.reset_index()
-    order = {m: i for i, m in enumerate(MODES)}
+    order = {m: i for i, m in enumerate(MODE_NAMES)}
     out = out.sort_values("mode", key=lambda s: s.map(lambda m: order.get(m, 99)), kind="stable")
     return out[SPLIT_MEDIAN_COLUMNS].reset_index(drop=True)
 
@@ -407,7 +428,10 @@ KERNEL_TABLE_COLUMNS = ["mode", "kernel", "calls_per_iter", "total_us", "mean_us
 def kernel_table(kernels: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
     """Kernels sorted by total time (one mode, or all), short name first."""
     frame = kernels if mode is None else kernels[kernels["mode"] == mode]
-    frame = frame.sort_values(["mode", "total_us"], ascending=[True, False], kind="stable")
+    rank = {m: i for i, m in enumerate(MODE_NAMES)}
+    frame = frame.assign(_rank=frame["mode"].astype(str).map(lambda m: rank.get(m, len(rank))))
+    frame = frame.sort_values(["_rank", "mode", "total_us"], ascending=[True, True, False],
+                              kind="stable")
     return frame[KERNEL_TABLE_COLUMNS].reset_index(drop=True)
 
 
@@ -494,40 +518,45 @@ def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- kernels eager vs graph
 
-KERNEL_DIFF_COLUMNS = ["kernel", "where", "eager_calls_per_iter", "graph_calls_per_iter",
-                       "eager_us_per_iter", "graph_us_per_iter", "change_us_per_iter",
-                       "kernel_full"]
+def kernel_diff_columns(other: str = "graph") -> list[str]:
+    """The columns of :func:`kernel_diff` against ``other`` (eager is always the baseline)."""
+    return ["kernel", "where", "eager_calls_per_iter", f"{other}_calls_per_iter",
+            "eager_us_per_iter", f"{other}_us_per_iter", "change_us_per_iter", "kernel_full"]
 
 
-def kernel_diff(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Each kernel (by full name) in eager and graph side by side, per iteration of the profiled
-    windows: calls, GPU time (mean x calls per iteration) and the change from eager to graph;
-    ``where`` says "both", "eager only" or "graph only". Largest time first."""
+KERNEL_DIFF_COLUMNS = kernel_diff_columns("graph")
+
+
+def kernel_diff(kernels: pd.DataFrame, other: str = "graph") -> pd.DataFrame:
+    """Each kernel (by full name) eagerly and in mode ``other`` side by side, per iteration of the
+    profiled windows: calls, GPU time (mean x calls per iteration) and the change from eager to
+    ``other``; ``where`` says "both", "eager only" or "<other> only". Largest time first."""
+    columns = kernel_diff_columns(other)
     if kernels.empty:
-        return pd.DataFrame(columns=KERNEL_DIFF_COLUMNS)
+        return pd.DataFrame(columns=columns)
     frame = kernels.assign(
         mode=kernels["mode"].astype(str), kernel_full=kernels["kernel_full"].astype(str),
         calls=_float_column(kernels, "calls_per_iter"),
         us=_float_column(kernels, "mean_us") * _float_column(kernels, "calls_per_iter"))
     short = frame.drop_duplicates("kernel_full").set_index("kernel_full")["kernel"].astype(str)
     out = pd.DataFrame({"kernel_full": list(dict.fromkeys(frame["kernel_full"]))})
-    for mode in MODES:  # a kernel a mode never ran: 0 calls, 0 us in that mode
+    for mode in ("eager", other):  # a kernel a mode never ran: 0 calls, 0 us in that mode
         part = frame[frame["mode"] == mode].groupby("kernel_full")[["calls", "us"]].sum(min_count=1)
         out[f"{mode}_calls_per_iter"] = out["kernel_full"].map(part["calls"])
         out[f"{mode}_us_per_iter"] = out["kernel_full"].map(part["us"])
         absent = ~out["kernel_full"].isin(part.index)
         out.loc[absent, [f"{mode}_calls_per_iter", f"{mode}_us_per_iter"]] = 0.0
     in_eager = out["kernel_full"].isin(frame.loc[frame["mode"] == "eager", "kernel_full"])
-    in_graph = out["kernel_full"].isin(frame.loc[frame["mode"] == "graph", "kernel_full"])
-    out["where"] = np.select([in_eager & in_graph, in_eager, in_graph],
-                             ["both", "eager only", "graph only"], default="neither")
+    in_other = out["kernel_full"].isin(frame.loc[frame["mode"] == other, "kernel_full"])
+    out["where"] = np.select([in_eager & in_other, in_eager, in_other],
+                             ["both", "eager only", f"{other} only"], default="neither")
     out = out[out["where"] != "neither"]
     out["kernel"] = out["kernel_full"].map(short)
-    out["change_us_per_iter"] = (out["graph_us_per_iter"].fillna(0)
+    out["change_us_per_iter"] = (out[f"{other}_us_per_iter"].fillna(0)
                                  - out["eager_us_per_iter"].fillna(0))
-    size = out[["eager_us_per_iter", "graph_us_per_iter"]].max(axis=1, skipna=True).fillna(0)
+    size = out[["eager_us_per_iter", f"{other}_us_per_iter"]].max(axis=1, skipna=True).fillna(0)
     out = out.assign(_size=size).sort_values(["_size", "kernel_full"], ascending=[False, True])
-    return out[KERNEL_DIFF_COLUMNS].reset_index(drop=True)
+    return out[columns].reset_index(drop=True)
 
 
 def filter_by_name(frame: pd.DataFrame, text: str, columns: tuple[str, ...] = ("kernel", "kernel_full")
@@ -663,15 +692,9 @@ def compare_summary(tag: str, label: str, config: RunConfig, environment: dict[s
             "verdict": verdict_title, "complete": bool(complete)}
 
 
+MODE_WORDS = MODE_LABELS  # TODO(lead): controls.py still imports this name; remove once it uses config's
 MODES_TABLE_COLUMNS = ["mode", "what", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
                        "one_time_ms", "memory_mib", "graphs_recorded"]
-MODE_WORDS = {
-    "eager": "eager (the baseline)",
-    "graph": "whole-step CUDA graph, manual capture (the article)",
-    "graphed_callables": "torch.cuda.make_graphed_callables on the model",
-    "compile": "torch.compile, no CUDA graphs",
-    "compile_ro": "torch.compile(mode=\"reduce-overhead\"), CUDA graph trees",
-}
 
 
 def modes_table(modes: pd.DataFrame) -> pd.DataFrame:
@@ -679,6 +702,6 @@ def modes_table(modes: pd.DataFrame) -> pd.DataFrame:
     if modes.empty:
         return pd.DataFrame(columns=MODES_TABLE_COLUMNS)
     out = modes.copy()
-    out["what"] = [MODE_WORDS.get(str(mode), str(mode)) for mode in out["mode"]]
+    out["what"] = [MODE_LABELS.get(str(mode), str(mode)) for mode in out["mode"]]
     out["memory_mib"] = pd.to_numeric(out["memory_bytes"], errors="coerce") / 2**20
     return out[MODES_TABLE_COLUMNS].reset_index(drop=True)

@@ -34,10 +34,13 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.analysis import RESIDUAL_COMPONENTS, TIMELINE_OF_COMPONENT, TOTAL_COMPONENT
+from dashboard.analysis import (RESIDUAL_COMPONENTS, TIMELINE_OF_COMPONENT, TOTAL_COMPONENT,
+                                ordered_modes)
 from profiler_core.schema import BREAKDOWN_COMPONENTS
 
-MODE_COLORS = {"eager": "#E4572E", "graph": "#2E86AB"}
+# One colour per mode, none of them the green, orange, purple or grey of the launch split's parts.
+MODE_COLORS = {"eager": "#E4572E", "graph": "#2E86AB", "graphed_callables": "#8C564B",
+               "compile": "#17BECF", "compile_ro": "#D6378A"}
 SPLIT_COLORS = {
     "cpu_launch_us": "#F2A541", "cpu_other_us": "#9B6FC0",
     "gpu_busy_us": "#3FA34D", "gpu_idle_us": "#A3ABB8",
@@ -119,12 +122,6 @@ def empty_figure(title: str, message: str = "no data in this run") -> go.Figure:
     return _layout(fig, title, height=220)
 
 
-def _modes(frame: pd.DataFrame) -> list[str]:
-    present = list(pd.unique(frame["mode"].dropna().astype(str)))  # a row without a mode is skipped
-    order = {"eager": 0, "graph": 1}
-    return sorted(present, key=lambda m: (order.get(m, 9), m))
-
-
 def _plural(count: int, one: str, many: str) -> str:
     return f"{count:,} {one if count == 1 else many}"
 
@@ -142,7 +139,7 @@ def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
     if part.empty:
         return empty_figure(f"{title} ({subtitle})")
     fig = go.Figure()
-    for i, mode in enumerate(_modes(part)):
+    for i, mode in enumerate(ordered_modes(part)):
         row = part[part["mode"].astype(str) == mode].iloc[0]
         median, p10, p90 = float(row["median_ms"]), float(row["p10_ms"]), float(row["p90_ms"])
         fig.add_trace(go.Bar(
@@ -187,6 +184,9 @@ def _finite_steps(steps: pd.DataFrame, column: str) -> pd.DataFrame:
     return data.dropna(subset=[column])
 
 
+HISTOGRAM_PANELS_PER_ROW = 3  # more modes wrap onto further rows (their titles stay readable)
+
+
 def latency_histogram(steps: pd.DataFrame, column: str = "gpu_ms", bins: int = 80) -> go.Figure:
     """One panel per mode, side by side, each binned on its own range up to its 99.5th percentile,
     so a tall, narrow graph distribution never flattens the eager one (the ECDF compares them on
@@ -195,7 +195,7 @@ def latency_histogram(steps: pd.DataFrame, column: str = "gpu_ms", bins: int = 8
     data = _finite_steps(steps, column)
     if data.empty:
         return empty_figure(title)
-    modes = _modes(data)
+    modes = ordered_modes(data)
     subtitles, panels = [], []
     for mode in modes:
         values = data.loc[data["mode"].astype(str) == mode, column].to_numpy(dtype=float)
@@ -211,18 +211,24 @@ def latency_histogram(steps: pd.DataFrame, column: str = "gpu_ms", bins: int = 8
                      f"{'is' if hidden == 1 else 'are'} not shown")
         subtitles.append(text)
         panels.append((mode, edges, counts))
-    fig = make_subplots(rows=1, cols=len(modes), subplot_titles=subtitles, horizontal_spacing=0.08)
-    for col, (mode, edges, counts) in enumerate(panels, start=1):
+    columns = min(len(modes), HISTOGRAM_PANELS_PER_ROW)
+    rows = math.ceil(len(modes) / columns)
+    fig = make_subplots(rows=rows, cols=columns, subplot_titles=subtitles, horizontal_spacing=0.08,
+                        vertical_spacing=min(0.3, 0.9 / rows) if rows > 1 else 0.0)
+    for index, (mode, edges, counts) in enumerate(panels):
+        row, col = index // columns + 1, index % columns + 1
         centres, width = (edges[:-1] + edges[1:]) / 2, edges[1] - edges[0]
         fig.add_trace(go.Bar(x=centres, y=counts, width=width, name=escape(mode),
-                             marker_color=_color(mode, col - 1),
+                             marker_color=_color(mode, index),
                              hovertemplate="%{fullData.name}: %{x:.4f} ms<br>%{y} steps"
-                                           "<extra></extra>"), row=1, col=col)
-        fig.update_xaxes(title_text=LATENCY_LABELS.get(column, escape(column)), row=1, col=col)
-    fig.update_yaxes(title_text="steps", row=1, col=1)
+                                           "<extra></extra>"), row=row, col=col)
+        fig.update_xaxes(title_text=LATENCY_LABELS.get(column, escape(column)), row=row, col=col)
+        if col == 1:
+            fig.update_yaxes(title_text="steps", row=row, col=col)
     fig.update_annotations(font_size=12)
     fig.update_layout(bargap=0)
-    return _layout(fig, title, showlegend=False, margin={"l": 60, "r": 20, "t": 96, "b": 50})
+    return _layout(fig, title, height=HEIGHT + (rows - 1) * 320, showlegend=False,
+                   margin={"l": 60, "r": 20, "t": 96, "b": 50})
 
 
 def latency_ecdf(steps: pd.DataFrame, column: str = "gpu_ms", points: int = 400) -> go.Figure:
@@ -232,7 +238,7 @@ def latency_ecdf(steps: pd.DataFrame, column: str = "gpu_ms", points: int = 400)
     if data.empty:
         return empty_figure(title)
     fig = go.Figure()
-    for i, mode in enumerate(_modes(data)):
+    for i, mode in enumerate(ordered_modes(data)):
         values = np.sort(data.loc[data["mode"].astype(str) == mode, column].to_numpy(dtype=float))
         n = values.size
         if n > points:
@@ -291,19 +297,21 @@ def latency_series(steps: pd.DataFrame, column: str = "gpu_ms", max_points: int 
     if data.empty:
         return empty_figure(title)
     fig = go.Figure()
-    for i, mode in enumerate(_modes(data)):
+    for i, mode in enumerate(ordered_modes(data)):
         part = data[data["mode"].astype(str) == mode]
         y = part[column].to_numpy(dtype=float)
         x = part["seq"].to_numpy()
         keep = minmax_decimate(y, max_points)
         color = _color(mode, i)
+        # One legend entry per mode (dots and their rolling median toggle together).
         fig.add_trace(go.Scattergl(x=x[keep], y=y[keep], mode="markers", name=escape(mode),
+                                   legendgroup=escape(mode), showlegend=False,
                                    marker={"size": 3, "color": color, "opacity": 0.45},
                                    hovertemplate="%{fullData.name} step %{x}: %{y:.4f} ms"
                                                  "<extra></extra>"))
         line_x, line_y = running_median(x, y)
-        fig.add_trace(go.Scattergl(x=line_x, y=line_y, mode="lines",
-                                   name=f"{escape(mode)} rolling median",
+        fig.add_trace(go.Scattergl(x=line_x, y=line_y, mode="lines", name=escape(mode),
+                                   legendgroup=escape(mode),
                                    line={"color": color, "width": 2}, hoverinfo="skip"))
     fig.update_xaxes(title_text="step (measurement order, trials interleaved)")
     fig.update_yaxes(title_text=LATENCY_LABELS.get(column, escape(column)), rangemode="tozero")
@@ -404,7 +412,7 @@ def _step_label(component: str, side: str) -> str:
     return name.replace("_", " ")
 
 
-def waterfall_steps(breakdown: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def waterfall_steps(breakdown: pd.DataFrame, other: str = "graph") -> dict[str, pd.DataFrame]:
     """The decompositions in a breakdown table, one per timeline.
 
     The components of one timeline (``gpu_busy`` + ``gpu_idle``, ``cpu_launch`` + ``cpu_other``)
@@ -443,8 +451,8 @@ def waterfall_steps(breakdown: pd.DataFrame) -> dict[str, pd.DataFrame]:
             components.append(labels[-1])
             change = np.append(change, residual)
         sides[side or "all"] = pd.DataFrame({
-            "step": ["eager", *labels, "graph"],
-            "component": ["eager", *components, "graph"],
+            "step": ["eager", *labels, other],
+            "component": ["eager", *components, other],
             "value": [eager_total, *change, graph_total],
             "measure": ["absolute", *["relative"] * len(change), "total"],
         })
@@ -452,24 +460,25 @@ def waterfall_steps(breakdown: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def _step_color(component: str) -> str:
-    if component in ("eager", "graph"):
+    if component in MODE_COLORS:
         return MODE_COLORS[component]
     return SPLIT_COLORS.get(f"{component}_us", REST_COLOR)
 
 
 def speedup_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdown in this run "
-                      "(profiler off)") -> go.Figure:
-    """From the eager step to the graph step: what each component saved (us per iteration),
+                      "(profiler off)", other: str = "graph") -> go.Figure:
+    """From the eager step to the graph step (or ``other`` mode's, whose times the breakdown's
+    ``graph_us`` then holds): what each component saved (us per iteration),
     one panel per timeline (GPU: busy + idle; CPU: launch calls + other).
 
     Drawn as floating bars (not Plotly's Waterfall, whose colours can only say up or down): the
     eager and graph totals in their mode colours, each step in its part's colour, its sign in its
     direction and its +/- label. Labels are never clipped (the axis leaves room above the
     tallest bar and below the lowest)."""
-    title = "The speedup decomposed: eager step -> graph step"
+    title = f"The speedup decomposed: eager step -> {escape(other)} step"
     if breakdown.empty:
         return empty_figure(title, empty_message)
-    sides = waterfall_steps(breakdown)
+    sides = waterfall_steps(breakdown, other)
     if not sides:
         return empty_figure(title, "no component of this breakdown is known to this dashboard")
     fig = make_subplots(rows=1, cols=len(sides), shared_yaxes=True, horizontal_spacing=0.05,
@@ -689,21 +698,24 @@ def kernel_top_bar(kernels: pd.DataFrame, mode: str, top_n: int = 10) -> go.Figu
 
 
 def kernel_diff_bars(diff: pd.DataFrame, top_n: int = 15) -> go.Figure:
-    """Eager vs graph GPU time per iteration of each kernel (``analysis.kernel_diff``): the
-    ``top_n`` kernels with the largest time in either mode, side by side."""
-    title = f"Kernels eager vs graph: GPU time per iteration (top {top_n})"
+    """Eager vs another mode, GPU time per iteration of each kernel (``analysis.kernel_diff``, whose
+    columns name the mode): the ``top_n`` kernels with the largest time in either, side by side."""
+    other = next((c[:-len("_us_per_iter")] for c in diff.columns
+                  if c.endswith("_us_per_iter") and c != "eager_us_per_iter"), "graph")
+    title = f"Kernels eager vs {escape(other)}: GPU time per iteration (top {top_n})"
     if diff.empty:
         return empty_figure(title, "no kernels to compare")
-    diff = _finite_frame(diff, ("eager_us_per_iter", "graph_us_per_iter"))
-    size = diff[["eager_us_per_iter", "graph_us_per_iter"]].max(axis=1, skipna=True)
+    pair = ("eager", other)
+    diff = _finite_frame(diff, [f"{mode}_us_per_iter" for mode in pair])
+    size = diff[[f"{mode}_us_per_iter" for mode in pair]].max(axis=1, skipna=True)
     top = diff.assign(_size=size.fillna(0)).sort_values("_size", ascending=False).head(top_n)
     names = _unique([escape(_short(n)) for n in top["kernel"].astype(str)])[::-1]
     top = top.iloc[::-1]
     full = [escape(n) for n in top["kernel_full"].astype(str)]
     fig = go.Figure()
-    for mode in ("eager", "graph"):
+    for mode in pair:
         values = top[f"{mode}_us_per_iter"].to_numpy(dtype=float)
-        fig.add_trace(go.Bar(x=values, y=names, orientation="h", name=mode,
+        fig.add_trace(go.Bar(x=values, y=names, orientation="h", name=escape(mode),
                              marker_color=_color(mode), customdata=full,
                              hovertemplate="%{customdata}<br>%{fullData.name}: %{x:,.2f} us per "
                                            "iteration<extra></extra>"))
@@ -751,7 +763,7 @@ def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
                            for r, m in zip(data["run"], method)])
     order = list(dict.fromkeys(data["_x"]))
     fig = go.Figure()
-    for i, mode in enumerate(_modes(data)):
+    for i, mode in enumerate(ordered_modes(data)):
         part = data[data["mode"].astype(str) == mode]
         median = part["median_ms"].to_numpy(dtype=float)
         fig.add_trace(go.Bar(

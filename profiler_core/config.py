@@ -27,6 +27,14 @@ WORKLOADS = ("mlp", "transformer", "conv", "broken-host-sync", "broken-cpu-tenso
 # is always measured; the others are added on request.
 MODE_NAMES = ("eager", "graph", "graphed_callables", "compile", "compile_ro")
 ALWAYS_MEASURED = ("eager", "graph")
+# name -> what it is, in the words shown beside it (CLI, dashboard, tables)
+MODE_LABELS = {
+    "eager": "eager (the baseline)",
+    "graph": "whole-step CUDA graph, manual capture (the article)",
+    "graphed_callables": "torch.cuda.make_graphed_callables on the model",
+    "compile": "torch.compile, no CUDA graphs",
+    "compile_ro": 'torch.compile(mode="reduce-overhead"), CUDA graph trees',
+}
 
 # Interleaved trials when none are asked for (fewer when the replays or eager steps are few).
 DEFAULT_TRIALS = 10

@@ -23,14 +23,6 @@ import torch
 from profiler_core.timing import Mode
 from profiler_core.workloads import TrainingStep
 
-# name -> what it is, in the words shown beside it
-MODE_LABELS = {
-    "eager": "eager (the baseline)",
-    "graph": "whole-step CUDA graph (manual capture, as in the article)",
-    "graphed_callables": "torch.cuda.make_graphed_callables on the model",
-    "compile": "torch.compile (no CUDA graphs)",
-    "compile_ro": 'torch.compile(mode="reduce-overhead") (CUDA graph trees)',
-}
 CUDA_ONLY_MODES = ("graph", "graphed_callables", "compile_ro")
 # Iterations run once before timing: compilation, autotuning and graph recording happen here.
 PREPARE_ITERS = 3

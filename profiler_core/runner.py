@@ -35,12 +35,12 @@ import torch
 
 from profiler_core import schema, stats, timing
 from profiler_core.capture import CaptureCosts, GraphedStep, refuse_after_failed_capture
-from profiler_core.config import RunConfig, is_user_spec
+from profiler_core.config import MODE_LABELS, RunConfig, is_user_spec
 from profiler_core.counters import counters_table
 from profiler_core.errors import (ConfigError, CudaFaultError, GpuMemoryError, NoCudaError,
                                   ProfilerError)
 from profiler_core.memory import check_fits
-from profiler_core.modes import CUDA_ONLY_MODES, MODE_LABELS, Prepared
+from profiler_core.modes import CUDA_ONLY_MODES, Prepared
 from profiler_core.modes import peak_added, preparation_baseline
 from profiler_core.modes import prepare as prepare_mode
 from profiler_core.profiling import ProfiledWindow, kernels_were_recorded, profile_window

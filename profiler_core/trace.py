@@ -64,6 +64,7 @@ import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -354,7 +355,13 @@ def decompose_speedup(eager: TraceAnalysis, graph: TraceAnalysis) -> pd.DataFram
     the span saving is zero), so a CPU row above 100% means more CPU time was removed than
     span time.
     """
-    eager_us, graph_us = _breakdown_components(eager), _breakdown_components(graph)
+    return decompose_medians(eager.summary(), graph.summary())
+
+
+def decompose_medians(eager: Mapping[str, float], other: Mapping[str, float]) -> pd.DataFrame:
+    """:func:`decompose_speedup` from two modes' launch-split medians (``TraceAnalysis.summary``
+    or a launch_split.csv's medians): any mode against eager; ``graph_us`` holds ``other``'s."""
+    eager_us, graph_us = _breakdown_components(eager), _breakdown_components(other)
     span_saving = eager_us["total_span"] - graph_us["total_span"]
     rows = []
     for component in eager_us:
@@ -369,8 +376,7 @@ def decompose_speedup(eager: TraceAnalysis, graph: TraceAnalysis) -> pd.DataFram
     return pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS).astype(BREAKDOWN_DTYPES)
 
 
-def _breakdown_components(analysis: TraceAnalysis) -> dict[str, float]:
-    medians = analysis.summary()
+def _breakdown_components(medians: Mapping[str, float]) -> dict[str, float]:
     return {
         "gpu_busy": medians["gpu_busy_us"],
         "gpu_idle": medians["span_us"] - medians["gpu_busy_us"],

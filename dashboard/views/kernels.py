@@ -1,9 +1,11 @@
-"""Kernels: eager vs graph kernel by kernel (what the graph adds, drops or keeps), the top-N bars
-per mode, and a sortable table of every kernel, all narrowed by a name filter."""
+"""Kernels: eager vs a chosen mode kernel by kernel (what the graph, or another mode, adds, drops
+or keeps), the top-N bars of every mode, and a sortable table of every kernel, all narrowed by a
+name filter."""
 
 import streamlit as st
 
 from dashboard import analysis, charts, state, ui
+from profiler_core.config import MODE_LABELS
 
 run = state.require_run()
 ui.run_header(run, "Kernels")
@@ -28,31 +30,42 @@ if shown.empty:
     st.info("No kernel name contains that text.", icon=":material/filter_alt_off:")
     st.stop()
 
-st.subheader("Eager vs graph, kernel by kernel")
-diff = analysis.kernel_diff(shown)
+modes = analysis.ordered_modes(kernels)
+others = [mode for mode in modes if mode != "eager"] or ["graph"]
+if len(others) > 1:
+    other = st.radio("Compare eager with", others, horizontal=True, key="kernels_other",
+                     format_func=lambda mode: MODE_LABELS.get(mode, mode))
+else:
+    other = others[0]
+st.subheader(f"Eager vs {other}, kernel by kernel")
+diff = analysis.kernel_diff(shown, other)
+diff_columns = analysis.kernel_diff_columns(other)
 counts = diff["where"].value_counts()
+random_kernels = (" (with dropout, each replay first runs two small kernels that refresh the "
+                  "graph's random seed and offset)" if other == "graph" else "")
 st.caption(f"Per iteration of the profiled windows: {counts.get('both', 0)} kernels run in both "
-           f"modes, {counts.get('eager only', 0)} only eagerly and {counts.get('graph only', 0)} "
-           "only in the graph (with dropout, each replay first runs two small kernels that refresh "
-           "the graph's random seed and offset). Hover over a bar for the kernel's full name.")
+           f"modes, {counts.get('eager only', 0)} only eagerly and "
+           f"{counts.get(f'{other} only', 0)} only in {other}{random_kernels}. Hover over a bar "
+           "for the kernel's full name.")
 ui.chart(charts.kernel_diff_bars(diff, top_n), key="kernels_diff")
-ui.table(diff, f"{run.name}-kernels_eager_vs_graph.csv", key="kernels_diff", label="comparison CSV",
-         column_order=analysis.KERNEL_DIFF_COLUMNS[:-1],  # the full name: in the CSV and on hover
+ui.table(diff, f"{run.name}-kernels_eager_vs_{other}.csv", key="kernels_diff",
+         label="comparison CSV",
+         column_order=diff_columns[:-1],  # the full name: in the CSV and on hover
          column_config={
              "kernel": st.column_config.TextColumn(width="medium"),
              "where": st.column_config.TextColumn(width="small"),
-             **{c: st.column_config.NumberColumn(format="%.2f")
-                for c in analysis.KERNEL_DIFF_COLUMNS[2:7]},
-             "change_us_per_iter": st.column_config.NumberColumn("graph - eager (us/iter)",
+             **{c: st.column_config.NumberColumn(format="%.2f") for c in diff_columns[2:7]},
+             "change_us_per_iter": st.column_config.NumberColumn(f"{other} - eager (us/iter)",
                                                                  format="%+.2f"),
              "kernel_full": st.column_config.TextColumn("full name", width="large"),
          })
 
 st.subheader("Top kernels per mode")
-cols = st.columns(2)
-for col, mode in zip(cols, analysis.MODES):
-    with col:
-        ui.chart(charts.kernel_top_bar(shown, mode, top_n), key=f"kernels_top_{mode}")
+for first in range(0, len(modes), 2):  # two modes per row, however many the run timed
+    cols = st.columns(2)
+    for col, mode in zip(cols, modes[first:first + 2]):
+        with col:
+            ui.chart(charts.kernel_top_bar(shown, mode, top_n), key=f"kernels_top_{mode}")
 st.caption("Click a column header to sort. Times are over the profiled window; share is of the "
            "mode's GPU busy time.")
 ui.table(analysis.kernel_table(shown), f"{run.name}-kernels.csv", key="kernels", label="kernels CSV",

@@ -2,9 +2,11 @@
 the speedup decomposed as a waterfall, launches/kernels per iteration, and one profiled iteration
 per mode drawn lane by lane (CPU ops, launch calls, GPU work) from the run's Chrome traces."""
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, state, ui
+from profiler_core.config import MODE_LABELS
 from profiler_core.errors import ProfilerError
 
 run = state.require_run()
@@ -35,9 +37,17 @@ with left:
     ui.chart(charts.split_bars(medians, missing), key="split_bars")
 with right:
     ui.chart(charts.launch_count_bars(medians, missing), key="split_counts")
-ui.chart(charts.speedup_waterfall(run.table("breakdown"), "no breakdown in this run"),
+others = [mode for mode in analysis.ordered_modes(medians) if mode != "eager"] if not medians.empty else []
+other = "graph"
+if len(others) > 1:
+    other = st.radio("Decompose the speedup of", others, horizontal=True, key="split_other",
+                     format_func=lambda mode: MODE_LABELS.get(mode, mode),
+                     help="The article's graph uses the run's breakdown.csv; any other mode is "
+                          "decomposed the same way from its launch-split medians.")
+breakdown = analysis.breakdown_against(run.table("breakdown"), medians, other)
+ui.chart(charts.speedup_waterfall(breakdown, "no breakdown in this run", other),
          key="split_waterfall")
-unknown = charts.unknown_components(run.table("breakdown"))
+unknown = charts.unknown_components(breakdown)
 if unknown:
     st.warning("breakdown.csv holds components this dashboard does not know, left out of the "
                f"waterfall: {ui.escape_md(', '.join(unknown))}. Known: "
@@ -55,11 +65,12 @@ st.subheader("The speedup decomposed, per timeline")
 st.caption("Each timeline's parts add up to the whole saving of a step, so the shares add up to "
            "100% within each timeline (breakdown.csv, in the run's zip, gives every share of the "
            "total saving instead).")
-ui.table(analysis.breakdown_table(run.table("breakdown")), f"{run.name}-breakdown_by_timeline.csv",
+ui.table(analysis.breakdown_table(breakdown), f"{run.name}-breakdown_eager_vs_{other}_by_timeline.csv",
          key="split_breakdown", label="breakdown CSV",
          empty=f"No breakdown in this run (it needs both profiled modes): {reason}.",
          column_config={**{c: st.column_config.NumberColumn(format="%.1f")
-                           for c in ("eager_us", "graph_us", "saving_us")},
+                           for c in ("eager_us", "saving_us")},
+                        "graph_us": st.column_config.NumberColumn(f"{other}_us", format="%.1f"),
                         "share_of_timeline_saving_pct": st.column_config.NumberColumn(
                             "share of the timeline's saving", format="%.1f%%")})
 ui.csv_download(split, f"{run.name}-launch_split.csv", key="split_raw_csv",
@@ -73,7 +84,7 @@ st.caption("Cut from the run's Chrome traces at the profiler's step markers: the
            "Perfetto: see the downloads on the Overview.)")
 if not traces:
     st.info(f"No trace in this run: {reason}.", icon=":material/info:")
-for mode in analysis.MODES:
+for mode in analysis.ordered_modes(pd.DataFrame({"mode": list(run.trace_paths)})):
     path = traces.get(mode)
     if path is None:
         if traces:
