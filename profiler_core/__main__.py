@@ -311,6 +311,17 @@ COMMANDS = {"run": _command_run, "bench": _command_bench, "serve": _command_serv
             "trace-stats": _command_trace_stats}
 
 
+def _command_sweep(args) -> int:
+    from profiler_core.sweep import command_sweep
+
+    # SIGTERM stops the sweep like Ctrl-C: finished points are kept and --resume continues it.
+    signal.signal(signal.SIGTERM, _interrupt)
+    return command_sweep(args)
+
+
+COMMANDS["sweep"] = _command_sweep
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     jsonl = "--progress" in argv and argv[argv.index("--progress") + 1:][:1] == ["jsonl"]

@@ -164,6 +164,41 @@ def add_serve_command(commands) -> None:
                        help=f"CUDA device index, or cpu (default: {RunConfig().device})")
 
 
+def add_sweep_command(commands) -> None:
+    """``sweep``: one or two settings varied over values, one run per point (``profiler_core.sweep``)."""
+    sweep = commands.add_parser(
+        "sweep", help="vary one or two settings over a list or a log range, each point a full run "
+                      "in its own process; finds where the speedup falls below a threshold")
+    add_run_options(sweep)
+    sweep.add_argument("--param", action="append", default=[], metavar="NAME=VALUES",
+                       help="a swept setting and its values: a list (dtype=fp32,bf16; batch=1,8,64) "
+                            "or a range (batch=1:1024:x2 multiplies by 2, hidden=256:1024:+256 adds); "
+                            "once or twice. NAME: batch, width, d_in, hidden, d_out, hidden_layers, "
+                            "seq_len, dtype, capture_iters, modes (graph, or extra modes joined by '+')")
+    sweep.add_argument("--out", required=True,
+                       help="the sweep folder (e.g. runs/sweep-batch): a new folder, one of this "
+                            "tool's sweeps with --overwrite, or a stopped sweep with --resume")
+    sweep.add_argument("--resume", action="store_true",
+                       help="continue the stopped or crashed sweep in --out (its own plan), skipping "
+                            "finished points")
+    sweep.add_argument("--overwrite", action="store_true",
+                       help="replace the sweep already in --out (only ever a sweep folder of this tool)")
+    sweep.add_argument("--threshold", type=_float_text,
+                       help="the speedup below which graphing no longer pays (default: 1.1)")
+    sweep.add_argument("--point-timeout", type=_float_text, metavar="S",
+                       help="stop a point still running after S seconds, record it as failed and go "
+                            "on (default: no limit)")
+    sweep.add_argument("--progress", choices=("bar", "none"), default="bar",
+                       help="progress as a text bar on stderr, or nothing (default: bar)")
+    from profiler_core.sweep import PointTrials  # the shorter per-point trials' defaults
+
+    for action in sweep._actions:
+        if action.dest in PointTrials.__dataclass_fields__ and action.help:
+            default = getattr(PointTrials(), action.dest)
+            shown = default if not isinstance(default, bool) else ("on" if default else "off")
+            action.help += f" (sweep default per point: {'automatic' if default is None else shown})"
+
+
 def build_parser() -> _Parser:
     parser = _Parser(prog="python -m profiler_core",
                      description="How much do CUDA Graphs speed up my PyTorch training, and why?")
@@ -188,6 +223,7 @@ def build_parser() -> _Parser:
                             f"{', '.join(BENCH_CONFIG_NAMES)})")
     bench.add_argument("--out", help="write the benchmark tables (CSV) into this folder")
     add_serve_command(commands)
+    add_sweep_command(commands)
     stats = commands.add_parser("trace-stats", help="graph-aware launch split of a Chrome trace")
     stats.add_argument("trace", help="Chrome-trace JSON exported by torch.profiler (.json or .gz)")
     stats.add_argument("--out", help="write launch_split.csv and kernels.csv into this folder")

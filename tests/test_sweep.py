@@ -1,0 +1,517 @@
+"""Sweeps (issue 12): the planner, execution through a fake launcher (progress, failed points, stop
+and resume, damaged points, folder safety), the analysis on synthetic tables, the CLI's exit
+codes, and one real CPU sweep of two tiny points through the real launcher."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from profiler_core import sweep
+from profiler_core.__main__ import main
+from profiler_core.config import RunConfig, preset
+from profiler_core.errors import ConfigError, RunFormatError
+from profiler_core.results import RunResult
+from profiler_core.sweep import (PointTrials, SweepAxis, SweepPlan, SweepRunner, parse_param,
+                                 parse_values)
+
+TINY = dict(d_in=16, hidden=16, d_out=8, device="cpu")
+
+
+# ----------------------------------------------------------------------------- a fake launcher
+
+
+def model_times(config: RunConfig) -> tuple[float, float, float]:
+    """(eager, graph, busy) ms per step of a made-up launch-bound step: eager pays 1 ms of launches
+    on top of the GPU work, a replay 0.05 ms spread over the steps it holds."""
+    busy = 0.002 * config.batch * (0.5 if config.dtype == "bf16" else 1.0) + 0.01
+    return 1.0 + busy, busy + 0.05 / config.capture_iters, busy
+
+
+def write_fake_run(config: RunConfig, out: Path, complete: bool = True, overwrite: bool = False) -> None:
+    eager, graph, busy = model_times(config)
+    speedup = eager / graph
+    modes = [{"mode": "eager", "median_ms": eager, "speedup": 1.0, "speedup_ci_low": 0.98,
+              "speedup_ci_high": 1.02, "one_time_ms": 0.0, "memory_bytes": 0.0,
+              "graphs_recorded": math.nan},
+             {"mode": "graph", "median_ms": graph, "speedup": speedup,
+              "speedup_ci_low": speedup * 0.95, "speedup_ci_high": speedup * 1.05,
+              "one_time_ms": 5.0, "memory_bytes": 2.0 * 2**20, "graphs_recorded": 1.0}]
+    for extra in config.extra_modes:
+        median = graph * 1.5
+        modes.append({"mode": extra, "median_ms": median, "speedup": eager / median,
+                      "speedup_ci_low": eager / median * 0.9, "speedup_ci_high": eager / median * 1.1,
+                      "one_time_ms": 2000.0, "memory_bytes": 0.0, "graphs_recorded": math.nan})
+    headline = {"eager_median_ms": eager, "graph_median_ms": graph, "speedup": speedup,
+                "speedup_ci_low": speedup * 0.95, "speedup_ci_high": speedup * 1.05,
+                "capture_ms": 5.0, "graph_pool_bytes": 2 * 2**20,
+                "break_even_iters": math.ceil(5.0 / (eager - graph)),
+                "eager_gpu_busy_us": busy * 1e3, "graph_gpu_busy_us": busy * 1e3 * config.capture_iters}
+    result = RunResult(config=config, environment={"gpu_name": "Synthetic GPU (fake launcher)"},
+                       headline=headline, tables={"modes": pd.DataFrame(modes)}, complete=complete)
+    result.save(out, overwrite=overwrite)
+
+
+class FakeEnding:
+    def __init__(self, status, error=None, stderr_tail="", returncode=0):
+        self.status, self.error, self.stderr_tail = status, error, stderr_tail
+        self.returncode, self.killed = returncode, False
+
+
+class FakeProcess:
+    """A run that ends as ``behaviour`` says: done, error:<Kind>, crash, or hang (until cancelled,
+    then kept incomplete, as the real run does)."""
+
+    def __init__(self, config, out, overwrite, behaviour, on_event):
+        self.config, self.out, self.overwrite, self.behaviour = config, Path(out), overwrite, behaviour
+        self.cancelled = threading.Event()
+        self.pid = 1
+        for fraction, phase in ((0.25, "warm-up"), (0.5, "timed trials"), (1.0, "done")):
+            if self.behaviour == "hang" and fraction == 1.0:
+                break
+            on_event({"event": "progress", "phase": phase, "done": int(fraction * 4), "total": 4,
+                      "fraction": fraction, "message": ""})
+
+    def cancel(self):
+        self.cancelled.set()
+
+    def wait(self, timeout=None):
+        if self.behaviour == "done":
+            write_fake_run(self.config, self.out, overwrite=self.overwrite)
+            return FakeEnding("done")
+        if self.behaviour.startswith("error:"):
+            kind = self.behaviour.split(":", 1)[1]
+            return FakeEnding("error", {"event": "error", "kind": kind, "field": None,
+                                        "message": f"{kind} at batch {self.config.batch}",
+                                        "hint": "shrink it"}, returncode=4)
+        if self.behaviour == "crash":
+            return FakeEnding("crashed", stderr_tail="Traceback\nSegmentation fault", returncode=-11)
+        if not self.cancelled.wait(timeout):
+            return None
+        write_fake_run(self.config, self.out, complete=False, overwrite=self.overwrite)
+        return FakeEnding("cancelled")
+
+
+class FakeLauncher:
+    def __init__(self, behaviour=lambda config: "done"):
+        self.behaviour = behaviour
+        self.started: list[tuple[int, str, bool]] = []  # (batch, folder name, overwrite)
+        self.closed = False
+
+    def start(self, config, out_dir, *, overwrite=False, timeout_s=None, on_event=None):
+        self.started.append((config.batch, Path(out_dir).name, overwrite))
+        return FakeProcess(config, out_dir, overwrite, self.behaviour(config), on_event or (lambda e: None))
+
+    def close(self):
+        self.closed = True
+
+
+def small_plan(values="8,16,32,64", **base) -> SweepPlan:
+    return SweepPlan((parse_param(f"batch={values}"),), preset("seed", **{**TINY, **base}),
+                     PointTrials(replays=20, profile=False))
+
+
+# ----------------------------------------------------------------------------- the planner
+
+
+def test_lists_and_ranges():
+    assert parse_values("batch", "1:1024:x2") == tuple(2 ** k for k in range(11))
+    assert parse_values("batch", "64:256:+64") == (64, 128, 192, 256)
+    assert parse_values("batch", "3:6") == (3, 4, 5, 6)
+    assert parse_values("batch", "1:10:x1.5") == (1, 2, 3, 5, 8)  # rounded, no value twice
+    assert parse_values("hidden", "512, 1_024,512") == (512, 1024)
+    assert parse_values("dtype", "fp32,bf16") == ("fp32", "bf16")
+    assert parse_values("modes", "graph,compile_ro,graph+compile") == ("graph", "compile_ro", "compile")
+    assert parse_param("capture-iters=1:8:x2") == SweepAxis("capture_iters", (1, 2, 4, 8))
+
+
+def test_two_parameters_make_a_grid_first_axis_outermost():
+    plan = SweepPlan((parse_param("batch=1:4:x2"), parse_param("dtype=fp32,bf16")), preset("seed"))
+    points = plan.points()
+    assert [p.label for p in points[:3]] == ["batch=1, dtype=fp32", "batch=1, dtype=bf16",
+                                             "batch=2, dtype=fp32"]
+    assert len(points) == 6 and points[5].config.batch == 4 and points[5].config.dtype == "bf16"
+    assert all(p.config.replays == PointTrials().replays and not p.config.nvml for p in points)
+    assert all(p.config.preset == "custom" for p in points)  # shorter trials than the preset's
+    assert points[3].run_name == "point-003"
+
+
+def test_width_and_modes_set_the_fields_they_name():
+    plan = SweepPlan((parse_param("width=256,512"), parse_param("modes=graph,compile_ro")),
+                     preset("seed"))
+    config = plan.points()[3].config
+    assert (config.d_in, config.hidden, config.d_out, config.modes) == (
+        512, 512, 512, ("eager", "graph", "compile_ro"))
+    transformer = SweepPlan((parse_param("seq_len=64,128"),), preset("transformer"))
+    assert transformer.points()[0].config.seq_len == 64
+
+
+def test_plan_round_trips_through_json():
+    plan = SweepPlan((parse_param("batch=1:8:x2"), parse_param("dtype=fp32,bf16")), preset("seed"),
+                     PointTrials(replays=50, trials=5), threshold=1.3)
+    again = SweepPlan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    assert again == plan and again.points() == plan.points()
+
+
+@pytest.mark.parametrize("params, base, words", [
+    (["speed=1,2"], {}, ["cannot sweep 'speed'", "choose among batch"]),
+    (["seq_len=64,128"], {}, ["seq_len changes nothing", "--preset transformer"]),
+    (["batch=0:8:x2"], {}, ["batch: a range must run upwards"]),
+    (["batch=1:8:x1"], {}, ["multiplying step must be above 1"]),
+    (["batch=1:100000000"], {}, ["100,000,000 values", "larger step"]),
+    (["dtype=fp32,fp8"], {}, ["unknown precision 'fp8'"]),
+    (["modes=graph,turbo"], {}, ["unknown mode 'turbo'"]),
+    (["batch=1,2", "batch=4"], {}, ["batch is swept twice"]),
+    (["width=64,128", "hidden=32"], {}, ["both set"]),
+    (["batch=1,2", "dtype=fp32", "hidden=8"], {}, ["one or two parameters"]),
+    (["capture_iters=1,2,4"], {"dtype": "fp16"},
+     ["point 1 (capture_iters=2) is refused", "fp16", "drop that value"]),
+    (["hidden=1024,100000"], {}, ["point 1 (hidden=100000) is refused", "2^31"]),
+    (["batch=1:1500:+1", "hidden=1,2"], {}, ["3,000 points (at most 2,000)"]),
+])
+def test_a_bad_plan_names_the_point_and_what_to_change(params, base, words):
+    with pytest.raises(ConfigError) as error:
+        SweepPlan(tuple(parse_param(p) for p in params), preset("seed", **base))
+    text = str(error.value)
+    assert all(word in text for word in words), text
+    assert error.value.field == "param"
+
+
+def test_threshold_and_per_point_trials_are_checked():
+    with pytest.raises(ConfigError, match="given twice"):
+        SweepAxis("batch", (8, 8))
+    with pytest.raises(ConfigError, match="threshold must be"):
+        SweepPlan((parse_param("batch=1,2"),), threshold=0.5)
+    with pytest.raises(ConfigError) as error:
+        SweepPlan((parse_param("batch=1,2"),), point_trials=PointTrials(replays=4, trials=8))
+    assert error.value.field == "trials"  # the CLI names --trials
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def test_every_point_is_measured_with_progress(tmp_path):
+    seen = []
+    launcher = FakeLauncher()
+    runner = SweepRunner.create(small_plan(), tmp_path / "s", launcher=launcher, on_progress=seen.append)
+    outcome = runner.run()
+    assert outcome.status == "done" and (outcome.points["status"] == "done").all()
+    assert [b for b, _, _ in launcher.started] == [8, 16, 32, 64] and not launcher.closed
+    fractions = [p.fraction for p in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert {p.phase for p in seen if p.index == 2} >= {"starting", "warm-up", "timed trials"}
+    assert any(p.index == 1 and p.point_fraction == 0.5 and p.fraction == pytest.approx(1.5 / 4)
+               for p in seen)
+    data = sweep.load_sweep(tmp_path / "s")
+    assert data.status == "done" and list(data.points["batch"]) == [8, 16, 32, 64]
+    eager, graph, busy = model_times(small_plan().points()[0].config)
+    row = data.points.iloc[0]
+    assert row["speedup"] == pytest.approx(eager / graph) and row["floor_ms"] == pytest.approx(busy)
+    assert set(data.point_modes["mode"]) == {"eager", "graph"} and len(data.point_modes) == 8
+    info = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    assert (info["tool"], info["kind"], info["schema_version"]) == ("profiler_core", "sweep", 1)
+    assert all(RunResult.load(tmp_path / "s" / f"point-00{i}").complete for i in range(4))
+
+
+def test_a_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
+    behaviour = {16: "error:CaptureError", 32: "crash"}
+    launcher = FakeLauncher(lambda c: behaviour.get(c.batch, "done"))
+    outcome = SweepRunner.create(small_plan(), tmp_path / "s", launcher=launcher).run()
+    points = outcome.points.set_index("batch")
+    assert outcome.status == "done" and list(points["status"]) == ["done", "failed", "failed", "done"]
+    assert points.at[16, "error_kind"] == "CaptureError"
+    assert points.at[16, "error_message"] == "CaptureError at batch 16 (shrink it)"
+    assert points.at[32, "error_kind"] == "Crashed" and "Segmentation fault" in points.at[32, "error_message"]
+    assert math.isnan(points.at[16, "speedup"]) and points.at[64, "speedup"] > 1
+    # a failed point is finished: resuming measures nothing again
+    again = FakeLauncher()
+    assert SweepRunner.resume(tmp_path / "s", launcher=again).run().status == "done"
+    assert again.started == []
+
+
+def test_stop_keeps_finished_points_and_resume_skips_them(tmp_path):
+    runner = None
+
+    def stop_after_two(progress):
+        if progress.points_finished == 2:
+            runner.stop()
+
+    runner = SweepRunner.create(small_plan(), tmp_path / "s", launcher=FakeLauncher(),
+                                on_progress=stop_after_two)
+    outcome = runner.run()
+    assert outcome.status == "stopped"
+    assert list(outcome.points["status"]) == ["done", "done", "pending", "pending"]
+    assert sweep.load_sweep(tmp_path / "s").status == "stopped"
+    launcher = FakeLauncher()
+    resumed = SweepRunner.resume(tmp_path / "s", launcher=launcher).run()
+    assert resumed.status == "done" and [b for b, _, _ in launcher.started] == [32, 64]
+    assert (resumed.points["status"] == "done").all()
+    assert len(resumed.point_modes) == 8  # the kept points' modes are read back from their folders
+
+
+def test_stop_during_a_point_keeps_it_incomplete_and_resume_replaces_only_it(tmp_path):
+    runner = None
+
+    def stop_in_point_two(progress):
+        if progress.index == 2 and progress.phase == "timed trials":
+            threading.Timer(0.05, runner.stop).start()  # from another thread, like the page
+
+    launcher = FakeLauncher(lambda c: "hang" if c.batch == 32 else "done")
+    runner = SweepRunner.create(small_plan(), tmp_path / "s", launcher=launcher,
+                                on_progress=stop_in_point_two)
+    outcome = runner.run()
+    assert list(outcome.points["status"]) == ["done", "done", "stopped", "pending"]
+    assert RunResult.load(tmp_path / "s" / "point-002").complete is False
+    launcher = FakeLauncher()
+    SweepRunner.resume(tmp_path / "s", launcher=launcher).run()
+    assert launcher.started == [(32, "point-002", True), (64, "point-003", False)]
+
+
+def test_a_damaged_point_is_moved_aside_and_measured_again(tmp_path):
+    SweepRunner.create(small_plan(), tmp_path / "s", launcher=FakeLauncher()).run()
+    (tmp_path / "s" / "point-001" / "summary.json").write_text("{ not json")  # damaged
+    (tmp_path / "s" / "point-003" / "latency.csv").write_text("garbage\n1,2,3\n")  # unreadable table
+    launcher = FakeLauncher()
+    runner = SweepRunner.resume(tmp_path / "s", launcher=launcher)
+    assert runner.rerun_damaged == ("point-001", "point-003")
+    outcome = runner.run()
+    assert outcome.status == "done" and [b for b, _, _ in launcher.started] == [16, 64]
+    kept = tmp_path / "s" / "point-001.damaged-1" / "summary.json"
+    assert kept.read_text() == "{ not json"  # moved aside, never deleted
+    assert RunResult.load(tmp_path / "s" / "point-001").complete
+
+
+def test_a_crashed_sweep_resumes_from_its_folders(tmp_path):
+    SweepRunner.create(small_plan(), tmp_path / "s", launcher=FakeLauncher()).run()
+    info_path = tmp_path / "s" / "sweep.json"
+    info = json.loads(info_path.read_text())
+    info["status"] = "running"  # as left by a sweep process that died
+    info_path.write_text(json.dumps(info))
+    (tmp_path / "s" / "points.csv").unlink()  # and its table lost
+    launcher = FakeLauncher()
+    outcome = SweepRunner.resume(tmp_path / "s", launcher=launcher).run()
+    assert launcher.started == [] and outcome.status == "done"
+    assert (outcome.points["status"] == "done").all() and outcome.points["speedup"].notna().all()
+
+
+def test_no_cuda_stops_the_sweep_and_leaves_the_point_pending(tmp_path):
+    launcher = FakeLauncher(lambda c: "error:NoCudaError")
+    outcome = SweepRunner.create(small_plan(), tmp_path / "s", launcher=launcher).run()
+    assert outcome.status == "stopped" and outcome.fatal["kind"] == "NoCudaError"
+    assert len(launcher.started) == 1 and set(outcome.points["status"]) == {"pending"}
+
+
+def test_only_a_new_folder_or_our_own_sweep_is_written(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    (tmp_path / "file").write_text("keep me too")
+    from conftest import write_synthetic_run
+
+    write_synthetic_run(tmp_path / "a-run")
+    for name, words in (("mine", "not a sweep folder"), ("file", "not a sweep folder"),
+                        ("a-run", "a run folder of this tool, not a sweep")):
+        for flags in ({}, {"overwrite": True}):
+            with pytest.raises(ConfigError, match=words):
+                SweepRunner.create(small_plan(), tmp_path / name, launcher=FakeLauncher(), **flags)
+        with pytest.raises(ConfigError, match="nothing to resume"):
+            SweepRunner.resume(tmp_path / name, launcher=FakeLauncher())
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    assert (tmp_path / "file").read_text() == "keep me too"
+    SweepRunner.create(small_plan("8,16"), tmp_path / "s", launcher=FakeLauncher()).run()
+    with pytest.raises(ConfigError, match="already holds a sweep.*--resume"):
+        SweepRunner.create(small_plan(), tmp_path / "s", launcher=FakeLauncher())
+    SweepRunner.create(small_plan("32"), tmp_path / "s", launcher=FakeLauncher(), overwrite=True).run()
+    assert list(sweep.load_sweep(tmp_path / "s").points["batch"]) == [32]
+    assert not (tmp_path / "s" / "point-001").exists()  # the replaced sweep's points went with it
+
+
+def test_a_damaged_sweep_file_is_refused_on_loading(tmp_path):
+    SweepRunner.create(small_plan("8,16"), tmp_path / "s", launcher=FakeLauncher()).run()
+    points = tmp_path / "s" / "points.csv"
+    points.write_text(points.read_text().replace("done", "exploded", 1))
+    with pytest.raises(RunFormatError, match="unknown status"):
+        sweep.load_sweep(tmp_path / "s")
+    listed = sweep.list_sweeps(tmp_path)
+    assert list(listed["name"]) == ["s"] and "unknown status" in listed["problem"].iloc[0]
+    with pytest.raises(RunFormatError, match="not a sweep folder"):
+        sweep.load_sweep(tmp_path)
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def synthetic(rows: list[dict], axis_names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """points and point_modes tables from (axis values, eager, graph, floor) rows."""
+    points, modes = [], []
+    for index, row in enumerate(rows):
+        points.append({"index": index, **{a: row[a] for a in axis_names},
+                       "status": row.get("status", "done"), "floor_ms": row.get("floor", math.nan)})
+        if row.get("status", "done") != "done":
+            continue
+        modes.append({"index": index, "mode": "eager", "median_ms": row["eager"], "speedup": 1.0,
+                      "speedup_ci_low": 1.0, "speedup_ci_high": 1.0, "one_time_ms": 0.0,
+                      "memory_bytes": 0.0})
+        speedup = row.get("speedup", row["eager"] / row["graph"])
+        modes.append({"index": index, "mode": "graph", "median_ms": row["graph"], "speedup": speedup,
+                      "speedup_ci_low": speedup * 0.9, "speedup_ci_high": speedup * 1.1,
+                      "one_time_ms": row.get("cost", 10.0), "memory_bytes": 4 * 2**20})
+    return pd.DataFrame(points), pd.DataFrame(modes)
+
+
+def test_crossover_is_interpolated_on_a_log_scale():
+    points, modes = synthetic([{"batch": 2, "eager": 3.0, "graph": 1.0},
+                               {"batch": 8, "eager": 2.0, "graph": 1.0},
+                               {"batch": 32, "eager": 1.0, "graph": 1.0},
+                               {"batch": 64, "eager": 0.9, "graph": 1.0}], ["batch"])
+    table = sweep.speedup_table(points, modes, ["batch"], "batch")
+    found = sweep.crossovers(table, "batch", threshold=1.5)
+    row = found.iloc[0]
+    assert row["direction"] == "falls below" and (row["above_x"], row["below_x"]) == (8, 32)
+    assert row["crossover"] == pytest.approx(16.0)  # halfway between 8 and 32 in log(batch)
+    assert "falls below 1.50x at batch ≈ 16" in row["text"]
+
+
+def test_no_crossover_is_said_plainly():
+    points, modes = synthetic([{"batch": b, "eager": 5.0, "graph": 1.0} for b in (1, 4, 16)], ["batch"])
+    table = sweep.speedup_table(points, modes, ["batch"], "batch")
+    assert "stays at or above 1.10x over batch 1 to 16" in sweep.crossovers(table, "batch")["text"].iloc[0]
+    below = sweep.crossovers(table, "batch", threshold=8.0).iloc[0]
+    assert math.isnan(below["crossover"]) and "below 8.00x at every point" in below["text"]
+    rising = sweep.crossovers(sweep.speedup_table(*synthetic(
+        [{"batch": 1, "eager": 1.0, "graph": 1.0}, {"batch": 4, "eager": 2.0, "graph": 1.0}],
+        ["batch"]), ["batch"], "batch"), "batch", 1.5).iloc[0]
+    assert rising["direction"] == "rises above" and rising["crossover"] == pytest.approx(2.0)
+    one = sweep.crossovers(table.head(1), "batch")
+    assert "too few measured points" in one["text"].iloc[0]
+
+
+def test_series_per_other_axis_and_failed_points_left_out():
+    rows = [{"batch": b, "dtype": d, "eager": 2.0, "graph": g, "floor": 0.1}
+            for b, g in ((1, 0.5), (16, 1.0), (256, 2.0)) for d in ("fp32", "bf16")]
+    rows[2]["status"] = "failed"
+    points, modes = synthetic(rows, ["batch", "dtype"])
+    table = sweep.speedup_table(points, modes, ["batch", "dtype"], "batch")
+    assert set(table["series"]) == {"graph · dtype=fp32", "graph · dtype=bf16"}
+    assert 2 not in set(table["index"]) and table["floor_ms"].eq(0.1).all()
+    found = sweep.crossovers(table, "batch").set_index("series")
+    assert found.loc["graph · dtype=bf16", "crossover"] == pytest.approx(16 * 16 ** ((1.1 - 2) / -1))
+    assert "too few" in found.loc["graph · dtype=fp32", "text"] or \
+        found.loc["graph · dtype=fp32", "direction"] == "falls below"
+    text = sweep.crossovers(sweep.speedup_table(points, modes, ["batch", "dtype"], "dtype"), "dtype",
+                            numeric=False)["text"]
+    assert text.str.contains("not a number").all()
+
+
+def test_break_even_per_point():
+    points, modes = synthetic([{"batch": 1, "eager": 2.0, "graph": 0.5, "cost": 10.0},
+                               {"batch": 2, "eager": 1.0, "graph": 1.5, "cost": 10.0}], ["batch"])
+    table = sweep.break_even_table(sweep.speedup_table(points, modes, ["batch"]), ["batch"])
+    assert list(table["break_even_steps"]) == [7.0, math.inf]  # ceil(10 / 1.5); never
+    assert list(table["pays_back"]) == ["after 7 steps", "never (not faster)"]
+    assert table["memory_mib"].eq(4.0).all() and table["saving_ms"].tolist() == [1.5, -0.5]
+
+
+def test_amortisation_approaches_the_floor():
+    rows = [{"capture_iters": k, "eager": 1.2, "graph": 0.2 + 0.4 / k, "floor": 0.2}
+            for k in (1, 2, 4, 8)]
+    points, modes = synthetic(rows, ["capture_iters"])
+    table = sweep.amortisation_table(sweep.speedup_table(points, modes, ["capture_iters"]),
+                                     ["capture_iters"])
+    assert list(table["capture_iters"]) == [1, 2, 4, 8]
+    assert table["above_floor_pct"].tolist() == pytest.approx([200.0, 100.0, 50.0, 25.0])
+    assert sweep.amortisation_table(sweep.speedup_table(*synthetic(
+        [{"batch": 1, "eager": 1.0, "graph": 0.5}], ["batch"]), ["batch"]), ["batch"]).empty
+
+
+def test_empty_inputs_keep_their_columns():
+    points = pd.DataFrame(columns=["index", "batch", "status", "floor_ms"])
+    modes = pd.DataFrame(columns=sweep.POINT_MODE_COLUMNS)
+    table = sweep.speedup_table(points, modes, ["batch"], "batch")
+    assert table.empty and "speedup" in table.columns
+    assert list(sweep.crossovers(table, "batch").columns) == sweep.CROSSOVER_COLUMNS
+    assert sweep.break_even_table(table, ["batch"]).empty
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--param", "batch=0:8"], "--param: batch: a range must run upwards"),
+    (["--param", "depth=1,2"], "--param: cannot sweep 'depth'"),
+    ([], "--param: a sweep needs at least one --param"),
+    (["--param", "batch=1,2", "--threshold", "0.2"], "--threshold: threshold must be"),
+    (["--param", "batch=1,2", "--replays", "2", "--trials", "5"], "--trials"),
+    (["--param", "batch=1,2", "--resume"], "nothing to resume"),
+    (["--param", "batch=1,2", "--point-timeout", "-1"], "point-timeout must be"),
+])
+def test_bad_sweep_input_exits_2_with_one_line(tmp_path, capsys, argv, words):
+    assert main(["sweep", "--out", str(tmp_path / "s"), "--device", "cpu", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error:") and words in err, err
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_sweep_without_cuda_exits_3(tmp_path, capsys):
+    assert main(["sweep", "--out", str(tmp_path / "s"), "--param", "batch=1,2"]) == 3
+    assert "no CUDA device" in capsys.readouterr().err and not (tmp_path / "s").exists()
+
+
+def test_sweep_exit_codes_failed_point_stopped_and_resumed(tmp_path, capsys, monkeypatch):
+    argv = ["sweep", "--out", str(tmp_path / "s"), "--device", "cpu", *sum(
+        ([f"--{k.replace('_', '-')}", str(v)] for k, v in TINY.items() if k != "device"), []),
+        "--param", "batch=8,16,32", "--progress", "none"]
+    monkeypatch.setattr(sweep, "_default_launcher",
+                        lambda: FakeLauncher(lambda c: "error:GpuMemoryError" if c.batch == 16 else "done"))
+    assert main(argv) == 5  # the sweep finished; a point ran out of memory
+    out = capsys.readouterr()
+    assert "point 1 failed (GpuMemoryError)" in out.out and "1 point(s) failed" in out.err
+    assert main(argv) == 2 and "already holds a sweep" in capsys.readouterr().err
+    assert main(["sweep", "--out", str(tmp_path / "s"), "--resume", "--batch", "4"]) == 2
+    assert "--batch cannot change it" in capsys.readouterr().err
+
+    def interrupted():
+        launcher = FakeLauncher()
+        real = launcher.start
+
+        def start(config, *args, **kwargs):
+            if config.batch == 16:
+                raise KeyboardInterrupt
+            return real(config, *args, **kwargs)
+
+        launcher.start = start
+        return launcher
+
+    monkeypatch.setattr(sweep, "_default_launcher", interrupted)
+    assert main(argv[:-2] + ["--overwrite", "--progress", "none"]) == 130
+    assert "--resume" in capsys.readouterr().err
+    monkeypatch.setattr(sweep, "_default_launcher", FakeLauncher)
+    assert main(["sweep", "--out", str(tmp_path / "s"), "--resume", "--progress", "none"]) == 0
+    assert "(1 already finished)" in capsys.readouterr().err
+    assert (sweep.load_sweep(tmp_path / "s").points["status"] == "done").all()
+
+
+def test_real_cpu_sweep_of_two_tiny_points(tmp_path, capsys):
+    """Through the real launcher and real run processes (warm workers), on the CPU."""
+    out = tmp_path / "cpu-sweep"
+    code = main(["sweep", "--out", str(out), "--device", "cpu", "--batch", "8", "--d-in", "16",
+                 "--hidden", "16", "--d-out", "4", "--replays", "20", "--trials", "4",
+                 "--no-profile", "--param", "batch=4,8", "--progress", "none"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    data = sweep.load_sweep(out)
+    assert data.status == "done" and list(data.points["status"]) == ["done", "done"]
+    assert (data.points["eager_median_ms"] > 0).all()  # measured, not made up
+    assert "a CPU sweep times the eager half only" in printed.out
+    for index, batch in enumerate((4, 8)):
+        run = RunResult.load(out / f"point-00{index}")
+        assert run.complete and run.config.batch == batch and run.config.device == "cpu"
