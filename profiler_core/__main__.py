@@ -1,4 +1,4 @@
-"""The command line: ``python -m profiler_core {run,bench,trace-stats}``.
+"""The command line: ``python -m profiler_core {run,bench,trace-stats,predict}``.
 
 Exit codes: 0 success; 2 bad input (one line naming the option and what is allowed); 3 no CUDA
 device; 4 the step could not be captured; 5 not enough GPU memory; 6 a GPU fault; 130 interrupted.
@@ -19,6 +19,7 @@ import pandas as pd
 from profiler_core import cli
 from profiler_core.config import is_user_spec
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError
+from profiler_core.predict import headline_lines as prediction_lines
 from profiler_core.results import RunResult, check_output
 
 
@@ -105,6 +106,7 @@ def format_summary(result: RunResult) -> str:
         if "parity_max_abs_diff" in head:
             lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
                          f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
+        lines += prediction_lines(head)
     modes = result.table("modes")
     if len(modes) > 1:
         lines += ["", "Every mode (steady state; speedup over eager with its 95% CI; one-time cost)"]
@@ -307,8 +309,18 @@ def _command_trace_stats(args) -> int:
     return 0
 
 
+def _command_predict(args) -> int:
+    from profiler_core.predict import trace_report
+
+    print(trace_report(args.trace, args.launch_us, args.per_node_us, args.calibrate,
+                       args.steps_per_iteration, args.steps_per_graph, args.copy_us,
+                       args.eager_ms))
+    return 0
+
+
 COMMANDS = {"run": _command_run, "bench": _command_bench, "serve": _command_serve,
-            "trace-stats": _command_trace_stats}
+            "trace-stats": _command_trace_stats,
+            "predict": _command_predict}
 
 
 def _command_sweep(args) -> int:

@@ -229,7 +229,35 @@ def build_parser() -> _Parser:
     stats.add_argument("--out", help="write launch_split.csv and kernels.csv into this folder")
     stats.add_argument("--overwrite", action="store_true",
                        help="replace those two tables if an earlier trace-stats wrote them there")
+    add_predict_command(commands)
     return parser
+
+
+def add_predict_command(commands) -> None:
+    """``predict``: the graph time per step, and the speedup, from an eager trace alone."""
+    predict = commands.add_parser(
+        "predict", help="predict the CUDA-graph time per step and the speedup from an eager "
+                        "torch.profiler trace, before any capture")
+    predict.add_argument("trace", help="eager Chrome-trace JSON exported by torch.profiler "
+                                       "(.json or .gz), one ProfilerStep# per training step")
+    predict.add_argument("--launch-us", type=_float_text,
+                         help="GPU cost of one graph launch, microseconds (with --per-node-us)")
+    predict.add_argument("--per-node-us", type=_float_text,
+                         help="GPU cost per kernel node, microseconds (with --launch-us)")
+    predict.add_argument("--calibrate", action="store_true",
+                         help="measure both constants on this machine's GPU (under a second)")
+    predict.add_argument("--steps-per-iteration", type=_int_text,
+                         help="training steps in each ProfilerStep# iteration (default: 1), or in "
+                              "the whole trace when it has no markers")
+    predict.add_argument("--steps-per-graph", type=_int_text, default=1,
+                         help="training steps you would capture in one graph (default: 1)")
+    predict.add_argument("--copy-us", type=_float_text,
+                         help="copying a batch into the graph's static inputs, microseconds per "
+                              "replay (default: left out)")
+    predict.add_argument("--eager-ms", type=_float_text,
+                         help="your measured eager time per step, unprofiled (default: the "
+                              "trace's median iteration span, which is profiled)")
+
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:

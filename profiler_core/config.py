@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from profiler_core.errors import ConfigError
+from profiler_core.workload_kinds import workload_of
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 # The article's step, its three lessons, and the built-in transformer and convolutional workloads.
@@ -228,22 +229,11 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("eager_iters",
                           f"eager_iters ({config.total_eager_iters}) cannot be fewer than trials "
                           f"({config.trials})", "raise eager_iters or lower trials")
-    layer_sizes = {
-        "d_in": config.batch * config.d_in,
-        "hidden": max(config.d_in * config.hidden, config.hidden * config.hidden,
-                      config.batch * config.hidden),
-        "d_out": max(config.hidden * config.d_out, config.batch * config.d_out),
-    }
-    if config.workload == "transformer":
-        if config.hidden % config.heads:
-            raise ConfigError("heads", f"hidden ({config.hidden:,}) must divide by heads "
-                                       f"({config.heads:,})", "pick heads that divide the width")
-        layer_sizes = {"seq_len": config.batch * config.seq_len * 4 * config.hidden,
-                       "heads": config.batch * config.heads * config.seq_len * config.seq_len,
-                       "hidden": 4 * config.hidden * config.hidden}
-    elif config.workload == "conv":
-        layer_sizes = {"image_size": config.batch * config.channels * config.image_size ** 2,
-                       "channels": 9 * config.channels * config.channels}
+    if config.workload == "transformer" and config.hidden % config.heads:
+        raise ConfigError("heads", f"hidden ({config.hidden:,}) must divide by heads "
+                                   f"({config.heads:,})", "pick heads that divide the width")
+    workload = workload_of(config)
+    layer_sizes = workload.largest_tensors(config) if workload is not None else {}
     for name, elements in layer_sizes.items():
         if elements > MAX_TENSOR_ELEMENTS:
             raise ConfigError(

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from profiler_core.config import RunConfig, is_user_spec
+from profiler_core.config import ALWAYS_MEASURED, RunConfig
+from profiler_core.workload_kinds import workload_of
 from profiler_core.errors import GpuMemoryError
 
 FP32_BYTES = 4
@@ -29,26 +30,28 @@ class MemoryEstimate:
     optimizer_bytes: int
     activations_bytes: int  # one step's saved activations and backward temporaries
     batches_bytes: int
-    total_bytes: int  # two replicas (eager, graphed), a graph pool, batches and fixed overhead
+    total_bytes: int  # a replica per mode, activations, batches and fixed overhead
 
 
 def parameter_count(config: RunConfig) -> int:
-    hidden_layers = config.hidden_layers - 1
-    return (config.d_in * config.hidden + config.hidden
-            + hidden_layers * (config.hidden * config.hidden + config.hidden)
-            + config.hidden * config.d_out + config.d_out)
+    """The built-in workload's parameters (``workload_kinds``)."""
+    return workload_of(config).parameter_count(config)
+
+
+def replicas(config: RunConfig) -> int:
+    """Replicas a run builds: eager, the graphed one, and one per extra mode."""
+    return len(ALWAYS_MEASURED) + len(config.extra_modes)
 
 
 def estimate(config: RunConfig) -> MemoryEstimate:
+    workload = workload_of(config)
     parameters = parameter_count(config) * FP32_BYTES
     optimizer = 2 * parameters if config.optimizer in ("adam", "adamw") else 0
-    # Per layer output: the activation, the dropout/ReLU output and mask, its gradient; autocast
-    # adds low-precision copies of weights and activations. Counted at fp32 for margin.
-    widths = config.d_in + 3 * config.hidden * config.hidden_layers + 3 * config.d_out
-    activations = 2 * config.batch * widths * FP32_BYTES + parameters // 2
-    batches = BATCH_POOL_BATCHES * config.batch * (config.d_in + config.d_out) * FP32_BYTES
+    # Autocast adds low-precision copies of weights and activations; counted at fp32 for margin.
+    activations = workload.activation_elements(config) * FP32_BYTES + parameters // 2
+    batches = BATCH_POOL_BATCHES * workload.batch_elements(config) * FP32_BYTES
     replica = 2 * parameters + optimizer  # weights and gradients, optimizer state
-    total = 2 * replica + 2 * activations + batches + FIXED_OVERHEAD_BYTES
+    total = replicas(config) * replica + 2 * activations + batches + FIXED_OVERHEAD_BYTES
     return MemoryEstimate(parameters, parameters, optimizer, activations, batches, total)
 
 
@@ -59,8 +62,8 @@ def _gib(value: int) -> str:
 def cpu_estimate(config: RunConfig) -> MemoryEstimate:
     """A CPU run: one eager replica (no graph, no second replica) and its batches."""
     full = estimate(config)
-    batches = min(BATCH_POOL_BATCHES, config.total_eager_iters) * config.batch * (
-        config.d_in + config.d_out) * FP32_BYTES
+    batches = (min(BATCH_POOL_BATCHES, config.total_eager_iters)
+               * workload_of(config).batch_elements(config) * FP32_BYTES)
     total = (2 * full.parameters_bytes + full.optimizer_bytes + full.activations_bytes + batches
              + FIXED_OVERHEAD_BYTES // 2)
     return MemoryEstimate(full.parameters_bytes, full.gradients_bytes, full.optimizer_bytes,
@@ -94,10 +97,10 @@ def host_memory_available() -> int | None:
 
 def check_fits(config: RunConfig, device: torch.device) -> MemoryEstimate | None:
     """Refuse a config that clearly needs more than the device's free memory (the host's memory
-    for a CPU run). Only the MLP has an estimate; for the others (None) a real out-of-memory error
-    is still caught and named."""
-    if is_user_spec(config.workload) or config.workload in ("transformer", "conv"):
-        return None  # the estimate below is the MLP's
+    for a CPU run). Every built-in workload has an estimate; the user's own step has none (None),
+    and a real out-of-memory error is still caught and named."""
+    if workload_of(config) is None:
+        return None
     if device.type == "cpu":
         needed = cpu_estimate(config)
         free_bytes = host_memory_available()
@@ -106,18 +109,16 @@ def check_fits(config: RunConfig, device: torch.device) -> MemoryEstimate | None
                 f"this config needs about {_gib(needed.total_bytes)} of the CPU's memory (weights "
                 f"{_gib(needed.parameters_bytes)}, activations {_gib(needed.activations_bytes)}, "
                 f"batches {_gib(needed.batches_bytes)}); this process may use about "
-                f"{_gib(free_bytes)}", "shrink the batch or the layer sizes for a CPU run")
+                f"{_gib(free_bytes)}", workload_of(config).shrink_hint(config) + " for a CPU run")
         return needed
     needed = estimate(config)
     free_bytes, _ = torch.cuda.mem_get_info(device)
     if needed.total_bytes > free_bytes:
-        largest = max(("batch", config.batch), ("hidden", config.hidden), ("d_in", config.d_in),
-                      key=lambda item: item[1])
         raise GpuMemoryError(
             f"this config needs about {_gib(needed.total_bytes)} of GPU memory "
-            f"(weights {_gib(needed.parameters_bytes)} per replica, activations "
+            f"(weights {_gib(needed.parameters_bytes)} per replica x{replicas(config)}, activations "
             f"{_gib(needed.activations_bytes)}, batches {_gib(needed.batches_bytes)}); "
             f"{config.device} has {_gib(free_bytes)} free",
-            f"shrink the batch or the layer sizes (for example {largest[0]}, now {largest[1]:,}), "
-            "or free memory used by other processes")
+            f"{workload_of(config).shrink_hint(config)}, time fewer modes, or free memory used by "
+            "other processes")
     return needed

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from profiler_core import schema, stats, timing
+from profiler_core import predict, schema, stats, timing
 from profiler_core.capture import CaptureCosts, GraphedStep, refuse_after_failed_capture
 from profiler_core.config import MODE_LABELS, RunConfig, is_user_spec
 from profiler_core.counters import counters_table
@@ -726,6 +726,8 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         tables["breakdown"] = coerce_table(
             "breakdown", decompose_speedup(windows["eager"].analysis, windows["graph"].analysis))
         headline.update(_launch_split_headline(windows, modes, tables["stats"]))
+        headline.update(predict.calibrate_and_predict(device, batches[0], config.capture_iters,
+                                                      headline))
         state.traces.update({mode: window.trace_path for mode, window in windows.items()})
 
     del graphed, graph, eager, eager_step, counter_tensor, modes, extras

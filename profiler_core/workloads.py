@@ -1,5 +1,6 @@
-"""The training step under test: the article's MLP (or the user's own step, ``--workload
-package.module:function``), its optimizer, precision and synthetic batches.
+"""The training step under test: a built-in workload (``workload_kinds``: the article's MLP, the
+transformer, the conv classifier) or the user's own step (``--workload package.module:function``),
+with its optimizer, precision and synthetic batches.
 
 Scope: building one replica of the workload (model, loss, optimizer, static counter) and running
 its step pieces. Capture, replay and timing live in ``capture`` and ``runner``; loading the user's
@@ -17,67 +18,15 @@ from torch import nn
 from profiler_core.config import RunConfig, is_user_spec
 from profiler_core.errors import ConfigError
 from profiler_core.user_workload import build_parts
+from profiler_core.workload_kinds import workload_of
 
 LEARNING_RATES = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def build_model(config: RunConfig) -> nn.Module:
-    """The built-in workload's model (``mlp``, ``transformer`` or ``conv``)."""
-    if config.workload == "transformer":
-        return _transformer(config)
-    if config.workload == "conv":
-        return _conv_classifier(config)
-    return _mlp(config)
-
-
-def _mlp(config: RunConfig) -> nn.Sequential:
-    """Linear(D_in,H) -> Dropout(p1) -> (hidden_layers-1) x [Linear(H,H) -> ReLU] -> Linear(H,D_out) -> Dropout(p2)."""
-    layers: list[nn.Module] = [nn.Linear(config.d_in, config.hidden), nn.Dropout(p=config.dropout1)]
-    for _ in range(config.hidden_layers - 1):
-        layers += [nn.Linear(config.hidden, config.hidden), nn.ReLU()]
-    layers += [nn.Linear(config.hidden, config.d_out), nn.Dropout(p=config.dropout2)]
-    return nn.Sequential(*layers)
-
-
-def _transformer(config: RunConfig) -> nn.Sequential:
-    """``hidden_layers`` pre-norm encoder layers (width ``hidden``, ``heads`` heads, a GELU MLP of
-    4x the width, dropout p1), then a Linear to ``d_out``; input (batch, seq_len, hidden)."""
-    layers: list[nn.Module] = [
-        nn.TransformerEncoderLayer(config.hidden, config.heads, dim_feedforward=4 * config.hidden,
-                                   dropout=config.dropout1, activation="gelu", batch_first=True,
-                                   norm_first=True)
-        for _ in range(config.hidden_layers)]
-    return nn.Sequential(*layers, nn.Linear(config.hidden, config.d_out))
-
-
-def _conv_classifier(config: RunConfig) -> nn.Sequential:
-    """``hidden_layers`` blocks of [3x3 Conv(``channels``) -> BatchNorm -> ReLU] on 3-channel
-    images, global average pooling, dropout p2 and a Linear to ``d_out`` classes."""
-    layers: list[nn.Module] = []
-    channels_in = 3
-    for _ in range(config.hidden_layers):
-        layers += [nn.Conv2d(channels_in, config.channels, 3, padding=1, bias=False),
-                   nn.BatchNorm2d(config.channels), nn.ReLU()]
-        channels_in = config.channels
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(p=config.dropout2),
-               nn.Linear(config.channels, config.d_out)]
-    return nn.Sequential(*layers)
-
-
-def _random_batch(config: RunConfig, device: torch.device,
-                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """One synthetic (input, target) batch of the built-in workload."""
-    if config.workload == "transformer":
-        shape = (config.batch, config.seq_len)
-        return (torch.randn(*shape, config.hidden, device=device, generator=generator),
-                torch.randn(*shape, config.d_out, device=device, generator=generator))
-    if config.workload == "conv":
-        return (torch.randn(config.batch, 3, config.image_size, config.image_size, device=device,
-                            generator=generator),
-                torch.randint(0, config.d_out, (config.batch,), device=device, generator=generator))
-    return (torch.randn(config.batch, config.d_in, device=device, generator=generator),
-            torch.randn(config.batch, config.d_out, device=device, generator=generator))
+    """The built-in workload's model (``mlp``, ``transformer`` or ``conv``; a broken step is the MLP)."""
+    return workload_of(config).build_model(config)
 
 
 def build_optimizer(config: RunConfig, params, capturable: bool) -> torch.optim.Optimizer:
@@ -116,7 +65,8 @@ def make_batches(config: RunConfig, count: int,
     if is_user_spec(config.workload):
         draw = build_parts(config.workload, device).batch
         return [tuple(draw(generator)) for _ in range(count)]
-    return [_random_batch(config, device, generator) for _ in range(count)]
+    workload = workload_of(config)
+    return [workload.random_batch(config, device, generator) for _ in range(count)]
 
 
 class TrainingStep:
@@ -138,7 +88,7 @@ class TrainingStep:
             self._float_loss = False  # the user's loss gets the model's output as it is
         else:
             self.model = build_model(config).to(device)
-            self.loss_fn = nn.CrossEntropyLoss() if config.workload == "conv" else nn.MSELoss()
+            self.loss_fn = workload_of(config).loss_fn()
             self.optimizer = build_optimizer(config, self.model.parameters(),
                                              capturable=graphed and device.type == "cuda")
             self._float_loss = True

@@ -91,7 +91,7 @@ def test_a_config_that_clearly_exceeds_free_memory_is_refused(monkeypatch):
 
 def test_out_of_memory_names_the_phase_and_what_to_shrink():
     error = _out_of_memory(RunConfig(), "capture", torch.cuda.OutOfMemoryError("CUDA out of memory. Tried"))
-    assert "during capture" in error.message and "batch (now 640)" in error.hint
+    assert "during capture" in error.message and "batch 640" in error.hint and "hidden 2,048" in error.hint
     assert error.__traceback__ is None and error.exit_code == 5
 
 

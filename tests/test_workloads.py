@@ -59,3 +59,45 @@ def test_presets_name_their_workload_and_sizes_are_checked():
     assert raised.value.field == "image_size"
     with pytest.raises(ConfigError):
         RunConfig(workload="conv", image_size=2)
+
+
+@pytest.mark.parametrize("name", ["seed", "transformer", "conv"])
+@pytest.mark.parametrize("layers", [1, 3])
+def test_each_workload_counts_its_own_parameters_exactly(name, layers):
+    """The workload object's parameter count (the memory estimate's basis) is the model's."""
+    from profiler_core.workload_kinds import workload_of
+    from profiler_core.workloads import build_model
+
+    small = {"seed": RunConfig(d_in=48, hidden=32, d_out=8)}
+    config = small.get(name) or preset(name, **SMALL[name])
+    config = config.replace(hidden_layers=layers)
+    model = build_model(config)
+    assert workload_of(config).parameter_count(config) == sum(p.numel() for p in model.parameters())
+
+
+def test_every_built_in_workload_has_a_memory_estimate_that_grows_with_its_sizes():
+    from profiler_core import memory
+
+    for name, size in (("seed", "batch"), ("transformer", "seq_len"), ("conv", "image_size")):
+        small = PRESETS[name]
+        large = small.replace(**{size: getattr(small, size) * 4})
+        assert memory.estimate(large).activations_bytes > memory.estimate(small).activations_bytes
+        assert memory.estimate(small).total_bytes > memory.FIXED_OVERHEAD_BYTES
+    # each extra mode builds its own replica
+    seed = PRESETS["seed"]
+    more = seed.replace(modes=("eager", "graph", "compile", "compile_ro"))
+    replica = 2 * memory.estimate(seed).parameters_bytes
+    assert memory.estimate(more).total_bytes - memory.estimate(seed).total_bytes == 2 * replica
+
+
+def test_a_transformer_too_large_for_the_host_is_refused_naming_its_own_sizes(monkeypatch):
+    from profiler_core import memory
+    from profiler_core.errors import GpuMemoryError
+
+    monkeypatch.setattr(memory, "host_memory_available", lambda: 2**20)
+    config = PRESETS["transformer"].replace(device="cpu")
+    with pytest.raises(GpuMemoryError) as refused:
+        memory.check_fits(config, torch.device("cpu"))
+    assert "seq_len 128" in refused.value.hint and "heads 8" in refused.value.hint
+    user = config.replace(workload="profiler_core.examples.user_step:build")
+    assert memory.check_fits(user, torch.device("cpu")) is None  # only its code knows its size

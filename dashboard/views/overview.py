@@ -4,6 +4,7 @@ the launch split (launch-bound or GPU-bound, and why), the GPU, the config and t
 import streamlit as st
 
 from dashboard import analysis, charts, state, ui
+from profiler_core import predict
 
 gpus, no_gpu_reason = state.device_list()
 if gpus.empty:
@@ -64,6 +65,29 @@ with right:
     if match is not None:
         st.caption(("The article's counter lessons all matched." if match else
                     "A counter lesson did not match: see Counters."))
+
+st.subheader("Prediction before capture")
+if predict.has_prediction(h):
+    left, right = st.columns([3, 2])
+    with left:
+        ui.table(predict.prediction_table(h), f"{run.name}-prediction.csv", key="overview_prediction",
+                 label="prediction CSV",
+                 column_config={"predicted": st.column_config.NumberColumn(format="%.4g"),
+                                "measured": st.column_config.NumberColumn(format="%.4g"),
+                                "error_pct": st.column_config.NumberColumn("error (%)", format="%+.1f")})
+    with right:
+        ui.table(predict.constants_table(h), f"{run.name}-prediction_constants.csv",
+                 key="overview_prediction_constants", label="constants CSV",
+                 column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+    st.caption("Predicted from the eager profiled window alone, as if before any capture: graph "
+               "time per step = eager GPU busy + (launch + batch copy) / steps per graph + cost "
+               "per node x kernels; speedup = measured eager median / predicted graph time. Error "
+               "is (predicted - measured) / measured. It assumes the GPU, not the host, bounds the "
+               "graphed step. Constants " + ui.escape_md(h.get("prediction_constants_method", "")) + ".")
+else:
+    st.caption("This run has no prediction: it needs a CUDA run with a profiled eager window, "
+               "recorded by a version of this tool that calibrates one (`python -m profiler_core "
+               "predict` predicts from any eager trace).")
 
 modes = run.table("modes")
 if len(modes) > 2:  # more than eager and the article's graph: how each way of graphing compares

@@ -1,0 +1,369 @@
+"""Prediction before capture (issue 12): the fit of the calibration constants, the prediction on
+the recorded H200 traces and the bundled sample run, the ``predict`` command (good and bad
+traces), the headline keys through save and load, the run's text summary and the Overview; and,
+on a GPU, the calibration and real runs with predicted against measured printed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from profiler_core import predict
+from profiler_core.__main__ import format_summary, main
+from profiler_core.errors import ConfigError, RunFormatError
+from profiler_core.results import RunResult
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCH_BOUND = ROOT / "tests" / "data" / "h200_launch_bound"
+SAMPLE = ROOT / "dashboard" / "sample_run"
+CONSTANTS = ["--launch-us", "3", "--per-node-us", "0.25"]
+
+
+# ------------------------------------------------------------------------------ the fit
+
+
+def test_the_fit_recovers_launch_and_per_node_costs_from_synthetic_timings():
+    counts = np.array([1, 32, 256])
+    rng = np.random.default_rng(0)
+    overhead = 2.5 + 0.35 * counts + rng.normal(0, 0.01, counts.size)
+    launch_us, per_node_us = predict.fit_graph_costs(counts, overhead)
+    assert launch_us == pytest.approx(2.5, abs=0.05)
+    assert per_node_us == pytest.approx(0.35, abs=0.001)
+    # Two points: the line through them exactly.
+    assert predict.fit_graph_costs([1, 256], [4.0, 259.0]) == pytest.approx((3.0, 1.0))
+
+
+@pytest.mark.parametrize("counts, overhead", [([4, 4, 4], [1.0, 2.0, 3.0]), ([1], [2.0]),
+                                              ([1, 2], [1.0, math.nan]), ([1, 2], [1.0])])
+def test_the_fit_refuses_timings_it_cannot_fit(counts, overhead):
+    with pytest.raises(ValueError):
+        predict.fit_graph_costs(counts, overhead)
+
+
+def test_the_model_adds_launch_and_copy_per_graph_and_a_cost_per_kernel():
+    step = predict.EagerStep(gpu_busy_us=200.0, kernels=30, span_us=1500.0, iterations=4,
+                             steps_per_iteration=1, iteration_source="profiler_steps")
+    costs = predict.GraphCosts(4.0, 0.5, "test")
+    one = predict.predict_graph(step, costs, 1, copy_us=10.0)
+    assert one.graph_us == pytest.approx(200 + 4 + 10 + 15)
+    assert (one.launch_us, one.nodes_us, one.copy_us, one.copy_included) == (4.0, 15.0, 10.0, True)
+    four = predict.predict_graph(step, costs, 4)  # launch shared by 4 steps, no copy given
+    assert four.graph_us == pytest.approx(200 + 1 + 15)
+    assert four.copy_us == 0.0 and not four.copy_included
+
+
+# ------------------------------------------------------------------------------ recorded traces
+
+
+def test_the_eager_window_of_the_recorded_launch_bound_trace():
+    step = predict.eager_step_from_trace(LAUNCH_BOUND / "trace_eager.json.gz")
+    assert step.gpu_busy_us == pytest.approx(61.74, abs=0.01)
+    assert step.kernels == 21 and step.iterations == 4
+    assert step.iteration_source == "profiler_steps"
+    halved = predict.eager_step_from_trace(LAUNCH_BOUND / "trace_eager.json.gz", 2)
+    assert halved.gpu_busy_us == pytest.approx(step.gpu_busy_us / 2)
+    assert halved.kernels == 10.5
+
+
+def test_the_sample_run_prediction_reads_the_same_figures_the_run_recorded():
+    headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
+    step = predict.eager_step_from_trace(SAMPLE / "trace_eager.json.gz")
+    assert step.gpu_busy_us == pytest.approx(headline["eager_gpu_busy_us"])
+    assert step.kernels == headline["eager_kernels"] == 29
+    # The floor alone (no launch or node cost) plus the measured batch copy: the graph's
+    # measured 0.2366 ms is 8.7% above it; the calibrated constants must account for the rest.
+    floor = predict.prediction_from_headline({
+        **headline, "prediction_launch_us": 0.0, "prediction_per_node_us": 0.0,
+        "prediction_copy_us": headline["graph_input_copy_ms"] * 1e3,
+        "prediction_steps_per_graph": 1})
+    assert floor["predicted_graph_ms"] == pytest.approx(0.2161, abs=1e-4)
+    assert floor["prediction_error_pct"] == pytest.approx(-8.70, abs=0.01)
+    assert floor["predicted_speedup"] == pytest.approx(1.5926 / 0.2161, rel=1e-3)
+    assert floor["predicted_speedup_error_pct"] == pytest.approx(9.53, abs=0.01)
+
+
+def test_a_headline_without_the_eager_window_or_constants_predicts_nothing():
+    headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
+    assert all(math.isnan(v) for v in predict.prediction_from_headline(headline).values())
+    assert all(math.isnan(v) for v in predict.prediction_from_headline({}).values())
+    assert predict.prediction_table(headline).empty
+    assert list(predict.constants_table(headline).columns) == predict.CONSTANTS_TABLE_COLUMNS
+    assert predict.headline_lines(headline) == []
+
+
+# ------------------------------------------------------------------------------ the command
+
+
+def _one_line_refusal(capsys, argv, *fragments, code=2) -> str:
+    assert main(argv) == code
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
+    assert "Traceback" not in captured.err and not captured.out
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+def test_predict_command_on_the_recorded_eager_trace(capsys):
+    assert main(["predict", str(LAUNCH_BOUND / "trace_eager.json.gz"), *CONSTANTS,
+                 "--copy-us", "3.9", "--eager-ms", "1.016"]) == 0
+    out = capsys.readouterr().out
+    expected_us = 61.744 + 3 + 21 * 0.25 + 3.9
+    assert re.search(rf"= graph +{expected_us:.2f} us", out)
+    assert "21 kernels x 0.250 us" in out
+    assert "(given on the command line)" in out
+    assert re.search(rf"Predicted speedup: +{1016 / expected_us:.2f}x", out)
+    assert "given with --eager-ms" in out
+
+
+def test_predict_without_a_copy_or_eager_time_says_what_it_used(capsys):
+    assert main(["predict", str(SAMPLE / "trace_eager.json.gz"), *CONSTANTS,
+                 "--steps-per-graph", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "not included: pass --copy-us" in out
+    assert "profiled, so slower than your loop runs" in out
+    assert re.search(r"\+ launch +0\.75 us", out)  # 3 us shared by 4 captured steps
+
+
+@pytest.mark.parametrize("argv, fragments, code", [
+    ([], ["--launch-us: no default constants have been measured yet", "--calibrate"], 2),
+    (["--launch-us", "3"], ["--per-node-us: pass --launch-us and --per-node-us together"], 2),
+    (["--launch-us", "nan", "--per-node-us", "1"], ["--launch-us: must be a number", "got nan"], 2),
+    (["--launch-us", "-1", "--per-node-us", "1"], ["--launch-us: must be a number"], 2),
+    (["--launch-us", "1", "--per-node-us", "inf"], ["--per-node-us: must be a number"], 2),
+    ([*CONSTANTS, "--steps-per-graph", "0"], ["--steps-per-graph: must be a whole number"], 2),
+    ([*CONSTANTS, "--steps-per-iteration", "-3"], ["--steps-per-iteration: must be"], 2),
+    ([*CONSTANTS, "--copy-us", "1e400"], ["--copy-us: must be a number"], 2),
+    ([*CONSTANTS, "--eager-ms", "0"], ["--eager-ms: must be a positive number"], 2),
+    ([*CONSTANTS, "--calibrate"], ["--calibrate measures the constants"], 2),
+    ([*CONSTANTS, "--launch-us", "abc"], ["expected a number, got 'abc'"], 2),
+])
+def test_predict_refuses_bad_options_in_one_line(capsys, argv, fragments, code):
+    _one_line_refusal(capsys, ["predict", str(LAUNCH_BOUND / "trace_eager.json.gz"), *argv],
+                      *fragments, code=code)
+
+
+def test_predict_calibrate_without_cuda_is_exit_3(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the GPU test calibrates")
+    _one_line_refusal(capsys, ["predict", str(LAUNCH_BOUND / "trace_eager.json.gz"),
+                               "--calibrate"], "--calibrate needs a CUDA device", code=3)
+
+
+def _no_markers_trace(tmp_path):
+    trace = json.loads(gzip.decompress((LAUNCH_BOUND / "trace_eager.json.gz").read_bytes()))
+    trace["traceEvents"] = [e for e in trace["traceEvents"]
+                            if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    path = tmp_path / "no_markers.json"
+    path.write_text(json.dumps(trace))
+    return path
+
+
+def _cpu_only_trace(tmp_path):
+    path = tmp_path / "cpu_only.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"name": "ProfilerStep#0", "cat": "user_annotation", "ph": "X", "ts": 0, "dur": 50},
+        {"name": "aten::mm", "cat": "cpu_op", "ph": "X", "ts": 1, "dur": 40}]}))
+    return path
+
+
+def _hostile_name(tmp_path):
+    path = tmp_path / "two\nlines\x1b[31m.json"
+    path.write_text("{not json")
+    return path
+
+
+@pytest.mark.parametrize("build, fragments", [
+    (lambda tmp: LAUNCH_BOUND / "trace_graph.json", ["holds CUDA graph replays", "not an eager"]),
+    (lambda tmp: tmp / "absent.json", ["cannot read trace", "No such file"]),
+    (lambda tmp: tmp, ["is a folder, not a regular file"]),
+    (lambda tmp: (tmp / "bad.json").write_text("[1, 2") and tmp / "bad.json",
+     ["is not valid (gzipped) JSON"]),
+    (lambda tmp: (tmp / "list.json").write_text("[]") and tmp / "list.json",
+     ["has no 'traceEvents' list"]),
+    (lambda tmp: (tmp / "empty.json").write_text('{"traceEvents": []}') and tmp / "empty.json",
+     ["holds no events to analyse"]),
+    (lambda tmp: (tmp / "neg.json").write_text(json.dumps({"traceEvents": [
+        {"name": "k", "cat": "kernel", "ph": "X", "ts": 0, "dur": -5}]})) and tmp / "neg.json",
+     ["negative duration"]),
+    (_cpu_only_trace, ["holds no GPU kernels"]),
+    (_no_markers_trace, ["has no ProfilerStep# markers", "--steps-per-iteration"]),
+    (_hostile_name, ["two\\nlines\\x1b", "is not valid (gzipped) JSON"]),
+], ids=["graph-trace", "missing", "folder", "not-json", "not-an-object", "no-events",
+        "negative-dur", "cpu-only", "no-markers", "hostile-name"])
+def test_predict_refuses_bad_traces_in_one_line(tmp_path, capsys, build, fragments):
+    _one_line_refusal(capsys, ["predict", str(build(tmp_path)), *CONSTANTS], *fragments)
+
+
+def test_a_trace_without_markers_is_read_with_its_step_count(tmp_path, capsys):
+    path = _no_markers_trace(tmp_path)
+    assert main(["predict", str(path), *CONSTANTS, "--steps-per-iteration", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "from the whole trace (no ProfilerStep# markers); 4 training step(s)" in out
+    assert "21 kernels x" in out  # 84 kernels in the window, 4 steps
+
+
+def test_the_bad_options_are_refused_before_the_trace_is_read(tmp_path, capsys):
+    _one_line_refusal(capsys, ["predict", str(tmp_path / "absent.json"), "--launch-us", "-2",
+                               "--per-node-us", "1"], "--launch-us: must be a number")
+
+
+# ------------------------------------------------------------------------------ a run's headline
+
+
+def _calibration() -> predict.Calibration:
+    costs = predict.GraphCosts(3.5, 0.3, "measured on Fake GPU in this process: test")
+    return predict.Calibration(costs=costs, node_counts=(1, 32, 256),
+                               replay_us=(5.5, 21.0, 150.0), busy_us=(1.9, 8.0, 70.0),
+                               copy_us=11.0, wall_ms=60.0)
+
+
+def test_the_runner_call_adds_every_headline_key(monkeypatch):
+    headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
+    seen = {}
+
+    def fake_calibrate(device, batch):
+        seen.update(device=device, batch=batch)
+        return _calibration()
+
+    monkeypatch.setattr(predict, "calibrate", fake_calibrate)
+    added = predict.calibrate_and_predict("cuda:0", ("x", "y"), 1, headline)
+    assert seen == {"device": "cuda:0", "batch": ("x", "y")}
+    assert set(added) == set(predict.HEADLINE_KEYS)
+    expected_ms = (204.8999 + 3.5 + 29 * 0.3 + 11.0) / 1e3
+    assert added["predicted_graph_ms"] == pytest.approx(expected_ms, rel=1e-6)
+    assert added["prediction_error_pct"] == pytest.approx(
+        (expected_ms - headline["graph_median_ms"]) / headline["graph_median_ms"] * 100)
+    assert added["prediction_replay_busy_us"] == [1.9, 8.0, 70.0]
+
+
+def test_the_prediction_keys_round_trip_through_save_and_load(tmp_path, monkeypatch):
+    from conftest import write_synthetic_run
+
+    run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "base"))
+    monkeypatch.setattr(predict, "calibrate", lambda device, batch: _calibration())
+    run.headline.update(eager_kernels=15.0, parity_steps=5)
+    run.headline.update(predict.calibrate_and_predict("cuda:0", (), 2, run.headline))
+    run.headline["prediction_copy_us"] = math.nan  # a run whose batch copy was not timed
+    run.headline.update(predict.prediction_from_headline(run.headline))
+    saved = run.save(tmp_path / "runs" / "with-prediction")
+    loaded = RunResult.load(saved).headline
+    for key in predict.HEADLINE_KEYS:
+        value, back = run.headline[key], loaded[key]
+        if isinstance(value, float) and math.isnan(value):
+            assert isinstance(back, float) and math.isnan(back), key
+        else:
+            assert back == value, key
+    assert loaded["prediction_steps_per_graph"] == 2
+    assert loaded["predicted_graph_ms"] == pytest.approx((220.0 + 3.5 / 2 + 15 * 0.3) / 1e3)
+    text = format_summary(RunResult.load(saved))
+    assert re.search(r"Predicted before capture: graph 0\.226\d ms per step, measured", text)
+    assert "batch copy not timed" in text
+    assert "measured on Fake GPU in this process: test" in text
+    table = predict.prediction_table(loaded)
+    assert list(table["quantity"]) == ["graph time per step", "speedup"]
+    assert table["error_pct"].notna().all()
+
+
+def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_path,
+                                                                         monkeypatch):
+    from conftest import write_synthetic_run
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard import devices, rundata, state
+
+    import streamlit as st
+
+    st.cache_data.clear()
+    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")
+    monkeypatch.setattr(devices, "list_devices",
+                        lambda: (pd.DataFrame(columns=["device", "index", "name", "memory_free_mib",
+                                                       "memory_total_mib", "source"]), "test"))
+    monkeypatch.setenv(rundata.RUNS_ROOT_ENV, str(tmp_path))
+    run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "base"))
+    monkeypatch.setattr(predict, "calibrate", lambda device, batch: _calibration())
+    run.headline.update(eager_kernels=15.0)
+    run.headline.update(predict.calibrate_and_predict("cuda:0", (), 1, run.headline))
+    run.save(tmp_path / "runs" / "base", overwrite=True)
+    at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(tmp_path / "runs")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    tables = {tuple(df.value.columns): df.value for df in at.dataframe}
+    shown = tables[tuple(predict.PREDICTION_TABLE_COLUMNS)]
+    assert shown.loc[0, "predicted"] == pytest.approx(run.headline["predicted_graph_ms"])
+    assert shown.loc[0, "error_pct"] == pytest.approx(run.headline["prediction_error_pct"])
+    assert tuple(predict.CONSTANTS_TABLE_COLUMNS) in tables
+    labels = {b.label for b in at.download_button}
+    assert {"Download prediction CSV", "Download constants CSV"} <= labels
+    captions = "\n".join(str(c.value) for c in at.caption).replace("\\", "").replace("\u2060", "")
+    assert "Predicted from the eager profiled window alone" in captions
+    assert "measured on Fake GPU in this process: test" in captions
+
+
+# ------------------------------------------------------------------------------ on a GPU
+
+
+@pytest.mark.gpu
+def test_gpu_calibration_and_predicted_against_measured_on_real_runs():
+    """Prints the constants and, for three configs, predicted against measured graph time and
+    speedup. Run: .venv/bin/python -m pytest -m gpu tests/test_predict.py -s -q"""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from profiler_core.config import preset
+    from profiler_core.runner import run_experiment
+
+    device = torch.device("cuda", 0)
+    batch = (torch.randn(640, 4096, device=device), torch.randn(640, 1024, device=device))
+    calibration = predict.calibrate(device, batch)
+    print(f"\nCALIBRATION {torch.cuda.get_device_name(device)} torch {torch.__version__}: "
+          f"launch {calibration.costs.launch_us:.3f} us, per node "
+          f"{calibration.costs.per_node_us:.4f} us, seed batch copy {calibration.copy_us:.2f} us, "
+          f"took {calibration.wall_ms:.0f} ms")
+    for count, replay, busy in zip(calibration.node_counts, calibration.replay_us,
+                                   calibration.busy_us):
+        print(f"  {count:>4} nodes: replay {replay:8.2f} us, kernels busy {busy:8.2f} us, "
+              f"left {replay - busy:7.2f} us")
+    assert calibration.wall_ms < 5000
+    assert list(calibration.replay_us) == sorted(calibration.replay_us)
+    assert all(r > b > 0 for r, b in zip(calibration.replay_us, calibration.busy_us))
+    assert math.isfinite(calibration.copy_us) and calibration.copy_us > 0
+
+    sample = predict.eager_step_from_trace(SAMPLE / "trace_eager.json.gz")
+    sample_headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
+    sample_ms = predict.predict_graph(sample, calibration.costs, 1,
+                                      sample_headline["graph_input_copy_ms"] * 1e3).graph_us / 1e3
+    print(f"SAMPLE RUN (recorded earlier): predicted {sample_ms:.4f} ms, measured "
+          f"{sample_headline['graph_median_ms']:.4f} ms, error "
+          f"{(sample_ms / sample_headline['graph_median_ms'] - 1) * 100:+.1f}%")
+
+    configs = {"seed bf16": preset("seed", nvml=False, parity_steps=0),
+               "seed fp32": preset("seed", dtype="fp32", nvml=False, parity_steps=0),
+               "launch-bound fp32": preset("seed", batch=64, d_in=512, hidden=512, d_out=256,
+                                           dtype="fp32", nvml=False, parity_steps=0)}
+    errors = []
+    for name, config in configs.items():
+        head = run_experiment(config).headline
+        assert set(predict.HEADLINE_KEYS) <= set(head)
+        errors.append(head["prediction_error_pct"])
+        print(f"RUN {name}: eager busy {head['eager_gpu_busy_us']:.1f} us, "
+              f"{head['eager_kernels']:g} kernels; predicted graph {head['predicted_graph_ms']:.4f} "
+              f"ms vs measured {head['graph_median_ms']:.4f} ms ({head['prediction_error_pct']:+.1f}%); "
+              f"speedup predicted {head['predicted_speedup']:.2f}x vs measured "
+              f"{head['speedup']:.2f}x ({head['predicted_speedup_error_pct']:+.1f}%); constants "
+              f"{head['prediction_launch_us']:.3f} / {head['prediction_per_node_us']:.4f} us, copy "
+              f"{head['prediction_copy_us']:.2f} us, calibration {head['prediction_calibration_ms']:.0f} ms")
+    print(f"MEDIAN |ERROR| {float(np.median(np.abs(errors))):.1f}%")
+    assert all(math.isfinite(e) for e in errors)
