@@ -10,12 +10,13 @@ import argparse
 import json
 import sys
 import time
-from typing import IO, Any, Sequence
+from functools import partial
+from typing import IO, Any, Callable, Sequence
 
-from profiler_core.config import (ALWAYS_MEASURED, DTYPES, MODE_NAMES, OPTIMIZERS, PRESETS,
-                                  WORKLOADS, RunConfig, changed_from_preset, is_user_spec)
+from profiler_core import fields
+from profiler_core.config import PRESETS, RunConfig, changed_from_preset
 
-CUSTOM = "custom"  # the label of a run whose values are not a preset's
+CUSTOM = fields.CUSTOM_PRESET  # the label of a run whose values are not a preset's
 from profiler_core.errors import ConfigError
 from profiler_core.progress import Progress
 
@@ -23,22 +24,8 @@ from profiler_core.progress import Progress
 # command line imports no benchmark code).
 BENCH_CONFIG_NAMES = ("seed-fp32", "seed-bf16", "launch-bound-fp32")
 
-# RunConfig field -> command-line option.
-OPTION_OF_FIELD = {
-    "batch": "--batch", "d_in": "--d-in", "hidden": "--hidden", "d_out": "--d-out",
-    "hidden_layers": "--hidden-layers", "dropout1": "--dropout", "dropout2": "--dropout",
-    "dtype": "--dtype", "optimizer": "--optimizer", "warmup_iters": "--warmup-iters",
-    "capture_iters": "--capture-iters", "replays": "--replays", "eager_iters": "--eager-iters",
-    "count_warmup": "--count-warmup", "seed": "--seed", "device": "--device", "trials": "--trials",
-    "profile": "--profile", "profile_iters": "--profile-iters", "nvml": "--nvml",
-    "nvml_interval_ms": "--nvml-interval-ms", "parity_steps": "--parity-steps", "preset": "--preset",
-    "workload": "--workload", "modes": "--modes", "heads": "--heads", "seq_len": "--seq-len",
-    "channels": "--channels", "image_size": "--image-size",
-}
-_INT_FIELDS = ("batch", "d_in", "hidden", "d_out", "hidden_layers", "warmup_iters", "capture_iters",
-               "replays", "eager_iters", "seed", "trials", "profile_iters", "parity_steps", "heads",
-               "seq_len", "channels", "image_size")
-_BOOL_FIELDS = ("count_warmup", "profile", "nvml")
+# RunConfig field -> command-line option (declared in ``fields``).
+OPTION_OF_FIELD = {field.name: field.cli_option for field in fields.FIELDS}
 
 
 class UsageError(Exception):
@@ -50,109 +37,57 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _int_text(text: str) -> int:
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+def _argparse_type(read: Callable[[str], Any]) -> Callable[[str], Any]:
+    """argparse's ``type`` from a reader of ``fields`` (its ``ValueError`` says what was expected)."""
+    def convert(text: str) -> Any:
+        try:
+            return read(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return convert
 
 
-def _float_text(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-
-
-def _modes_text(text: str) -> tuple[str, ...]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in MODE_NAMES]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"expected modes among {', '.join(MODE_NAMES)}, got "
-                                         f"{unknown[0]!r}")
-    return tuple(dict.fromkeys([*ALWAYS_MEASURED, *names]))
-
-
-def _workload_text(text: str) -> str:
-    if text in WORKLOADS or is_user_spec(text):
-        return text
-    raise argparse.ArgumentTypeError(f"expected one of {', '.join(WORKLOADS)} or "
-                                     f"package.module:function, got {text!r}")
-
-
-def _device_text(text: str) -> str:
-    text = text.strip().lower()
-    if text == "cpu":
-        return "cpu"
-    index = text[5:] if text.startswith("cuda:") else ("0" if text == "cuda" else text)
-    if not index.isdigit():
-        raise argparse.ArgumentTypeError(f"expected 'cpu' or a CUDA index such as 0, got {text!r}")
-    return f"cuda:{int(index)}"
+_int_text = _argparse_type(fields.read_whole_number)
+_float_text = _argparse_type(fields.read_number)
+_device_text = _argparse_type(fields.read_device)
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The workload options shared by ``run`` and ``bench``."""
-    parser.add_argument("--preset", choices=[*sorted(PRESETS), CUSTOM], default="seed",
-                        help="start from a preset (default: seed); other options override it, "
-                             f"and a run whose values differ from its preset is labelled {CUSTOM}")
-    parser.add_argument("--batch", type=_int_text, help="batch size N")
-    parser.add_argument("--d-in", type=_int_text, help="input features")
-    parser.add_argument("--hidden", type=_int_text, help="hidden width H")
-    parser.add_argument("--d-out", type=_int_text, help="output features")
-    parser.add_argument("--hidden-layers", type=_int_text,
-                        help="mlp: hidden layers; transformer: encoder layers; conv: conv blocks")
-    parser.add_argument("--heads", type=_int_text, help="transformer: attention heads")
-    parser.add_argument("--seq-len", type=_int_text, help="transformer: tokens per sequence")
-    parser.add_argument("--channels", type=_int_text, help="conv: channels of every convolution")
-    parser.add_argument("--image-size", type=_int_text, help="conv: image height and width")
-    parser.add_argument("--dropout", type=_float_text, nargs=2, metavar=("P1", "P2"),
-                        help="dropout after the first and the last Linear")
-    parser.add_argument("--dtype", choices=DTYPES, help="precision")
-    parser.add_argument("--optimizer", choices=OPTIMIZERS, help="optimizer")
-    parser.add_argument("--warmup-iters", type=_int_text, help="side-stream warm-up iterations")
-    parser.add_argument("--capture-iters", type=_int_text, help="training steps captured per graph")
-    parser.add_argument("--replays", type=_int_text, help="timed graph replays")
-    parser.add_argument("--eager-iters", type=_int_text,
-                        help="timed eager steps (default: replays x capture-iters)")
-    parser.add_argument("--count-warmup", action=argparse.BooleanOptionalAction, default=None,
-                        help="let the static counter count warm-up steps (lesson 2: no)")
-    parser.add_argument("--seed", type=_int_text, help="random seed")
-    parser.add_argument("--device", type=_device_text, help="CUDA device index, or cpu")
-    parser.add_argument("--trials", type=_int_text,
-                        help="interleaved eager/graph blocks (default: up to 10, at least 2 "
-                             "iterations per block)")
-    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
-                        help="record a torch.profiler window per mode")
-    parser.add_argument("--profile-iters", type=_int_text, help="iterations per profiled window")
-    parser.add_argument("--nvml", action=argparse.BooleanOptionalAction, default=None,
-                        help="sample GPU utilisation with NVML")
-    parser.add_argument("--nvml-interval-ms", type=_float_text, help="NVML polling period")
-    parser.add_argument("--parity-steps", type=_int_text, help="steps compared for parity (0: skip)")
-    parser.add_argument("--modes", type=_modes_text, metavar="MODE,MODE",
-                        help="modes to time beside eager and the article's graph (always measured): "
-                             "graphed_callables, compile, compile_ro (reduce-overhead)")
-    parser.add_argument("--workload", type=_workload_text, metavar="NAME|package.module:function",
-                        help=f"the article's MLP (mlp), a deliberately broken step that cannot be "
-                             f"captured ({', '.join(w for w in WORKLOADS if w != 'mlp')}), or your own "
-                             "step: a function build(device) returning model, batch, loss, optimizer "
-                             "(see README)")
+    """The run options, one per option of ``fields.FIELDS`` (fields sharing an option, such as
+    ``--dropout P1 P2``, take their values together)."""
+    for option, specs in fields.options().items():
+        first = specs[0]
+        if first.kind == fields.PRESET:
+            parser.add_argument(option, choices=[*sorted(PRESETS), CUSTOM], default="seed",
+                                help=first.option_help)
+        elif first.kind == fields.BOOL:
+            parser.add_argument(option, action=argparse.BooleanOptionalAction, default=None,
+                                help=first.option_help)
+        elif first.kind == fields.CHOICE:
+            parser.add_argument(option, choices=first.choices, help=first.option_help)
+        else:
+            together = len(specs) > 1
+            parser.add_argument(option, type=_argparse_type(partial(fields.read_text, first)),
+                                nargs=len(specs) if together else None,
+                                metavar=tuple(s.metavar for s in specs) if together else first.metavar,
+                                help=first.option_help)
+
+
+def _dest(option: str) -> str:
+    """The attribute argparse stores an option's value under."""
+    return option[2:].replace("-", "_")
 
 
 def _with_defaults(parser: argparse.ArgumentParser) -> None:
     """Say each run option's default (the seed preset's value) in its help."""
     defaults = RunConfig()
+    fields_of_dest = {_dest(option): specs for option, specs in fields.options().items()}
     for action in parser._actions:
-        name = action.dest
-        if name == "dropout":
-            action.help += f" (default: {defaults.dropout1} {defaults.dropout2})"
-        elif name == "modes":
-            action.help += f" (default: {','.join(defaults.modes)})"
-        elif name in ("trials", "eager_iters"):
-            continue  # their help already says how the default is worked out
-        elif hasattr(defaults, name) and name != "preset" and action.help:
-            value = getattr(defaults, name)
-            shown = value if not isinstance(value, bool) else ("on" if value else "off")
-            action.help += f" (default: {shown})"
+        specs = fields_of_dest.get(action.dest)
+        if not specs or specs[0].kind == fields.PRESET or specs[0].empty:
+            continue  # the preset's help names its default; an automatic field's says how it is found
+        shown = " ".join(fields.format_value(s.name, getattr(defaults, s.name)) for s in specs)
+        action.help += f" (default: {shown})"
 
 
 def add_serve_command(commands) -> None:
@@ -259,18 +194,14 @@ def add_predict_command(commands) -> None:
                               "trace's median iteration span, which is profiled)")
 
 
-
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The preset, overridden by every option given; labelled ``custom`` when an option changed
     one of the preset's values (``--preset custom`` starts from the seed values)."""
     overrides: dict[str, Any] = {}
-    for name in _INT_FIELDS + _BOOL_FIELDS + ("dtype", "optimizer", "device", "nvml_interval_ms",
-                                              "workload", "modes"):
-        value = getattr(args, name, None)
-        if value is not None:
-            overrides[name] = value
-    if getattr(args, "dropout", None) is not None:
-        overrides["dropout1"], overrides["dropout2"] = args.dropout
+    for option, specs in fields.options().items():
+        value = getattr(args, _dest(option), None)
+        if value is not None and specs[0].kind != fields.PRESET:
+            overrides.update(zip((s.name for s in specs), value if len(specs) > 1 else [value]))
     base = PRESETS["seed"] if args.preset == CUSTOM else PRESETS[args.preset]
     config = base.replace(**overrides) if overrides else base
     if args.preset == CUSTOM or changed_from_preset(config):
@@ -280,18 +211,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def config_to_argv(config: RunConfig) -> list[str]:
     """Options that ``run`` turns back into exactly ``config`` (used by the dashboard's worker)."""
-    argv = ["--preset", config.preset]
-    for name in _INT_FIELDS:
-        value = getattr(config, name)
-        if value is not None:
-            argv += [OPTION_OF_FIELD[name], str(value)]
-    for name in _BOOL_FIELDS:
-        flag = OPTION_OF_FIELD[name]
-        argv.append(flag if getattr(config, name) else "--no-" + flag[2:])
-    argv += ["--dropout", repr(config.dropout1), repr(config.dropout2), "--dtype", config.dtype,
-             "--optimizer", config.optimizer, "--device", config.device,
-             "--nvml-interval-ms", repr(config.nvml_interval_ms), "--workload", config.workload,
-             "--modes", ",".join(config.modes)]
+    argv: list[str] = []
+    for option, specs in fields.options().items():
+        values = [getattr(config, s.name) for s in specs]
+        if specs[0].kind == fields.BOOL:
+            argv.append(option if values[0] else "--no-" + option[2:])
+        elif None not in values:  # an automatic field left out stays automatic
+            argv += [option, *(fields.format_value(s.name, v) for s, v in zip(specs, values))]
     return argv
 
 

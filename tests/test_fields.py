@@ -1,0 +1,184 @@
+"""The one declaration of every ``RunConfig`` field (``profiler_core.fields``): each field is
+declared exactly once, and both the command line and the sidebar offer every declared field, so
+a new field cannot be forgotten in one of them. Also reading a field's value from text."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard import controls, devices, state
+from profiler_core import cli, fields
+from profiler_core.config import FLOAT_LIMITS, INT_LIMITS, RunConfig
+from profiler_core.errors import ConfigError
+from tests.test_dashboard import ONE_GPU
+
+APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+RUN_ONLY_OPTIONS = {"-h", "--help", "--out", "--overwrite", "--progress"}  # not settings of a run
+WIDGET_KINDS = ("number_input", "selectbox", "toggle", "multiselect", "text_input")
+
+# Every field away from its default but the preset label (a field added to RunConfig must be
+# added here too, which is the point: the round trips below then cover it).
+EVERY_FIELD_CHANGED = RunConfig(
+    batch=48, d_in=40, hidden=64, d_out=12, hidden_layers=2, heads=4, seq_len=16, channels=8,
+    image_size=12, dropout1=0.05, dropout2=0.3, dtype="bf16", optimizer="adamw", warmup_iters=2,
+    capture_iters=2, replays=30, eager_iters=50, count_warmup=False, seed=7, device="cuda:1",
+    trials=3, profile=False, profile_iters=4, nvml=False, nvml_interval_ms=12.5, parity_steps=0,
+    modes=("eager", "graph", "compile"), workload="transformer", preset="custom")
+
+
+def _config_field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(RunConfig)]
+
+
+def test_every_runconfig_field_is_declared_exactly_once():
+    declared = [spec.name for spec in fields.FIELDS]
+    assert sorted(declared) == sorted(_config_field_names())
+    assert len(declared) == len(set(declared))
+
+
+def test_declarations_are_complete_and_ranges_come_from_config():
+    for spec in fields.FIELDS:
+        assert spec.kind in fields.KINDS and spec.label and spec.help and spec.option_help, spec.name
+        assert spec.section in (*fields.SECTIONS, fields.ABOVE_SECTIONS), spec.name
+        assert set(spec.workloads) <= set(fields.BUILT_IN_WORKLOADS) and spec.workloads, spec.name
+        if spec.kind in (fields.CHOICE, fields.LIST, fields.WORKLOAD, fields.PRESET):
+            assert spec.choices, spec.name
+        if spec.cpu_value is not None:  # only a control the CPU cannot use is fixed there
+            assert spec.graph_only, spec.name
+            RunConfig(**{spec.name: spec.cpu_value}, device="cpu")
+    assert {s.name for s in fields.FIELDS if s.kind == fields.INT} == set(INT_LIMITS)
+    assert {s.name for s in fields.FIELDS if s.kind == fields.FLOAT} == set(FLOAT_LIMITS)
+    assert all(fields.spec(name).limits is INT_LIMITS[name] for name in INT_LIMITS)
+    assert all(fields.spec(name).limits is FLOAT_LIMITS[name] for name in FLOAT_LIMITS)
+    # the fields that may be None (automatic) are exactly the ones declared with an "empty" text
+    assert {s.name for s in fields.FIELDS if s.empty} == {
+        name for name, default in dataclasses.asdict(RunConfig()).items() if default is None}
+
+
+def test_the_command_line_offers_every_declared_field_and_nothing_undeclared():
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    run = commands.choices["run"]
+    offered = {option for action in run._actions for option in action.option_strings}
+    declared = set(fields.options())
+    assert declared <= offered
+    negations = {"--no-" + s.cli_option[2:] for s in fields.FIELDS if s.kind == fields.BOOL}
+    assert offered - declared - negations == RUN_ONLY_OPTIONS
+    assert cli.OPTION_OF_FIELD == {s.name: s.cli_option for s in fields.FIELDS}
+
+
+def test_every_field_survives_the_worker_command_line():
+    default = RunConfig()  # its preset label is custom too: a changed run keeps that label
+    assert [n for n in _config_field_names()
+            if getattr(EVERY_FIELD_CHANGED, n) == getattr(default, n)] == ["preset"]
+    for config in (EVERY_FIELD_CHANGED, RunConfig(),
+                   RunConfig(workload="profiler_core.examples.user_step:build", preset="custom")):
+        argv = cli.config_to_argv(config)
+        assert cli.config_from_args(cli.parse(["run", "--out", "x", *argv])) == config
+    # one option per field (two values for --dropout), plus the negative forms of the toggles
+    argv = cli.config_to_argv(EVERY_FIELD_CHANGED)
+    assert [a for a in argv if a.startswith("--")] == [
+        o if specs[0].kind != fields.BOOL else "--no-" + o[2:] for o, specs in fields.options().items()]
+
+
+@pytest.mark.parametrize("name", _config_field_names())
+def test_parse_value_reads_back_what_format_value_writes(name):
+    for config in (EVERY_FIELD_CHANGED, RunConfig()):
+        value = getattr(config, name)
+        assert fields.parse_value(name, fields.format_value(name, value)) == value
+
+
+def test_parse_value_reads_the_command_lines_spellings():
+    assert fields.parse_value("batch", "1_024") == 1024
+    assert fields.parse_value("dropout1", "0.25") == 0.25
+    assert fields.parse_value("device", "1") == "cuda:1"
+    assert fields.parse_value("device", "CPU") == "cpu"
+    assert fields.parse_value("modes", "compile_ro, compile") == ("eager", "graph", "compile_ro",
+                                                                  "compile")
+    assert fields.parse_value("profile", "off") is False
+    assert fields.parse_value("count_warmup", "yes") is True
+    assert fields.parse_value("trials", "auto") is None and fields.parse_value("eager_iters", "") is None
+    assert fields.parse_value("workload", "pkg.mod:build") == "pkg.mod:build"
+
+
+@pytest.mark.parametrize("name, text, said", [
+    ("batch", "lots", "expected a whole number, got 'lots'"),
+    ("batch", "", "expected a whole number"),  # only an automatic field may be empty
+    ("dropout2", "half", "expected a number"),
+    ("dtype", "fp8", "expected one of fp32, tf32, bf16, fp16"),
+    ("modes", "fast", "expected modes among eager, graph"),
+    ("device", "gpu", "expected 'cpu' or a CUDA index"),
+    ("workload", "my model", "package.module:function"),
+    ("nvml", "maybe", "expected on or off"),
+    ("preset", "lesson9", "expected one of seed"),
+])
+def test_parse_value_refuses_bad_text_in_one_line_naming_the_field(name, text, said):
+    with pytest.raises(ConfigError) as caught:
+        fields.parse_value(name, text)
+    assert caught.value.field == name and said in caught.value.message
+    assert caught.value.message.startswith(f"{name}: ") and "\n" not in str(caught.value)
+
+
+def test_parse_value_refuses_an_unknown_field():
+    with pytest.raises(ConfigError, match="unknown setting 'width'"):
+        fields.parse_value("width", "8")
+
+
+def test_the_declarations_import_neither_torch_nor_streamlit():
+    code = ("import sys, profiler_core.fields; "
+            "print(sorted(m for m in ('torch', 'streamlit', 'argparse') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.strip() == "[]"
+
+
+def _sidebar_widgets(at: AppTest) -> dict[str, object]:
+    return {w.key: w for kind in WIDGET_KINDS for w in getattr(at.sidebar, kind) if w.key}
+
+
+@pytest.mark.usefixtures("fresh_app_state")
+def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_path):
+    """Every field has its control (device and preset above the sections), under its label; a
+    workload's size controls appear with that workload only."""
+    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(tmp_path)
+    at.run()
+    drawn: set[str] = set()
+    for workload in fields.BUILT_IN_WORKLOADS:
+        at.sidebar.selectbox(key=controls.key("workload")).select(workload).run()
+        assert not at.exception
+        widgets = _sidebar_widgets(at)
+        for spec in fields.FIELDS:
+            shown = controls.key(spec.name) in widgets
+            assert shown == spec.applies_to(workload), (workload, spec.name)
+            if shown:
+                assert widgets[controls.key(spec.name)].label == spec.label_with_unit
+                drawn.add(spec.name)
+    assert drawn == set(_config_field_names())
+    assert [e.label for e in at.sidebar.expander] == list(fields.SECTIONS)
+
+
+@pytest.mark.usefixtures("fresh_app_state")
+def test_on_the_cpu_every_graph_only_control_is_off_and_says_why(monkeypatch, tmp_path):
+    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(tmp_path)
+    at.run()
+    at.sidebar.selectbox(key=controls.DEVICE_KEY).select("cpu").run()
+    widgets = _sidebar_widgets(at)
+    for spec in fields.FIELDS:
+        widget = widgets.get(controls.key(spec.name))
+        if widget is None or spec.kind in (fields.DEVICE, fields.PRESET):
+            continue  # another workload's size control; the selectors above the sections
+        assert bool(getattr(widget, "disabled", False)) == spec.graph_only, spec.name
+        assert widget.help.startswith(spec.cpu_reason), spec.name
+        if spec.cpu_value is not None:
+            assert widget.value == spec.cpu_value, spec.name
