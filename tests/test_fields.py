@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import controls, devices, state
-from profiler_core import cli, fields
+from profiler_core import cli, fields, workload_kinds
 from profiler_core.config import FLOAT_LIMITS, INT_LIMITS, RunConfig
 from profiler_core.errors import ConfigError
 from tests.test_dashboard import ONE_GPU
@@ -60,6 +60,18 @@ def test_declarations_are_complete_and_ranges_come_from_config():
     # the fields that may be None (automatic) are exactly the ones declared with an "empty" text
     assert {s.name for s in fields.FIELDS if s.empty} == {
         name for name, default in dataclasses.asdict(RunConfig()).items() if default is None}
+
+
+def test_each_workloads_size_fields_are_the_ones_its_object_declares():
+    """``workload_kinds`` says which fields shape each built-in workload; the sidebar shows those.
+    Its common fields list both dropouts, while the transformer uses only the first and the conv
+    classifier only the second, so the sidebar shows one each: the dropouts are left out here."""
+    dropouts = {"dropout1", "dropout2"}
+    for name, workload in workload_kinds.BUILT_IN.items():
+        shown = {s.name for s in fields.in_section(fields.MODEL)
+                 if s.kind in (fields.INT, fields.FLOAT) and s.applies_to(name)}
+        assert shown - dropouts == set(workload.size_fields) - dropouts, name
+        assert shown & dropouts, name
 
 
 def test_the_command_line_offers_every_declared_field_and_nothing_undeclared():
