@@ -705,3 +705,42 @@ def modes_table(modes: pd.DataFrame) -> pd.DataFrame:
     out["what"] = [MODE_LABELS.get(str(mode), str(mode)) for mode in out["mode"]]
     out["memory_mib"] = pd.to_numeric(out["memory_bytes"], errors="coerce") / 2**20
     return out[MODES_TABLE_COLUMNS].reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- overlaying runs
+
+SPEEDUP_ROW_COLUMNS = ["run", "mode", "speedup", "speedup_ci_low", "speedup_ci_high"]
+OVERLAY_STEP_COLUMNS = ["run", "mode", "ms", "timed_by"]
+
+
+def compare_speedup_rows(tag: str, headline: dict[str, Any], modes: pd.DataFrame) -> pd.DataFrame:
+    """One run's speedups over eager with their 95% CI (``SPEEDUP_ROW_COLUMNS``): every mode of
+    its modes table but eager, else the headline's graph speedup; rows without a finite speedup
+    are left out (a CPU run has none)."""
+    if not modes.empty and "speedup" in modes:
+        part = modes[modes["mode"].astype(str) != "eager"]
+        rows = pd.DataFrame({"run": tag, "mode": part["mode"].astype(str),
+                             "speedup": _float_column(part, "speedup"),
+                             "speedup_ci_low": _float_column(part, "speedup_ci_low"),
+                             "speedup_ci_high": _float_column(part, "speedup_ci_high")})
+    else:
+        rows = pd.DataFrame([{"run": tag, "mode": "graph", "speedup": number(headline, "speedup"),
+                              "speedup_ci_low": number(headline, "speedup_ci_low"),
+                              "speedup_ci_high": number(headline, "speedup_ci_high")}])
+    finite_rows = np.isfinite(pd.to_numeric(rows["speedup"], errors="coerce").astype(float))
+    return rows[finite_rows][SPEEDUP_ROW_COLUMNS].reset_index(drop=True)
+
+
+def overlay_steps(tag: str, latency: pd.DataFrame) -> pd.DataFrame:
+    """One run's steady-state time per training step, every step (``OVERLAY_STEP_COLUMNS``): by
+    CUDA events when the run has them, else by the wall clock (a CPU run); empty when it has
+    neither."""
+    steps = per_step_latency(latency)
+    for series in ("steady_event", "steady_wall"):
+        if series in series_available(steps):
+            part, column = series_steps(steps, series)
+            part = part[np.isfinite(part[column].to_numpy(dtype=float))]
+            return pd.DataFrame({"run": tag, "mode": part["mode"].astype(str),
+                                 "ms": part[column].to_numpy(dtype=float),
+                                 "timed_by": METHOD_LABELS[series]})[OVERLAY_STEP_COLUMNS]
+    return pd.DataFrame(columns=OVERLAY_STEP_COLUMNS)

@@ -811,3 +811,79 @@ def modes_speedup_bars(modes: pd.DataFrame) -> go.Figure:
                   annotation_position="bottom right")
     fig.update_yaxes(title_text="speedup over eager (x)", rangemode="tozero")
     return _layout(fig, title, showlegend=False)
+
+
+# ----------------------------------------------------------------------------- overlaying runs
+
+# One colour per run of an overlay (A, B, C...), none of them a mode's colour.
+RUN_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#EECA3B", "#72B7B2",
+               "#FF9DA6", "#79706E", "#439894", "#D67195", "#BAB0AC"]
+
+
+def run_color(index: int) -> str:
+    return RUN_PALETTE[index % len(RUN_PALETTE)]
+
+
+def compare_speedups(frame: pd.DataFrame) -> go.Figure:
+    """Speedup over eager with its 95% CI, run by run (``analysis.SPEEDUP_ROW_COLUMNS``): one
+    marker per run and mode, the runs on the x axis in the order given, a line at 1x."""
+    title = "Speedup over eager, run by run (whiskers: 95% CI)"
+    data = _finite_frame(frame, ("speedup", "speedup_ci_low", "speedup_ci_high")) \
+        .dropna(subset=["speedup"]) if not frame.empty else frame
+    if data.empty:
+        return empty_figure(title, "none of these runs has a speedup (CPU runs time eager only)")
+    order = list(dict.fromkeys(escape(run) for run in data["run"]))
+    fig = go.Figure()
+    for i, mode in enumerate(ordered_modes(data)):
+        part = data[data["mode"].astype(str) == mode]
+        speedup = part["speedup"].to_numpy(dtype=float)
+        fig.add_trace(go.Scatter(
+            x=[escape(run) for run in part["run"]], y=speedup, mode="markers+text",
+            name=escape(mode), marker={"color": _color(mode, i), "size": 11},
+            error_y={"type": "data", "symmetric": False,
+                     "array": np.nan_to_num(np.clip(part["speedup_ci_high"].to_numpy(dtype=float)
+                                                    - speedup, 0, None)),
+                     "arrayminus": np.nan_to_num(np.clip(
+                         speedup - part["speedup_ci_low"].to_numpy(dtype=float), 0, None))},
+            text=[f"{value:.2f}x" for value in speedup], textposition="middle right",
+            hovertemplate="%{x}, %{fullData.name}: %{y:.2f}x<extra></extra>"))
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#888", annotation_text="eager (1x)",
+                  annotation_position="bottom right")
+    fig.update_xaxes(categoryorder="array", categoryarray=order, title_text="run")
+    fig.update_yaxes(title_text="speedup over eager (x)", rangemode="tozero")
+    return _layout(fig, title)
+
+
+def compare_latency_ecdf(frame: pd.DataFrame, log_scale: bool = False,
+                         points: int = 400) -> go.Figure:
+    """The runs' distributions of time per step overlaid (``analysis.OVERLAY_STEP_COLUMNS``):
+    one panel per mode, one ECDF line per run (its colour the same in every panel), drawn at
+    ``points`` evenly spaced quantiles plus the minimum and maximum."""
+    title = "Time per step, run by run (cumulative distribution)"
+    data = _finite_frame(frame, ("ms",)).dropna(subset=["ms"]) if not frame.empty else frame
+    if data.empty:
+        return empty_figure(title, "none of these runs has per-step times")
+    modes = ordered_modes(data)
+    runs = list(dict.fromkeys(data["run"].astype(str)))
+    fig = make_subplots(rows=1, cols=len(modes), shared_yaxes=True,
+                        subplot_titles=[escape(mode) for mode in modes], horizontal_spacing=0.06)
+    in_legend: set[str] = set()
+    for column, mode in enumerate(modes, 1):
+        for i, run in enumerate(runs):
+            values = np.sort(data.loc[(data["mode"].astype(str) == mode)
+                                      & (data["run"].astype(str) == run), "ms"].to_numpy(dtype=float))
+            n = values.size
+            if n == 0:
+                continue
+            index = np.unique(np.linspace(0, n - 1, min(n, points)).round().astype(int))
+            fig.add_trace(go.Scatter(
+                x=values[index], y=(index + 1) / n, mode="lines", name=escape(run),
+                legendgroup=escape(run), showlegend=run not in in_legend,
+                line={"shape": "hv", "width": 2, "color": run_color(i)},
+                hovertemplate=f"%{{fullData.name}}, {escape(mode)}: %{{y:.1%}} of steps <= "
+                              "%{x:.4f} ms<extra></extra>"), row=1, col=column)
+            in_legend.add(run)
+        fig.update_xaxes(title_text="ms per step" + (" (log scale)" if log_scale else ""),
+                         type="log" if log_scale else "linear", row=1, col=column)
+    fig.update_yaxes(title_text="fraction of steps", range=[0, 1.02], tickformat=".0%", row=1, col=1)
+    return _layout(fig, title)

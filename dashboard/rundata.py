@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from profiler_core import index as run_index
 from profiler_core.config import RunConfig
 from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
@@ -332,52 +333,45 @@ def run_label(name: str, environment: dict[str, Any], config: RunConfig | None) 
     return " · ".join(p for p in parts if p)
 
 
-RUN_LIST_COLUMNS = ["name", "started", "gpu", "preset", "dtype", "speedup", "complete", "problem",
-                    "path"]
+RUN_LIST_COLUMNS = ["name", "started", "gpu", "preset", "dtype", "eager_ms", "graph_ms", "speedup",
+                    "speedup_ci_low", "speedup_ci_high", "complete", "problem", "path"]
+
+
+def run_list_row(item: dict[str, Any]) -> dict[str, Any]:
+    """A run of ``profiler_core.index.RunIndex.runs`` as a row of the runs list
+    (``RUN_LIST_COLUMNS``); a point of a sweep is named ``sweep/point``."""
+    return {"name": item["folder"], "path": item["path"], "started": _when(item["started_at"]),
+            "gpu": item["gpu"] or "", "preset": item["preset"] or "", "dtype": item["dtype"] or "",
+            "eager_ms": item["eager_median_ms"], "graph_ms": item["graph_median_ms"],
+            "speedup": item["speedup"], "speedup_ci_low": item["speedup_ci_low"],
+            "speedup_ci_high": item["speedup_ci_high"], "complete": item["complete"],
+            "problem": item["problem"]}
 
 
 def list_runs(folder: Path) -> pd.DataFrame:
-    """Run folders directly under ``folder``, newest first (reads only each summary.json).
-
-    A folder whose summary cannot be read is listed with ``problem`` saying why.
-    """
+    """Run folders directly under ``folder``, newest first, from the folder's run index
+    (``profiler_core.index``: rebuilt from the folders when missing, damaged or out of date, so
+    only new or changed summaries are read). Every run's files are still checked here (links,
+    sizes), and a run that cannot be read is listed with ``problem`` saying why, in
+    :func:`read_summary`'s words."""
+    with run_index.open_index(Path(folder)) as index:
+        indexed = index.runs(sweep_points=False)
     rows = []
-    folder = Path(folder)
-    try:
-        children = sorted(folder.iterdir()) if folder.is_dir() else []
-    except OSError:  # unreadable folder: nothing to list
-        children = []
-    if children:
-        for child in children:
-            if not is_run_dir(child):
-                continue
-            row = {"name": child.name, "path": str(child), "started": "", "gpu": "",
-                   "preset": "", "dtype": "", "speedup": math.nan, "complete": False, "problem": ""}
-            try:
-                summary = read_summary(child)
-                env = summary.get("environment")
-                env = env if isinstance(env, dict) else {}
-                headline = summary.get("headline")
-                speedup = headline.get("speedup") if isinstance(headline, dict) else None
-                config = summary["_config"]
-                gpu = env.get("gpu_name") or ("CPU" if config.device == "cpu" else "")
-                row.update(started=_when(env.get("started_at")), gpu=str(gpu),
-                           preset=config.preset, dtype=config.dtype,
-                           speedup=(float(speedup) if isinstance(speedup, (int, float))
-                                    and not isinstance(speedup, bool) else math.nan),
-                           complete=summary.get("complete") is True)
-            except ProfilerError as exc:
-                row["problem"] = str(exc)
-            except Exception as exc:  # noqa: BLE001 - a damaged summary is listed, never a crash
-                row["problem"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            try:
-                row["_mtime"] = (child / SUMMARY_FILE).stat().st_mtime
-            except OSError:
-                row["_mtime"] = 0.0
-            rows.append(row)
-    frame = pd.DataFrame(rows, columns=RUN_LIST_COLUMNS + ["_mtime"])
-    frame = frame.sort_values("_mtime", ascending=False, kind="stable").drop(columns="_mtime")
-    return frame.reset_index(drop=True)
+    for item in indexed:
+        child = Path(item["path"])
+        row = run_list_row(item)
+        try:
+            check_run_files(child)
+            if item["problem"]:
+                read_summary(child)  # says what is wrong in the dashboard's words
+        except ProfilerError as exc:
+            row.update(problem=str(exc), started="", gpu="", preset="", dtype="", complete=False,
+                       **{c: math.nan for c in ("eager_ms", "graph_ms", "speedup",
+                                                "speedup_ci_low", "speedup_ci_high")})
+        except Exception as exc:  # noqa: BLE001 - a damaged summary is listed, never a crash
+            row["problem"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=RUN_LIST_COLUMNS).reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------- exporting

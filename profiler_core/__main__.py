@@ -334,6 +334,32 @@ def _command_sweep(args) -> int:
 COMMANDS["sweep"] = _command_sweep
 
 
+def _command_index(args) -> int:
+    from profiler_core.errors import RunFormatError
+    from profiler_core.index import format_listing, open_index, parse_where
+    from profiler_core.progress import Progress
+
+    if not Path(args.runs).is_dir():
+        raise RunFormatError(f"the runs folder {str(args.runs)!r} does not exist",
+                             "pass --runs with the folder your runs are saved in")
+    filters = [parse_where(text) for text in args.where]
+    bar = cli.BarProgress()
+    shown = []
+
+    def progress(done: int, total: int) -> None:
+        shown.append(done)
+        bar(Progress("index", done, total, f"{done} of {total} folders read"))
+
+    with open_index(args.runs, rebuild=args.rebuild, progress=progress) as index:
+        if shown:
+            bar.close()
+        print(format_listing(index, filters))
+    return 0
+
+
+COMMANDS["index"] = _command_index
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     jsonl = "--progress" in argv and argv[argv.index("--progress") + 1:][:1] == ["jsonl"]

@@ -165,7 +165,23 @@ def build_parser() -> _Parser:
     stats.add_argument("--overwrite", action="store_true",
                        help="replace those two tables if an earlier trace-stats wrote them there")
     add_predict_command(commands)
+    add_index_command(commands)
     return parser
+
+
+def add_index_command(commands) -> None:
+    """``index``: the runs of a runs folder from its run index (``profiler_core.index``)."""
+    index = commands.add_parser(
+        "index", help="list the runs and sweeps of a runs folder from its run index, filtered")
+    index.add_argument("--runs", default="runs", help="the runs folder (default: runs)")
+    index.add_argument("--rebuild", action="store_true",
+                       help="rebuild the index from the run folders (it is brought up to date "
+                            "on every use anyway)")
+    index.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
+                       help="keep runs whose FIELD (a run setting such as batch or dtype, gpu, "
+                            "date, or a headline figure such as speedup) is VALUE, one of "
+                            "V1,V2, or within LOW..HIGH (either end may be left out); repeat "
+                            "to combine")
 
 
 def add_predict_command(commands) -> None:

@@ -25,6 +25,7 @@ import pandas as pd
 from profiler_core import schema
 from profiler_core.config import RunConfig
 from profiler_core.errors import ConfigError, RunFormatError
+from profiler_core.index import record_run
 
 TOOL_NAME = "profiler_core"  # summary.json's "tool": how a folder is recognised as a run of ours
 # A summary larger than this is not one of ours (ours are a few kilobytes).
@@ -255,6 +256,7 @@ class RunResult:
             raise
         self.trace_paths = {mode: (target / path.name if path else None)
                             for mode, path in self.trace_paths.items()}
+        record_run(target)  # never raises; a busy or damaged index catches up on the next listing
         return target
 
     def _write_into(self, directory: Path) -> None:

@@ -1,13 +1,92 @@
-"""Runs: every run in the runs folder, uploading a run as a zip, and two runs side by side."""
+"""Runs: every run in the runs folder (from its run index), filtered by any setting, GPU and
+date; uploading a run as a zip; any number of runs compared side by side and overlaid (speedup
+with its CI, medians, launch split, latency distributions)."""
+
+import dataclasses
+import datetime
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, rundata, state, ui
+from profiler_core import index as run_index
+from profiler_core.config import RunConfig
 from profiler_core.errors import ProfilerError
 
 UPLOAD_KEY = "upload_zip"
 TAGS = [chr(c) for c in range(ord("A"), ord("Z") + 1)]  # runs in a comparison, in the order picked
+COMPARE_KEY = "compare_runs"
+FIELDS_KEY = "runs_filter_fields"
+MATCHING_KEY = "runs_matching"  # option keys of the runs the filters keep (for the button)
+CHART_VIEWS = {"medians": "Medians and launch split", "speedup": "Speedup with 95% CI",
+               "distributions": "Latency distributions"}
+# Fields offered for filtering besides the run's settings: figures every run has.
+FILTER_FIGURES = ("speedup", "eager_median_ms", "graph_median_ms")
+SETTINGS = [field.name for field in dataclasses.fields(RunConfig)]
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    if value is None:
+        return "(automatic)"
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def _field_filter(index: run_index.RunIndex, field: str) -> run_index.FieldFilter | None:
+    """The control for one chosen field (a range for numbers, else values) and its filter."""
+    values = index.field_values(field)
+    if len(values) < 2:
+        st.caption(f"Every run has {ui.escape_md(field)} = "
+                   f"{ui.escape_md(_shown(values[0]) if values else 'nothing')}.")
+        return None
+    if all(_is_number(v) for v in values):
+        low, high = st.select_slider(f"{field} between", values, value=(values[0], values[-1]),
+                                     key=f"runs_filter_range_{field}", format_func=_shown)
+        if (low, high) == (values[0], values[-1]):
+            return None
+        return run_index.FieldFilter(field, low=low, high=high)
+    picked = st.multiselect(f"{field} is any of", values, key=f"runs_filter_values_{field}",
+                            format_func=_shown, placeholder="any value")
+    return run_index.FieldFilter(field, values=tuple(picked)) if picked else None
+
+
+def _filters(index: run_index.RunIndex) -> list[run_index.FieldFilter]:
+    """The filter controls (GPU, date, any setting or figure) and the filters they set."""
+    filters = []
+    gpu_col, date_col = st.columns(2)
+    gpus = index.field_values("gpu")
+    with gpu_col:
+        picked = st.multiselect("GPU", [g for g in gpus if g is not None], key="runs_filter_gpu",
+                                placeholder="any GPU")
+        if picked:
+            filters.append(run_index.FieldFilter("gpu", values=tuple(picked)))
+    days = [datetime.date.fromisoformat(d) for d in index.field_values("date")]
+    with date_col:
+        if len(days) >= 2:
+            chosen = st.date_input("Started between", value=(days[0], days[-1]),
+                                   min_value=days[0], max_value=days[-1], key="runs_filter_dates")
+            chosen = tuple(chosen) if isinstance(chosen, (tuple, list)) else (chosen,)
+            if chosen and tuple(chosen) != (days[0], days[-1]):
+                filters.append(run_index.FieldFilter("date", low=chosen[0],
+                                                     high=chosen[1] if len(chosen) > 1 else None))
+        elif days:
+            st.caption(f"Every dated run started on {days[0].isoformat()}.")
+    fields = st.multiselect("Filter by settings or figures (then pick values or a range)",
+                            SETTINGS + [f for f in FILTER_FIGURES if f in index.fields()],
+                            key=FIELDS_KEY, placeholder="pick any run setting, or speedup")
+    for field in fields:
+        spec = _field_filter(index, field)
+        if spec is not None:
+            filters.append(spec)
+    return filters
+
+
+def _compare_matching() -> None:
+    st.session_state[COMPARE_KEY] = list(st.session_state.get(MATCHING_KEY, []))[:len(TAGS)]
 
 
 def _on_upload() -> None:
@@ -34,19 +113,57 @@ folder = state.runs_dir()
 st.markdown(f"Runs folder: {ui.escape_md(folder.resolve())} (change it in the sidebar). Every run "
             "started here is saved there; pick one under **Showing** in the sidebar to open it.")
 runs = state.folder_runs()
-if runs.empty:
-    st.info("No runs in this folder yet.")
-else:
-    incomplete, unreadable = int((~runs["complete"] & (runs["problem"] == "")).sum()), int(
-        (runs["problem"] != "").sum())
+point_options: dict[str, str] = {}  # runs inside sweep folders, offered for comparing
+with run_index.open_index(folder) as index:
+    if index.note:
+        st.caption(ui.escape_md(index.note))
+    sweeps = index.sweeps()
+    include_points = bool(sweeps) and st.toggle(
+        f"Include the points of {len(sweeps)} sweep(s)", value=True, key="runs_include_points",
+        help="Each measured point of a sweep is a run folder inside the sweep's folder.")
+    everything = index.runs(sweep_points=include_points)
+    if not everything:
+        filters, matching = [], []
+        st.info("No runs in this folder yet.")
+    else:
+        filters = _filters(index)
+        matching = index.runs(filters, sweep_points=include_points)
+for item in everything:
+    if item["sweep"]:
+        point_options[str(Path(item["path"]).resolve())] = " · ".join(
+            b for b in (item["folder"], item["gpu"], item["started_at"]) if b)
+if everything:
+    by_path = runs.set_index("path") if not runs.empty else runs
+    rows = []
+    for item in matching:
+        row = rundata.run_list_row(item)
+        if not item["sweep"] and item["path"] in by_path.index:  # checked files, the list's words
+            row.update(by_path.loc[item["path"]].to_dict())
+        row.update({f.field: _shown(item.get(f.field)) for f in filters if f.field in SETTINGS})
+        rows.append(row)
+    filtered_settings = [f.field for f in filters if f.field in SETTINGS]
+    shown = pd.DataFrame(rows, columns=list(dict.fromkeys(rundata.RUN_LIST_COLUMNS
+                                                          + filtered_settings)))
+    incomplete = int((~shown["complete"].astype(bool) & (shown["problem"] == "")).sum())
+    unreadable = int((shown["problem"] != "").sum())
+    if filters:
+        st.caption(f"{len(shown)} of {len(everything)} run(s) match the filters.")
     if incomplete:
         st.caption(f"{incomplete} run(s) are incomplete (interrupted: cancelled, stopped at the "
                    "time limit, or failed part-way); they open, marked as such.")
     if unreadable:
         st.warning(f"{unreadable} run folder(s) cannot be opened; the problem column says why.",
                    icon=":material/warning:")
-    ui.table(runs.drop(columns=["path"]), "runs.csv", key="runs_list", label="runs list CSV",
-             column_config={"speedup": st.column_config.NumberColumn(format="%.2fx")})
+    ui.table(shown.drop(columns=["path"]), "runs.csv", key="runs_list", label="runs list CSV",
+             column_config={"speedup": st.column_config.NumberColumn(format="%.2fx"),
+                            "eager_ms": st.column_config.NumberColumn("eager ms", format="%.3f"),
+                            "graph_ms": st.column_config.NumberColumn("graph ms", format="%.3f"),
+                            "speedup_ci_low": st.column_config.NumberColumn("CI low",
+                                                                            format="%.2fx"),
+                            "speedup_ci_high": st.column_config.NumberColumn("CI high",
+                                                                             format="%.2fx")},
+             empty="No run matches these filters.")
+    st.session_state[MATCHING_KEY] = [str(Path(p).resolve()) for p in shown["path"]]
 
 st.subheader("Upload a run")
 st.file_uploader(
@@ -60,14 +177,19 @@ st.caption(f"Uploads are unpacked into a temporary folder of this server; the ne
            f"{state.upload_store().keep} of this session are kept until the session ends.")
 
 st.subheader("Compare runs")
-options = state.run_options()
+options = {**state.run_options(), **point_options}
 if len(options) < 2:
     st.info("Two runs are needed to compare (run again, or upload one).")
     st.stop()
 keys = list(options)
+matching_keys = [k for k in st.session_state.get(MATCHING_KEY, []) if k in options]
+if filters and len(matching_keys) >= 2:
+    st.button(f"Compare the {min(len(matching_keys), len(TAGS))} matching runs",
+              key="compare_matching", on_click=_compare_matching, icon=":material/compare:",
+              help=f"Puts every run the filters keep into the comparison (at most {len(TAGS)}).")
 chosen = st.multiselect(
-    "Runs to compare (any number; each is tagged A, B, C... in the order picked)", keys,
-    default=keys[:2], format_func=options.get, key="compare_runs",
+    f"Runs to compare (any number up to {len(TAGS)}; each is tagged A, B, C... in the order "
+    "picked)", keys, default=keys[:2], format_func=options.get, key=COMPARE_KEY,
     max_selections=len(TAGS))
 if len(chosen) < 2:
     st.info("Pick at least two runs.")
@@ -80,7 +202,7 @@ for tag, key in zip(TAGS, chosen):
         st.error(f"Run {tag} cannot be opened: {ui.escape_md(exc)}")
         st.stop()
 
-bars, timed_by, medians, summary = [], [], [], []
+bars, timed_by, medians, summary, speedups, steps = [], [], [], [], [], []
 for tag, run in loaded.items():
     if not run.complete:
         st.warning(f"{tag}: " + ui.incomplete_text(run), icon=":material/warning:")
@@ -97,6 +219,8 @@ for tag, run in loaded.items():
     m = analysis.split_medians(run.table("launch_split"))
     m["mode"] = tag + ": " + m["mode"].astype(str)
     medians.append(m)
+    speedups.append(analysis.compare_speedup_rows(tag, run.headline, run.table("modes")))
+    steps.append(analysis.overlay_steps(tag, run.table("latency")))
 
 ui.table(pd.DataFrame(summary, columns=analysis.COMPARE_SUMMARY_COLUMNS), "compare_runs.csv",
          key="compare_summary", label="comparison CSV",
@@ -114,13 +238,28 @@ st.caption("Each run is compared by its own headline timing, written under its b
 log_scale = st.toggle("Log scale for the times", key="compare_log",
                       help="Runs on different devices can differ by orders of magnitude (a CPU run's "
                            "step beside a GPU's): a log axis keeps every bar readable.")
-left, right = st.columns(2)
-with left:
-    ui.chart(charts.compare_medians(pd.concat(bars, ignore_index=True), log_scale),
-             key="compare_medians")
-with right:
-    ui.chart(charts.split_bars(pd.concat(medians, ignore_index=True),
-                               "no profiled window in any of these runs"), key="compare_split")
+view = st.radio("Overlay", list(CHART_VIEWS), format_func=CHART_VIEWS.get, horizontal=True,
+                key="compare_chart")
+if view == "medians":
+    left, right = st.columns(2)
+    with left:
+        ui.chart(charts.compare_medians(pd.concat(bars, ignore_index=True), log_scale),
+                 key="compare_medians")
+    with right:
+        ui.chart(charts.split_bars(pd.concat(medians, ignore_index=True),
+                                   "no profiled window in any of these runs"), key="compare_split")
+elif view == "speedup":
+    ui.chart(charts.compare_speedups(pd.concat(speedups, ignore_index=True)),
+             key="compare_speedups")
+    st.caption("Each run's steady-state speedup over its own eager step, with the 95% bootstrap "
+               "CI over its trials; every mode the run timed has its marker.")
+else:
+    overlay = pd.concat(steps, ignore_index=True)
+    ui.chart(charts.compare_latency_ecdf(overlay, log_scale), key="compare_distributions")
+    methods = overlay.drop_duplicates("run")
+    st.caption("Every steady-state step of each run, one line per run: "
+               + "; ".join(f"{ui.escape_md(r)}: {ui.escape_md(t)}"
+                           for r, t in zip(methods["run"], methods["timed_by"])) + ".")
 st.markdown("**Settings that differ**")
 diff = analysis.configs_diff({tag: run.config for tag, run in loaded.items()})
 if diff.empty:
