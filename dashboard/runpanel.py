@@ -2,7 +2,9 @@
 
 Scope: the Run button (sidebar), the live panel above every view (progress bar, current phase,
 Cancel; or the queue position and who holds the device and since when), and what happens when a
-run ends (the new run opens). The work itself is done by :class:`dashboard.worker.RunJob`.
+run ends (the new run opens). The work itself is done by :class:`dashboard.worker.RunJob`, through
+the server's one warm :class:`~profiler_core.launcher.Launcher` (a spare worker with torch imported
+and CUDA up waits for the next run, so a second Run starts fast).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dashboard import controls, rundata, state, ui, worker
 from dashboard.gpulock import LockState
 from profiler_core.config import PRESETS, RunConfig
 from profiler_core.errors import ConfigError
+from profiler_core.launcher import REPO_ROOT, Launcher
 
 POLL_S = 0.5
 HANDLED = "job_handled"
@@ -115,13 +118,20 @@ def describe_lock(lock: LockState, own_job: str | None = None,
     return text
 
 
+@st.cache_resource
+def run_launcher() -> Launcher:
+    """The server's one launcher, shared by every session: it keeps a warm worker for the device
+    of the last run (stopped when the server exits)."""
+    return Launcher(warm=True, cwd=REPO_ROOT)
+
+
 def start_run(config: RunConfig) -> worker.RunJob:
     """Create the run folder name, queue the job on the device's lock and start it."""
     out_dir = new_run_dir(state.runs_dir(), config)
     lock = state.lock_registry().lock(config.device)
     timeout = float(st.session_state.get(controls.TIMEOUT_KEY) or 0) or None
     job = worker.RunJob(worker.worker_argv(config, out_dir), out_dir, config.device, lock,
-                        session=state.session_id(), timeout_s=timeout)
+                        session=state.session_id(), timeout_s=timeout, launcher=run_launcher())
     st.session_state[state.JOB] = job
     return job.start()
 

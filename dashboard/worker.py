@@ -1,56 +1,50 @@
-"""A run in a separate worker process, so that a CUDA fault or a hang cannot take the server down.
+"""A run from the page in a separate worker process, once the device's lock is ours.
 
-Scope: start ``python -m profiler_core run ... --progress jsonl`` once the device's lock is ours,
-follow its JSON-lines progress, stop it on Cancel or after a timeout, and say how it ended.
+Scope: the dashboard's layer over :mod:`profiler_core.launcher` (which starts the worker in its own
+process group, follows its JSON-lines records, stops it, kills what it leaves behind and
+classifies the ending): the per-device lock, the snapshot the page reads, and the wording of how
+a run ended.
 
-How a :class:`RunJob` runs (all on one daemon thread, never touching Streamlit):
+How a :class:`RunJob` runs (on one daemon thread, never touching Streamlit):
 1. wait for the device's :class:`~dashboard.gpulock.GpuLock` (first come, first served; a Cancel
    while waiting leaves the queue);
-2. start the worker in its own process group, stdout a pipe, stderr a temporary file;
-3. read stdout line by line: ``progress`` events update the snapshot, ``done``/``error`` are kept;
-4. when the worker exits, kill whatever it left running in its process group (a child holding
-   the pipe open would otherwise keep the job "running" and the lock held), then classify: done
-   (exit 0), error (the worker said why in an error record whose kind is one of
-   ``profiler_core.schema.ERROR_KINDS``: bad input, no CUDA, capture failure, out of memory, a
-   sticky GPU fault...; with its message and hint), cancelled, timeout, or crashed (killed, or an
-   exit it did not explain, with stderr's tail);
-5. release the lock, whatever happened.
-Cancel (and the timeout) send SIGTERM to the worker's process group, then SIGKILL after a grace
-period. :func:`describe_outcome` says in plain words how a job ended and what to change. Workers
-still running when the server process exits are stopped (``atexit``). The Streamlit page only
-reads :meth:`RunJob.snapshot`. The worker always gets an argv list, never a shell string.
+2. start the worker through a :class:`~profiler_core.launcher.Launcher` (the server's warm one, so
+   a run may be served by a warm worker; or a private launcher of fresh processes);
+3. its records update the snapshot: ``progress`` the phase and the bar, ``done``/``error`` how it
+   ended, the launcher's ``stopping``/``fallback`` records what the launcher is doing;
+4. when the worker has exited (and whatever it left in its process group is gone), the launcher's
+   :class:`~profiler_core.launcher.Ending` becomes the job's final state: done, error (the worker's
+   error record, kinds from ``profiler_core.schema.ERROR_KINDS``), cancelled, timeout or crashed;
+5. release the lock, whatever happened, before the page can see the job finished.
+Cancel (and the timeout) stop the worker's whole process group: SIGTERM, then SIGKILL after a grace
+period. Workers still running when the server exits are stopped by the launcher (``atexit``).
+:func:`describe_outcome` says in plain words how a job ended and what to change. The Streamlit page
+only reads :meth:`RunJob.snapshot`. The worker always gets an argv list, never a shell string.
 """
 
 from __future__ import annotations
 
-import atexit
-import json
-import os
 import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import uuid
-import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from dashboard.gpulock import GpuLock, Ticket
-from profiler_core.cli import config_to_argv
-from profiler_core.config import RunConfig
-from profiler_core.schema import ERROR_KINDS
+from profiler_core.launcher import (  # noqa: F401  (KIND_OF_EXIT: read here with the wording)
+    KIND_OF_EXIT,
+    REPO_ROOT,
+    Ending,
+    Launcher,
+    RunProcess,
+    run_env,
+)
+from profiler_core.launcher import run_argv as worker_argv  # the page's worker command line
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 ACTIVE = ("queued", "starting", "running", "cancelling")
 REFUSALS = ("ConfigError", "UsageError")  # error kinds that mean "this input was refused"
-# The kind an exit code stands for when the worker died before writing its error record
-# (the first kind listed for a code wins: exit 2 is a refused input).
-KIND_OF_EXIT: dict[int, str] = {}
-for _kind, _code in ERROR_KINDS.items():
-    KIND_OF_EXIT.setdefault(_code, _kind)
 # Plain words for every error kind of the schema (a test checks that none is missing).
 ERROR_TITLES = {
     "UsageError": "The run was refused: a setting could not be read",
@@ -69,24 +63,7 @@ ERROR_AFTERMATH = {
     "GpuMemoryError": "The worker released the GPU memory when it exited; the next run starts in a "
                       "fresh process.",
 }
-MAX_LINE_CHARS = 4000  # a non-JSON line from the worker is kept at most this long
-_LIVE_JOBS: "weakref.WeakSet[RunJob]" = weakref.WeakSet()
-
-
-def worker_argv(config: RunConfig, out_dir: Path, python: str = sys.executable) -> list[str]:
-    """The worker's command line for ``config`` writing into ``out_dir``."""
-    return [python, "-m", "profiler_core", "run", *config_to_argv(config), "--out", str(out_dir),
-            "--progress", "jsonl"]
-
-
-def worker_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The worker's environment: unbuffered, the repo importable, CUDA numbered like NVML."""
-    env = dict(os.environ if base is None else base)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    # The GPU selector lists NVML's indices (PCI bus order); make CUDA count the same way.
-    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    return env
+ERROR_FIELDS = ("kind", "field", "message", "hint")
 
 
 @dataclass(frozen=True)
@@ -133,33 +110,35 @@ class _State:
     stderr_tail: str = ""
     events: int = 0
     killed: bool = False
-    done_event: bool = False
-    other_lines: list[str] = field(default_factory=list)
 
 
 class RunJob:
-    """One worker run; see the module docstring. ``argv`` is the full command line."""
+    """One worker run; see the module docstring. ``argv`` is the full command line; a ``run``
+    command of ``launcher``'s interpreter may be served by its warm worker, any other command line
+    runs in a fresh process. Without ``launcher``, a private one starts fresh processes with
+    ``env`` and ``cwd``."""
 
     def __init__(self, argv: Sequence[str], out_dir: Path, device: str, lock: GpuLock,
                  session: str = "", run_name: str | None = None, timeout_s: float | None = None,
                  env: dict[str, str] | None = None, cwd: Path | None = None,
-                 grace_s: float = 5.0) -> None:
+                 grace_s: float = 5.0, launcher: Launcher | None = None) -> None:
         self.argv = [str(a) for a in argv]
         self.out_dir = Path(out_dir)
         self.device = device
         self.job_id = uuid.uuid4().hex[:12]
         self.run_name = run_name or self.out_dir.name
         self.timeout_s = timeout_s
-        self.env = env if env is not None else worker_env()
-        self.cwd = Path(cwd) if cwd is not None else REPO_ROOT
         self.grace_s = grace_s
+        self._launcher = launcher or Launcher(
+            warm=False, env=env if env is not None else run_env(),
+            cwd=Path(cwd) if cwd is not None else REPO_ROOT, grace_s=grace_s)
         self._lock = lock
         self._ticket = Ticket(self.job_id, self.run_name, session, time.time())
         self._state = _State()
         self._guard = threading.Lock()
         self._cancel = threading.Event()
-        self._timed_out = threading.Event()
-        self._proc: subprocess.Popen[str] | None = None
+        self._process: RunProcess | None = None
+        self._handler_error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name=f"run-{self.job_id}", daemon=True)
         self._finished = threading.Event()
 
@@ -173,11 +152,10 @@ class RunJob:
         except BaseException:
             self._lock.leave(self._ticket)  # never block the device with a job that never ran
             raise
-        _LIVE_JOBS.add(self)
         return self
 
     def cancel(self) -> None:
-        """Stop the run: leave the queue if waiting, else terminate the worker (then kill it)."""
+        """Stop the run: leave the queue if waiting, else stop the worker (then kill it)."""
         if self._finished.is_set():
             return
         self._cancel.set()
@@ -185,7 +163,9 @@ class RunJob:
             if self._state.status in ("running", "starting"):
                 self._state.status = "cancelling"
                 self._state.message = "stopping the worker"
-        self._stop_process()
+            process = self._process
+        if process is not None:
+            process.cancel(self.grace_s)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the job has finished (tests); True if it did."""
@@ -244,93 +224,38 @@ class RunJob:
             return dict(status="crashed",
                         message=f"the runs folder {self.out_dir.parent} cannot be created "
                                 f"({exc.strerror or exc}); choose another runs folder in the sidebar")
-        popen_extra: dict[str, Any] = (
-            {"start_new_session": True} if os.name == "posix"
-            else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
-        with tempfile.TemporaryFile(mode="w+b") as stderr_file:
-            try:
-                # An argv list, never a shell string: nothing typed in the browser is parsed by a shell.
-                proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=stderr_file,
-                                        stdin=subprocess.DEVNULL, cwd=self.cwd, env=self.env,
-                                        text=True, encoding="utf-8", errors="replace", bufsize=1,
-                                        shell=False, **popen_extra)
-            except OSError as exc:
-                return dict(status="crashed", message=f"the worker could not start: {exc}")
-            with self._guard:
-                self._proc = proc
-                if self._state.status == "starting":
-                    self._state.status = "running"
-            if self._cancel.is_set():  # Cancel came while the process was being created
-                self._stop_process()
-            timer = None
-            if self.timeout_s:
-                timer = threading.Timer(self.timeout_s, self._on_timeout)
-                timer.daemon = True
-                timer.start()
-            reaper = threading.Thread(target=self._reap_leftovers, args=(proc,), daemon=True)
-            reaper.start()
-            try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    self._on_line(line)
-                reaper.join()  # the worker has exited and its leftovers are gone
-                returncode = proc.wait()
-            finally:
-                if timer is not None:
-                    timer.cancel()
-                if proc.stdout is not None:
-                    proc.stdout.close()
-            stderr_file.seek(0, os.SEEK_END)
-            size = stderr_file.tell()
-            stderr_file.seek(max(0, size - 4000))
-            tail = stderr_file.read().decode("utf-8", errors="replace")
-        return self._outcome(returncode, tail)
+        process = self._launcher.start_argv(self.argv, self.out_dir, timeout_s=self.timeout_s,
+                                            on_event=self._on_event, grace_s=self.grace_s)
+        with self._guard:
+            self._process = process
+            if self._state.status == "starting":
+                self._state.status = "running"
+        if self._cancel.is_set():  # Cancel came while the process was being started
+            process.cancel(self.grace_s)
+        ending = process.wait()
+        if self._handler_error is not None:
+            raise self._handler_error
+        return self._final_state(ending)
 
     def _kill_now(self) -> None:
         """Kill the worker's process group at once and wait for the worker (a dashboard bug)."""
         with self._guard:
-            proc = self._proc
-        if proc is None or _has_exited(proc):
-            return
-        _signal_group(proc, getattr(signal, "SIGKILL", signal.SIGTERM))
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
+            process = self._process
+        if process is not None:
+            process.kill()
 
-    def _reap_leftovers(self, proc: subprocess.Popen) -> None:
-        """Once the worker has exited, kill what it left in its process group.
+    def _on_event(self, record: dict) -> None:
+        """The launcher's handler: a failure here is a dashboard bug, which ends the run."""
+        try:
+            self._on_line(record)
+        except Exception as error:
+            self._handler_error = error
+            raise
 
-        A leftover child that inherited stdout would keep the pipe open, so the job would stay
-        "running" and hold the device's lock. ``waitid(WNOWAIT)`` waits without reaping, so the
-        group's id cannot be reused by another process before it is signalled.
-        """
-        if os.name != "posix" or not hasattr(os, "waitid"):
-            return
-        try:
-            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-        except (ChildProcessError, OSError):
-            return  # already reaped by proc.wait(): the pipe has closed, nothing to do
-        try:
-            os.killpg(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-
-    def _on_line(self, line: str) -> None:
-        line = line.strip()
-        if not line:
-            return
-        if len(line) > MAX_LINE_CHARS and not line.startswith("{"):
-            line = line[:MAX_LINE_CHARS] + " ..."
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
+    def _on_line(self, record: dict) -> None:
+        """One record the worker (or the launcher) printed, a JSON line."""
         with self._guard:
             s = self._state
-            if not isinstance(record, dict) or "event" not in record:
-                s.other_lines = (s.other_lines + [line])[-20:]
-                return
             s.events += 1
             event = record.get("event")
             if event == "progress":
@@ -341,112 +266,31 @@ class RunJob:
                 except (TypeError, ValueError):
                     pass
             elif event == "done":
-                s.done_event = True
                 s.fraction = 1.0
                 s.phase = "done"
             elif event == "error":
-                s.error = {key: (None if record.get(key) is None else str(record.get(key)))
-                           for key in ("kind", "field", "message", "hint")}
+                s.error = _error_fields(record)
+            elif event == "launcher":
+                s.message = str(record.get("message", ""))
+                if record.get("kind") == "stopping":
+                    s.status = "cancelling"
 
-    def _on_timeout(self) -> None:
-        self._timed_out.set()
-        with self._guard:
-            self._state.status = "cancelling"
-            self._state.message = f"no result after {self.timeout_s:g} s: stopping the worker"
-        self._stop_process()
-
-    def _stop_process(self) -> None:
-        with self._guard:
-            proc = self._proc
-        if proc is None or _has_exited(proc):
-            return
-        _signal_group(proc, signal.SIGTERM)
-
-        def kill_later() -> None:
-            deadline = time.monotonic() + self.grace_s
-            while time.monotonic() < deadline:
-                if _has_exited(proc):
-                    return  # the reaper kills anything it left behind
-                time.sleep(0.05)
-            if not _has_exited(proc):
-                self._set(killed=True)
-                _signal_group(proc, getattr(signal, "SIGKILL", signal.SIGTERM))
-
-        threading.Thread(target=kill_later, daemon=True).start()
-
-    def _outcome(self, returncode: int, stderr_tail: str) -> dict[str, Any]:
-        """How the worker ended, from its exit, its records and what the dashboard asked of it."""
-        with self._guard:
-            s = self._state
-            error = dict(s.error) if s.error else None
-            done_event = s.done_event
-        ending: dict[str, Any] = dict(returncode=returncode, stderr_tail=stderr_tail)
-        if returncode == 0 and done_event:  # it finished, even if a stop request came too late
-            ending.update(status="done", fraction=1.0, message="finished")
-        elif self._timed_out.is_set():
-            ending.update(status="timeout", message=f"stopped after the {self.timeout_s:g} s time limit")
-        elif self._cancel.is_set():
-            ending.update(status="cancelled", message="cancelled")
-        elif returncode == 0 and (self.out_dir / "summary.json").is_file():
-            ending.update(status="done", fraction=1.0, message="finished")
-        elif error is not None or returncode in KIND_OF_EXIT:
-            if error is None:  # it exited with a known code but wrote no error record
-                kind = KIND_OF_EXIT[returncode]
-                error = {"kind": kind, "field": None,
-                         "message": _last_line(stderr_tail) or ERROR_TITLES.get(kind, kind),
-                         "hint": ""}
-            ending.update(status="error", error=error, message=str(error.get("message") or ""))
-        else:
-            ending.update(status="crashed", message=describe_exit(returncode))
-        return ending
+    def _final_state(self, ending: Ending) -> dict[str, Any]:
+        """The job's final state from how the launcher says the worker ended."""
+        state: dict[str, Any] = dict(status=ending.status, returncode=ending.returncode,
+                                     stderr_tail=ending.stderr_tail, killed=ending.killed,
+                                     message=ending.message)
+        if ending.status == "done":
+            state.update(fraction=1.0, message="finished")
+        elif ending.status == "error" and ending.error is not None:
+            state.update(error=_error_fields(ending.error),
+                         message=str(ending.error.get("message") or ""))
+        return state
 
 
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def describe_exit(returncode: int) -> str:
-    """Plain words for how a worker ended that neither finished nor reported an error."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"the worker was killed by {name}"
-    if returncode == 0:
-        return "the worker exited without writing a run"
-    return f"the worker crashed (exit code {returncode})"
-
-
-def _has_exited(proc: subprocess.Popen) -> bool:
-    """Whether the worker has exited, without reaping it (so its group id stays reserved)."""
-    if proc.returncode is not None:
-        return True
-    if os.name != "posix" or not hasattr(os, "waitid"):
-        return proc.poll() is not None
-    try:
-        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
-
-
-def stop_all_jobs(grace_s: float = 2.0) -> None:
-    """Stop every worker still running (the server is exiting): SIGTERM, then SIGKILL.
-
-    A cancelled worker keeps what it measured, marked incomplete, so nothing is lost.
-    """
-    jobs = [job for job in list(_LIVE_JOBS) if not job._finished.is_set()]
-    for job in jobs:
-        job._cancel.set()
-        job.grace_s = min(job.grace_s, grace_s)
-        job._stop_process()
-    deadline = time.monotonic() + grace_s + 1.0
-    for job in jobs:
-        job.wait(max(0.0, deadline - time.monotonic()))
-
-
-atexit.register(stop_all_jobs)
+def _error_fields(record: dict) -> dict[str, str | None]:
+    """The error record's four fields, as text (None where missing)."""
+    return {key: (None if record.get(key) is None else str(record.get(key))) for key in ERROR_FIELDS}
 
 
 SIGNAL_MEANING = {
@@ -536,13 +380,3 @@ def describe_outcome(snap: JobSnapshot, field_label=lambda field: field) -> Outc
                                           "released.") if t)
     return Outcome("error", f"Run {name} failed: {_sentence(snap.message)}", detail, hint,
                    show_log=True)
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        if os.name == "posix":
-            os.killpg(proc.pid, sig)  # the worker leads its own session (start_new_session)
-        else:
-            proc.terminate() if sig == signal.SIGTERM else proc.kill()
-    except (ProcessLookupError, PermissionError, OSError):
-        pass

@@ -505,28 +505,44 @@ def _last_line(text: str) -> str:
 
 
 _LIVE: "weakref.WeakSet[RunProcess]" = weakref.WeakSet()
-_LAUNCHERS: "weakref.WeakSet[Launcher]" = weakref.WeakSet()
+
+
+class _SpareSlot:
+    """A launcher's spare worker and its device; stopped with the launcher, when it is garbage
+    collected, or when the interpreter exits (``weakref.finalize``)."""
+
+    def __init__(self) -> None:
+        self.child: _Child | None = None
+        self.device: str | None = None
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        child, self.child = self.child, None
+        if child is not None:
+            child.stop(grace_s)
 
 
 class Launcher:
     """Starts runs in processes of their own; with ``warm=True`` keeps one spare warm worker
-    (see the module docstring for when it is started, used and replaced)."""
+    (see the module docstring for when it is started, used and replaced). ``cwd``: the runs'
+    working folder (default: this process's); ``grace_s``: SIGTERM to SIGKILL;
+    ``handover_timeout_s``: how long a ready spare may take to accept a run."""
 
     def __init__(self, *, warm: bool = True, python: str = sys.executable,
                  env: Mapping[str, str] | None = None, cwd: Path | str | None = None,
-                 grace_s: float = DEFAULT_GRACE_S) -> None:
+                 grace_s: float = DEFAULT_GRACE_S,
+                 handover_timeout_s: float = HANDOVER_TIMEOUT_S) -> None:
         self.warm = warm
+        self.handover_timeout_s = handover_timeout_s
         self.python = python
         self.env = dict(env) if env is not None else run_env()
         self.cwd = Path(cwd) if cwd is not None else None
         self.grace_s = grace_s
         self._guard = threading.RLock()
         self._runs: list[RunProcess] = []
-        self._spare: _Child | None = None
-        self._spare_device: str | None = None
+        self._spare = _SpareSlot()
+        weakref.finalize(self, self._spare.stop)
         self._wanted_device: str | None = None  # the device of the last run a worker could serve
         self._closed = False
-        _LAUNCHERS.add(self)
 
     def start(self, config: RunConfig, out_dir: Path, *, overwrite: bool = False,
               timeout_s: float | None = None,
@@ -536,14 +552,16 @@ class Launcher:
                                out_dir, timeout_s=timeout_s, on_event=on_event)
 
     def start_argv(self, argv: Sequence[str], out_dir: Path | None = None, *,
-                   timeout_s: float | None = None,
-                   on_event: EventHandler | None = None) -> RunProcess:
+                   timeout_s: float | None = None, on_event: EventHandler | None = None,
+                   grace_s: float | None = None) -> RunProcess:
         """Run any command line the same way (tests pass a stand-in). A ``run`` command of this
-        launcher's interpreter may be served by a warm worker; anything else gets a fresh process."""
+        launcher's interpreter may be served by a warm worker; anything else gets a fresh process.
+        ``grace_s`` overrides the launcher's grace period for this run."""
         argv = [str(a) for a in argv]
         device = self._servable_device(argv)
         run = RunProcess(out_dir=out_dir, on_event=on_event, timeout_s=timeout_s,
-                         grace_s=self.grace_s, on_phase=self._on_run_phase,
+                         grace_s=self.grace_s if grace_s is None else grace_s,
+                         on_phase=self._on_run_phase,
                          restart=lambda r: self._start_fresh(r, argv))
         with self._guard:
             if self._closed:
@@ -562,15 +580,13 @@ class Launcher:
         """Stop the spare (if any) and start no more; runs already started go on."""
         with self._guard:
             self._closed = True
-            spare, self._spare = self._spare, None
-        if spare is not None:
-            spare.stop(min(self.grace_s, 2.0))
+            self._spare.stop(min(self.grace_s, 2.0))
 
     @property
     def spare_pid(self) -> int | None:
         """The spare worker's process id (None: no spare now)."""
         with self._guard:
-            return self._spare.pid if self._spare is not None else None
+            return self._spare.child.pid if self._spare.child is not None else None
 
     # -- inside ----------------------------------------------------------------------------------
 
@@ -589,17 +605,14 @@ class Launcher:
     def _take_spare(self, device: str | None) -> _Child | None:
         """The spare if it can serve ``device``; a spare that cannot, and is still starting up,
         is stopped (it must not warm up during this run's timed trials)."""
-        spare = self._spare
+        spare = self._spare.child
         if spare is None:
             return None
-        usable = self.warm and device is not None and device == self._spare_device
-        if usable:
-            self._spare = None
+        if self.warm and device is not None and device == self._spare.device:
+            self._spare.child = None
             return spare
-        if not spare.ready.is_set() or spare.has_exited() or (device is not None
-                                                              and device != self._spare_device):
-            self._spare = None
-            spare.stop(min(self.grace_s, 2.0))
+        if not spare.ready.is_set() or spare.has_exited() or device is not None:
+            self._spare.stop(min(self.grace_s, 2.0))
         return None
 
     def _hand_over(self, spare: _Child, run: RunProcess, argv: list[str]) -> bool:
@@ -614,7 +627,7 @@ class Launcher:
         if not spare.send(json.dumps({"argv": argv[3:]})):
             return True  # it exited meanwhile: _on_exit falls back to a fresh process
         deadline = (spare.started_at + SPARE_READY_TIMEOUT_S if not spare.ready.is_set()
-                    else time.monotonic() + HANDOVER_TIMEOUT_S)
+                    else time.monotonic() + self.handover_timeout_s)
         threading.Thread(target=self._watch_handover, args=(spare, run, deadline), daemon=True,
                          name=f"handover-{spare.pid}").start()
         return True
@@ -649,22 +662,21 @@ class Launcher:
         if (not self.warm or self._closed or self._wanted_device is None
                 or any(r._in_or_before_timed_phases for r in self._runs)):
             return
-        if self._spare is not None and not self._spare.has_exited():
+        if self._spare.child is not None and not self._spare.child.has_exited():
             return
         argv = [self.python, "-m", "profiler_core", "serve", "--device", self._wanted_device]
         try:
-            self._spare = _Child(argv, self.env, self.cwd, listener=None, stdin_pipe=True)
+            self._spare.child = _Child(argv, self.env, self.cwd, listener=None, stdin_pipe=True)
         except OSError:
-            self._spare = None  # runs then start in fresh processes, which report the problem
+            self._spare.child = None  # runs then start in fresh processes, which say what failed
             return
-        self._spare_device = self._wanted_device
+        self._spare.device = self._wanted_device
 
 
 def stop_all_runs(grace_s: float = 2.0) -> None:
-    """Stop every run still going and every spare (the interpreter is exiting): SIGTERM, then
-    SIGKILL. A stopped run keeps what it measured, marked incomplete."""
-    for launcher in list(_LAUNCHERS):
-        launcher.close()
+    """Stop every run still going (the interpreter is exiting; spares are stopped by their
+    launcher's finalizer): SIGTERM, then SIGKILL. A stopped run keeps what it measured, marked
+    incomplete."""
     runs = [run for run in list(_LIVE) if run._active]
     for run in runs:
         run.cancel(grace_s=min(run.grace_s, grace_s))

@@ -45,6 +45,7 @@ from dashboard import (
 )
 from dashboard.gpulock import GpuLock
 from dashboard.worker import ERROR_TITLES, KIND_OF_EXIT, REFUSALS, RunJob
+from profiler_core import launcher
 from profiler_core.config import PRESETS
 from profiler_core.errors import ProfilerError, RunFormatError
 from profiler_core.results import RunResult, coerce_table
@@ -1029,7 +1030,7 @@ def test_text_typed_in_the_browser_never_reaches_a_shell(fake_runs, tmp_path, mo
         calls.append((args, kwargs))
         return real_popen(*args, **kwargs)
 
-    monkeypatch.setattr(worker.subprocess, "Popen", spy)
+    monkeypatch.setattr(launcher.subprocess, "Popen", spy)  # the launcher starts the worker
     monkeypatch.chdir(tmp_path)
     nasty = "runs/$(touch PWNED1); touch PWNED2 `touch PWNED3` | touch PWNED4 && touch PWNED5"
     at = _app(tmp_path / nasty)

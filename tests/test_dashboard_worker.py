@@ -1,4 +1,5 @@
-"""The dashboard's worker process and per-device lock, with a fake worker (no GPU needed)."""
+"""The dashboard's layer over the launcher (RunJob) and the per-device lock, with a fake worker
+(no GPU needed). The launcher itself is tested in test_launcher.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from dashboard.gpulock import GpuLock, GpuLockRegistry, Ticket
 from conftest import process_alive, wait_for
-from dashboard.worker import RunJob, describe_exit, worker_argv
+from dashboard.worker import RunJob, worker_argv
 from profiler_core import cli
 from profiler_core.config import PRESETS
 
@@ -152,9 +153,3 @@ def test_lock_is_fifo_under_contention():
     for thread in threads:
         thread.join(5)
     assert order == list("abcde") and max(overlap) == 1
-
-
-def test_describe_exit():
-    assert describe_exit(-9) == "the worker was killed by SIGKILL"
-    assert "exit code 7" in describe_exit(7)
-    assert "without writing" in describe_exit(0)

@@ -1,0 +1,476 @@
+"""The process launcher (profiler_core/launcher.py) and the warm worker (profiler_core/serve.py).
+
+On the CPU: how an ending is classified, the process group killed on cancel and at the time limit,
+leftovers killed, a failing event handler, a process that cannot start (the fake worker of
+conftest.py); warm spares through a fake interpreter that logs what it does (started only after
+the previous run's timed phases, replaced after each run, never serving twice, a fresh process
+when a spare died or hangs); a real tiny CPU run served by a warm worker gives the same records,
+files and exit codes as a fresh process. On a GPU (marker gpu): the seed config's wall time, cold
+against warm.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import process_alive, wait_for
+
+from profiler_core import serve
+from profiler_core.config import PRESETS
+from profiler_core.launcher import (Launcher, describe_exit, left_timed_phases, run_argv,
+                                    run_env)
+
+SAFETY_NET_S = 120  # only stops a broken test from hanging; nothing waits this long when it works
+
+
+def _start(launcher: Launcher, argv, out: Path, **kwargs):
+    events: list[dict] = []
+    process = launcher.start_argv(argv, out, on_event=events.append, **kwargs)
+    return process, events
+
+
+# ----------------------------------------------------------------------------- endings
+
+
+@pytest.mark.parametrize("mode, status, code, message", [
+    ("done", "done", 0, "finished"),
+    ("error", "error", 2, "--replays: too many"),
+    ("silent6", "error", 6, "CUDA error: unspecified launch failure"),  # exit code, no record
+    ("crash", "crashed", 1, "the worker crashed (exit code 1)"),
+    ("segv", "crashed", -signal.SIGSEGV, "the worker was killed by SIGSEGV"),
+    ("kill", "crashed", -signal.SIGKILL, "the worker was killed by SIGKILL"),
+])
+def test_an_ending_is_classified_from_the_exit_and_the_records(tmp_path, fake_worker, synthetic_run,
+                                                               mode, status, code, message):
+    out = tmp_path / "out"
+    process, events = _start(Launcher(warm=False), fake_worker(mode, out, synthetic_run), out)
+    ending = process.wait(SAFETY_NET_S)
+    assert (ending.status, ending.returncode, ending.message) == (status, code, message)
+    assert [e["phase"] for e in events if e["event"] == "progress"] == ["warm-up", "capture",
+                                                                        "timed trials"]
+    assert not ending.warm and not ending.killed
+    if mode == "error":
+        assert ending.error["kind"] == "ConfigError" and ending.error["field"] == "replays"
+        assert events[-1] == {"event": "error", **{k: ending.error[k] for k in
+                                                   ("kind", "field", "message", "hint")}}
+    elif mode == "silent6":  # made up from the exit code, with stderr's last line
+        assert ending.error["kind"] == "CudaFaultError"
+    elif mode == "crash":
+        assert "illegal memory access" in ending.stderr_tail and ending.error is None
+
+
+def test_exit_0_counts_as_done_only_with_a_run_written(tmp_path):
+    launcher = Launcher(warm=False)
+    out = tmp_path / "run"
+    written = f"import os; os.makedirs({str(out)!r}); open(os.path.join({str(out)!r}, 'summary.json'), 'w').write('{{}}')"
+    assert launcher.start_argv([sys.executable, "-c", written], out).wait(SAFETY_NET_S).status == "done"
+    nothing = launcher.start_argv([sys.executable, "-c", "pass"], tmp_path / "none").wait(SAFETY_NET_S)
+    assert (nothing.status, nothing.message) == ("crashed", "the worker exited without writing a run")
+
+
+def test_describe_exit():
+    assert describe_exit(-9) == "the worker was killed by SIGKILL"
+    assert "exit code 7" in describe_exit(7)
+    assert "without writing" in describe_exit(0)
+
+
+def test_a_process_that_cannot_start_is_a_crash_with_the_reason(tmp_path):
+    process = Launcher(warm=False).start_argv([str(tmp_path / "no-such-python")], tmp_path / "o")
+    ending = process.wait(SAFETY_NET_S)
+    assert process.pid is None
+    assert ending.status == "crashed" and "could not start" in ending.message
+
+
+def test_cancel_kills_the_whole_process_group(tmp_path, fake_worker):
+    out = tmp_path / "out"
+    process, _ = _start(Launcher(warm=False), fake_worker("sleep", out), out)
+    pids_file = tmp_path / "out.pids"
+    assert wait_for(lambda: pids_file.exists() and len(pids_file.read_text().split()) == 2)
+    pids = [int(p) for p in pids_file.read_text().split()]
+    assert pids[0] == process.pid
+    process.cancel()
+    ending = process.wait(SAFETY_NET_S)
+    assert ending.status == "cancelled" and ending.returncode == -signal.SIGTERM
+    assert not ending.killed
+    assert wait_for(lambda: not any(process_alive(pid) for pid in pids))
+
+
+def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path, fake_worker):
+    out = tmp_path / "out"
+    launcher = Launcher(warm=False, grace_s=0.3)
+    process, _ = _start(launcher, fake_worker("sleep", out, "ignore-term"), out)
+    assert wait_for((tmp_path / "out.pids").exists)
+    process.cancel()
+    ending = process.wait(SAFETY_NET_S)
+    assert (ending.status, ending.killed, ending.returncode) == ("cancelled", True, -signal.SIGKILL)
+
+
+def test_the_time_limit_stops_the_run_and_says_so(tmp_path, fake_worker):
+    out = tmp_path / "out"
+    process, events = _start(Launcher(warm=False), fake_worker("sleep", out), out, timeout_s=0.5)
+    ending = process.wait(SAFETY_NET_S)
+    assert ending.status == "timeout" and "0.5 s" in ending.message
+    assert {"event": "launcher", "kind": "stopping",
+            "message": "no result after 0.5 s: stopping the worker"} in events
+
+
+def test_children_left_behind_are_killed(tmp_path, fake_worker):
+    out = tmp_path / "out"
+    process, _ = _start(Launcher(warm=False), fake_worker("orphan", out), out)
+    ending = process.wait(SAFETY_NET_S)
+    assert ending is not None, "the run hung on the pipe its process's child kept open"
+    assert ending.status == "crashed"
+    child = int((tmp_path / "out.pids").read_text().split()[1])
+    assert wait_for(lambda: not process_alive(child))
+
+
+def test_a_failing_event_handler_kills_the_run_at_once(tmp_path, fake_worker):
+    out = tmp_path / "out"
+    calls = []
+
+    def broken(record):
+        calls.append(record)
+        raise RuntimeError("a bug in the caller")
+
+    process = Launcher(warm=False).start_argv(fake_worker("sleep", out, "ignore-term"), out,
+                                              on_event=broken)
+    ending = process.wait(SAFETY_NET_S)
+    assert ending.status == "crashed" and "a bug in the caller" in ending.message
+    assert ending.returncode == -signal.SIGKILL and len(calls) == 1  # never called again
+
+
+def test_the_contract_command_line_and_environment(tmp_path):
+    config = PRESETS["lesson3"].replace(device="cpu")
+    argv = run_argv(config, tmp_path / "o", python="py", overwrite=True)
+    assert argv[:4] == ["py", "-m", "profiler_core", "run"]
+    assert argv[-5:] == ["--out", str(tmp_path / "o"), "--progress", "jsonl", "--overwrite"]
+    env = run_env({"PYTHONPATH": "/x"})
+    assert env["PYTHONUNBUFFERED"] == "1" and env["PYTHONPATH"].endswith(os.pathsep + "/x")
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert [p for p in ("timed trials", "cold-start trials", "article loop", "setup", "capture",
+                        "preparing compile", "eager warm-up") if left_timed_phases(p)] == []
+    assert all(left_timed_phases(p) for p in ("profiling eager", "profiling graph", "parity", "done"))
+
+
+# ----------------------------------------------------------------------------- warm spares
+
+# A stand-in for the interpreter: `FAKE -m profiler_core run ...` and `... serve --device D`.
+# Every process appends "<pid> <what>" to $FAKE_DIR/log. Control files in $FAKE_DIR:
+#   serve-mode: "ok" (default), "die" (exits before it is ready), "hang" (ready, never takes a run)
+#   hold: while it exists, a run waits in "timed trials" until "release" appears.
+FAKE_PYTHON = r'''
+import json, os, sys, time
+fake = os.environ["FAKE_DIR"]
+def log(what):
+    with open(os.path.join(fake, "log"), "a") as handle:
+        handle.write(f"{os.getpid()} {what}\n")
+def emit(**record):
+    print(json.dumps(record), flush=True)
+def control(name, default=""):
+    path = os.path.join(fake, name)
+    return open(path).read().strip() if os.path.exists(path) else default
+def run(argv):
+    out = argv[argv.index("--out") + 1]
+    for phase in ["setup", "timed trials", "article loop", "profiling eager", "parity"]:
+        log(f"phase {phase}")
+        emit(event="progress", phase=phase, done=0, total=5, fraction=0.0, message="")
+        if phase == "timed trials" and os.path.exists(os.path.join(fake, "hold")):
+            while not os.path.exists(os.path.join(fake, "release")):
+                time.sleep(0.01)
+    os.makedirs(out)
+    open(os.path.join(out, "summary.json"), "w").write("{}")
+    emit(event="done", out=out)
+    return 0
+command = sys.argv[3]
+if command == "run":
+    log("run")
+    sys.exit(run(sys.argv[3:]))
+log("serve-start")
+mode = control("serve-mode", "ok")
+log(f"serve-mode {mode}")
+if mode == "die":
+    sys.exit(3)
+emit(event="worker", state="ready")
+if mode == "hang":
+    time.sleep(120)
+line = sys.stdin.readline()
+if not line:
+    log("serve-released")
+    sys.exit(0)
+emit(event="worker", state="accepted")
+log("serve-accepted")
+sys.exit(run(json.loads(line)["argv"]))
+'''
+
+
+@pytest.fixture
+def fake_python(tmp_path):
+    """(launcher(**kwargs), log(), control(name, text)) around the stand-in interpreter."""
+    folder = tmp_path / "fake"
+    folder.mkdir()
+    script = folder / "fake_python.py"
+    script.write_text(FAKE_PYTHON)
+    wrapper = folder / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    made = []
+
+    def make(**kwargs) -> Launcher:
+        made.append(Launcher(warm=True, python=str(wrapper),
+                             env=run_env({**os.environ, "FAKE_DIR": str(folder)}), **kwargs))
+        return made[-1]
+
+    def log() -> list[tuple[int, str]]:
+        path = folder / "log"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [(int(line.split(" ", 1)[0]), line.split(" ", 1)[1]) for line in lines]
+
+    def control(name: str, text: str | None) -> None:
+        path = folder / name
+        if text is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(text)
+
+    yield make, log, control
+    for launcher in made:
+        launcher.close()
+
+
+CPU_RUN = PRESETS["seed"].replace(device="cpu")
+
+
+def _run(launcher: Launcher, out: Path, config=CPU_RUN):
+    events: list[dict] = []
+    process = launcher.start(config, out, on_event=events.append)
+    ending = process.wait(SAFETY_NET_S)
+    assert ending is not None and ending.status == "done", ending
+    return process, ending, events
+
+
+def test_a_spare_is_started_after_a_run_and_replaced_after_each_run(tmp_path, fake_python):
+    make, log, _ = fake_python
+    launcher = make()
+    assert launcher.spare_pid is None  # never before the first run
+    first, ending, _ = _run(launcher, tmp_path / "a")
+    assert not ending.warm
+    assert wait_for(lambda: launcher.spare_pid is not None)
+    spare = launcher.spare_pid
+    second, ending, events = _run(launcher, tmp_path / "b")
+    assert ending.warm and second.pid == spare  # the spare served it
+    assert [e["event"] for e in events] == ["progress"] * 5 + ["done"]  # no handshake records
+    assert wait_for(lambda: launcher.spare_pid not in (None, spare))  # a new one, never reused
+    third, ending, _ = _run(launcher, tmp_path / "c")
+    assert ending.warm and third.pid not in (first.pid, second.pid)
+    served = [pid for pid, what in log() if what == "serve-accepted"]
+    assert len(served) == len(set(served)) == 2  # each worker served once
+
+
+def test_no_spare_starts_while_a_run_is_in_its_timed_phases(tmp_path, fake_python):
+    make, log, control = fake_python
+    launcher = make()
+    control("hold", "1")
+    first = launcher.start(CPU_RUN, tmp_path / "a")
+    assert wait_for(lambda: ("timed trials" in {w.split(" ", 1)[-1] for _, w in log()}))
+    # The run waits in its timed trials: no spare may start (its import and CUDA set-up would
+    # compete with the timed steps). Checked twice, a while apart.
+    for _ in range(2):
+        assert launcher.spare_pid is None and "serve-start" not in [w for _, w in log()]
+        time.sleep(0.2)
+    control("release", "1")
+    assert first.wait(SAFETY_NET_S).status == "done"
+    assert wait_for(lambda: "serve-start" in [w for _, w in log()])
+    order = [what for _, what in log()]
+    assert order.index("serve-start") > order.index("phase profiling eager")
+    control("release", None)
+    # The next run takes the spare, which is in its timed trials now: its replacement waits.
+    second = launcher.start(CPU_RUN, tmp_path / "b")
+    assert wait_for(lambda: order_of(log())[-1] == "phase timed trials")
+    assert launcher.spare_pid is None and order_of(log()).count("serve-start") == 1
+    control("release", "1")
+    assert second.wait(SAFETY_NET_S).warm
+    assert wait_for(lambda: order_of(log()).count("serve-start") == 2)
+
+
+def order_of(log: list[tuple[int, str]]) -> list[str]:
+    return [what for _, what in log]
+
+
+def test_a_spare_still_starting_is_stopped_when_another_run_begins(tmp_path, fake_python,
+                                                                   fake_worker, synthetic_run):
+    make, log, control = fake_python
+    launcher = make()
+    control("serve-mode", "hang")  # stands for a spare that is slow to come up
+    _run(launcher, tmp_path / "a")
+    assert wait_for(lambda: launcher.spare_pid is not None)
+    spare = launcher.spare_pid
+    # a command line no warm worker serves runs in a fresh process, and the spare goes
+    other = tmp_path / "other"
+    process = launcher.start_argv(fake_worker("done", other, synthetic_run), other)
+    assert process.wait(SAFETY_NET_S).status == "done"
+    assert wait_for(lambda: not process_alive(spare))
+
+
+def test_a_dead_spare_falls_back_to_a_fresh_process_and_says_so(tmp_path, fake_python):
+    make, log, control = fake_python
+    launcher = make()
+    control("serve-mode", "die")
+    _run(launcher, tmp_path / "a")
+    assert wait_for(lambda: "serve-start" in order_of(log()))
+    spare = launcher.spare_pid
+    assert wait_for(lambda: spare is None or not process_alive(spare))
+    control("serve-mode", None)
+    process, ending, events = _run(launcher, tmp_path / "b")
+    assert not ending.warm and process.pid != spare
+    fallbacks = [e for e in events if e["event"] == "launcher"]
+    assert len(fallbacks) == 1 and fallbacks[0]["kind"] == "fallback"
+    assert "fresh process" in fallbacks[0]["message"]
+
+
+def test_a_hung_spare_is_killed_and_the_run_starts_fresh(tmp_path, fake_python):
+    make, log, control = fake_python
+    launcher = make(handover_timeout_s=0.5)
+    control("serve-mode", "hang")  # says it is ready, never reads the request
+    _run(launcher, tmp_path / "a")
+    assert wait_for(lambda: "serve-mode hang" in order_of(log()))
+    spare = launcher.spare_pid
+    control("serve-mode", None)
+    process, ending, events = _run(launcher, tmp_path / "b")
+    assert not ending.warm and process.pid != spare and not process_alive(spare)
+    messages = [e["message"] for e in events if e["event"] == "launcher"]
+    assert any("did not take the run in time" in m for m in messages)
+    assert any("fresh process" in m for m in messages)
+
+
+def test_a_spare_for_another_device_is_not_used(tmp_path, fake_python):
+    make, log, _ = fake_python
+    launcher = make()
+    _run(launcher, tmp_path / "a", PRESETS["seed"].replace(device="cuda:1"))
+    assert wait_for(lambda: launcher.spare_pid is not None)
+    spare = launcher.spare_pid
+    _, ending, _ = _run(launcher, tmp_path / "b")  # on the CPU
+    assert not ending.warm
+    assert wait_for(lambda: not process_alive(spare))
+
+
+def test_close_stops_the_spare(tmp_path, fake_python):
+    make, log, _ = fake_python
+    launcher = make()
+    _run(launcher, tmp_path / "a")
+    assert wait_for(lambda: launcher.spare_pid is not None)
+    spare = launcher.spare_pid
+    launcher.close()
+    assert wait_for(lambda: not process_alive(spare))
+    with pytest.raises(RuntimeError, match="closed"):
+        launcher.start(CPU_RUN, tmp_path / "b")
+
+
+# ----------------------------------------------------------------------------- the warm worker
+
+
+def test_the_request_must_be_a_run_command():
+    assert serve.read_request('{"argv": ["run", "--device", "cpu"]}') == ["run", "--device", "cpu"]
+    for bad in ("not json", "[]", '{"argv": ["bench"]}', '{"argv": ["run", 3]}', '{"x": 1}'):
+        with pytest.raises(ValueError, match="request"):
+            serve.read_request(bad)
+
+
+def test_serve_says_ready_then_runs_one_request_through_main():
+    calls = []
+    stdout = io.StringIO()
+    code = serve.serve("cpu", lambda argv: calls.append(argv) or 7,
+                       stdin=io.StringIO('{"argv": ["run", "--out", "x"]}\n'), stdout=stdout)
+    assert code == 7 and calls == [["run", "--out", "x"]]
+    records = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    assert [(r["event"], r["state"]) for r in records] == [("worker", "ready"), ("worker", "accepted")]
+    # end of input before a request: nothing runs
+    assert serve.serve("cpu", calls.append, stdin=io.StringIO(""), stdout=io.StringIO()) == 0
+    assert len(calls) == 1
+
+
+def test_the_warm_up_leaves_the_random_state_as_it_was():
+    torch.manual_seed(3)
+    serve.warm_up("cpu")
+    after = torch.rand(4)
+    torch.manual_seed(3)
+    assert torch.equal(after, torch.rand(4))
+
+
+TINY_CPU = PRESETS["seed"].replace(device="cpu", batch=8, d_in=16, hidden=32, d_out=4,
+                                   eager_iters=20, trials=4, preset="custom")
+
+
+def test_a_real_warm_run_is_the_same_as_a_fresh_one(tmp_path):
+    """`python -m profiler_core run` in a fresh process, then served by a warm worker: the same
+    records (phase by phase), the same files, the same exit code for a refused run."""
+    launcher = Launcher(warm=True)
+    try:
+        cold, cold_ending, cold_events = _run(launcher, tmp_path / "cold", TINY_CPU)
+        assert wait_for(lambda: launcher.spare_pid is not None, SAFETY_NET_S)
+        warm, warm_ending, warm_events = _run(launcher, tmp_path / "warm", TINY_CPU)
+        assert not cold_ending.warm and warm_ending.warm
+
+        def shape(events):
+            return [(e["event"], e.get("phase"), e.get("total")) for e in events]
+
+        assert shape(warm_events) == shape(cold_events)
+        assert warm_events[-1] == {"event": "done", "out": str(tmp_path / "warm")}
+        files = {p.name for p in (tmp_path / "cold").iterdir()}
+        assert files == {p.name for p in (tmp_path / "warm").iterdir()} and "summary.json" in files
+        summaries = [json.loads((tmp_path / n / "summary.json").read_text()) for n in ("cold", "warm")]
+        assert summaries[0]["config"] == summaries[1]["config"] and summaries[1]["complete"] is True
+        # a refused run: the same error record and exit code from a warm worker as from a fresh one
+        (tmp_path / "a-file").write_text("not a run")
+        assert wait_for(lambda: launcher.spare_pid is not None, SAFETY_NET_S)
+        refused = launcher.start(TINY_CPU, tmp_path / "a-file").wait(SAFETY_NET_S)
+        fresh = Launcher(warm=False).start(TINY_CPU, tmp_path / "a-file").wait(SAFETY_NET_S)
+        assert refused.warm and not fresh.warm
+        assert (refused.status, refused.returncode, refused.error) == (
+            fresh.status, fresh.returncode, fresh.error)
+        assert refused.status == "error" and refused.returncode == 2
+    finally:
+        launcher.close()
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_seed_run_cold_against_warm(tmp_path):
+    """Wall time from start() to the run's end for the seed config: a fresh process, then a warm
+    worker (started after the first run's timed phases and ready before the second is asked for).
+    Printed; asserted only that the warm one is faster."""
+    launcher = Launcher(warm=True)
+    config = PRESETS["seed"]
+    try:
+        started = time.perf_counter()
+        _, cold, _ = _run(launcher, tmp_path / "cold", config)
+        cold_s = time.perf_counter() - started
+        assert wait_for(lambda: launcher.spare_pid is not None, SAFETY_NET_S)
+        spare = launcher._spare.child
+        assert spare.ready.wait(SAFETY_NET_S)
+        started = time.perf_counter()
+        _, warm, _ = _run(launcher, tmp_path / "warm", config)
+        warm_s = time.perf_counter() - started
+    finally:
+        launcher.close()
+    phases = {}
+    for name in ("cold", "warm"):
+        table = (tmp_path / name / "phases.csv").read_text().splitlines()[1:]
+        setup = [line.split(",") for line in table if line.startswith("setup,")]
+        phases[name] = float(setup[0][2]) - float(setup[0][1]) if setup else float("nan")
+    print(f"\nseed config on {torch.cuda.get_device_name(0)}: cold process {cold_s:.2f} s "
+          f"(setup phase {phases['cold']:.2f} s), warm worker {warm_s:.2f} s (setup phase "
+          f"{phases['warm']:.2f} s)")
+    assert not cold.warm and warm.warm
+    assert warm_s < cold_s
