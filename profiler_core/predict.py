@@ -252,23 +252,29 @@ def calibrate(device: Any, batch: Sequence[Any] = (),
             window = profile_window(mode, CALIBRATION_PROFILED_REPLAYS, device,
                                     Path(folder) / f"trace_calibration_{count}.json")
             busy_us.append(window.analysis.summary()["gpu_busy_us"])
+    recorded = all(math.isfinite(busy) and busy > 0 for busy in busy_us)
+    subtracted = busy_us if recorded else [0.0] * len(busy_us)
     launch_us, per_node_us = fit_graph_costs(
-        node_counts, [replay - busy for replay, busy in zip(replay_us, busy_us)])
+        node_counts, [replay - busy for replay, busy in zip(replay_us, subtracted)])
     copy_us = math.nan
-    if batch:
-        targets = [torch.empty_like(tensor) for tensor in batch]
+    tensors = [tensor for tensor in batch if isinstance(tensor, torch.Tensor)]
+    if tensors:
+        targets = [torch.empty_like(tensor) for tensor in tensors]
 
         def copy_batch() -> None:
-            for target, tensor in zip(targets, batch):
+            for target, tensor in zip(targets, tensors):
                 target.copy_(tensor)
 
         copy_batch()
         copy_us = _held_mean_us(copy_batch, CALIBRATION_COPIES, clock, hold)
     del graphs
+    minus = (f"minus their kernels' busy time from torch.profiler ({CALIBRATION_PROFILED_REPLAYS} "
+             "replays each)" if recorded else
+             "with nothing subtracted: torch.profiler recorded none of their kernels, so the "
+             "per-node cost includes a one-element kernel's own run time and is overstated")
     method = (f"CUDA events around {replays} replays of graphs of "
-              f"{'/'.join(str(c) for c in node_counts)} one-element add kernels, {held}, minus "
-              f"their kernels' busy time from torch.profiler ({CALIBRATION_PROFILED_REPLAYS} "
-              "replays each); least-squares line: launch = intercept, per node = slope")
+              f"{'/'.join(str(c) for c in node_counts)} one-element add kernels, {held}, {minus}; "
+              "least-squares line: launch = intercept, per node = slope")
     source = (f"measured on {torch.cuda.get_device_name(device)} in this process: {method}")
     return Calibration(costs=GraphCosts(launch_us, per_node_us, source),
                        node_counts=tuple(int(c) for c in node_counts),

@@ -221,6 +221,69 @@ def test_the_bad_options_are_refused_before_the_trace_is_read(tmp_path, capsys):
 # ------------------------------------------------------------------------------ a run's headline
 
 
+class _FakeGraph:
+    def __init__(self, nodes: int) -> None:
+        self.nodes = nodes
+
+    def replay(self) -> None:
+        pass
+
+
+def _fake_gpu(monkeypatch, busy_per_node_us: float) -> list:
+    """calibrate() on fakes: a replay of k nodes takes 2 + 1.5 k us on the 'GPU', of which the
+    profiler sees ``busy_per_node_us`` x k as kernel time; a batch copy takes 11 us."""
+    import torch
+
+    from profiler_core import profiling
+
+    class Window:
+        def __init__(self, busy_us: float) -> None:
+            self.analysis = type("Analysis", (), {"summary": lambda self: {"gpu_busy_us": busy_us}})()
+
+    copied = []
+
+    def held_mean_us(action, count, clock, hold):
+        graph = getattr(action, "__self__", None)
+        if isinstance(graph, _FakeGraph):
+            return 2.0 + 1.5 * graph.nodes
+        action()
+        copied.append(count)
+        return 11.0
+
+    def profile_window(mode, iterations, device, trace_path):
+        nodes = int(mode.name.removeprefix("calibration_"))
+        return Window(busy_per_node_us * nodes)
+
+    monkeypatch.setattr(predict, "_trivial_graph", lambda torch, device, nodes: (_FakeGraph(nodes), None))
+    monkeypatch.setattr(predict, "_held_mean_us", held_mean_us)
+    monkeypatch.setattr(profiling, "profile_window", profile_window)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "Fake GPU")
+    return copied
+
+
+def test_calibration_subtracts_the_kernels_busy_time_and_fits_the_rest(monkeypatch):
+    import torch
+
+    copied = _fake_gpu(monkeypatch, busy_per_node_us=1.2)
+    calibration = predict.calibrate("cuda:0", (torch.zeros(4, 3), "not a tensor"))
+    assert calibration.node_counts == predict.CALIBRATION_NODE_COUNTS
+    assert calibration.replay_us == tuple(2.0 + 1.5 * k for k in predict.CALIBRATION_NODE_COUNTS)
+    assert calibration.busy_us == pytest.approx([1.2 * k for k in predict.CALIBRATION_NODE_COUNTS])
+    assert calibration.costs.launch_us == pytest.approx(2.0)
+    assert calibration.costs.per_node_us == pytest.approx(0.3)
+    assert calibration.copy_us == 11.0 and copied == [predict.CALIBRATION_COPIES]
+    assert calibration.costs.source.startswith("measured on Fake GPU in this process: CUDA events")
+    assert "minus their kernels' busy time from torch.profiler" in calibration.costs.source
+
+
+def test_calibration_says_so_when_the_profiler_saw_no_kernels(monkeypatch):
+    _fake_gpu(monkeypatch, busy_per_node_us=0.0)
+    calibration = predict.calibrate("cuda:0")
+    assert calibration.costs.per_node_us == pytest.approx(1.5)  # the kernels' own time included
+    assert "nothing subtracted" in calibration.costs.source
+    assert math.isnan(calibration.copy_us)  # no batch given
+
+
 def _calibration() -> predict.Calibration:
     costs = predict.GraphCosts(3.5, 0.3, "measured on Fake GPU in this process: test")
     return predict.Calibration(costs=costs, node_counts=(1, 32, 256),
@@ -314,56 +377,71 @@ def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_pa
 # ------------------------------------------------------------------------------ on a GPU
 
 
+GPU_CONFIGS = {  # name -> options of python -m profiler_core run (NVML and parity off: not needed)
+    "seed bf16": ["--preset", "seed"],
+    "seed fp32": ["--preset", "seed", "--dtype", "fp32"],
+    "launch-bound fp32": ["--preset", "seed", "--dtype", "fp32", "--batch", "64", "--d-in", "512",
+                          "--hidden", "512", "--d-out", "256"],
+}
+
+
 @pytest.mark.gpu
-def test_gpu_calibration_and_predicted_against_measured_on_real_runs():
-    """Prints the constants and, for three configs, predicted against measured graph time and
-    speedup. Run: .venv/bin/python -m pytest -m gpu tests/test_predict.py -s -q"""
+def test_gpu_calibration_and_predicted_against_measured_on_real_runs(tmp_path):
+    """Prints, for three configs, predicted against measured graph time and speedup (each run in
+    a fresh process, as users run it), then a calibration on its own and the bundled sample run
+    predicted with it. Run: .venv/bin/python -m pytest -m gpu tests/test_predict.py -s -q"""
+    import subprocess
+    import sys
+
     import torch
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from profiler_core.config import preset
-    from profiler_core.runner import run_experiment
+    errors = {}
+    for name, options in GPU_CONFIGS.items():
+        out = tmp_path / name.replace(" ", "-")
+        subprocess.run([sys.executable, "-m", "profiler_core", "run", *options, "--no-nvml",
+                        "--parity-steps", "0", "--progress", "none", "--out", str(out)],
+                       check=True, timeout=300, stdout=subprocess.DEVNULL, cwd=ROOT)
+        head = json.loads((out / "summary.json").read_text())["headline"]
+        assert set(predict.HEADLINE_KEYS) <= set(head)
+        errors[name] = (head["prediction_error_pct"], head["predicted_speedup_error_pct"])
+        print(f"\nRUN {name}: eager busy {head['eager_gpu_busy_us']:.1f} us, "
+              f"{head['eager_kernels']:g} kernels; graph predicted {head['predicted_graph_ms']:.4f} "
+              f"ms, measured {head['graph_median_ms']:.4f} ms ({head['prediction_error_pct']:+.1f}%); "
+              f"speedup predicted {head['predicted_speedup']:.2f}x, measured {head['speedup']:.2f}x "
+              f"({head['predicted_speedup_error_pct']:+.1f}%); launch "
+              f"{head['prediction_launch_us']:.3f} us, per node {head['prediction_per_node_us']:.4f} "
+              f"us, copy {head['prediction_copy_us']:.2f} us (measured "
+              f"{head['graph_input_copy_ms'] * 1e3:.2f}), calibration "
+              f"{head['prediction_calibration_ms']:.0f} ms; replays "
+              f"{[round(v, 2) for v in head['prediction_replay_us']]} us, their kernels busy "
+              f"{[round(v, 2) for v in head['prediction_replay_busy_us']]} us for "
+              f"{head['prediction_node_counts']} nodes")
+    graph_errors = [abs(graph) for graph, _ in errors.values()]
+    speedup_errors = [abs(speedup) for _, speedup in errors.values()]
+    print(f"MEDIAN |ERROR| graph time {float(np.median(graph_errors)):.1f}%, speedup "
+          f"{float(np.median(speedup_errors)):.1f}%")
 
     device = torch.device("cuda", 0)
     batch = (torch.randn(640, 4096, device=device), torch.randn(640, 1024, device=device))
     calibration = predict.calibrate(device, batch)
-    print(f"\nCALIBRATION {torch.cuda.get_device_name(device)} torch {torch.__version__}: "
-          f"launch {calibration.costs.launch_us:.3f} us, per node "
-          f"{calibration.costs.per_node_us:.4f} us, seed batch copy {calibration.copy_us:.2f} us, "
-          f"took {calibration.wall_ms:.0f} ms")
+    print(f"CALIBRATION {torch.cuda.get_device_name(device)}, torch {torch.__version__}: launch "
+          f"{calibration.costs.launch_us:.3f} us, per node {calibration.costs.per_node_us:.4f} us, "
+          f"seed batch copy {calibration.copy_us:.2f} us, took {calibration.wall_ms:.0f} ms")
     for count, replay, busy in zip(calibration.node_counts, calibration.replay_us,
                                    calibration.busy_us):
         print(f"  {count:>4} nodes: replay {replay:8.2f} us, kernels busy {busy:8.2f} us, "
               f"left {replay - busy:7.2f} us")
+    sample = predict.eager_step_from_trace(SAMPLE / "trace_eager.json.gz")
+    recorded = json.loads((SAMPLE / "summary.json").read_text())["headline"]
+    sample_ms = predict.predict_graph(sample, calibration.costs, 1,
+                                      recorded["graph_input_copy_ms"] * 1e3).graph_us / 1e3
+    print(f"SAMPLE RUN (recorded earlier): predicted {sample_ms:.4f} ms, measured "
+          f"{recorded['graph_median_ms']:.4f} ms, error "
+          f"{(sample_ms / recorded['graph_median_ms'] - 1) * 100:+.1f}%")
+    assert all(math.isfinite(graph) and math.isfinite(speedup) for graph, speedup in errors.values())
     assert calibration.wall_ms < 5000
     assert list(calibration.replay_us) == sorted(calibration.replay_us)
-    assert all(r > b > 0 for r, b in zip(calibration.replay_us, calibration.busy_us))
+    assert all(replay > busy > 0 for replay, busy in zip(calibration.replay_us, calibration.busy_us))
     assert math.isfinite(calibration.copy_us) and calibration.copy_us > 0
-
-    sample = predict.eager_step_from_trace(SAMPLE / "trace_eager.json.gz")
-    sample_headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
-    sample_ms = predict.predict_graph(sample, calibration.costs, 1,
-                                      sample_headline["graph_input_copy_ms"] * 1e3).graph_us / 1e3
-    print(f"SAMPLE RUN (recorded earlier): predicted {sample_ms:.4f} ms, measured "
-          f"{sample_headline['graph_median_ms']:.4f} ms, error "
-          f"{(sample_ms / sample_headline['graph_median_ms'] - 1) * 100:+.1f}%")
-
-    configs = {"seed bf16": preset("seed", nvml=False, parity_steps=0),
-               "seed fp32": preset("seed", dtype="fp32", nvml=False, parity_steps=0),
-               "launch-bound fp32": preset("seed", batch=64, d_in=512, hidden=512, d_out=256,
-                                           dtype="fp32", nvml=False, parity_steps=0)}
-    errors = []
-    for name, config in configs.items():
-        head = run_experiment(config).headline
-        assert set(predict.HEADLINE_KEYS) <= set(head)
-        errors.append(head["prediction_error_pct"])
-        print(f"RUN {name}: eager busy {head['eager_gpu_busy_us']:.1f} us, "
-              f"{head['eager_kernels']:g} kernels; predicted graph {head['predicted_graph_ms']:.4f} "
-              f"ms vs measured {head['graph_median_ms']:.4f} ms ({head['prediction_error_pct']:+.1f}%); "
-              f"speedup predicted {head['predicted_speedup']:.2f}x vs measured "
-              f"{head['speedup']:.2f}x ({head['predicted_speedup_error_pct']:+.1f}%); constants "
-              f"{head['prediction_launch_us']:.3f} / {head['prediction_per_node_us']:.4f} us, copy "
-              f"{head['prediction_copy_us']:.2f} us, calibration {head['prediction_calibration_ms']:.0f} ms")
-    print(f"MEDIAN |ERROR| {float(np.median(np.abs(errors))):.1f}%")
-    assert all(math.isfinite(e) for e in errors)
