@@ -887,3 +887,37 @@ def compare_latency_ecdf(frame: pd.DataFrame, log_scale: bool = False,
                          type="log" if log_scale else "linear", row=1, col=column)
     fig.update_yaxes(title_text="fraction of steps", range=[0, 1.02], tickformat=".0%", row=1, col=1)
     return _layout(fig, title)
+
+# ----------------------------------------------------------------------------- prediction before capture
+
+# The predicted parts keep the dashboard's meanings: GPU busy green, the GPU's gaps (a graph's
+# launch and per-node costs) in idle greys, the batch copy in the timeline's memcpy colour; the
+# measured graph time in the graph's mode colour.
+PREDICTION_PART_COLORS = {"GPU busy (eager)": SPLIT_COLORS["gpu_busy_us"], "launch": "#7F8C9A",
+                          "per-node cost": SPLIT_COLORS["gpu_idle_us"],
+                          "batch copy": TIMELINE_KIND_COLORS["memcpy/memset"],
+                          "graph, steady state": MODE_COLORS["graph"]}
+
+
+def prediction_bars(parts: pd.DataFrame) -> go.Figure:
+    """The graph time per step predicted before capture, in its parts, beside the measured one
+    (``profiler_core.predict.prediction_parts``: bar, part, us)."""
+    title = "Graph time per step: predicted before capture vs measured"
+    data = _finite_frame(parts, ("us",)).dropna(subset=["us"]) if not parts.empty else parts
+    if data.empty:
+        return empty_figure(title, "no prediction in this run")
+    fig = go.Figure()
+    for index, (part, rows) in enumerate(data.groupby("part", sort=False)):
+        fig.add_trace(go.Bar(
+            y=[escape(bar) for bar in rows["bar"]], x=rows["us"], name=escape(part),
+            orientation="h", marker_color=PREDICTION_PART_COLORS.get(str(part), _color(str(part), index)),
+            hovertemplate="%{fullData.name}: %{x:,.2f} us per step<extra></extra>"))
+    totals = data.groupby("bar", sort=False)["us"].sum()
+    fig.add_trace(go.Scatter(y=[escape(bar) for bar in totals.index], x=totals.to_numpy(),
+                             mode="text", text=[f" {value:,.1f} us" for value in totals.to_numpy()],
+                             textposition="middle right", showlegend=False, hoverinfo="skip"))
+    fig.update_xaxes(title_text="us per training step", range=[0, float(totals.max()) * 1.18])
+    fig.update_yaxes(autorange="reversed")
+    layout = _layout(fig, title, height=260, barmode="stack")
+    layout.update_layout(legend_traceorder="normal")
+    return layout

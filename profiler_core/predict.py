@@ -407,6 +407,28 @@ def constants_table(headline: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CONSTANTS_TABLE_COLUMNS)
 
 
+PARTS_COLUMNS = ["bar", "part", "us"]
+
+
+def prediction_parts(headline: dict[str, Any]) -> pd.DataFrame:
+    """The predicted graph time per step in its parts beside the measured one, for drawing
+    (PARTS_COLUMNS, microseconds per training step; empty without a prediction). Bar
+    "predicted": "GPU busy (eager)", "launch", "per-node cost", "batch copy"; bar "measured":
+    "graph, steady state"."""
+    if not has_prediction(headline):
+        return pd.DataFrame(columns=PARTS_COLUMNS)
+    number = _numbers(headline)
+    steps = number("prediction_steps_per_graph")
+    steps = steps if steps >= 1 else 1.0
+    copy_us = number("prediction_copy_us")
+    rows = [("predicted", "GPU busy (eager)", number("eager_gpu_busy_us")),
+            ("predicted", "launch", number("prediction_launch_us") / steps),
+            ("predicted", "per-node cost", number("prediction_per_node_us") * number("eager_kernels")),
+            ("predicted", "batch copy", copy_us / steps if math.isfinite(copy_us) else 0.0),
+            ("measured", "graph, steady state", number("graph_median_ms") * 1e3)]
+    return pd.DataFrame(rows, columns=PARTS_COLUMNS)
+
+
 def _numbers(headline: dict[str, Any]) -> Callable[[str], float]:
     """A reader of the headline's numbers: NaN for what is missing or not a number."""
     def number(key: str) -> float:

@@ -5,6 +5,7 @@ on a GPU, the calibration and real runs with predicted against measured printed.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import math
@@ -362,6 +363,16 @@ def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_pa
     at.session_state[state.RUNS_DIR] = str(tmp_path / "runs")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+    figures = [json.loads(element.proto.spec) for element in at.get("plotly_chart")]
+    drawn = [f for f in figures if "predicted before capture" in f["layout"]["title"]["text"]]
+    assert len(drawn) == 1
+    bars = {trace["name"]: trace["x"] for trace in drawn[0]["data"] if trace["type"] == "bar"}
+    assert list(bars) == ["GPU busy (eager)", "launch", "per-node cost", "batch copy",
+                          "graph, steady state"]
+    per_node = bars["per-node cost"]  # Plotly sends arrays as typed binary
+    if isinstance(per_node, dict):
+        per_node = np.frombuffer(base64.b64decode(per_node["bdata"]), dtype=per_node["dtype"])
+    assert list(per_node) == pytest.approx([0.3 * 15])
     tables = {tuple(df.value.columns): df.value for df in at.dataframe}
     shown = tables[tuple(predict.PREDICTION_TABLE_COLUMNS)]
     assert shown.loc[0, "predicted"] == pytest.approx(run.headline["predicted_graph_ms"])
@@ -372,6 +383,26 @@ def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_pa
     captions = "\n".join(str(c.value) for c in at.caption).replace("\\", "").replace("\u2060", "")
     assert "Predicted from the eager profiled window alone" in captions
     assert "measured on Fake GPU in this process: test" in captions
+
+
+def test_the_prediction_parts_add_up_and_the_chart_draws_only_finite_numbers():
+    from dashboard import charts
+
+    headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
+    assert predict.prediction_parts(headline).empty
+    assert "no prediction" in charts.prediction_bars(predict.prediction_parts(headline)) \
+        .layout.annotations[0].text
+    headline.update(prediction_launch_us=8.0, prediction_per_node_us=0.5, prediction_copy_us=12.0,
+                    prediction_steps_per_graph=4, prediction_constants_method="test")
+    headline.update(predict.prediction_from_headline(headline))
+    parts = predict.prediction_parts(headline)
+    predicted = parts[parts["bar"] == "predicted"].set_index("part")["us"]
+    assert predicted.sum() == pytest.approx(headline["predicted_graph_ms"] * 1e3)
+    assert predicted["launch"] == 2.0 and predicted["batch copy"] == 3.0
+    parts.loc[parts["part"] == "launch", "us"] = math.inf  # a damaged figure is left out
+    figure = charts.prediction_bars(parts)
+    drawn = [x for trace in figure.data if trace.type == "bar" for x in trace.x]
+    assert all(math.isfinite(x) for x in drawn) and len(drawn) == 4
 
 
 # ------------------------------------------------------------------------------ on a GPU

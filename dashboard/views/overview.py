@@ -70,6 +70,7 @@ st.subheader("Prediction before capture")
 if predict.has_prediction(h):
     left, right = st.columns([3, 2])
     with left:
+        ui.chart(charts.prediction_bars(predict.prediction_parts(h)), key="overview_prediction_chart")
         ui.table(predict.prediction_table(h), f"{run.name}-prediction.csv", key="overview_prediction",
                  label="prediction CSV",
                  column_config={"predicted": st.column_config.NumberColumn(format="%.4g"),
