@@ -55,9 +55,10 @@ from profiler_core.trace import (API_NAME_SUFFIX_PATTERN, GRAPH_LAUNCH_API_NAMES
 
 # Calibration: graphs of this many one-element add kernels (at least two distinct counts).
 CALIBRATION_NODE_COUNTS = (1, 32, 256)
-CALIBRATION_REPLAYS = 100  # replays timed per graph, back to back
+CALIBRATION_REPLAYS = 100  # replays timed per graph, back to back, at most...
+CALIBRATION_TIMED_NODES = 6400  # ...and at most this many kernels per graph's timed replays
 CALIBRATION_UNTIMED_REPLAYS = 5  # per graph, before timing
-CALIBRATION_PROFILED_REPLAYS = 4  # per graph, under torch.profiler, for the kernels' busy time
+CALIBRATION_PROFILED_REPLAYS = 3  # per graph, in one torch.profiler window, for the kernels' busy time
 CALIBRATION_COPIES = 32  # batch copies timed together
 # GPU clock cycles the device is held busy while a timed block is enqueued (about 5 ms at 2 GHz).
 CALIBRATION_HOLD_CYCLES = 10_000_000
@@ -240,18 +241,22 @@ def calibrate(device: Any, batch: Sequence[Any] = (),
         "back to back (this PyTorch has no torch.cuda._sleep to hold the GPU, so the host's "
         "launch time may be included)")
     graphs = [_trivial_graph(torch, device, count) for count in node_counts]
+    timed = [max(1, min(replays, CALIBRATION_TIMED_NODES // count)) for count in node_counts]
     replay_us = []
-    for graph, _ in graphs:
+    for (graph, _), count in zip(graphs, timed):
         for _ in range(CALIBRATION_UNTIMED_REPLAYS):
             graph.replay()
-        replay_us.append(_held_mean_us(graph.replay, replays, clock, hold))
-    busy_us = []
+        replay_us.append(_held_mean_us(graph.replay, count, clock, hold))
+    # One profiled window for all graphs (the profiler's start and export cost most of the
+    # calibration's time): iterations 0..P-1 replay the first graph, P..2P-1 the second, ...
+    profiled = CALIBRATION_PROFILED_REPLAYS
     with tempfile.TemporaryDirectory(prefix="profiler_core-calibration-") as folder:
-        for count, (graph, _) in zip(node_counts, graphs):
-            mode = Mode(f"calibration_{count}", 1, lambda i, graph=graph: graph.replay())
-            window = profile_window(mode, CALIBRATION_PROFILED_REPLAYS, device,
-                                    Path(folder) / f"trace_calibration_{count}.json")
-            busy_us.append(window.analysis.summary()["gpu_busy_us"])
+        window = profile_window(Mode("calibration", 1, lambda i: graphs[i // profiled][0].replay()),
+                                profiled * len(graphs), device,
+                                Path(folder) / "trace_calibration.json")
+    split = window.analysis.launch_split.sort_values("iteration")
+    per_graph = split["gpu_busy_us"].groupby(split["iteration"].to_numpy() // profiled).median()
+    busy_us = [float(per_graph.get(index, math.nan)) for index in range(len(graphs))]
     recorded = all(math.isfinite(busy) and busy > 0 for busy in busy_us)
     subtracted = busy_us if recorded else [0.0] * len(busy_us)
     launch_us, per_node_us = fit_graph_costs(
@@ -272,7 +277,7 @@ def calibrate(device: Any, batch: Sequence[Any] = (),
              "replays each)" if recorded else
              "with nothing subtracted: torch.profiler recorded none of their kernels, so the "
              "per-node cost includes a one-element kernel's own run time and is overstated")
-    method = (f"CUDA events around {replays} replays of graphs of "
+    method = (f"CUDA events around {'/'.join(str(t) for t in timed)} replays of graphs of "
               f"{'/'.join(str(c) for c in node_counts)} one-element add kernels, {held}, {minus}; "
               "least-squares line: launch = intercept, per node = slope")
     source = (f"measured on {torch.cuda.get_device_name(device)} in this process: {method}")

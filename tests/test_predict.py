@@ -223,14 +223,14 @@ def test_the_bad_options_are_refused_before_the_trace_is_read(tmp_path, capsys):
 
 
 class _FakeGraph:
-    def __init__(self, nodes: int) -> None:
-        self.nodes = nodes
+    def __init__(self, nodes: int, replayed: list) -> None:
+        self.nodes, self.replayed = nodes, replayed
 
     def replay(self) -> None:
-        pass
+        self.replayed.append(self.nodes)
 
 
-def _fake_gpu(monkeypatch, busy_per_node_us: float) -> list:
+def _fake_gpu(monkeypatch, busy_per_node_us: float) -> tuple[list, list]:
     """calibrate() on fakes: a replay of k nodes takes 2 + 1.5 k us on the 'GPU', of which the
     profiler sees ``busy_per_node_us`` x k as kernel time; a batch copy takes 11 us."""
     import torch
@@ -238,10 +238,11 @@ def _fake_gpu(monkeypatch, busy_per_node_us: float) -> list:
     from profiler_core import profiling
 
     class Window:
-        def __init__(self, busy_us: float) -> None:
-            self.analysis = type("Analysis", (), {"summary": lambda self: {"gpu_busy_us": busy_us}})()
+        def __init__(self, busy_us: list[float]) -> None:
+            split = pd.DataFrame({"iteration": range(len(busy_us)), "gpu_busy_us": busy_us})
+            self.analysis = type("Analysis", (), {"launch_split": split})()
 
-    copied = []
+    copied, profiled, replayed = [], [], []
 
     def held_mean_us(action, count, clock, hold):
         graph = getattr(action, "__self__", None)
@@ -252,20 +253,25 @@ def _fake_gpu(monkeypatch, busy_per_node_us: float) -> list:
         return 11.0
 
     def profile_window(mode, iterations, device, trace_path):
-        nodes = int(mode.name.removeprefix("calibration_"))
-        return Window(busy_per_node_us * nodes)
+        """Each iteration runs ``mode`` (a graph's replay): its busy time from its node count."""
+        start = len(replayed)
+        for i in range(iterations):
+            mode.run(i)
+        profiled.append(replayed[start:])
+        return Window([busy_per_node_us * nodes for nodes in replayed[start:]])
 
-    monkeypatch.setattr(predict, "_trivial_graph", lambda torch, device, nodes: (_FakeGraph(nodes), None))
+    monkeypatch.setattr(predict, "_trivial_graph",
+                        lambda torch, device, nodes: (_FakeGraph(nodes, replayed), None))
     monkeypatch.setattr(predict, "_held_mean_us", held_mean_us)
     monkeypatch.setattr(profiling, "profile_window", profile_window)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "Fake GPU")
-    return copied
+    return copied, profiled
 
 
 def test_calibration_subtracts_the_kernels_busy_time_and_fits_the_rest(monkeypatch):
     import torch
 
-    copied = _fake_gpu(monkeypatch, busy_per_node_us=1.2)
+    copied, profiled = _fake_gpu(monkeypatch, busy_per_node_us=1.2)
     calibration = predict.calibrate("cuda:0", (torch.zeros(4, 3), "not a tensor"))
     assert calibration.node_counts == predict.CALIBRATION_NODE_COUNTS
     assert calibration.replay_us == tuple(2.0 + 1.5 * k for k in predict.CALIBRATION_NODE_COUNTS)
@@ -273,6 +279,9 @@ def test_calibration_subtracts_the_kernels_busy_time_and_fits_the_rest(monkeypat
     assert calibration.costs.launch_us == pytest.approx(2.0)
     assert calibration.costs.per_node_us == pytest.approx(0.3)
     assert calibration.copy_us == 11.0 and copied == [predict.CALIBRATION_COPIES]
+    # One profiled window: each graph replayed CALIBRATION_PROFILED_REPLAYS times, in turn.
+    assert profiled == [[k for k in predict.CALIBRATION_NODE_COUNTS
+                         for _ in range(predict.CALIBRATION_PROFILED_REPLAYS)]]
     assert calibration.costs.source.startswith("measured on Fake GPU in this process: CUDA events")
     assert "minus their kernels' busy time from torch.profiler" in calibration.costs.source
 
