@@ -37,6 +37,7 @@ VIEWS = [
     st.Page("views/gpu.py", title="GPU", icon=":material/memory:"),
     st.Page("views/kernels.py", title="Kernels", icon=":material/view_list:"),
     st.Page("views/runs.py", title="Runs", icon=":material/folder_open:"),
+    st.Page("views/sweep.py", title="Sweep", icon=":material/stacked_line_chart:"),
 ]
 page = st.navigation(VIEWS)
 

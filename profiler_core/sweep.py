@@ -397,7 +397,8 @@ POINT_STATUSES = ("pending", "running", "stopped", "done", "failed")
 FINISHED = ("done", "failed")
 POINT_FIGURES = ["eager_median_ms", "graph_median_ms", "speedup", "speedup_ci_low",
                  "speedup_ci_high", "eager_gpu_busy_ms", "graph_gpu_busy_ms", "floor_ms",
-                 "capture_ms", "graph_pool_bytes", "break_even_steps", "elapsed_s"]
+                 "capture_ms", "graph_pool_bytes", "break_even_steps", "predicted_speedup",
+                 "predicted_speedup_error_pct", "elapsed_s"]
 POINT_TEXT = ["status", "run", "error_kind", "error_message"]
 POINT_MODE_COLUMNS = ["index", "mode", "median_ms", "speedup", "speedup_ci_low",
                       "speedup_ci_high", "one_time_ms", "memory_bytes"]
@@ -522,6 +523,8 @@ def point_figures(result: RunResult) -> tuple[dict[str, float], pd.DataFrame]:
         "capture_ms": _number(head.get("capture_ms")),
         "graph_pool_bytes": _number(head.get("graph_pool_bytes")),
         "break_even_steps": _number(head.get("break_even_iters")),
+        "predicted_speedup": _number(head.get("predicted_speedup")),
+        "predicted_speedup_error_pct": _number(head.get("predicted_speedup_error_pct")),
     }
     modes = result.table("modes")
     if modes.empty:  # a run from before modes.csv: eager and graph from the headline
@@ -642,7 +645,7 @@ class SweepRunner:
         self._folder = folder
         self._launcher = launcher
         self._own_launcher = launcher is None
-        self._on_progress = on_progress or (lambda progress: None)
+        self.on_progress = on_progress or (lambda progress: None)  # may be set before run()
         self._point_timeout_s = point_timeout_s
         self._stop = threading.Event()
         self._process_guard = threading.Lock()
@@ -728,7 +731,7 @@ class SweepRunner:
         return int(self._folder.points["status"].isin(FINISHED).sum())
 
     def _report(self, **current: Any) -> None:
-        self._on_progress(SweepProgress(len(self._folder.points), self._finished_count(), **current))
+        self.on_progress(SweepProgress(len(self._folder.points), self._finished_count(), **current))
 
     def run(self) -> SweepOutcome:
         """Measure every point not finished yet; returns how it ended (Ctrl-C: stopped)."""
@@ -914,21 +917,22 @@ def _reconcile(folder: Path, point: SweepPoint, recorded: Mapping[str, Any] | No
 
 class BackgroundSweep:
     """A sweep on a daemon thread, for the dashboard: wait for the device (``acquire(cancel)``
-    returns False if ``cancel`` was set while waiting), run, release (``release()``), whatever
-    happens. The page reads :meth:`snapshot`; :meth:`stop` works while waiting or running."""
+    returns False if ``cancel`` was set while waiting), run ``runner`` (already created, so its
+    folder is there from the start), release (``release()``), whatever happens. The page reads
+    :meth:`snapshot`; :meth:`stop` works while waiting or running."""
 
-    def __init__(self, make_runner: Callable[[ProgressCallback], SweepRunner],
-                 acquire: Callable[[threading.Event], bool], release: Callable[[], None],
-                 name: str = "") -> None:
-        self._make_runner = make_runner
+    def __init__(self, runner: SweepRunner, acquire: Callable[[threading.Event], bool],
+                 release: Callable[[], None]) -> None:
+        self._runner = runner
+        runner.on_progress = lambda progress: self._set(progress=progress)
         self._acquire, self._release = acquire, release
-        self.name = name
+        self.name = runner.folder.name
+        self.folder = runner.folder
         self._guard = threading.Lock()
         self._cancel = threading.Event()
-        self._runner: SweepRunner | None = None
         self._snapshot: dict[str, Any] = {"status": "queued", "progress": None, "outcome": None,
                                           "error": "", "started_at": None, "finished_at": None}
-        self._thread = threading.Thread(target=self._main, name=f"sweep-{name}", daemon=True)
+        self._thread = threading.Thread(target=self._main, name=f"sweep-{self.name}", daemon=True)
         self._done = threading.Event()
 
     def start(self) -> "BackgroundSweep":
@@ -937,10 +941,7 @@ class BackgroundSweep:
 
     def stop(self) -> None:
         self._cancel.set()
-        with self._guard:
-            runner = self._runner
-        if runner is not None:
-            runner.stop()
+        self._runner.stop()
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
@@ -965,16 +966,13 @@ class BackgroundSweep:
     def _main(self) -> None:
         try:
             if not self._acquire(self._cancel):
-                self._set(status="stopped", error="stopped while waiting for the device")
+                self._runner.stop()
+                self._set(status="stopped", outcome=self._runner.run(),
+                          error="stopped while waiting for the device")
                 return
             try:
                 self._set(status="running", started_at=time.time())
-                runner = self._make_runner(lambda progress: self._set(progress=progress))
-                with self._guard:
-                    self._runner = runner
-                if self._cancel.is_set():
-                    runner.stop()
-                outcome = runner.run()
+                outcome = self._runner.run()
                 error = (f"{outcome.fatal['kind']}: {outcome.fatal['message']}"
                          if outcome.fatal else "")
                 self._set(status=outcome.status, outcome=outcome, error=error)
@@ -1006,7 +1004,8 @@ class SweepData:
         return self.folder.name
 
 
-def _read_csv(path: Path, columns: Sequence[str], text_columns: Iterable[str]) -> pd.DataFrame:
+def _read_csv(path: Path, columns: Sequence[str], text_columns: Iterable[str],
+              optional: Iterable[str] = ()) -> pd.DataFrame:
     if path.is_symlink() or not path.is_file():
         raise RunFormatError(f"{path} is missing", "the sweep folder is incomplete; resume it "
                                                    "(python -m profiler_core sweep --resume)")
@@ -1017,6 +1016,9 @@ def _read_csv(path: Path, columns: Sequence[str], text_columns: Iterable[str]) -
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
         raise RunFormatError(f"{path} is not a readable CSV: {type(error).__name__}",
                              "the file was damaged or edited; resume the sweep") from None
+    for column in optional:  # a figure an older sweep did not record: not measured
+        if column not in frame.columns:
+            frame[column] = ""
     missing = [column for column in columns if column not in frame.columns]
     if missing:
         raise RunFormatError(f"{path} lacks columns {missing}", "the file was damaged or edited")
@@ -1037,7 +1039,7 @@ def _read_csv(path: Path, columns: Sequence[str], text_columns: Iterable[str]) -
 
 def _read_points(folder: Path, plan: SweepPlan) -> pd.DataFrame:
     text = set(POINT_TEXT) | {a.name for a in plan.axes if not a.numeric}
-    frame = _read_csv(folder / POINTS_FILE, point_columns(plan.axis_names), text)
+    frame = _read_csv(folder / POINTS_FILE, point_columns(plan.axis_names), text, POINT_FIGURES)
     if len(frame) != len(plan.points()) or list(frame["index"]) != list(range(len(frame))):
         raise RunFormatError(f"{folder / POINTS_FILE} does not hold the plan's "
                              f"{len(plan.points())} points in order", "resume the sweep to rebuild it")
@@ -1108,7 +1110,8 @@ def list_sweeps(runs_folder: str | os.PathLike) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- analysis
 
 SPEEDUP_COLUMNS = ["index", "mode", "series", "speedup", "speedup_ci_low", "speedup_ci_high",
-                   "eager_ms", "mode_ms", "floor_ms", "one_time_ms", "memory_bytes"]
+                   "predicted_speedup", "eager_ms", "mode_ms", "floor_ms", "one_time_ms",
+                   "memory_bytes"]
 
 
 def speedup_table(points: pd.DataFrame, point_modes: pd.DataFrame, axis_names: Sequence[str],
@@ -1116,16 +1119,21 @@ def speedup_table(points: pd.DataFrame, point_modes: pd.DataFrame, axis_names: S
     """One row per measured point and mode other than eager: the axes' values, the mode's speedup
     over eager with its 95% CI, eager's and the mode's medians per step, the point's GPU-busy
     floor per step, the mode's one-time cost and memory. ``series`` names the line a row belongs
-    to when plotted against ``x`` (the mode and the other axes' values)."""
+    to when plotted against ``x`` (the mode and the other axes' values). ``predicted_speedup`` is
+    the prediction from the eager profiled window alone (``profiler_core.predict``), for the
+    graph mode of points that have one."""
     columns = [*axis_names, *SPEEDUP_COLUMNS]
     done = points[points["status"] == "done"]
     if done.empty or point_modes.empty:
         return pd.DataFrame(columns=columns)
     eager = point_modes[point_modes["mode"] == "eager"].set_index("index")["median_ms"]
     rows = point_modes[(point_modes["mode"] != "eager") & point_modes["index"].isin(done["index"])]
-    merged = rows.merge(done[["index", *axis_names, "floor_ms"]], on="index", how="inner")
+    predicted = done.get("predicted_speedup", pd.Series(math.nan, index=done.index))
+    merged = rows.merge(done[["index", *axis_names, "floor_ms"]].assign(predicted=predicted),
+                        on="index", how="inner")
     merged = merged.assign(eager_ms=merged["index"].map(eager).astype(float),
-                           mode_ms=merged["median_ms"].astype(float))
+                           mode_ms=merged["median_ms"].astype(float),
+                           predicted_speedup=merged["predicted"].where(merged["mode"] == "graph"))
     others = [name for name in axis_names if name != x]
     merged["series"] = [" · ".join([str(row["mode"]), *(f"{name}={row[name]}" for name in others)])
                         for _, row in merged.iterrows()]
@@ -1134,6 +1142,11 @@ def speedup_table(points: pd.DataFrame, point_modes: pd.DataFrame, axis_names: S
 
 
 CROSSOVER_COLUMNS = ["series", "crossover", "direction", "below_x", "above_x", "text"]
+
+
+def _x_text(value: float) -> str:
+    """A parameter value in a sentence: 1,758 or 2.5 (never 1.76e+03)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def crossovers(table: pd.DataFrame, x: str, threshold: float = DEFAULT_THRESHOLD,
@@ -1174,7 +1187,7 @@ def crossovers(table: pd.DataFrame, x: str, threshold: float = DEFAULT_THRESHOLD
             if found:
                 break
         if found is None:
-            where = f"{x} {xs[0]:g} to {xs[-1]:g}"
+            where = f"{x} {_x_text(xs[0])} to {_x_text(xs[-1])}"
             row["text"] = (f"{series}: no crossover; the speedup stays at or above "
                            f"{threshold:.2f}x over {where}" if (ys >= threshold).all() else
                            f"{series}: no crossover; the speedup is below {threshold:.2f}x at "
@@ -1188,8 +1201,9 @@ def crossovers(table: pd.DataFrame, x: str, threshold: float = DEFAULT_THRESHOLD
         row.update(crossover=value, direction=direction,
                    above_x=xs[i] if direction == "falls below" else xs[i + 1],
                    below_x=xs[i + 1] if direction == "falls below" else xs[i])
-        row["text"] = (f"{series}: the speedup {direction} {threshold:.2f}x at {x} ≈ {value:.3g} "
-                       f"(between {xs[i]:g}: {a:.2f}x and {xs[i + 1]:g}: {b:.2f}x)")
+        row["text"] = (f"{series}: the speedup {direction} {threshold:.2f}x at {x} ≈ "
+                       f"{_x_text(value)} (between {_x_text(xs[i])}: {a:.2f}x and "
+                       f"{_x_text(xs[i + 1])}: {b:.2f}x)")
         rows.append(row)
     return pd.DataFrame(rows, columns=CROSSOVER_COLUMNS)
 
@@ -1245,9 +1259,10 @@ def amortisation_table(table: pd.DataFrame, axis_names: Sequence[str]) -> pd.Dat
 def format_sweep(points: pd.DataFrame, point_modes: pd.DataFrame, plan: SweepPlan) -> str:
     """The sweep's table and its crossover(s) as plain text (the CLI's summary)."""
     shown = points[["index", *plan.axis_names, "status", "eager_median_ms", "graph_median_ms",
-                    "speedup", "speedup_ci_low", "speedup_ci_high", "floor_ms",
-                    "break_even_steps", "error_kind"]].copy()
-    lines = ["Points (ms per training step; speedup with its 95% CI; floor: GPU busy per step)",
+                    "speedup", "speedup_ci_low", "speedup_ci_high", "predicted_speedup",
+                    "floor_ms", "break_even_steps", "error_kind"]].copy()
+    lines = ["Points (ms per training step; speedup with its 95% CI; predicted: from the eager "
+             "profiled window alone; floor: GPU busy per step)",
              shown.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")]
     x = plan.axes[0]
     table = speedup_table(points, point_modes, plan.axis_names, x.name)

@@ -31,10 +31,10 @@ TINY = dict(d_in=16, hidden=16, d_out=8, device="cpu")
 
 
 def model_times(config: RunConfig) -> tuple[float, float, float]:
-    """(eager, graph, busy) ms per step of a made-up launch-bound step: eager pays 1 ms of launches
+    """(eager, graph, busy) ms per step of a made-up step: eager pays 0.3 ms of launches
     on top of the GPU work, a replay 0.05 ms spread over the steps it holds."""
     busy = 0.002 * config.batch * (0.5 if config.dtype == "bf16" else 1.0) + 0.01
-    return 1.0 + busy, busy + 0.05 / config.capture_iters, busy
+    return 0.3 + busy, busy + 0.05 / config.capture_iters, busy
 
 
 def write_fake_run(config: RunConfig, out: Path, complete: bool = True, overwrite: bool = False) -> None:
@@ -55,7 +55,8 @@ def write_fake_run(config: RunConfig, out: Path, complete: bool = True, overwrit
                 "speedup_ci_low": speedup * 0.95, "speedup_ci_high": speedup * 1.05,
                 "capture_ms": 5.0, "graph_pool_bytes": 2 * 2**20,
                 "break_even_iters": math.ceil(5.0 / (eager - graph)),
-                "eager_gpu_busy_us": busy * 1e3, "graph_gpu_busy_us": busy * 1e3 * config.capture_iters}
+                "eager_gpu_busy_us": busy * 1e3, "graph_gpu_busy_us": busy * 1e3 * config.capture_iters,
+                "predicted_speedup": speedup * 1.1, "predicted_speedup_error_pct": 10.0}
     result = RunResult(config=config, environment={"gpu_name": "Synthetic GPU (fake launcher)"},
                        headline=headline, tables={"modes": pd.DataFrame(modes)}, complete=complete)
     result.save(out, overwrite=overwrite)
@@ -334,6 +335,16 @@ def test_only_a_new_folder_or_our_own_sweep_is_written(tmp_path):
     assert not (tmp_path / "s" / "point-001").exists()  # the replaced sweep's points went with it
 
 
+def test_a_sweep_without_the_newer_figures_still_opens(tmp_path):
+    shutil_copy = __import__("shutil").copytree
+    shutil_copy(RECORDED, tmp_path / "old")
+    points = pd.read_csv(tmp_path / "old" / "points.csv")
+    points.drop(columns=["predicted_speedup", "predicted_speedup_error_pct"]).to_csv(
+        tmp_path / "old" / "points.csv", index=False)
+    data = sweep.load_sweep(tmp_path / "old")
+    assert data.points["predicted_speedup"].isna().all() and data.points["speedup"].notna().any()
+
+
 def test_a_damaged_sweep_file_is_refused_on_loading(tmp_path):
     SweepRunner.create(small_plan("8,16"), tmp_path / "s", launcher=FakeLauncher()).run()
     points = tmp_path / "s" / "points.csv"
@@ -515,3 +526,92 @@ def test_real_cpu_sweep_of_two_tiny_points(tmp_path, capsys):
     for index, batch in enumerate((4, 8)):
         run = RunResult.load(out / f"point-00{index}")
         assert run.complete and run.config.batch == batch and run.config.device == "cpu"
+
+
+# ----------------------------------------------------------------------------- the Sweep page
+
+APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+RECORDED = Path(__file__).resolve().parent / "data" / "sweep_batch_dtype"  # synthetic, 10 points
+
+
+def _sweep_page(runs: Path):
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard import state
+
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(runs)
+    at.run()
+    return at.switch_page("views/sweep.py").run()
+
+
+def _spec(at, key: str) -> dict:
+    return json.loads(at.get_by_key(key).proto.spec)
+
+
+def test_sweep_page_draws_a_recorded_sweep(fresh_app_state, tmp_path):
+    import shutil
+
+    shutil.copytree(RECORDED, tmp_path / "runs" / "sweep-batch-dtype")
+    at = _sweep_page(tmp_path / "runs")
+    assert not at.exception
+    assert at.selectbox(key="sweep_open").value == "sweep-batch-dtype"
+    speedup = _spec(at, "sweep_speedup")
+    names = {trace.get("name") for trace in speedup["data"]}
+    assert {"graph · dtype=fp32", "graph · dtype=bf16", "predicted · graph · dtype=fp32"} <= names
+    data = sweep.load_sweep(RECORDED)
+    found = sweep.crossovers(sweep.speedup_table(data.points, data.point_modes, ["batch", "dtype"],
+                                                 "batch"), "batch").set_index("series")
+    crossover = found.at["graph · dtype=fp32", "crossover"]
+    assert 128 < crossover < 2048 and math.isnan(found.at["graph · dtype=bf16", "crossover"])
+    assert any(shape.get("type") == "line" and shape["x0"] == pytest.approx(crossover)
+               for shape in speedup["layout"]["shapes"])  # the fp32 crossover, marked
+    text = " ".join(m.value for m in at.markdown).replace("\\", "")
+    assert f"falls below 1.10x at batch ≈ {crossover:,.0f}" in text and "stays at or above" in text
+    assert _spec(at, "sweep_heatmap")["data"][0]["type"] == "heatmap"
+    medians = {trace.get("name") for trace in _spec(at, "sweep_medians")["data"]}
+    assert {"GPU-busy floor · dtype=fp32", "eager · dtype=bf16"} <= medians
+    labels = [button.label for button in at.get("download_button")]
+    assert {"Download crossovers CSV", "Download speedup table CSV", "Download break-even CSV",
+            "Download points CSV"} <= set(labels)
+    points = next(df.value for df in at.dataframe if "error_kind" in df.value.columns)
+    assert points.loc[points["status"] == "failed", "error_kind"].tolist() == ["GpuMemoryError"]
+    at.number_input(key="sweep_threshold_sweep-batch-dtype").set_value(3.0).run()
+    assert "falls below 3.00x" in " ".join(m.value for m in at.markdown).replace("\\", "")
+    assert not at.exception
+    assert "Sweep capture_iters" in " ".join(c.value for c in at.caption)  # no amortisation here
+
+
+def test_sweep_page_runs_stops_and_resumes_a_sweep(fresh_app_state, tmp_path, monkeypatch):
+    """Start from the page (fake launcher: the second point hangs until stopped), stop, resume."""
+    from dashboard import state
+
+    hang = {"on": True}
+    monkeypatch.setattr(sweep, "_default_launcher", lambda: FakeLauncher(
+        lambda c: "hang" if hang["on"] and c.batch == 16 else "done"))
+    at = _sweep_page(tmp_path / "runs")
+    assert not at.exception and "No sweep in" in " ".join(i.value for i in at.info)
+    at.text_input(key="sweep_v1_batch").set_value("8,16,32").run()
+    at.text_input(key="sweep_name").set_value("page-sweep").run()
+    assert "3 points into" in " ".join(c.value for c in at.caption)
+    at.button(key="sweep_start").click().run()
+    job = at.session_state["sweep_job"]
+    from conftest import wait_for
+
+    assert wait_for(lambda: (job.snapshot()["progress"] or sweep.SweepProgress(3, 0)).index == 1, 30)
+    lock = state.lock_registry().lock("cpu").state()
+    assert lock.holder is not None and lock.holder.ticket.run_name == "sweep page-sweep"
+    at.run()
+    at.button(key="sweep_stop").click().run()
+    assert job.wait(30) and job.snapshot()["status"] == "stopped"
+    assert state.lock_registry().lock("cpu").state().holder is None  # released
+    at.run()
+    assert "stopped" in " ".join(w.value for w in at.warning)
+    hang["on"] = False
+    at.button(key="sweep_resume").click().run()
+    resumed = at.session_state["sweep_job"]
+    assert resumed is not job and resumed.wait(30) and resumed.snapshot()["status"] == "done"
+    at.run()
+    assert not at.exception
+    data = sweep.load_sweep(tmp_path / "runs" / "page-sweep")
+    assert data.status == "done" and (data.points["status"] == "done").all()

@@ -1,0 +1,319 @@
+"""Sweep: vary one or two settings over a list or a log range, run every point (stop, resume), and
+see where CUDA graphs stop paying: speedup with its CI and the crossover, medians beside the
+GPU-busy floor, a heat map for two parameters, amortisation, and break-even per point.
+
+The base of a new sweep is a preset on a device. A sweep runs on a background thread
+(``profiler_core.sweep.BackgroundSweep``) holding the device's lock, like the Run button's run;
+this page reads its snapshot twice a second.
+"""
+
+import re
+import time
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, controls, devices, state, ui
+from dashboard.gpulock import Ticket
+from profiler_core import sweep
+from profiler_core.config import PRESET_DESCRIPTIONS, PRESETS, RunConfig
+from profiler_core.errors import ProfilerError
+
+JOB = "sweep_job"
+OPEN = "sweep_open"  # the sweep shown (the selector's key)
+SELECT = "sweep_select"  # a sweep to show on the next run (set where the selector is already drawn)
+SEEN = "sweep_seen_finished"
+POLL_S = 0.5
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}")
+EXAMPLES = {"batch": "1:1024:x2", "width": "256:4096:x2", "d_in": "256:4096:x2",
+            "hidden": "256:4096:x2", "d_out": "64:1024:x2", "hidden_layers": "1:16:x2",
+            "seq_len": "32:512:x2", "dtype": "fp32,bf16", "capture_iters": "1:8:x2",
+            "modes": "graph,compile_ro"}
+NONE = "(none)"
+
+
+def _start(runner: sweep.SweepRunner) -> None:
+    """Queue a sweep (its folder already written) on the device's lock and start it on a
+    background thread; it opens on this page."""
+    lock = state.lock_registry().lock(runner.plan.base.device)
+    name = runner.folder.name
+    ticket = Ticket(uuid.uuid4().hex[:12], f"sweep {name}", state.session_id(), time.time())
+    lock.enqueue(ticket)
+
+    def release() -> None:
+        lock.release(ticket)
+        lock.leave(ticket)
+
+    try:
+        job = sweep.BackgroundSweep(runner, lambda cancel: lock.acquire(ticket, cancel),
+                                    release).start()
+    except BaseException:
+        lock.leave(ticket)  # never block the device with a sweep that never ran
+        raise
+    st.session_state[JOB] = job
+    st.session_state[SELECT] = name
+
+
+def base_for(preset_name: str, device: str) -> RunConfig:
+    """A preset on ``device``; on the CPU with the sidebar's small CPU step (seconds per point)."""
+    config = PRESETS[preset_name].replace(device=device)
+    if device == devices.CPU_DEVICE:
+        config = config.replace(**{**controls.CPU_SIZES,
+                                   **controls.CPU_WORKLOAD_SIZES.get(config.workload, {}),
+                                   **controls.CPU_FIXED})
+    return config
+
+
+def _job() -> sweep.BackgroundSweep | None:
+    job = st.session_state.get(JOB)
+    return job if isinstance(job, sweep.BackgroundSweep) else None
+
+
+# ----------------------------------------------------------------------------- a new sweep
+
+st.title("Sweep")
+st.caption("Where do CUDA graphs stop paying? Vary one or two settings; each point is a full "
+           "measurement with shorter trials, in its own process. Finished points are kept when "
+           "you stop, and a stopped sweep resumes where it stopped.")
+folder = state.runs_dir()
+job = _job()
+active = job is not None and job.active
+
+with st.expander("New sweep", expanded=not active and job is None):
+    gpus, _ = state.device_list()
+    device_options = [*gpus["device"].astype(str), devices.CPU_DEVICE]
+    cols = st.columns(2)
+    preset_name = cols[0].selectbox("Base preset", list(PRESETS), key="sweep_preset",
+                                    help="Every point starts from this preset; the swept values "
+                                         "replace its own. (The command line takes any settings.)")
+    device = cols[1].selectbox("Device", device_options, key="sweep_device")
+    cpu = device == devices.CPU_DEVICE
+    base = base_for(preset_name, device)
+    st.caption(ui.escape_md(PRESET_DESCRIPTIONS.get(preset_name, ""))
+               + (" On the CPU: the small CPU step, eager half only." if cpu else ""))
+    names = list(sweep.PARAMETERS)
+    left, right = st.columns(2)
+    with left:
+        first = st.selectbox("Parameter", names, key="sweep_p1",
+                             help="What the sweep varies: " + "; ".join(
+                                 f"{n}: {d}" for n, d in sweep.PARAMETERS.items()))
+        first_values = st.text_input("Values", value=EXAMPLES[first], key=f"sweep_v1_{first}",
+                                     help=sweep.RANGE_EXAMPLE)
+    with right:
+        second = st.selectbox("Second parameter (optional)", [NONE, *names], key="sweep_p2")
+        second_values = st.text_input("Its values", value=EXAMPLES.get(second, ""),
+                                      key=f"sweep_v2_{second}", disabled=second == NONE)
+    defaults = sweep.PointTrials()
+    cols = st.columns(4)
+    replays = cols[0].number_input("Replays per point", 1, 100_000, defaults.replays, key="sweep_replays")
+    trials = cols[1].number_input("Trials per point (0: automatic)", 0, 1_000, 0, key="sweep_trials")
+    profile = cols[2].toggle("Profile each point", value=defaults.profile and not cpu,
+                             key="sweep_profile", disabled=cpu,
+                             help="A short profiled window per mode gives the GPU-busy floor.")
+    profile_iters = cols[3].number_input("Profiled iterations", 1, 1_000, defaults.profile_iters,
+                                         key="sweep_profile_iters", disabled=not profile)
+    threshold = st.number_input("Crossover threshold (speedup)", 1.0, 100.0, sweep.DEFAULT_THRESHOLD,
+                                step=0.05, key="sweep_threshold_new")
+    name = st.text_input("Sweep folder name (in the runs folder)",
+                         value=f"sweep-{first}" + (f"-{second}" if second != NONE else ""),
+                         key="sweep_name", max_chars=80)
+    plan, problem = None, ""
+    try:
+        axes = [sweep.SweepAxis(first, sweep.parse_values(first, first_values))]
+        if second != NONE:
+            axes.append(sweep.SweepAxis(second, sweep.parse_values(second, second_values)))
+        plan = sweep.SweepPlan(tuple(axes), base, sweep.PointTrials(
+            replays=int(replays), trials=int(trials) or None, profile=bool(profile),
+            profile_iters=int(profile_iters)), float(threshold))
+        if not NAME.fullmatch(name or "") or ".." in name:
+            raise ProfilerError("the folder name must be letters, digits, '.', '_' or '-', at most "
+                                "80, starting with a letter or digit")
+        sweep.check_sweep_output(folder / name)
+    except ProfilerError as exc:
+        plan, problem = None, str(exc)
+    if problem:
+        st.error(f"Refused: {ui.escape_md(problem)}", icon=":material/block:")
+    elif plan is not None:
+        st.caption(f"{len(plan.points()):,} points into {ui.escape_md(folder / name)}.")
+    if st.button("Start the sweep", type="primary", key="sweep_start", icon=":material/play_arrow:",
+                 disabled=plan is None or active):
+        try:
+            _start(sweep.SweepRunner.create(plan, folder / name))
+        except ProfilerError as exc:
+            st.error(f"Refused: {ui.escape_md(exc)}", icon=":material/block:")
+        else:
+            st.rerun()
+
+
+# ----------------------------------------------------------------------------- the live sweep
+
+
+def _progress(job: sweep.BackgroundSweep) -> None:
+    snap = job.snapshot()
+    progress = snap["progress"]
+    if snap["status"] == "queued":
+        st.info(f"Sweep {ui.escape_md(job.name)} waits for the device (another run or sweep holds "
+                "it); it starts by itself.", icon=":material/hourglass_top:")
+    elif progress is not None:
+        elapsed = time.time() - (snap["started_at"] or time.time())
+        left = ""
+        if 0.02 <= progress.fraction < 1.0 and elapsed > 1:
+            left = f" · about {elapsed * (1 - progress.fraction) / progress.fraction:,.0f} s left"
+        st.progress(progress.fraction,
+                    text=f"Sweep {ui.escape_md(job.name)}: {progress.points_finished} of "
+                         f"{progress.points_total} points finished{left}")
+        if progress.index is not None:
+            st.progress(progress.point_fraction,
+                        text=f"Point {progress.index + 1} ({ui.escape_md(progress.label)}): "
+                             f"{ui.escape_md(progress.phase)}")
+    else:
+        st.caption(f"Sweep {ui.escape_md(job.name)}: starting.")
+    if st.button("Stop the sweep", key="sweep_stop", icon=":material/stop:",
+                 disabled=snap["status"] == "stopping",
+                 help="The point being measured is stopped (kept incomplete, measured again on "
+                      "resume); every finished point is kept."):
+        job.stop()
+        st.rerun()
+
+
+if job is not None:
+    if job.active:
+        @st.fragment(run_every=POLL_S)
+        def live() -> None:
+            current = _job()
+            if current is None or not current.active:
+                st.rerun()  # the whole page: the finished sweep's charts
+            snap = current.snapshot()
+            finished = snap["progress"].points_finished if snap["progress"] else 0
+            if st.session_state.get(SEEN) != finished:
+                st.session_state[SEEN] = finished
+                st.rerun()  # a point finished: redraw the charts with it
+            _progress(current)
+
+        live()
+    else:
+        snap = job.snapshot()
+        if snap["status"] == "done":
+            st.success(f"Sweep {ui.escape_md(job.name)} finished.", icon=":material/check_circle:")
+        elif snap["status"] == "stopped":
+            st.warning(f"Sweep {ui.escape_md(job.name)} stopped"
+                       + (f": {ui.escape_md(snap['error'])}" if snap["error"] else "")
+                       + ". Its finished points are kept; **Resume** below continues it.",
+                       icon=":material/pause_circle:")
+        else:
+            st.error(f"Sweep {ui.escape_md(job.name)} failed: {ui.escape_md(snap['error'])}",
+                     icon=":material/error:")
+
+
+# ----------------------------------------------------------------------------- open a sweep
+
+st.subheader("Sweeps in the runs folder")
+listed = sweep.list_sweeps(folder)
+if listed.empty:
+    st.info(f"No sweep in {ui.escape_md(folder)} yet: start one above, or with "
+            "`python -m profiler_core sweep --out <runs folder>/<name> --param batch=1:1024:x2`.")
+    st.stop()
+options = list(listed["name"])
+if st.session_state.get(SELECT) in options:
+    st.session_state[OPEN] = st.session_state.pop(SELECT)
+if st.session_state.get(OPEN) not in options:
+    st.session_state[OPEN] = options[0]
+labels = {row.name: f"{row.name} · {row.status} · {row.done}/{row.points} measured"
+          + (f" · {row.failed} failed" if row.failed else "") + (" · unreadable" if row.problem else "")
+          for row in listed.itertuples(index=False)}
+chosen = st.selectbox("Sweep", options, key=OPEN, format_func=labels.get)
+row = listed[listed["name"] == chosen].iloc[0]
+if row["problem"]:
+    st.error(f"This sweep cannot be opened: {ui.escape_md(row['problem'])}", icon=":material/block:")
+    st.stop()
+try:
+    data = sweep.load_sweep(Path(row["path"]))
+except ProfilerError as exc:
+    st.error(f"This sweep cannot be opened: {ui.escape_md(exc)}", icon=":material/block:")
+    st.stop()
+
+running_here = active and job.name == data.name
+points, plan = data.points, data.plan
+finished = int(points["status"].isin(sweep.FINISHED).sum())
+st.caption(f"{ui.escape_md(data.name)}: {' x '.join(plan.axis_names)}, {len(points)} points, "
+           f"{finished} finished ({int((points['status'] == 'failed').sum())} failed) · status "
+           f"{'running here' if running_here else ui.escape_md(data.status)} · base preset "
+           f"{ui.escape_md(plan.base.preset)} on {ui.escape_md(plan.base.device)}")
+if data.status != "done" and not running_here:
+    resumable = not active
+    st.info("This sweep is not finished (stopped, or the process running it ended). Resume "
+            "measures the points left; finished points are kept.", icon=":material/pause_circle:")
+    if st.button("Resume", key="sweep_resume", icon=":material/play_arrow:", disabled=not resumable,
+                 help=None if resumable else "Your other sweep is still running."):
+        try:
+            _start(sweep.SweepRunner.resume(data.folder))
+        except ProfilerError as exc:
+            st.error(f"Cannot resume: {ui.escape_md(exc)}", icon=":material/block:")
+        else:
+            st.rerun()
+
+# ----------------------------------------------------------------------------- charts
+
+axis_names = plan.axis_names
+x = st.radio("Along", axis_names, horizontal=True, key="sweep_x") if len(axis_names) > 1 \
+    else axis_names[0]
+x_axis = plan.axis(x)
+threshold = st.number_input("Crossover threshold (speedup)", 1.0, 100.0, float(plan.threshold),
+                            step=0.05, key=f"sweep_threshold_{data.name}",
+                            help="Graphing stops paying where the speedup falls below this.")
+table = sweep.speedup_table(points, data.point_modes, axis_names, x)
+found = sweep.crossovers(table, x, threshold, x_axis.numeric)
+st.subheader("Speedup")
+ui.chart(charts.sweep_speedup(table, x, threshold, found, x_axis.numeric, x_axis.log_scale),
+         key="sweep_speedup")
+if table.empty:
+    st.caption("No measured point has a graph timing yet"
+               + (" (a CPU sweep times the eager half only)." if plan.base.device == "cpu" else "."))
+for text in found["text"]:
+    st.markdown(f"- {ui.escape_md(text)}")
+ui.table(found.drop(columns=["text"]), f"{data.name}-crossovers.csv", key="sweep_crossovers",
+         label="crossovers CSV")
+
+st.subheader("Medians and the GPU-busy floor")
+times = pd.to_numeric(table[["eager_ms", "mode_ms"]].stack(), errors="coerce")
+times = times[times > 0]
+wide = len(times) > 1 and float(times.max()) / float(times.min()) > 20
+log_y = st.toggle("Log scale for the times", value=bool(wide), key="sweep_log_y")
+ui.chart(charts.sweep_medians(table, x, x_axis.numeric, x_axis.log_scale, log_y), key="sweep_medians")
+if plan.point_trials.profile:
+    st.caption("Floor: the GPU's busy time per training step in the point's profiled window (the "
+               "graph's, else eager's): no launch strategy goes below it.")
+else:
+    st.caption("This sweep ran without the profiler, so no point has a GPU-busy floor.")
+ui.table(table, f"{data.name}-speedup.csv", key="sweep_table", label="speedup table CSV")
+
+if len(axis_names) == 2:
+    st.subheader("Heat map")
+    y = next(name for name in axis_names if name != x)
+    modes = sorted(set(table["mode"].astype(str))) or ["graph"]
+    mode = st.selectbox("Mode", modes, index=modes.index("graph") if "graph" in modes else 0,
+                        key="sweep_heat_mode") if len(modes) > 1 else modes[0]
+    ui.chart(charts.sweep_heatmap(table, x, y, mode, threshold), key="sweep_heatmap")
+
+st.subheader("Amortisation")
+amortisation = sweep.amortisation_table(table, axis_names)
+if "capture_iters" in axis_names:
+    ui.chart(charts.sweep_amortisation(amortisation), key="sweep_amortisation")
+    ui.table(amortisation, f"{data.name}-amortisation.csv", key="sweep_amortisation_table",
+             label="amortisation CSV")
+else:
+    st.caption("Sweep capture_iters (iterations per graph, e.g. 1:8:x2) to see how capturing "
+               "several training steps in one graph spreads a replay's launch cost.")
+
+st.subheader("Break-even")
+st.caption("Per point and mode: the one-time cost (capture with its warm-up, or compilation) and "
+           "the memory it kept, against the saving per training step.")
+ui.table(sweep.break_even_table(table, axis_names), f"{data.name}-break-even.csv",
+         key="sweep_break_even", label="break-even CSV",
+         empty="No measured point with a graph timing yet.")
+
+st.subheader("Points")
+ui.table(points, f"{data.name}-points.csv", key="sweep_points", label="points CSV",
+         column_config={"error_message": st.column_config.TextColumn(width="large")})
