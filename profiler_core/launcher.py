@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from profiler_core.cli import config_to_argv
+from profiler_core import cli
 from profiler_core.config import RunConfig
 from profiler_core.schema import ERROR_KINDS
 
@@ -89,8 +89,8 @@ def left_timed_phases(phase: str) -> bool:
 def run_argv(config: RunConfig, out_dir: Path | str, *, python: str = sys.executable,
              overwrite: bool = False) -> list[str]:
     """The command line of one run of ``config`` writing into ``out_dir``, JSON-lines progress."""
-    return [python, "-m", "profiler_core", "run", *config_to_argv(config), "--out", str(out_dir),
-            "--progress", "jsonl", *(["--overwrite"] if overwrite else [])]
+    return [python, "-m", "profiler_core", "run", *cli.config_to_argv(config), "--out",
+            str(out_dir), "--progress", "jsonl", *(["--overwrite"] if overwrite else [])]
 
 
 def run_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -146,6 +146,7 @@ class _Child:
         self.accepted = threading.Event()  # a warm worker took the request
         self.exited = threading.Event()  # exited, leftovers killed, stdout drained
         self.returncode: int | None = None
+        self.hung = False  # a warm worker that did not take its run in time (then killed)
         self.started_at = time.monotonic()
         self._listener = listener
         self._guard = threading.Lock()
@@ -427,11 +428,10 @@ class RunProcess:
             warm_not_taken = self._warm and not child.accepted.is_set()
             stopping = self._cancelled or self._timed_out
         if warm_not_taken and not stopping and self._restart is not None:
-            how = (f"exited (code {child.returncode})" if child.returncode is not None
-                   else "exited")
+            how = ("did not take the run in time and was stopped" if child.hung
+                   else f"exited (code {child.returncode}) before taking the run")
             self._emit({"event": "launcher", "kind": "fallback",
-                        "message": f"the warm worker {how} before taking the run; the run starts "
-                                   "in a fresh process"})
+                        "message": f"the warm worker {how}; the run starts in a fresh process"})
             self._restart(self)
             return
         self._finish(self._classify(child))
@@ -595,8 +595,6 @@ class Launcher:
         command of this launcher's interpreter, or it cannot be read (a fresh process says why)."""
         if argv[:4] != [self.python, "-m", "profiler_core", "run"]:
             return None
-        from profiler_core import cli
-
         try:
             return cli.config_from_args(cli.parse(argv[3:])).device
         except Exception:  # a refused command line: the fresh process reports it the usual way
@@ -621,7 +619,6 @@ class Launcher:
             run._emit({"event": "launcher", "kind": "fallback",
                        "message": "the warm worker had exited while waiting; the run starts in a "
                                   "fresh process"})
-            spare.kill_now()
             return False
         run._attach(spare, warm=True)
         if not spare.send(json.dumps({"argv": argv[3:]})):
@@ -636,9 +633,7 @@ class Launcher:
     def _watch_handover(spare: _Child, run: RunProcess, deadline: float) -> None:
         while not spare.accepted.is_set() and not spare.exited.is_set():
             if time.monotonic() >= deadline:
-                run._emit({"event": "launcher", "kind": "fallback",
-                           "message": "the warm worker did not take the run in time; it was "
-                                      "stopped"})
+                spare.hung = True
                 spare.kill_now()  # its exit restarts the run in a fresh process
                 return
             spare.accepted.wait(0.05)
