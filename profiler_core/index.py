@@ -37,7 +37,7 @@ from profiler_core.config import RunConfig
 from profiler_core.errors import ConfigError
 
 INDEX_FILE = ".profiler_index.sqlite"
-INDEX_SCHEMA_VERSION = 1  # PRAGMA user_version of an index this code reads
+INDEX_SCHEMA_VERSION = 2  # PRAGMA user_version of an index this code reads
 APPLICATION_ID = 0x43475049  # "CGPI": PRAGMA application_id, how a file is recognised as ours
 INDEX_MARKER = "profiler_core run index"  # meta.tool
 SWEEP_FILE, POINTS_FILE = "sweep.json", "points.csv"
@@ -67,7 +67,8 @@ CREATE TABLE runs (
     started_at TEXT, finished_at TEXT, gpu TEXT, gpu_name TEXT, device_type TEXT,
     torch_version TEXT, cuda_version TEXT, driver_version TEXT,
     eager_median_ms REAL, graph_median_ms REAL, speedup REAL, speedup_ci_low REAL,
-    speedup_ci_high REAL, tables TEXT NOT NULL);
+    speedup_ci_high REAL, tables TEXT NOT NULL,
+    config_json TEXT NOT NULL, headline_json TEXT NOT NULL);  -- the whole config and headline
 CREATE TABLE run_config (path TEXT NOT NULL, field TEXT NOT NULL, text_value TEXT,
                          num_value REAL, json_value TEXT NOT NULL, PRIMARY KEY (path, field));
 CREATE TABLE run_headline (path TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,
@@ -126,26 +127,49 @@ def _is_sweep_dir(path: Path) -> bool:
         return False
 
 
-def _children(folder: Path) -> list[Path]:
+def _folders(folder: Path) -> list[tuple[str, bool]]:
+    """(name, is a link) of the folders in ``folder`` (links to folders too), by name; names
+    starting with '.' (the index, a run being saved) are left out."""
     try:
-        return sorted(child for child in folder.iterdir() if not child.name.startswith("."))
+        with os.scandir(folder) as entries:
+            found = []
+            for entry in entries:
+                try:
+                    if not entry.name.startswith(".") and entry.is_dir():
+                        found.append((entry.name, entry.is_symlink()))
+                except OSError:
+                    continue
     except OSError:
         return []
+    return sorted(found)
+
+
+def _summary_stamp(path: Path) -> str | None:
+    """The stamp of ``path``'s summary.json when it is a regular file (following links, as the
+    dashboard's listing does), else None: not a run folder."""
+    try:
+        info = os.stat(path / schema.SUMMARY_FILE)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return f"{info.st_ino}:{info.st_size}:{info.st_mtime_ns}"
 
 
 def scan(folder: Path) -> tuple[dict[str, str], dict[str, str]]:
     """(run path -> stamp, sweep name -> stamp) for what is in ``folder`` now (stats only)."""
     runs: dict[str, str] = {}
     sweeps: dict[str, str] = {}
-    for child in _children(folder):
-        if _is_run_dir(child):
-            runs[child.name] = ("L" if child.is_symlink() else "") + _stamp(
-                child / schema.SUMMARY_FILE)
-        elif _is_sweep_dir(child):
-            sweeps[child.name] = _stamp(child / SWEEP_FILE, child / POINTS_FILE)
-            for point in _children(child):
-                if _is_run_dir(point) and not point.is_symlink():
-                    runs[f"{child.name}/{point.name}"] = _stamp(point / schema.SUMMARY_FILE)
+    for name, link in _folders(folder):
+        stamp = _summary_stamp(folder / name)
+        if stamp is not None:
+            runs[name] = ("L" if link else "") + stamp
+        elif not link and _is_sweep_dir(folder / name):
+            sweeps[name] = _stamp(folder / name / SWEEP_FILE, folder / name / POINTS_FILE)
+            for point, point_link in _folders(folder / name):
+                point_stamp = _summary_stamp(folder / name / point)
+                if point_stamp is not None and not point_link:
+                    runs[f"{name}/{point}"] = point_stamp
     return runs, sweeps
 
 
@@ -209,7 +233,7 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
         headline = summary.get("headline") if isinstance(summary.get("headline"), dict) else {}
     except ConfigError as error:
         run["problem"] = f"{schema.SUMMARY_FILE} holds an invalid config: {error}"[:500]
-    except (OSError, ValueError, TypeError, RecursionError, UnicodeDecodeError) as error:
+    except Exception as error:  # noqa: BLE001 - whatever a damaged file raises, list it, never crash
         run["problem"] = f"{type(error).__name__}: {error}"[:500]
     else:
         run["complete"] = int(summary.get("complete") is True)
@@ -226,6 +250,8 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
         config_rows = config
         run["tables"] = ",".join(file for file, _ in schema.TABLE_FILES.values()
                                  if (path / file).is_file())
+    run["config_json"] = json.dumps(config_rows)
+    run["headline_json"] = json.dumps(headline_rows)
     return {"run": run, "config": config_rows, "headline": headline_rows}
 
 
@@ -310,16 +336,25 @@ def inspect_file(path: Path) -> str:
     return "ours" if ours else "foreign"
 
 
-def _check_ours(connection: sqlite3.Connection) -> None:
+# Index files this process found whole, by path: (inode, size, mtime) when checked. A file not
+# changed since is not read through again (the check reads every page).
+_checked: dict[str, str] = {}
+
+
+def _check_ours(connection: sqlite3.Connection, path: Path) -> None:
     """Raise ``sqlite3.DatabaseError`` unless the open file is a whole index of this version."""
     if connection.execute("PRAGMA user_version").fetchone()[0] != INDEX_SCHEMA_VERSION:
         raise sqlite3.DatabaseError("another schema version")
-    check = connection.execute("PRAGMA quick_check").fetchall()
-    if check != [("ok",)]:
-        raise sqlite3.DatabaseError("damaged: " + str(check[:1]))
     marker = connection.execute("SELECT value FROM meta WHERE key = 'tool'").fetchone()
     if marker != (INDEX_MARKER,):
         raise sqlite3.DatabaseError("no marker")
+    stamp = _stamp(path)
+    if _checked.get(str(path)) == stamp:
+        return
+    check = connection.execute("PRAGMA quick_check").fetchall()
+    if check != [("ok",)]:
+        raise sqlite3.DatabaseError("damaged: " + str(check[:1]))
+    _checked[str(path)] = stamp
 
 
 def _is_locked(error: sqlite3.Error) -> bool:
@@ -373,24 +408,30 @@ def _stale(connection: sqlite3.Connection, found: tuple[dict[str, str], dict[str
 def _sync(connection: sqlite3.Connection, folder: Path,
           found: tuple[dict[str, str], dict[str, str]],
           progress: Callable[[int, int], None] | None = None) -> int:
-    """Bring the index up to date with the folder in one transaction; returns folders read."""
+    """Bring the index up to date with the folder: the new and changed folders are read first,
+    then written in one short transaction. Returns the number of folders read."""
     read_runs, drop_runs, read_sweeps, drop_sweeps = _stale(connection, found)
     if not (read_runs or drop_runs or read_sweeps or drop_sweeps):
         return 0
     runs, sweeps = found
     total = len(read_runs) + len(read_sweeps)
+    run_rows, sweep_rows = [], []
+    for relative in read_runs:
+        run_rows.append((read_run(folder, relative), runs[relative]))
+        if progress is not None:
+            progress(len(run_rows), total)
+    for name in read_sweeps:
+        sweep_rows.append((read_sweep(folder, name), sweeps[name]))
+        if progress is not None:
+            progress(len(run_rows) + len(sweep_rows), total)
     connection.execute("BEGIN IMMEDIATE")
     try:
         _delete_runs(connection, drop_runs)
         _delete_sweeps(connection, drop_sweeps)
-        for done, relative in enumerate(read_runs, 1):
-            _put_run(connection, read_run(folder, relative), runs[relative])
-            if progress is not None:
-                progress(done, total)
-        for done, name in enumerate(read_sweeps, len(read_runs) + 1):
-            _put_sweep(connection, read_sweep(folder, name), sweeps[name])
-            if progress is not None:
-                progress(done, total)
+        for rows, stamp in run_rows:
+            _put_run(connection, rows, stamp)
+        for rows, stamp in sweep_rows:
+            _put_sweep(connection, rows, stamp)
         connection.execute("COMMIT")
     except BaseException:
         connection.execute("ROLLBACK")
@@ -525,34 +566,28 @@ class RunIndex:
             clause, clause_args = self._condition(spec)
             where.append(clause)
             args += clause_args
-        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
-        cursor = self.connection.execute(sql + " ORDER BY mtime_ns DESC, path", args)
+        condition = " WHERE " + " AND ".join(where) if where else ""
+        cursor = self.connection.execute(
+            f"SELECT * FROM runs{condition} ORDER BY mtime_ns DESC, path", args)
         names = [d[0] for d in cursor.description]
         rows = [dict(zip(names, values)) for values in cursor.fetchall()]
-        config: dict[str, dict[str, Any]] = {}
-        for path, field, value in self.connection.execute(
-                "SELECT path, field, json_value FROM run_config"):
-            config.setdefault(path, {})[field] = json.loads(value)
-        figures: dict[str, dict[str, float]] = {}
-        if headline:
-            for path, key, value in self.connection.execute("SELECT * FROM run_headline"):
-                figures.setdefault(path, {})[key] = value
         out = []
         for row in rows:
             relative = row.pop("path")
             row.pop("stamp")
+            values = json.loads(row.pop("config_json"))
+            figures = json.loads(row.pop("headline_json")) if headline else {}
             item = {"name": row.pop("name"), "folder": relative,
                     "path": str(self.folder / relative), **row}
             item["complete"] = bool(item["complete"])
             item["mtime"] = (item.pop("mtime_ns") or 0) / 1e9
             for key in HEADLINE_COLUMNS:
                 item[key] = math.nan if item[key] is None else item[key]
-            values = config.get(relative, {})
             for field in _FIELDS:
                 value = values.get(field)
                 item.setdefault(field, ",".join(value) if isinstance(value, list) else value)
             if headline:
-                for key, value in figures.get(relative, {}).items():
+                for key, value in figures.items():
                     item.setdefault(key, value)
             out.append(item)
         return out
@@ -677,7 +712,7 @@ def open_index(folder: str | os.PathLike, rebuild: bool = False,
             return _in_memory(folder, found, f"the run index could not be opened ({error}); the "
                                              "runs were read from their folders", progress)
         try:
-            _check_ours(connection)
+            _check_ours(connection, path)
             _sync(connection, folder, found, progress)
             return RunIndex(folder, connection, persistent=True)
         except sqlite3.Error as error:
@@ -748,7 +783,7 @@ def scan_one(folder: Path, relative: str) -> str:
     """The stamp ``scan`` gives one run folder."""
     path = folder / relative
     link = "L" if "/" not in relative and path.is_symlink() else ""
-    return link + _stamp(path / schema.SUMMARY_FILE)
+    return link + (_summary_stamp(path) or "-")
 
 
 # ----------------------------------------------------------------------------- the command line
