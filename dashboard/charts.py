@@ -904,11 +904,13 @@ def _sweep_x(values: pd.Series, numeric: bool) -> np.ndarray:
     return values.to_numpy(dtype=float) if numeric else values.astype(str).map(escape).to_numpy()
 
 
-def _sweep_x_axis(fig: go.Figure, x: str, numeric: bool, log_x: bool, **where) -> None:
-    if numeric and log_x:
-        fig.update_xaxes(title_text=f"{escape(x)} (log scale)", type="log", **where)
+def _sweep_x_axis(fig: go.Figure, x: str, numeric: bool, log_x: bool, values: pd.Series) -> None:
+    if numeric and log_x:  # ticks at the measured values only (no 2..9 minor labels)
+        ticks = sorted(set(finite(values)[np.isfinite(finite(values))]))
+        fig.update_xaxes(title_text=f"{escape(x)} (log scale)", type="log", tickvals=ticks,
+                         ticktext=[f"{v:,.0f}" if v >= 1 else f"{v:g}" for v in ticks])
     else:
-        fig.update_xaxes(title_text=escape(x), type="linear" if numeric else "category", **where)
+        fig.update_xaxes(title_text=escape(x), type="linear" if numeric else "category")
 
 
 def sweep_speedup(table: pd.DataFrame, x: str, threshold: float, crossovers: pd.DataFrame | None = None,
@@ -970,7 +972,7 @@ def sweep_speedup(table: pd.DataFrame, x: str, threshold: float, crossovers: pd.
                 name=escape(row["series"]),
                 hovertemplate=f"%{{fullData.name}}: below {threshold:.2f}x from {escape(x)} "
                               "≈ %{x:.3g}<extra>crossover</extra>"))
-    _sweep_x_axis(fig, x, numeric, log_x)
+    _sweep_x_axis(fig, x, numeric, log_x, data[x])
     fig.update_yaxes(title_text="speedup (eager / mode, median per step)", rangemode="tozero")
     return _layout(fig, title, height=HEIGHT + 40)
 
@@ -1004,7 +1006,7 @@ def sweep_medians(table: pd.DataFrame, x: str, numeric: bool = True, log_x: bool
                 x=xs, y=values, mode="lines+markers", name=escape(label),
                 line={"color": color, "dash": dash, "width": 2},
                 hovertemplate=f"%{{fullData.name}}<br>{escape(x)} %{{x}}: %{{y:.4f}} ms<extra></extra>"))
-    _sweep_x_axis(fig, x, numeric, log_x)
+    _sweep_x_axis(fig, x, numeric, log_x, data[x])
     fig.update_yaxes(title_text="ms per training step" + (" (log scale)" if log_y else ""),
                      type="log" if log_y else "linear", **({} if log_y else {"rangemode": "tozero"}))
     return _layout(fig, title, height=HEIGHT + 40)

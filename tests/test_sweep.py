@@ -615,3 +615,43 @@ def test_sweep_page_runs_stops_and_resumes_a_sweep(fresh_app_state, tmp_path, mo
     assert not at.exception
     data = sweep.load_sweep(tmp_path / "runs" / "page-sweep")
     assert data.status == "done" and (data.points["status"] == "done").all()
+
+
+# ----------------------------------------------------------------------------- on a GPU
+
+GPU_SWEEPS = {
+    "seed-batch-dtype": ["--preset", "seed", "--param", "batch=16:2048:x2", "--param", "dtype=fp32,bf16"],
+    "transformer-batch": ["--preset", "transformer", "--param", "batch=1:64:x2"],
+    "seed-bf16-capture-iters": ["--preset", "seed", "--dtype", "bf16", "--param", "capture_iters=1:8:x2"],
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", list(GPU_SWEEPS))
+def test_gpu_sweep_points_per_minute(name, tmp_path, capsys):
+    """A real sweep on the GPU (default per-point trials, warm workers): prints the table, the
+    crossover and the throughput in points per minute (the target is 20 or more for seed-size
+    points). Set SWEEP_KEEP=DIR to keep the sweep folders for tests/gpu/sweep_report.py."""
+    keep = os.environ.get("SWEEP_KEEP")
+    out = (Path(keep) if keep else tmp_path) / name
+    started = time.perf_counter()
+    code = main(["sweep", "--out", str(out), *GPU_SWEEPS[name], "--progress", "none",
+                 *(["--overwrite"] if out.exists() else [])])
+    elapsed = time.perf_counter() - started
+    printed = capsys.readouterr()
+    data = sweep.load_sweep(out)
+    points = data.points
+    with capsys.disabled():
+        print(f"\n== {name}: {len(points)} points in {elapsed:.1f} s = "
+              f"{len(points) / elapsed * 60:.1f} points per minute "
+              f"(median {points['elapsed_s'].median():.2f} s per point)")
+        print(printed.out)
+    assert code == 0, printed.err
+    assert (points["status"] == "done").all()
+    assert points["speedup"].between(0.3, 200).all() and (points["floor_ms"] > 0).all()
+    assert (points["graph_median_ms"] >= points["floor_ms"] * 0.9).all()  # nothing beats the floor
+    if name == "seed-bf16-capture-iters":
+        amortisation = sweep.amortisation_table(
+            sweep.speedup_table(points, data.point_modes, ["capture_iters"]), ["capture_iters"])
+        assert amortisation["graph_ms"].iloc[-1] <= amortisation["graph_ms"].iloc[0] * 1.05
