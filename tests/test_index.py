@@ -429,7 +429,7 @@ def test_the_runs_page_filters_by_setting_gpu_and_date(sample_runs):
     assert _listed(at) == ["big-bf16", "small-bf16"]
     assert set(at.dataframe[0].value["dtype"]) == {"bf16"}
     at.select_slider(key="runs_filter_range_batch").set_value((256, 640)).run()
-    assert _listed(at) == ["big-bf16"] and list(at.dataframe[0].value["batch"]) == ["640"]
+    assert _listed(at) == ["big-bf16"] and list(at.dataframe[0].value["batch"]) == [640]
     at.select_slider(key="runs_filter_range_batch").set_value((64, 640)).run()
     at.date_input(key="runs_filter_dates").set_value(
         (datetime.date(2026, 11, 29), datetime.date(2026, 12, 1))).run()
@@ -468,3 +468,19 @@ def test_the_runs_page_overlays_every_matching_run(sample_runs):
     assert sorted({(t["name"], t["xaxis"]) for t in lines}) == [
         (tag, axis) for tag in "ABC" for axis in ("x", "x2")]  # eager and graph panels, 3 runs each
     assert not at.exception, [e.value for e in at.exception]
+
+
+def test_the_runs_page_lists_and_compares_the_points_of_a_sweep(sample_runs):
+    _sweep(sample_runs)
+    at = _page(sample_runs)
+    assert not at.exception, [e.value for e in at.exception]
+    assert {"batch-sweep/point-000", "batch-sweep/point-001"} <= set(_listed(at))
+    point = str((sample_runs / "batch-sweep" / "point-000").resolve())
+    assert any(o.startswith("batch-sweep/point-000 · ") for o in at.multiselect(
+        key="compare_runs").options)
+    at.multiselect(key="compare_runs").set_value(
+        [point, str((sample_runs / "big-bf16").resolve())]).run()
+    assert not at.exception and list(at.dataframe[1].value["tag"]) == ["A", "B"]
+    at.toggle(key="runs_include_points").set_value(False).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not any(name.startswith("batch-sweep/") for name in _listed(at))

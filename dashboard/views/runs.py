@@ -114,6 +114,7 @@ st.markdown(f"Runs folder: {ui.escape_md(folder.resolve())} (change it in the si
             "started here is saved there; pick one under **Showing** in the sidebar to open it.")
 runs = state.folder_runs()
 point_options: dict[str, str] = {}  # runs inside sweep folders, offered for comparing
+matching_paths: list[str] = []
 with run_index.open_index(folder) as index:
     if index.note:
         st.caption(ui.escape_md(index.note))
@@ -130,8 +131,9 @@ with run_index.open_index(folder) as index:
         matching = index.runs(filters, sweep_points=include_points)
 for item in everything:
     if item["sweep"]:
+        row = rundata.run_list_row(item)
         point_options[str(Path(item["path"]).resolve())] = " · ".join(
-            b for b in (item["folder"], item["gpu"], item["started_at"]) if b)
+            b for b in (row["name"], row["gpu"], row["started"]) if b)
 if everything:
     by_path = runs.set_index("path") if not runs.empty else runs
     rows = []
@@ -139,7 +141,7 @@ if everything:
         row = rundata.run_list_row(item)
         if not item["sweep"] and item["path"] in by_path.index:  # checked files, the list's words
             row.update(by_path.loc[item["path"]].to_dict())
-        row.update({f.field: _shown(item.get(f.field)) for f in filters if f.field in SETTINGS})
+        row.update({f.field: item.get(f.field) for f in filters if f.field in SETTINGS})
         rows.append(row)
     filtered_settings = [f.field for f in filters if f.field in SETTINGS]
     shown = pd.DataFrame(rows, columns=list(dict.fromkeys(rundata.RUN_LIST_COLUMNS
@@ -163,7 +165,7 @@ if everything:
                             "speedup_ci_high": st.column_config.NumberColumn("CI high",
                                                                              format="%.2fx")},
              empty="No run matches these filters.")
-    st.session_state[MATCHING_KEY] = [str(Path(p).resolve()) for p in shown["path"]]
+    matching_paths = [str(Path(p).resolve()) for p in shown["path"]]
 
 st.subheader("Upload a run")
 st.file_uploader(
@@ -182,7 +184,8 @@ if len(options) < 2:
     st.info("Two runs are needed to compare (run again, or upload one).")
     st.stop()
 keys = list(options)
-matching_keys = [k for k in st.session_state.get(MATCHING_KEY, []) if k in options]
+matching_keys = [k for k in matching_paths if k in options]
+st.session_state[MATCHING_KEY] = matching_keys
 if filters and len(matching_keys) >= 2:
     st.button(f"Compare the {min(len(matching_keys), len(TAGS))} matching runs",
               key="compare_matching", on_click=_compare_matching, icon=":material/compare:",
