@@ -32,6 +32,11 @@ from profiler_core.launcher import (Launcher, describe_exit, left_timed_phases, 
 SAFETY_NET_S = 120  # only stops a broken test from hanging; nothing waits this long when it works
 
 
+def until(predicate) -> bool:
+    """Wait for ``predicate`` (a loaded machine may take seconds to start a process)."""
+    return wait_for(predicate, SAFETY_NET_S)
+
+
 def _start(launcher: Launcher, argv, out: Path, **kwargs):
     events: list[dict] = []
     process = launcher.start_argv(argv, out, on_event=events.append, **kwargs)
@@ -94,21 +99,21 @@ def test_cancel_kills_the_whole_process_group(tmp_path, fake_worker):
     out = tmp_path / "out"
     process, _ = _start(Launcher(warm=False), fake_worker("sleep", out), out)
     pids_file = tmp_path / "out.pids"
-    assert wait_for(lambda: pids_file.exists() and len(pids_file.read_text().split()) == 2)
+    assert until(lambda: pids_file.exists() and len(pids_file.read_text().split()) == 2)
     pids = [int(p) for p in pids_file.read_text().split()]
     assert pids[0] == process.pid
     process.cancel()
     ending = process.wait(SAFETY_NET_S)
     assert ending.status == "cancelled" and ending.returncode == -signal.SIGTERM
     assert not ending.killed
-    assert wait_for(lambda: not any(process_alive(pid) for pid in pids))
+    assert until(lambda: not any(process_alive(pid) for pid in pids))
 
 
 def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path, fake_worker):
     out = tmp_path / "out"
     launcher = Launcher(warm=False, grace_s=0.3)
     process, _ = _start(launcher, fake_worker("sleep", out, "ignore-term"), out)
-    assert wait_for((tmp_path / "out.pids").exists)
+    assert until((tmp_path / "out.pids").exists)
     process.cancel()
     ending = process.wait(SAFETY_NET_S)
     assert (ending.status, ending.killed, ending.returncode) == ("cancelled", True, -signal.SIGKILL)
@@ -130,7 +135,7 @@ def test_children_left_behind_are_killed(tmp_path, fake_worker):
     assert ending is not None, "the run hung on the pipe its process's child kept open"
     assert ending.status == "crashed"
     child = int((tmp_path / "out.pids").read_text().split()[1])
-    assert wait_for(lambda: not process_alive(child))
+    assert until(lambda: not process_alive(child))
 
 
 def test_a_failing_event_handler_kills_the_run_at_once(tmp_path, fake_worker):
@@ -165,7 +170,8 @@ def test_the_contract_command_line_and_environment(tmp_path):
 
 # A stand-in for the interpreter: `FAKE -m profiler_core run ...` and `... serve --device D`.
 # Every process appends "<pid> <what>" to $FAKE_DIR/log. Control files in $FAKE_DIR:
-#   serve-mode: "ok" (default), "die" (exits before it is ready), "hang" (ready, never takes a run)
+#   serve-mode: "ok" (default), "die" (exits before it is ready), "hang" (ready, never takes a
+#   run), "slow" (not ready until "ready-gate" appears)
 #   hold: while it exists, a run waits in "timed trials" until "release" appears.
 FAKE_PYTHON = r'''
 import json, os, sys, time
@@ -199,6 +205,9 @@ mode = control("serve-mode", "ok")
 log(f"serve-mode {mode}")
 if mode == "die":
     sys.exit(3)
+while mode == "slow" and not os.path.exists(os.path.join(fake, "ready-gate")):
+    time.sleep(0.01)
+log("serve-ready")
 emit(event="worker", state="ready")
 if mode == "hang":
     time.sleep(120)
@@ -263,12 +272,12 @@ def test_a_spare_is_started_after_a_run_and_replaced_after_each_run(tmp_path, fa
     assert launcher.spare_pid is None  # never before the first run
     first, ending, _ = _run(launcher, tmp_path / "a")
     assert not ending.warm
-    assert wait_for(lambda: launcher.spare_pid is not None)
+    assert until(lambda: launcher.spare_pid is not None)
     spare = launcher.spare_pid
     second, ending, events = _run(launcher, tmp_path / "b")
     assert ending.warm and second.pid == spare  # the spare served it
     assert [e["event"] for e in events] == ["progress"] * 5 + ["done"]  # no handshake records
-    assert wait_for(lambda: launcher.spare_pid not in (None, spare))  # a new one, never reused
+    assert until(lambda: launcher.spare_pid not in (None, spare))  # a new one, never reused
     third, ending, _ = _run(launcher, tmp_path / "c")
     assert ending.warm and third.pid not in (first.pid, second.pid)
     served = [pid for pid, what in log() if what == "serve-accepted"]
@@ -280,7 +289,7 @@ def test_no_spare_starts_while_a_run_is_in_its_timed_phases(tmp_path, fake_pytho
     launcher = make()
     control("hold", "1")
     first = launcher.start(CPU_RUN, tmp_path / "a")
-    assert wait_for(lambda: ("timed trials" in {w.split(" ", 1)[-1] for _, w in log()}))
+    assert until(lambda: ("timed trials" in {w.split(" ", 1)[-1] for _, w in log()}))
     # The run waits in its timed trials: no spare may start (its import and CUDA set-up would
     # compete with the timed steps). Checked twice, a while apart.
     for _ in range(2):
@@ -288,17 +297,17 @@ def test_no_spare_starts_while_a_run_is_in_its_timed_phases(tmp_path, fake_pytho
         time.sleep(0.2)
     control("release", "1")
     assert first.wait(SAFETY_NET_S).status == "done"
-    assert wait_for(lambda: "serve-start" in [w for _, w in log()])
+    assert until(lambda: "serve-start" in [w for _, w in log()])
     order = [what for _, what in log()]
     assert order.index("serve-start") > order.index("phase profiling eager")
     control("release", None)
     # The next run takes the spare, which is in its timed trials now: its replacement waits.
     second = launcher.start(CPU_RUN, tmp_path / "b")
-    assert wait_for(lambda: order_of(log())[-1] == "phase timed trials")
+    assert until(lambda: order_of(log())[-1] == "phase timed trials")
     assert launcher.spare_pid is None and order_of(log()).count("serve-start") == 1
     control("release", "1")
     assert second.wait(SAFETY_NET_S).warm
-    assert wait_for(lambda: order_of(log()).count("serve-start") == 2)
+    assert until(lambda: order_of(log()).count("serve-start") == 2)
 
 
 def order_of(log: list[tuple[int, str]]) -> list[str]:
@@ -309,15 +318,31 @@ def test_a_spare_still_starting_is_stopped_when_another_run_begins(tmp_path, fak
                                                                    fake_worker, synthetic_run):
     make, log, control = fake_python
     launcher = make()
-    control("serve-mode", "hang")  # stands for a spare that is slow to come up
+    control("serve-mode", "slow")  # not ready until the test says so
     _run(launcher, tmp_path / "a")
-    assert wait_for(lambda: launcher.spare_pid is not None)
+    assert until(lambda: "serve-mode slow" in order_of(log()))
     spare = launcher.spare_pid
     # a command line no warm worker serves runs in a fresh process, and the spare goes
     other = tmp_path / "other"
     process = launcher.start_argv(fake_worker("done", other, synthetic_run), other)
     assert process.wait(SAFETY_NET_S).status == "done"
-    assert wait_for(lambda: not process_alive(spare))
+    assert until(lambda: not process_alive(spare))
+    assert "serve-ready" not in order_of(log())
+
+
+def test_a_ready_spare_waits_through_runs_it_cannot_serve(tmp_path, fake_python, fake_worker,
+                                                         synthetic_run):
+    make, log, _ = fake_python
+    launcher = make()
+    _run(launcher, tmp_path / "a")
+    assert until(lambda: "serve-ready" in order_of(log()))
+    spare = launcher.spare_pid
+    other = tmp_path / "other"
+    assert launcher.start_argv(fake_worker("done", other, synthetic_run), other).wait(
+        SAFETY_NET_S).status == "done"
+    assert launcher.spare_pid == spare and process_alive(spare)
+    process, ending, _ = _run(launcher, tmp_path / "b")
+    assert ending.warm and process.pid == spare
 
 
 def test_a_dead_spare_falls_back_to_a_fresh_process_and_says_so(tmp_path, fake_python):
@@ -325,9 +350,9 @@ def test_a_dead_spare_falls_back_to_a_fresh_process_and_says_so(tmp_path, fake_p
     launcher = make()
     control("serve-mode", "die")
     _run(launcher, tmp_path / "a")
-    assert wait_for(lambda: "serve-start" in order_of(log()))
+    assert until(lambda: "serve-start" in order_of(log()))
     spare = launcher.spare_pid
-    assert wait_for(lambda: spare is None or not process_alive(spare))
+    assert until(lambda: spare is None or not process_alive(spare))
     control("serve-mode", None)
     process, ending, events = _run(launcher, tmp_path / "b")
     assert not ending.warm and process.pid != spare
@@ -341,7 +366,7 @@ def test_a_hung_spare_is_killed_and_the_run_starts_fresh(tmp_path, fake_python):
     launcher = make(handover_timeout_s=0.5)
     control("serve-mode", "hang")  # says it is ready, never reads the request
     _run(launcher, tmp_path / "a")
-    assert wait_for(lambda: "serve-mode hang" in order_of(log()))
+    assert until(lambda: "serve-mode hang" in order_of(log()))
     spare = launcher.spare_pid
     control("serve-mode", None)
     process, ending, events = _run(launcher, tmp_path / "b")
@@ -355,21 +380,21 @@ def test_a_spare_for_another_device_is_not_used(tmp_path, fake_python):
     make, log, _ = fake_python
     launcher = make()
     _run(launcher, tmp_path / "a", PRESETS["seed"].replace(device="cuda:1"))
-    assert wait_for(lambda: launcher.spare_pid is not None)
+    assert until(lambda: launcher.spare_pid is not None)
     spare = launcher.spare_pid
     _, ending, _ = _run(launcher, tmp_path / "b")  # on the CPU
     assert not ending.warm
-    assert wait_for(lambda: not process_alive(spare))
+    assert until(lambda: not process_alive(spare))
 
 
 def test_close_stops_the_spare(tmp_path, fake_python):
     make, log, _ = fake_python
     launcher = make()
     _run(launcher, tmp_path / "a")
-    assert wait_for(lambda: launcher.spare_pid is not None)
+    assert until(lambda: launcher.spare_pid is not None)
     spare = launcher.spare_pid
     launcher.close()
-    assert wait_for(lambda: not process_alive(spare))
+    assert until(lambda: not process_alive(spare))
     with pytest.raises(RuntimeError, match="closed"):
         launcher.start(CPU_RUN, tmp_path / "b")
 
@@ -415,7 +440,7 @@ def test_a_real_warm_run_is_the_same_as_a_fresh_one(tmp_path):
     launcher = Launcher(warm=True)
     try:
         cold, cold_ending, cold_events = _run(launcher, tmp_path / "cold", TINY_CPU)
-        assert wait_for(lambda: launcher.spare_pid is not None, SAFETY_NET_S)
+        assert until(lambda: launcher.spare_pid is not None)
         warm, warm_ending, warm_events = _run(launcher, tmp_path / "warm", TINY_CPU)
         assert not cold_ending.warm and warm_ending.warm
 
@@ -430,7 +455,7 @@ def test_a_real_warm_run_is_the_same_as_a_fresh_one(tmp_path):
         assert summaries[0]["config"] == summaries[1]["config"] and summaries[1]["complete"] is True
         # a refused run: the same error record and exit code from a warm worker as from a fresh one
         (tmp_path / "a-file").write_text("not a run")
-        assert wait_for(lambda: launcher.spare_pid is not None, SAFETY_NET_S)
+        assert until(lambda: launcher.spare_pid is not None)
         refused = launcher.start(TINY_CPU, tmp_path / "a-file").wait(SAFETY_NET_S)
         fresh = Launcher(warm=False).start(TINY_CPU, tmp_path / "a-file").wait(SAFETY_NET_S)
         assert refused.warm and not fresh.warm
@@ -456,7 +481,7 @@ def test_gpu_seed_run_cold_against_warm(tmp_path):
         started = time.perf_counter()
         _, cold, _ = _run(launcher, tmp_path / "cold", config)
         cold_s = time.perf_counter() - started
-        assert wait_for(lambda: launcher.spare_pid is not None, SAFETY_NET_S)
+        assert until(lambda: launcher.spare_pid is not None)
         spare = launcher._spare.child
         assert spare.ready.wait(SAFETY_NET_S)
         started = time.perf_counter()
