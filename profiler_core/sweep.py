@@ -34,6 +34,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -622,6 +623,66 @@ FATAL_KINDS = ("NoCudaError", "UsageError")
 ProgressCallback = Callable[[SweepProgress], None]
 
 
+# Sweep folders that a runner of this process measures now (the dashboard may hold several).
+_ACTIVE_FOLDERS: set[str] = set()
+_ACTIVE_GUARD = threading.Lock()
+
+
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started (Linux clock ticks, from /proc), so that a pid reused by
+    another process is not taken for the sweep's; None when unknown or not running."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _runner_record() -> dict[str, Any]:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "start": _process_start(os.getpid())}
+
+
+def _claim(target: Path, info: Mapping[str, Any] | None) -> str:
+    """Refuse a sweep folder that a runner measures now (of this process, or a live process of
+    this host named in its sweep.json); otherwise mark it as this process's until released."""
+    shown = repr(str(target))
+    runner = (info or {}).get("runner")
+    if (info or {}).get("status") == "running" and isinstance(runner, dict) and \
+            runner.get("host") == socket.gethostname() and runner.get("pid") != os.getpid():
+        start = _process_start(runner.get("pid") or 0)
+        if start is not None and start == runner.get("start"):
+            raise ConfigError("out", f"{shown} is being measured by process {runner['pid']}",
+                              "stop that sweep first (Ctrl-C there), or wait for it to end")
+    key = str(target.resolve())
+    with _ACTIVE_GUARD:
+        if key in _ACTIVE_FOLDERS:
+            raise ConfigError("out", f"{shown} is being measured now (a sweep of this process)",
+                              "stop that sweep first, or wait for it to end")
+        _ACTIVE_FOLDERS.add(key)
+    return key
+
+
+def measured_now(directory: str | os.PathLike) -> bool:
+    """Whether a runner measures the sweep in ``directory`` now (this process, or a live process
+    of this host that its sweep.json names)."""
+    target = Path(directory)
+    with _ACTIVE_GUARD:
+        if str(target.resolve()) in _ACTIVE_FOLDERS:
+            return True
+    info = _read_sweep_json(target) or {}
+    runner = info.get("runner")
+    if info.get("status") != "running" or not isinstance(runner, dict) or \
+            runner.get("host") != socket.gethostname():
+        return False
+    start = _process_start(runner.get("pid") or 0)
+    return start is not None and start == runner.get("start") and runner.get("pid") != os.getpid()
+
+
+def _release(key: str) -> None:
+    with _ACTIVE_GUARD:
+        _ACTIVE_FOLDERS.discard(key)
+
+
 def _default_launcher() -> Any:
     from profiler_core.launcher import Launcher
 
@@ -641,8 +702,9 @@ class SweepRunner:
 
     def __init__(self, folder: _SweepFolder, *, launcher: Any = None,
                  on_progress: ProgressCallback | None = None, point_timeout_s: float | None = None,
-                 rerun_damaged: Sequence[str] = ()) -> None:
+                 rerun_damaged: Sequence[str] = (), claim: str = "") -> None:
         self._folder = folder
+        self._claim = claim  # released when run() ends
         self._launcher = launcher
         self._own_launcher = launcher is None
         self.on_progress = on_progress or (lambda progress: None)  # may be set before run()
@@ -666,16 +728,21 @@ class SweepRunner:
         """A new sweep in ``directory`` (checked by :func:`check_sweep_output`; an earlier sweep
         of this tool there is replaced only with ``overwrite``)."""
         target = check_sweep_output(directory, overwrite=overwrite)
-        if os.path.lexists(target):  # one of our sweeps, replaced as asked
-            retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-            os.replace(target, retired / target.name)
-            shutil.rmtree(retired, ignore_errors=True)
-        target.mkdir()
-        folder = _SweepFolder(target, plan)
-        folder.points = folder.blank_points()
-        folder.write_points()
-        folder.write_info("running", runner_pid=os.getpid())
-        return cls(folder, **options)
+        claim = _claim(target, _read_sweep_json(target))
+        try:
+            if os.path.lexists(target):  # one of our sweeps, replaced as asked
+                retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+                os.replace(target, retired / target.name)
+                shutil.rmtree(retired, ignore_errors=True)
+            target.mkdir()
+            folder = _SweepFolder(target, plan)
+            folder.points = folder.blank_points()
+            folder.write_points()
+            folder.write_info("running", runner=_runner_record())
+        except BaseException:
+            _release(claim)
+            raise
+        return cls(folder, claim=claim, **options)
 
     @classmethod
     def resume(cls, directory: str | os.PathLike, *, threshold: float | None = None,
@@ -689,6 +756,16 @@ class SweepRunner:
         plan = SweepPlan.from_dict(info.get("plan") or {})
         if threshold is not None:
             plan = replace(plan, threshold=threshold)
+        claim = _claim(target, info)
+        try:
+            return cls._resumed(target, plan, info, claim=claim, **options)
+        except BaseException:
+            _release(claim)
+            raise
+
+    @classmethod
+    def _resumed(cls, target: Path, plan: SweepPlan, info: Mapping[str, Any],
+                 **options: Any) -> "SweepRunner":
         folder = _SweepFolder(target, plan)
         folder.info = {key: value for key, value in info.items() if key in ("created_at",)}
         recorded = _read_points_quietly(target, plan)
@@ -707,7 +784,7 @@ class SweepRunner:
         if modes_rows:
             folder.point_modes = pd.concat(modes_rows, ignore_index=True)[POINT_MODE_COLUMNS]
         folder.write_points()
-        folder.write_info("running", runner_pid=os.getpid(), resumed_at=time.strftime(
+        folder.write_info("running", runner=_runner_record(), resumed_at=time.strftime(
             "%Y-%m-%dT%H:%M:%S"))
         return cls(folder, rerun_damaged=damaged, **options)
 
@@ -735,6 +812,22 @@ class SweepRunner:
 
     def run(self) -> SweepOutcome:
         """Measure every point not finished yet; returns how it ended (Ctrl-C: stopped)."""
+        try:
+            fatal = self._run_points()
+            running = self._folder.points["status"] == "running"
+            self._folder.points.loc[running, "status"] = "stopped"
+            finished = bool(self._folder.points["status"].isin(FINISHED).all())
+            status = "done" if finished else "stopped"
+            self._folder.write_points()
+            self._folder.write_info(status, **({"fatal": fatal} if fatal else {}))
+        finally:
+            _release(self._claim)  # only once the folder says how it ended
+        self._report()
+        return SweepOutcome(self.folder, status, self._folder.points.copy(),
+                            self._folder.point_modes.copy(), fatal, self.rerun_damaged)
+
+    def _run_points(self) -> dict | None:
+        """Measure the points left, in order, until done, stopped or a fatal error (returned)."""
         fatal = None
         try:
             if self._launcher is None:
@@ -758,15 +851,7 @@ class SweepRunner:
                 process.wait(30)
             if self._own_launcher and self._launcher is not None:
                 self._launcher.close()
-        running = self._folder.points["status"] == "running"
-        self._folder.points.loc[running, "status"] = "stopped"
-        finished = bool(self._folder.points["status"].isin(FINISHED).all())
-        status = "done" if finished else "stopped"
-        self._folder.write_points()
-        self._folder.write_info(status, **({"fatal": fatal} if fatal else {}))
-        self._report()
-        return SweepOutcome(self.folder, status, self._folder.points.copy(),
-                            self._folder.point_modes.copy(), fatal, self.rerun_damaged)
+        return fatal
 
     def _measure(self, point: SweepPoint) -> dict | None:
         """Run one point to its end and record it; returns a fatal error record, else None."""
@@ -1072,7 +1157,7 @@ def load_sweep(directory: str | os.PathLike) -> SweepData:
                              "the file was damaged or edited")
     return SweepData(folder, plan, str(status), points, point_modes.reset_index(drop=True),
                      {k: v for k, v in info.items() if k in ("created_at", "updated_at", "fatal",
-                                                             "runner_pid", "resumed_at")})
+                                                             "runner", "resumed_at")})
 
 
 SWEEP_LIST_COLUMNS = ["name", "path", "status", "axes", "points", "done", "failed", "updated",

@@ -656,3 +656,30 @@ def test_gpu_sweep_points_per_minute(name, tmp_path, capsys):
         amortisation = sweep.amortisation_table(
             sweep.speedup_table(points, data.point_modes, ["capture_iters"]), ["capture_iters"])
         assert amortisation["graph_ms"].iloc[-1] <= amortisation["graph_ms"].iloc[0] * 1.05
+
+
+def test_a_sweep_being_measured_cannot_be_resumed_or_replaced_twice(tmp_path):
+    runner = SweepRunner.create(small_plan("8,16"), tmp_path / "s", launcher=FakeLauncher())
+    for attempt in (lambda: SweepRunner.resume(tmp_path / "s", launcher=FakeLauncher()),
+                    lambda: SweepRunner.create(small_plan(), tmp_path / "s", overwrite=True,
+                                               launcher=FakeLauncher())):
+        with pytest.raises(ConfigError, match="is being measured now"):
+            attempt()
+    runner.run()
+    SweepRunner.resume(tmp_path / "s", launcher=FakeLauncher()).run()  # free again once it ended
+    info_path = tmp_path / "s" / "sweep.json"
+    info = json.loads(info_path.read_text())
+    parent = os.getppid()  # a live process of this host, as if it ran the sweep
+    info.update(status="running", runner={"pid": parent, "host": info["runner"]["host"],
+                                          "start": sweep._process_start(parent)})
+    info_path.write_text(json.dumps(info))
+    with pytest.raises(ConfigError, match=f"being measured by process {parent}"):
+        SweepRunner.resume(tmp_path / "s", launcher=FakeLauncher())
+    info["runner"]["start"] = "0"  # that pid now belongs to another process: resumable
+    info_path.write_text(json.dumps(info))
+    assert SweepRunner.resume(tmp_path / "s", launcher=FakeLauncher()).run().status == "done"
+    assert not sweep.measured_now(tmp_path / "s")
+    other = SweepRunner.create(small_plan("8"), tmp_path / "t", launcher=FakeLauncher())
+    assert sweep.measured_now(tmp_path / "t")
+    other.run()
+    assert not sweep.measured_now(tmp_path / "t")

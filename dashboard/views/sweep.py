@@ -242,7 +242,10 @@ st.caption(f"{ui.escape_md(data.name)}: {' x '.join(plan.axis_names)}, {len(poin
            f"{finished} finished ({int((points['status'] == 'failed').sum())} failed) · status "
            f"{'running here' if running_here else ui.escape_md(data.status)} · base preset "
            f"{ui.escape_md(plan.base.preset)} on {ui.escape_md(plan.base.device)}")
-if data.status != "done" and not running_here:
+if data.status != "done" and not running_here and sweep.measured_now(data.folder):
+    st.info("This sweep is being measured now by another session or process; its charts grow as "
+            "its points finish (reload the page).", icon=":material/hourglass_top:")
+elif data.status != "done" and not running_here:
     resumable = not active
     st.info("This sweep is not finished (stopped, or the process running it ended). Resume "
             "measures the points left; finished points are kept.", icon=":material/pause_circle:")
