@@ -499,3 +499,67 @@ def test_gpu_seed_run_cold_against_warm(tmp_path):
           f"{phases['warm']:.2f} s)")
     assert not cold.warm and warm.warm
     assert warm_s < cold_s
+
+
+# ----------------------------------------------------------------------------- the dashboard
+
+
+def _press_run_twice(tmp_path, tiny: bool) -> tuple[list, list[float], int]:
+    """Run from the sidebar, wait for the server's spare to be ready (as a user reading the
+    first run would), Run again: both snapshots, both times to every view drawn, and the spare's
+    process id."""
+    from test_dashboard import _app, _run_from_the_sidebar
+
+    from dashboard import runpanel
+
+    at = _app(tmp_path / "runs")
+    if tiny:
+        for name, value in (("batch", 8), ("d_in", 16), ("hidden", 32), ("d_out", 4),
+                            ("eager_iters", 20), ("trials", 2)):
+            at.sidebar.number_input(key=f"cfg_{name}").set_value(value)
+        at.run()
+    snaps, seconds = [], []
+    spare_pid = None
+    for press in range(2):
+        if press:
+            launcher = runpanel.run_launcher()
+            assert until(lambda: launcher.spare_pid is not None)
+            spare_pid = launcher.spare_pid
+            assert launcher._spare.child.ready.wait(SAFETY_NET_S)
+        snap, took = _run_from_the_sidebar(at, timeout_s=600)
+        assert snap.status == "done", (snap.message, snap.stderr_tail)
+        snaps.append(snap)
+        seconds.append(took)
+    return snaps, seconds, spare_pid
+
+
+@pytest.mark.usefixtures("fresh_app_state")
+def test_the_dashboards_second_run_is_served_by_the_warm_worker(tmp_path):
+    from dashboard import state
+
+    snaps, _, spare_pid = _press_run_twice(tmp_path, tiny=True)
+    first, second = snaps
+    assert second.out_dir != first.out_dir
+    grants = state.lock_registry().lock("cpu").history()
+    assert [g.job_id for g in grants] == [first.job_id, second.job_id]
+    # the second worker is the spare: it printed no more and no fewer records than a fresh one
+    assert second.events == first.events
+    assert spare_pid is not None and not process_alive(spare_pid)  # served once, then exited
+    assert (Path(second.out_dir) / "summary.json").is_file()
+
+
+@pytest.mark.gpu
+@pytest.mark.usefixtures("fresh_app_state")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_dashboard_run_to_every_view_drawn_cold_then_warm(tmp_path, monkeypatch):
+    """The seed preset from the sidebar to every view drawn: the first press (a fresh worker
+    process), then the second (the server's warm worker). Printed; the target is under 5 s."""
+    from test_dashboard import _real_list_devices
+
+    from dashboard import devices
+
+    monkeypatch.setattr(devices, "list_devices", _real_list_devices)
+    _, (cold_s, warm_s), _ = _press_run_twice(tmp_path, tiny=False)
+    print(f"\nRun pressed -> every view drawn, seed preset on {torch.cuda.get_device_name(0)}: "
+          f"first press (fresh process) {cold_s:.1f} s, second press (warm worker) {warm_s:.1f} s")
+    assert warm_s < cold_s
