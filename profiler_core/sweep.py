@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -329,9 +330,10 @@ class SweepPlan:
         if count > MAX_POINTS:
             raise ConfigError("param", f"the sweep has {count:,} points (at most {MAX_POINTS:,})",
                               "use fewer values: a log range (x2) or a shorter list")
-        self._points()  # every point's config is validated now
+        self._point_list  # every point's config is validated now (and kept)
 
-    def _points(self) -> list[SweepPoint]:
+    @cached_property
+    def _point_list(self) -> tuple[SweepPoint, ...]:
         points = []
         combos: list[tuple[tuple[str, Any], ...]] = [()]
         for axis in self.axes:
@@ -353,11 +355,11 @@ class SweepPlan:
             if config.preset != "custom" and changed_from_preset(config):
                 config = config.replace(preset="custom")  # labelled as the run command labels it
             points.append(SweepPoint(index, combo, config))
-        return points
+        return tuple(points)
 
     def points(self) -> list[SweepPoint]:
         """Every point, in the order they are measured."""
-        return self._points()
+        return list(self._point_list)
 
     @property
     def axis_names(self) -> list[str]:

@@ -526,6 +526,10 @@ def test_real_cpu_sweep_of_two_tiny_points(tmp_path, capsys):
     for index, batch in enumerate((4, 8)):
         run = RunResult.load(out / f"point-00{index}")
         assert run.complete and run.config.batch == batch and run.config.device == "cpu"
+    # each point's run, read back, is exactly its planned config: resuming measures nothing again
+    launcher = FakeLauncher()
+    assert SweepRunner.resume(out, launcher=launcher).run().status == "done"
+    assert launcher.started == []
 
 
 # ----------------------------------------------------------------------------- the Sweep page
