@@ -688,7 +688,8 @@ def open_index(folder: str | os.PathLike, rebuild: bool = False,
     """The index of ``folder``, up to date with its run and sweep folders. Never raises for a
     bad index or folder: a folder that does not exist gives an empty index; an index that cannot
     be used (not ours, locked, read-only folder) gives one in memory with ``note`` saying why.
-    ``rebuild`` rebuilds the file from the folders even when it looks up to date.
+    ``rebuild`` rebuilds the file from the folders even when it looks up to date. A folder
+    holding no run and no sweep gets no index file.
     ``progress(done, total)`` is called for each folder read."""
     folder = Path(folder)
     found = scan(folder)
@@ -700,6 +701,8 @@ def open_index(folder: str | os.PathLike, rebuild: bool = False,
     if not is_folder:
         return _in_memory(folder, found, "", progress)
     kind = inspect_file(path)
+    if kind == "missing" and not (found[0] or found[1]):  # nothing to index: write nothing
+        return _in_memory(folder, found, "", progress)
     if kind == "foreign":
         return _in_memory(folder, found, (
             f"{path} is not this tool's run index, so it was left as it is and the runs were "

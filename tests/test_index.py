@@ -84,6 +84,11 @@ def test_a_save_records_the_run_in_an_existing_index_and_never_creates_one(runs,
     elsewhere = tmp_path / "not-a-runs-folder"
     write_synthetic_run(elsewhere / "one-run")
     assert sorted(p.name for p in elsewhere.iterdir()) == ["one-run"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with index.open_index(empty) as ix:  # nothing to index: no file written
+        assert ix.runs() == [] and not ix.persistent and ix.note == ""
+    assert list(empty.iterdir()) == []
 
 
 def test_a_busy_index_never_fails_a_save(runs, monkeypatch):
