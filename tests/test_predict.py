@@ -480,6 +480,14 @@ def test_gpu_calibration_and_predicted_against_measured_on_real_runs(tmp_path):
     print(f"SAMPLE RUN (recorded earlier): predicted {sample_ms:.4f} ms, measured "
           f"{recorded['graph_median_ms']:.4f} ms, error "
           f"{(sample_ms / recorded['graph_median_ms'] - 1) * 100:+.1f}%")
+    command = subprocess.run(
+        [sys.executable, "-m", "profiler_core", "predict", str(SAMPLE / "trace_eager.json.gz"),
+         "--calibrate", "--copy-us", f"{recorded['graph_input_copy_ms'] * 1e3:.3f}",
+         "--eager-ms", f"{recorded['eager_median_ms']:.4f}"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    print(f"PREDICT --calibrate on the sample trace (exit {command.returncode}):\n"
+          f"{command.stdout}{command.stderr}")
+    assert command.returncode == 0 and "measured on" in command.stdout
     assert all(math.isfinite(graph) and math.isfinite(speedup) for graph, speedup in errors.values())
     assert calibration.wall_ms < 5000
     assert list(calibration.replay_us) == sorted(calibration.replay_us)
