@@ -469,36 +469,53 @@ def test_a_real_warm_run_is_the_same_as_a_fresh_one(tmp_path):
 # ----------------------------------------------------------------------------- GPU
 
 
+def _phase_seconds(run_dir: Path) -> dict[str, float]:
+    """From phases.csv: the setup phase, and the wait between the last untimed phase and the
+    first timed block (where the run waits for its NVML sampler to confirm its pause)."""
+    import pandas as pd
+
+    phases = pd.read_csv(run_dir / "phases.csv")
+    setup = phases[phases["phase"] == "setup"]
+    timed = phases[phases["phase"].str.endswith(" timed")]
+    before = phases[phases["start_s"] < timed["start_s"].min()]
+    return {"setup": float((setup["end_s"] - setup["start_s"]).sum()),
+            "wait before timed": float(timed["start_s"].min() - before["end_s"].max())}
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_gpu_seed_run_cold_against_warm(tmp_path):
-    """Wall time from start() to the run's end for the seed config: a fresh process, then a warm
-    worker (started after the first run's timed phases and ready before the second is asked for).
-    Printed; asserted only that the warm one is faster."""
+    """The seed config through the launcher: a fresh process, then a warm worker (started after
+    the first run's timed phases, ready before the second is asked for). Printed: wall time from
+    start() to the end, the setup phase, the wait before the timed trials, and the memory figures,
+    which the warm-up must leave exactly as a fresh process measures them."""
+    from profiler_core.results import RunResult
+
     launcher = Launcher(warm=True)
     config = PRESETS["seed"]
+    seconds = {}
     try:
-        started = time.perf_counter()
-        _, cold, _ = _run(launcher, tmp_path / "cold", config)
-        cold_s = time.perf_counter() - started
-        assert until(lambda: launcher.spare_pid is not None)
-        spare = launcher._spare.child
-        assert spare.ready.wait(SAFETY_NET_S)
-        started = time.perf_counter()
-        _, warm, _ = _run(launcher, tmp_path / "warm", config)
-        warm_s = time.perf_counter() - started
+        for name in ("cold", "warm"):
+            if name == "warm":
+                assert until(lambda: launcher.spare_pid is not None)
+                assert launcher._spare.child.ready.wait(SAFETY_NET_S)
+            started = time.perf_counter()
+            _, ending, _ = _run(launcher, tmp_path / name, config)
+            seconds[name] = time.perf_counter() - started
+            assert ending.warm == (name == "warm")
     finally:
         launcher.close()
-    phases = {}
-    for name in ("cold", "warm"):
-        table = (tmp_path / name / "phases.csv").read_text().splitlines()[1:]
-        setup = [line.split(",") for line in table if line.startswith("setup,")]
-        phases[name] = float(setup[0][2]) - float(setup[0][1]) if setup else float("nan")
-    print(f"\nseed config on {torch.cuda.get_device_name(0)}: cold process {cold_s:.2f} s "
-          f"(setup phase {phases['cold']:.2f} s), warm worker {warm_s:.2f} s (setup phase "
-          f"{phases['warm']:.2f} s)")
-    assert not cold.warm and warm.warm
-    assert warm_s < cold_s
+    runs = {name: RunResult.load(tmp_path / name) for name in seconds}
+    memory = ("eager_peak_bytes", "graph_peak_bytes", "graph_pool_bytes")
+    print(f"\nseed config on {torch.cuda.get_device_name(0)}")
+    for name, run in runs.items():
+        head = run.headline
+        print(f"  {name}: {seconds[name]:.2f} s from start() to the end; "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in _phase_seconds(tmp_path / name).items())
+              + f"; eager {head['eager_median_ms']:.4f} ms, graph {head['graph_median_ms']:.4f} ms, "
+              f"speedup {head['speedup']:.2f}x; " + ", ".join(f"{k} {head[k]}" for k in memory))
+    assert seconds["warm"] < seconds["cold"]
+    assert [runs["warm"].headline[k] for k in memory] == [runs["cold"].headline[k] for k in memory]
 
 
 # ----------------------------------------------------------------------------- the dashboard
