@@ -2,7 +2,8 @@
 
 Scope: what a spare process of :class:`profiler_core.launcher.Launcher` does before and while it
 serves. It imports torch and the engine, brings the CUDA context up on ``D`` and runs a tiny
-training step there (fp32 and bf16 autocast: the cuBLAS and cuBLASLt handles, the first kernels),
+training step there (an MLP and a convolution, fp32 and bf16 autocast: the cuBLAS, cuBLASLt and
+cuDNN handles, the first kernels),
 prints ``{"event": "worker", "state": "ready"}``, then reads one request from stdin,
 ``{"argv": ["run", ...]}``, prints ``{"event": "worker", "state": "accepted"}`` and runs it through
 the same ``main`` as ``python -m profiler_core run`` (same records, outputs and exit code), and
@@ -18,13 +19,14 @@ stderr): the launcher then starts the run in a fresh process, which reports any 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
 from typing import IO, Callable, Sequence
 
-WARM_BATCH, WARM_WIDTH = 32, 64
+WARM_BATCH, WARM_WIDTH, WARM_IMAGE = 32, 64, 8
 
 
 def _record(stream: IO[str], **record) -> None:
@@ -58,19 +60,25 @@ def warm_up(device_name: str) -> None:
 
 
 def _tiny_steps(torch, device, autocast_dtypes) -> None:
-    """Forward, MSE loss, backward and an SGD step of a two-layer MLP, once per precision."""
-    layers = torch.nn.Sequential(torch.nn.Linear(WARM_WIDTH, WARM_WIDTH), torch.nn.Dropout(0.1),
-                                 torch.nn.ReLU(), torch.nn.Linear(WARM_WIDTH, WARM_WIDTH)).to(device)
-    optimizer = torch.optim.SGD(layers.parameters(), lr=0.1)
-    x = torch.ones(WARM_BATCH, WARM_WIDTH, device=device)
+    """Forward, loss, backward and an SGD step of a two-layer MLP and of a small convolution
+    (cuBLAS, and cuDNN for the conv workload), once per precision."""
+    nn = torch.nn
+    mlp = nn.Sequential(nn.Linear(WARM_WIDTH, WARM_WIDTH), nn.Dropout(0.1), nn.ReLU(),
+                        nn.Linear(WARM_WIDTH, WARM_WIDTH)).to(device)
+    conv = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4)).to(device)
+    optimizer = torch.optim.SGD([*mlp.parameters(), *conv.parameters()], lr=0.1)
+    vectors = torch.ones(WARM_BATCH, WARM_WIDTH, device=device)
+    images = torch.ones(2, 3, WARM_IMAGE, WARM_IMAGE, device=device)
+    labels = torch.zeros(2, dtype=torch.long, device=device)
     for dtype in autocast_dtypes:
         optimizer.zero_grad(set_to_none=True)
-        if dtype is None:
-            loss = torch.nn.functional.mse_loss(layers(x), x)
-        else:
-            with torch.autocast(device.type, dtype=dtype, cache_enabled=False):
-                prediction = layers(x)
-            loss = torch.nn.functional.mse_loss(prediction.float(), x)
+        autocast = (torch.autocast(device.type, dtype=dtype, cache_enabled=False) if dtype
+                    else contextlib.nullcontext())
+        with autocast:
+            vector_out, image_out = mlp(vectors), conv(images)
+        loss = (torch.nn.functional.mse_loss(vector_out.float(), vectors)
+                + torch.nn.functional.cross_entropy(image_out.float(), labels))
         loss.backward()
         optimizer.step()
 
