@@ -67,7 +67,6 @@ KIND_OF_EXIT: dict[int, str] = {}
 for _kind, _code in ERROR_KINDS.items():
     KIND_OF_EXIT.setdefault(_code, _kind)
 STATUSES = ("done", "error", "cancelled", "timeout", "crashed")
-MAX_LINE_CHARS = 4000  # a non-JSON line from a run is kept at most this long
 STDERR_TAIL_BYTES = 4000
 DEFAULT_GRACE_S = 5.0  # SIGTERM, then SIGKILL this long after
 # A spare that has not said it is ready this long after it started is taken for hung.
@@ -559,13 +558,13 @@ class Launcher:
         ``grace_s`` overrides the launcher's grace period for this run."""
         argv = [str(a) for a in argv]
         device = self._servable_device(argv)
-        run = RunProcess(out_dir=out_dir, on_event=on_event, timeout_s=timeout_s,
-                         grace_s=self.grace_s if grace_s is None else grace_s,
-                         on_phase=self._on_run_phase,
-                         restart=lambda r: self._start_fresh(r, argv))
         with self._guard:
             if self._closed:
                 raise RuntimeError("this launcher was closed")
+            run = RunProcess(out_dir=out_dir, on_event=on_event, timeout_s=timeout_s,
+                             grace_s=self.grace_s if grace_s is None else grace_s,
+                             on_phase=self._on_run_phase,
+                             restart=lambda r: self._start_fresh(r, argv))
             spare = self._take_spare(device)
             if device is not None and self.warm:
                 self._wanted_device = device
