@@ -11,6 +11,7 @@ against warm.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -30,6 +31,8 @@ from profiler_core.launcher import (STATUSES, Launcher, describe_exit, left_time
                                     run_argv, run_env)
 
 SAFETY_NET_S = 120  # only stops a broken test from hanging; nothing waits this long when it works
+NEEDS_STREAMLIT = pytest.mark.skipif(importlib.util.find_spec("streamlit") is None,
+                                     reason="needs streamlit (the dashboard)")
 
 
 def until(predicate) -> bool:
@@ -551,6 +554,7 @@ def _press_run_twice(tmp_path, tiny: bool) -> tuple[list, list[float], int]:
     return snaps, seconds, spare_pid
 
 
+@NEEDS_STREAMLIT
 @pytest.mark.usefixtures("fresh_app_state")
 def test_the_dashboards_second_run_is_served_by_the_warm_worker(tmp_path):
     from dashboard import state
@@ -567,6 +571,7 @@ def test_the_dashboards_second_run_is_served_by_the_warm_worker(tmp_path):
 
 
 @pytest.mark.gpu
+@NEEDS_STREAMLIT
 @pytest.mark.usefixtures("fresh_app_state")
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_gpu_dashboard_run_to_every_view_drawn_cold_then_warm(tmp_path, monkeypatch):
