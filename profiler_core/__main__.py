@@ -21,6 +21,7 @@ from profiler_core.config import is_user_spec
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError
 from profiler_core.predict import headline_lines as prediction_lines
 from profiler_core.results import RunResult, check_output
+from profiler_core.workload_kinds import workload_of
 
 
 def _ms(value: float) -> str:
@@ -45,18 +46,10 @@ TIMING_LABELS = {
 
 
 def _workload_text(config) -> str:
-    if is_user_spec(config.workload):
+    workload = workload_of(config)
+    if workload is None:
         return f"your step {config.workload}, {config.dtype}"
-    if config.workload == "transformer":
-        return (f"transformer: {config.hidden_layers} encoder layers, width {config.hidden}, "
-                f"{config.heads} heads, {config.batch} x {config.seq_len} tokens, {config.dtype}, "
-                f"{config.optimizer}")
-    if config.workload == "conv":
-        return (f"conv classifier: {config.hidden_layers} blocks of {config.channels} channels, "
-                f"{config.batch} images of {config.image_size}x{config.image_size}, {config.d_out} "
-                f"classes, {config.dtype}, {config.optimizer}")
-    return (f"N={config.batch}, {config.d_in} -> {config.hidden} x{config.hidden_layers} -> "
-            f"{config.d_out}, {config.dtype}, {config.optimizer}")
+    return f"{workload.describe(config)}, {config.dtype}, {config.optimizer}"
 
 
 def format_summary(result: RunResult) -> str:

@@ -52,6 +52,7 @@ from profiler_core.telemetry import (NVML_UTILISATION_CAVEAT, NvmlSamplerProcess
 from profiler_core.timing import Mode
 from profiler_core.trace import decompose_speedup
 from profiler_core.user_workload import find_function
+from profiler_core.workload_kinds import workload_of
 from profiler_core.workloads import TrainingStep, make_batches, matmul_precision
 
 # Untimed iterations per mode before the timed trials (module load, cuBLAS handles, caches).
@@ -456,11 +457,11 @@ def _out_of_memory(config: RunConfig, phase: str, error: BaseException) -> GpuMe
     # torch's message runs on with allocator advice; its first three sentences say what failed.
     detail = ". ".join(_one_line(error).split(". ")[:3])
     where = "CUDA" if config.is_cuda else "the CPU (host memory)"
-    return GpuMemoryError(
-        f"{where} ran out of memory during {phase} ({detail})",
-        f"shrink the batch (now {config.batch:,}) or the layer sizes (D_in {config.d_in:,}, "
-        f"H {config.hidden:,} x{config.hidden_layers}, D_out {config.d_out:,}), or free memory "
-        "used by other processes")
+    workload = workload_of(config)
+    shrink = (workload.shrink_hint(config) if workload is not None
+              else "shrink the batch or the model your step builds")
+    return GpuMemoryError(f"{where} ran out of memory during {phase} ({detail})",
+                          f"{shrink}, or free memory used by other processes")
 
 
 def _is_host_out_of_memory(error: RuntimeError) -> bool:
