@@ -692,7 +692,6 @@ def compare_summary(tag: str, label: str, config: RunConfig, environment: dict[s
             "verdict": verdict_title, "complete": bool(complete)}
 
 
-MODE_WORDS = MODE_LABELS  # TODO(lead): controls.py still imports this name; remove once it uses config's
 MODES_TABLE_COLUMNS = ["mode", "what", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
                        "one_time_ms", "memory_mib", "graphs_recorded"]
 

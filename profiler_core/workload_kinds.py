@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # config imports this module; the type is for annotations only
     from profiler_core.config import RunConfig
 
-# Fields every built-in workload uses; each workload adds its own size fields.
-COMMON_FIELDS = ("batch", "hidden_layers", "d_out", "dropout1", "dropout2")
+# Fields every built-in workload uses; each workload adds its own size fields and dropouts.
+COMMON_FIELDS = ("batch", "hidden_layers", "d_out")
 
 
 @dataclass(frozen=True)
@@ -215,10 +215,11 @@ class ConvClassifier(Workload):
 
 
 BUILT_IN: dict[str, Workload] = {
-    "mlp": Mlp("mlp", ("d_in", "hidden", *COMMON_FIELDS), "the article's MLP"),
-    "transformer": Transformer("transformer", ("hidden", "heads", "seq_len", *COMMON_FIELDS),
-                               "a stack of transformer encoder layers"),
-    "conv": ConvClassifier("conv", ("channels", "image_size", *COMMON_FIELDS),
+    "mlp": Mlp("mlp", ("d_in", "hidden", *COMMON_FIELDS, "dropout1", "dropout2"),
+               "the article's MLP"),
+    "transformer": Transformer("transformer", ("hidden", "heads", "seq_len", *COMMON_FIELDS,
+                                               "dropout1"), "a stack of transformer encoder layers"),
+    "conv": ConvClassifier("conv", ("channels", "image_size", *COMMON_FIELDS, "dropout2"),
                            "a small convolutional classifier"),
 }
 
