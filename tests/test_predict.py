@@ -125,6 +125,13 @@ def test_predict_command_on_the_recorded_eager_trace(capsys):
     assert "given with --eager-ms" in out
 
 
+def test_predict_without_constants_uses_the_h200_defaults_and_says_so(capsys):
+    assert main(["predict", str(SAMPLE / "trace_eager.json.gz"), "--eager-ms", "1.5926"]) == 0
+    out = capsys.readouterr().out
+    assert "H200 defaults (launch 1.08 us, 0.067 us per node)" in out
+    assert re.search(r"\+ launch +1\.08 us", out)
+
+
 def test_predict_without_a_copy_or_eager_time_says_what_it_used(capsys):
     assert main(["predict", str(SAMPLE / "trace_eager.json.gz"), *CONSTANTS,
                  "--steps-per-graph", "4"]) == 0
@@ -135,7 +142,6 @@ def test_predict_without_a_copy_or_eager_time_says_what_it_used(capsys):
 
 
 @pytest.mark.parametrize("argv, fragments, code", [
-    ([], ["--launch-us: no default constants have been measured yet", "--calibrate"], 2),
     (["--launch-us", "3"], ["--per-node-us: pass --launch-us and --per-node-us together"], 2),
     (["--launch-us", "nan", "--per-node-us", "1"], ["--launch-us: must be a number", "got nan"], 2),
     (["--launch-us", "-1", "--per-node-us", "1"], ["--launch-us: must be a number"], 2),
