@@ -38,6 +38,11 @@ or initialises CUDA while a run of this launcher is being timed.
 
 A spare that died while waiting, or that does not take the request in time (hung), is killed and
 the run starts in a fresh process instead; a ``launcher``/``fallback`` record says so.
+
+A pool (``spares=N``, for sweeps): N spares are started together under the same rule, and the pool
+is refilled only once all of them have been used, so a sweep pays one warm-up for N points. A run
+handed to the pool while some of its spares are still warming up is sent only once they are all
+ready, so the rule holds for every spare.
 """
 
 from __future__ import annotations
@@ -506,31 +511,38 @@ def _last_line(text: str) -> str:
 _LIVE: "weakref.WeakSet[RunProcess]" = weakref.WeakSet()
 
 
-class _SpareSlot:
-    """A launcher's spare worker and its device; stopped with the launcher, when it is garbage
+class _SparePool:
+    """A launcher's spare workers and their device; stopped with the launcher, when it is garbage
     collected, or when the interpreter exits (``weakref.finalize``)."""
 
     def __init__(self) -> None:
-        self.child: _Child | None = None
+        self.children: list[_Child] = []
         self.device: str | None = None
 
+    def live(self) -> list[_Child]:
+        self.children = [child for child in self.children if not child.has_exited()]
+        return self.children
+
     def stop(self, grace_s: float = 2.0) -> None:
-        child, self.child = self.child, None
-        if child is not None:
+        children, self.children = self.children, []
+        for child in children:
             child.stop(grace_s)
 
 
 class Launcher:
-    """Starts runs in processes of their own; with ``warm=True`` keeps one spare warm worker
-    (see the module docstring for when it is started, used and replaced). ``cwd``: the runs'
+    """Starts runs in processes of their own; with ``warm=True`` keeps ``spares`` warm workers
+    (see the module docstring for when they are started, used and replaced). ``cwd``: the runs'
     working folder (default: this process's); ``grace_s``: SIGTERM to SIGKILL;
     ``handover_timeout_s``: how long a ready spare may take to accept a run."""
 
     def __init__(self, *, warm: bool = True, python: str = sys.executable,
                  env: Mapping[str, str] | None = None, cwd: Path | str | None = None,
                  grace_s: float = DEFAULT_GRACE_S,
-                 handover_timeout_s: float = HANDOVER_TIMEOUT_S) -> None:
+                 handover_timeout_s: float = HANDOVER_TIMEOUT_S, spares: int = 1) -> None:
+        if spares < 1:
+            raise ValueError("spares must be at least 1")
         self.warm = warm
+        self.spares = spares
         self.handover_timeout_s = handover_timeout_s
         self.python = python
         self.env = dict(env) if env is not None else run_env()
@@ -538,8 +550,8 @@ class Launcher:
         self.grace_s = grace_s
         self._guard = threading.RLock()
         self._runs: list[RunProcess] = []
-        self._spare = _SpareSlot()
-        weakref.finalize(self, self._spare.stop)
+        self._pool = _SparePool()
+        weakref.finalize(self, self._pool.stop)
         self._wanted_device: str | None = None  # the device of the last run a worker could serve
         self._closed = False
 
@@ -579,13 +591,19 @@ class Launcher:
         """Stop the spare (if any) and start no more; runs already started go on."""
         with self._guard:
             self._closed = True
-            self._spare.stop(min(self.grace_s, 2.0))
+            self._pool.stop(min(self.grace_s, 2.0))
 
     @property
     def spare_pid(self) -> int | None:
-        """The spare worker's process id (None: no spare now)."""
+        """The next spare worker's process id (None: no spare now)."""
         with self._guard:
-            return self._spare.child.pid if self._spare.child is not None else None
+            return self._pool.children[0].pid if self._pool.children else None
+
+    @property
+    def spare_pids(self) -> list[int]:
+        """Every spare worker's process id."""
+        with self._guard:
+            return [child.pid for child in self._pool.children]
 
     # -- inside ----------------------------------------------------------------------------------
 
@@ -600,16 +618,18 @@ class Launcher:
             return None
 
     def _take_spare(self, device: str | None) -> _Child | None:
-        """The spare if it can serve ``device``; a spare that cannot, and is still starting up,
-        is stopped (it must not warm up during this run's timed trials)."""
-        spare = self._spare.child
-        if spare is None:
+        """A spare that can serve ``device`` (a ready one first); spares that cannot, and are
+        still starting up, are stopped (they must not warm up during this run's timed trials)."""
+        pool = self._pool.children  # a dead one is handed over too: the run then says so
+        if not pool:
             return None
-        if self.warm and device is not None and device == self._spare.device:
-            self._spare.child = None
+        if self.warm and device is not None and device == self._pool.device:
+            spare = next((child for child in pool if child.ready.is_set() and not child.has_exited()),
+                         pool[0])
+            pool.remove(spare)
             return spare
-        if not spare.ready.is_set() or spare.has_exited() or device is not None:
-            self._spare.stop(min(self.grace_s, 2.0))
+        if device is not None or any(not child.ready.is_set() for child in pool):
+            self._pool.stop(min(self.grace_s, 2.0))
         return None
 
     def _hand_over(self, spare: _Child, run: RunProcess, argv: list[str]) -> bool:
@@ -620,13 +640,38 @@ class Launcher:
                                   "fresh process"})
             return False
         run._attach(spare, warm=True)
-        if not spare.send(json.dumps({"argv": argv[3:]})):
-            return True  # it exited meanwhile: _on_exit falls back to a fresh process
+        with self._guard:
+            starting = [child for child in self._pool.children if not child.ready.is_set()]
+        request = json.dumps({"argv": argv[3:]})
+        if not starting:
+            if not spare.send(request):
+                return True  # it exited meanwhile: _on_exit falls back to a fresh process
+            deadline = (spare.started_at + SPARE_READY_TIMEOUT_S if not spare.ready.is_set()
+                        else time.monotonic() + self.handover_timeout_s)
+            threading.Thread(target=self._watch_handover, args=(spare, run, deadline), daemon=True,
+                             name=f"handover-{spare.pid}").start()
+            return True
+        # Other spares are still warming up: the run is sent only once they are ready (or gone),
+        # so that none of them imports torch or starts CUDA during its timed trials.
+        threading.Thread(target=self._send_when_pool_ready, args=(spare, run, request, starting),
+                         daemon=True, name=f"handover-{spare.pid}").start()
+        return True
+
+    def _send_when_pool_ready(self, spare: _Child, run: RunProcess, request: str,
+                              starting: list[_Child]) -> None:
+        for child in starting:
+            limit = child.started_at + SPARE_READY_TIMEOUT_S
+            while not (child.ready.is_set() or child.exited.is_set() or child.has_exited()):
+                if time.monotonic() >= limit:
+                    child.hung = True
+                    child.kill_now()
+                    break
+                child.ready.wait(0.05)
+        if not spare.send(request):
+            return  # it exited meanwhile: _on_exit falls back to a fresh process
         deadline = (spare.started_at + SPARE_READY_TIMEOUT_S if not spare.ready.is_set()
                     else time.monotonic() + self.handover_timeout_s)
-        threading.Thread(target=self._watch_handover, args=(spare, run, deadline), daemon=True,
-                         name=f"handover-{spare.pid}").start()
-        return True
+        self._watch_handover(spare, run, deadline)
 
     @staticmethod
     def _watch_handover(spare: _Child, run: RunProcess, deadline: float) -> None:
@@ -656,15 +701,16 @@ class Launcher:
         if (not self.warm or self._closed or self._wanted_device is None
                 or any(r._in_or_before_timed_phases for r in self._runs)):
             return
-        if self._spare.child is not None and not self._spare.child.has_exited():
-            return
+        if self._pool.live():
+            return  # refilled only once empty: a spare warming up delays the next run's start
         argv = [self.python, "-m", "profiler_core", "serve", "--device", self._wanted_device]
-        try:
-            self._spare.child = _Child(argv, self.env, self.cwd, listener=None, stdin_pipe=True)
-        except OSError:
-            self._spare.child = None  # runs then start in fresh processes, which say what failed
-            return
-        self._spare.device = self._wanted_device
+        self._pool.device = self._wanted_device
+        for _ in range(self.spares):
+            try:
+                self._pool.children.append(_Child(argv, self.env, self.cwd, listener=None,
+                                                  stdin_pipe=True))
+            except OSError:
+                return  # runs then start in fresh processes, which say what failed
 
 
 def stop_all_runs(grace_s: float = 2.0) -> None:

@@ -229,7 +229,7 @@ def test_out_of_memory_is_caught_freed_and_the_next_run_works(monkeypatch):
         run_experiment(huge)
     print(f"out of memory: {raised.value.message} | fix: {raised.value.hint}")
     assert "ran out of memory during eager warm-up" in raised.value.message
-    assert "batch (now 1,048,576)" in raised.value.hint
+    assert "batch 1,048,576" in raised.value.hint
     assert raised.value.partial_result.complete is False
     free_after, _ = torch.cuda.mem_get_info()
     assert free_after > free_before - 2 * 2**30  # the failed run's memory was given back

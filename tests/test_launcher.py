@@ -314,6 +314,33 @@ def test_no_spare_starts_while_a_run_is_in_its_timed_phases(tmp_path, fake_pytho
     assert until(lambda: order_of(log()).count("serve-start") == 2)
 
 
+def test_a_pool_warms_its_spares_together_and_refills_only_once_used_up(tmp_path, fake_python):
+    """spares=3 (sweeps): three spares start together after the first run; a run handed to the
+    pool while spares are still warming up is sent only once every one is ready (none warms up
+    during its timed trials); the next two runs are served without any spare starting; the pool
+    is refilled (three at once) only once all three have been used."""
+    make, log, control = fake_python
+    launcher = make(spares=3)
+    control("serve-mode", "slow")
+    _run(launcher, tmp_path / "a")
+    assert until(lambda: order_of(log()).count("serve-mode slow") == 3)
+    events: list[dict] = []
+    second = launcher.start(CPU_RUN, tmp_path / "b", on_event=events.append)
+    time.sleep(0.3)
+    assert "serve-accepted" not in order_of(log()) and not events  # held: spares still warming
+    control("ready-gate", "1")
+    assert second.wait(SAFETY_NET_S).warm
+    order = order_of(log())
+    assert order.index("serve-accepted") > max(i for i, w in enumerate(order) if w == "serve-ready")
+    control("serve-mode", None)
+    for name in ("c", "d"):
+        _, ending, _ = _run(launcher, tmp_path / name)
+        assert ending.warm
+    assert until(lambda: order_of(log()).count("serve-start") == 6)  # refilled once: three more
+    served = [pid for pid, what in log() if what == "serve-accepted"]
+    assert len(served) == len(set(served)) == 3
+
+
 def order_of(log: list[tuple[int, str]]) -> list[str]:
     return [what for _, what in log]
 
@@ -502,7 +529,7 @@ def test_gpu_seed_run_cold_against_warm(tmp_path):
         for name in ("cold", "warm"):
             if name == "warm":
                 assert until(lambda: launcher.spare_pid is not None)
-                assert launcher._spare.child.ready.wait(SAFETY_NET_S)
+                assert launcher._pool.children[0].ready.wait(SAFETY_NET_S)
             started = time.perf_counter()
             _, ending, _ = _run(launcher, tmp_path / name, config)
             seconds[name] = time.perf_counter() - started
@@ -546,7 +573,7 @@ def _press_run_twice(tmp_path, tiny: bool) -> tuple[list, list[float], int]:
             launcher = runpanel.run_launcher()
             assert until(lambda: launcher.spare_pid is not None)
             spare_pid = launcher.spare_pid
-            assert launcher._spare.child.ready.wait(SAFETY_NET_S)
+            assert launcher._pool.children[0].ready.wait(SAFETY_NET_S)
         snap, took = _run_from_the_sidebar(at, timeout_s=600)
         assert snap.status == "done", (snap.message, snap.stderr_tail)
         snaps.append(snap)

@@ -477,12 +477,18 @@ def test_sweep_without_cuda_exits_3(tmp_path, capsys):
     assert "no CUDA device" in capsys.readouterr().err and not (tmp_path / "s").exists()
 
 
+def test_a_sweep_keeps_up_to_eight_warm_workers_for_its_remaining_points():
+    assert sweep._default_launcher(1).spares == 1  # one point: it runs fresh, one spare at most
+    assert sweep._default_launcher(4).spares == 3
+    assert sweep._default_launcher(27).spares == sweep.SWEEP_SPARES == 8
+
+
 def test_sweep_exit_codes_failed_point_stopped_and_resumed(tmp_path, capsys, monkeypatch):
     argv = ["sweep", "--out", str(tmp_path / "s"), "--device", "cpu", *sum(
         ([f"--{k.replace('_', '-')}", str(v)] for k, v in TINY.items() if k != "device"), []),
         "--param", "batch=8,16,32", "--progress", "none"]
     monkeypatch.setattr(sweep, "_default_launcher",
-                        lambda: FakeLauncher(lambda c: "error:GpuMemoryError" if c.batch == 16 else "done"))
+                        lambda pending: FakeLauncher(lambda c: "error:GpuMemoryError" if c.batch == 16 else "done"))
     assert main(argv) == 5  # the sweep finished; a point ran out of memory
     out = capsys.readouterr()
     assert "point 1 failed (GpuMemoryError)" in out.out and "1 point(s) failed" in out.err
@@ -490,7 +496,7 @@ def test_sweep_exit_codes_failed_point_stopped_and_resumed(tmp_path, capsys, mon
     assert main(["sweep", "--out", str(tmp_path / "s"), "--resume", "--batch", "4"]) == 2
     assert "--batch cannot change it" in capsys.readouterr().err
 
-    def interrupted():
+    def interrupted(pending):
         launcher = FakeLauncher()
         real = launcher.start
 
@@ -505,7 +511,7 @@ def test_sweep_exit_codes_failed_point_stopped_and_resumed(tmp_path, capsys, mon
     monkeypatch.setattr(sweep, "_default_launcher", interrupted)
     assert main(argv[:-2] + ["--overwrite", "--progress", "none"]) == 130
     assert "--resume" in capsys.readouterr().err
-    monkeypatch.setattr(sweep, "_default_launcher", FakeLauncher)
+    monkeypatch.setattr(sweep, "_default_launcher", lambda pending: FakeLauncher())
     assert main(["sweep", "--out", str(tmp_path / "s"), "--resume", "--progress", "none"]) == 0
     assert "(1 already finished)" in capsys.readouterr().err
     assert (sweep.load_sweep(tmp_path / "s").points["status"] == "done").all()
@@ -659,7 +665,13 @@ def test_gpu_sweep_points_per_minute(name, tmp_path, capsys):
     if name == "seed-bf16-capture-iters":
         amortisation = sweep.amortisation_table(
             sweep.speedup_table(points, data.point_modes, ["capture_iters"]), ["capture_iters"])
-        assert amortisation["graph_ms"].iloc[-1] <= amortisation["graph_ms"].iloc[0] * 1.05
+        with capsys.disabled():
+            print(amortisation.to_string(index=False))
+        # More steps per graph share one launch, so the graph's time approaches its own floor (on
+        # the H200 the floor per step itself rose, 0.206 -> 0.246 ms from 1 to 8 steps, with the
+        # in-place gradient zeroing between captured steps, so the time per step did not fall).
+        over_floor = amortisation["graph_ms"] / amortisation["floor_ms"]
+        assert over_floor.iloc[-1] <= over_floor.iloc[0]
 
 
 def test_a_sweep_being_measured_cannot_be_resumed_or_replaced_twice(tmp_path):
