@@ -59,18 +59,24 @@ def _refused_output(message: str, hint: str) -> ConfigError:
     return ConfigError("out", message, hint)
 
 
+def read_folder_json(path: Path, file_name: str, max_bytes: int) -> Any:
+    """The JSON in ``path/file_name`` when ``path`` is a real folder and the file a real file of at
+    most ``max_bytes``; None otherwise (links, other kinds of file, unreadable or not JSON)."""
+    target = path / file_name
+    try:
+        if path.is_symlink() or not path.is_dir() or target.is_symlink() or not target.is_file():
+            return None
+        if target.stat().st_size > max_bytes:
+            return None
+        return json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def is_tool_run(path: Path) -> bool:
     """Whether ``path`` is a real folder holding one of this tool's runs (its summary.json says
     so); links, files and any other folder are not."""
-    summary = path / schema.SUMMARY_FILE
-    try:
-        if path.is_symlink() or not path.is_dir() or summary.is_symlink() or not summary.is_file():
-            return False
-        if summary.stat().st_size > _MAX_SUMMARY_BYTES:
-            return False
-        content = json.loads(summary.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return False
+    content = read_folder_json(path, schema.SUMMARY_FILE, _MAX_SUMMARY_BYTES)
     return (isinstance(content, dict) and content.get("tool") == TOOL_NAME
             and content.get("schema_version") in schema.READABLE_SCHEMA_VERSIONS)
 

@@ -50,7 +50,7 @@ from profiler_core import stats
 from profiler_core.config import (ALWAYS_MEASURED, DTYPES, INT_LIMITS, MODE_NAMES, RunConfig,
                                   changed_from_preset, is_user_spec)
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, RunFormatError
-from profiler_core.results import TOOL_NAME, RunResult, is_tool_run
+from profiler_core.results import TOOL_NAME, RunResult, is_tool_run, read_folder_json
 
 # ----------------------------------------------------------------------------- the plan
 
@@ -416,15 +416,7 @@ def point_columns(axis_names: Sequence[str]) -> list[str]:
 
 def _read_sweep_json(path: Path) -> dict | None:
     """sweep.json's content if ``path`` is a real folder holding one of this tool's sweeps."""
-    summary = path / SWEEP_FILE
-    try:
-        if path.is_symlink() or not path.is_dir() or summary.is_symlink() or not summary.is_file():
-            return None
-        if summary.stat().st_size > _MAX_SWEEP_JSON_BYTES:
-            return None
-        content = json.loads(summary.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
+    content = read_folder_json(path, SWEEP_FILE, _MAX_SWEEP_JSON_BYTES)
     if isinstance(content, dict) and content.get("tool") == TOOL_NAME and \
             content.get("kind") == "sweep" and content.get("schema_version") == SWEEP_SCHEMA_VERSION:
         return content

@@ -594,11 +594,11 @@ def test_sweep_page_draws_a_recorded_sweep(fresh_app_state, tmp_path):
 
 def test_sweep_page_runs_stops_and_resumes_a_sweep(fresh_app_state, tmp_path, monkeypatch):
     """Start from the page (fake launcher: the second point hangs until stopped), stop, resume."""
-    from dashboard import runpanel, state
+    from dashboard import state
 
     hang = {"on": True}
     launcher = FakeLauncher(lambda c: "hang" if hang["on"] and c.batch == 16 else "done")
-    monkeypatch.setattr(runpanel, "run_launcher", lambda: launcher)  # the server's shared one
+    monkeypatch.setattr(sweep, "_default_launcher", lambda pending: launcher)  # the sweep's own
     at = _sweep_page(tmp_path / "runs")
     assert not at.exception and "No sweep in" in " ".join(i.value for i in at.info)
     at.text_input(key="sweep_v1_batch").set_value("8,16,32").run()
@@ -625,7 +625,8 @@ def test_sweep_page_runs_stops_and_resumes_a_sweep(fresh_app_state, tmp_path, mo
     assert not at.exception
     data = sweep.load_sweep(tmp_path / "runs" / "page-sweep")
     assert data.status == "done" and (data.points["status"] == "done").all()
-    assert [b for b, _, _ in launcher.started] == [8, 16, 16, 32] and not launcher.closed
+    # the sweep's own launcher (its pool of warm workers) is closed when the sweep ends
+    assert [b for b, _, _ in launcher.started] == [8, 16, 16, 32] and launcher.closed
 
 
 # ----------------------------------------------------------------------------- on a GPU

@@ -4,8 +4,8 @@ GPU-busy floor, a heat map for two parameters, amortisation, and break-even per 
 
 The base of a new sweep is a preset on a device. A sweep runs on a background thread
 (``profiler_core.sweep.BackgroundSweep``) holding the device's lock, like the Run button's run,
-and its points go through the server's one warm launcher (``runpanel.run_launcher``); this page
-reads its snapshot twice a second.
+and its points go through a launcher of its own with a pool of warm workers (the sweep's default,
+closed when it ends); this page reads its snapshot twice a second.
 """
 
 import re
@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, devices, runpanel, state, ui
+from dashboard import charts, controls, devices, state, ui
 from dashboard.gpulock import Ticket
 from profiler_core import sweep
 from profiler_core.config import PRESET_DESCRIPTIONS, PRESETS, RunConfig
@@ -141,7 +141,7 @@ with st.expander("New sweep", expanded=not active and job is None):
     if st.button("Start the sweep", type="primary", key="sweep_start", icon=":material/play_arrow:",
                  disabled=plan is None or active):
         try:
-            _start(sweep.SweepRunner.create(plan, folder / name, launcher=runpanel.run_launcher()))
+            _start(sweep.SweepRunner.create(plan, folder / name))
         except ProfilerError as exc:
             st.error(f"Refused: {ui.escape_md(exc)}", icon=":material/block:")
         else:
@@ -252,7 +252,7 @@ elif data.status != "done" and not running_here:
     if st.button("Resume", key="sweep_resume", icon=":material/play_arrow:", disabled=not resumable,
                  help=None if resumable else "Your other sweep is still running."):
         try:
-            _start(sweep.SweepRunner.resume(data.folder, launcher=runpanel.run_launcher()))
+            _start(sweep.SweepRunner.resume(data.folder))
         except ProfilerError as exc:
             st.error(f"Cannot resume: {ui.escape_md(exc)}", icon=":material/block:")
         else:
