@@ -743,3 +743,50 @@ def overlay_steps(tag: str, latency: pd.DataFrame) -> pd.DataFrame:
                                  "ms": part[column].to_numpy(dtype=float),
                                  "timed_by": METHOD_LABELS[series]})[OVERLAY_STEP_COLUMNS]
     return pd.DataFrame(columns=OVERLAY_STEP_COLUMNS)
+
+
+# ----------------------------------------------------------------------------- every figure per mode
+
+MODE_METRIC_COLUMNS = ["mode", "metric", "value", "eager_value", "ratio_to_eager", "source"]
+# modes.csv columns that are figures of the mode itself (the CI bounds travel with the speedup)
+_MODE_TABLE_METRICS = ("median_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "one_time_ms",
+                       "memory_bytes", "graphs_recorded")
+
+
+def mode_metrics(modes: pd.DataFrame, headline: dict[str, Any]) -> pd.DataFrame:
+    """Every per-mode figure of a run in long form (mode, metric, value), with eager's value of the
+    same metric and the ratio to it: modes.csv (timed) and the headline's ``<mode>_<metric>``
+    numbers (the profiled window's split, launches, kernels, profiler overhead). One table for
+    any number of modes, ready to pivot or to stack across runs."""
+    names = ordered_modes(modes) if not modes.empty else []
+    for key in headline:  # modes profiled but not in modes.csv (a run from before it existed)
+        mode = next((m for m in MODE_NAMES if key.startswith(m + "_")), None)
+        if mode is not None and mode not in names and mode in headline.get("modes", []):
+            names.append(mode)
+    rows: list[list[Any]] = []
+    by_mode = modes.set_index("mode") if not modes.empty else pd.DataFrame()
+    for mode in names:
+        taken: set[str] = set()
+        if mode in by_mode.index:
+            for metric in _MODE_TABLE_METRICS:
+                rows.append([mode, metric, by_mode.at[mode, metric], "modes.csv"])
+                taken.add(metric)
+        prefix = f"{mode}_"
+        for key, value in headline.items():
+            if not key.startswith(prefix) or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            metric = key[len(prefix):]
+            # "graph_..." must not also take "graphed_callables_..."'s keys
+            if metric in taken or any(key.startswith(f"{other}_") for other in MODE_NAMES
+                                      if other != mode and other.startswith(prefix)):
+                continue
+            rows.append([mode, metric, value, "summary.json headline"])
+    out = pd.DataFrame(rows, columns=["mode", "metric", "value", "source"])
+    if out.empty:
+        return pd.DataFrame(columns=MODE_METRIC_COLUMNS)
+    out["value"] = pd.to_numeric(out["value"], errors="coerce").astype(float)
+    eager = out[out["mode"] == "eager"].drop_duplicates("metric").set_index("metric")["value"]
+    out["eager_value"] = out["metric"].map(eager).astype(float)
+    ratio = out["value"] / out["eager_value"]
+    out["ratio_to_eager"] = ratio.where(np.isfinite(ratio))
+    return out[MODE_METRIC_COLUMNS].reset_index(drop=True)

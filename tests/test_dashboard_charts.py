@@ -604,3 +604,26 @@ def test_five_modes_keep_the_latency_charts_readable():
     series = charts.latency_series(steps)
     shown = [t.name for t in series.data if t.showlegend is not False]
     assert shown == ["eager", "graph", "graphed_callables", "compile", "compile_ro"]
+
+
+def test_every_figure_per_mode_in_long_form():
+    """modes.csv and the headline's per-mode keys as (mode, metric, value) with eager's value and
+    the ratio to it; graph's keys never take graphed_callables' (a shared prefix)."""
+    modes = pd.DataFrame({"mode": ["graphed_callables", "eager", "graph"], "median_ms": [1.0, 2.0, 0.5],
+                          "speedup": [2.0, 1.0, 4.0], "speedup_ci_low": [1.8, 1.0, 3.5],
+                          "speedup_ci_high": [2.2, 1.0, 4.4], "one_time_ms": [15.0, 0.0, 13.0],
+                          "memory_bytes": [2**20, 0.0, 2**21], "graphs_recorded": [np.nan, np.nan, 1.0]})
+    headline = {"modes": ["eager", "graph", "graphed_callables"], "eager_launches": 30.0,
+                "graph_launches": 3.0, "graphed_callables_launches": 12.0, "graph_iteration_source":
+                "ProfilerStep", "eager_median_ms": 2.0, "counters_match": True}
+    long = analysis.mode_metrics(modes, headline)
+    assert list(long.columns) == analysis.MODE_METRIC_COLUMNS
+    assert list(dict.fromkeys(long["mode"])) == ["eager", "graph", "graphed_callables"]
+    launches = long[long["metric"] == "launches"].set_index("mode")
+    assert launches["value"].to_dict() == {"eager": 30.0, "graph": 3.0, "graphed_callables": 12.0}
+    assert launches.at["graph", "ratio_to_eager"] == pytest.approx(0.1)
+    assert len(long[(long["mode"] == "graph") & (long["metric"] == "callables_launches")]) == 0
+    median = long[long["metric"] == "median_ms"].set_index("mode")["ratio_to_eager"]
+    assert median["graph"] == pytest.approx(0.25)
+    assert long[long["metric"] == "median_ms"]["source"].eq("modes.csv").all()
+    assert analysis.mode_metrics(modes.iloc[0:0], {}).empty

@@ -99,6 +99,9 @@ if len(modes) > 2:  # more than eager and the article's graph: how each way of g
     with right:
         ui.table(analysis.modes_table(modes), f"{run.name}-modes.csv", key="overview_modes_table",
                  label="modes CSV")
+        ui.csv_download(analysis.mode_metrics(modes, run.headline),
+                        f"{run.name}-every_figure_per_mode.csv", key="overview_mode_metrics",
+                        label="every figure per mode (long form: mode, metric, value, ratio to eager)")
 
 left, right = st.columns(2)
 with left:
