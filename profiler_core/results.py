@@ -107,15 +107,21 @@ def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
     if len(target.name.encode("utf-8", "surrogateescape")) > limit - 16:  # room for a staging name
         raise _refused_output(f"the folder name {shown} is too long (over {limit - 16} bytes)",
                               "choose a shorter name")
+    check_writable(target, f"the run folder {shown}")
+    return target
+
+
+def check_writable(target: Path, described: str) -> None:
+    """Refuse (``ConfigError`` on ``out``) a folder that could not be created at ``target``:
+    the missing parents are created, then a probe folder beside it is made and removed."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         probe = tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent)
         os.rmdir(probe)
     except OSError as error:
         reason = error.strerror or type(error).__name__
-        raise _refused_output(f"cannot write the run folder {shown}: {reason}",
+        raise _refused_output(f"cannot write {described}: {reason}",
                               "choose a folder on a writable disk") from None
-    return target
 
 
 def _refuse_booleans(name: str, raw: pd.DataFrame, path: Path) -> None:

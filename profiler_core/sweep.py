@@ -50,7 +50,8 @@ from profiler_core import stats
 from profiler_core.config import (ALWAYS_MEASURED, DTYPES, INT_LIMITS, MODE_NAMES, RunConfig,
                                   changed_from_preset, is_user_spec)
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, RunFormatError
-from profiler_core.results import TOOL_NAME, RunResult, is_tool_run, read_folder_json
+from profiler_core.results import (TOOL_NAME, RunResult, check_writable, is_tool_run,
+                                   read_folder_json)
 
 # ----------------------------------------------------------------------------- the plan
 
@@ -457,14 +458,7 @@ def check_sweep_output(directory: str | os.PathLike, overwrite: bool = False,
         raise ConfigError("out", f"{shown} already holds a sweep",
                           "pass --resume to continue it, --overwrite to replace it, or choose a "
                           "new folder")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent)
-        os.rmdir(probe)
-    except OSError as error:
-        raise ConfigError("out", f"cannot write the sweep folder {shown}: "
-                                 f"{error.strerror or type(error).__name__}",
-                          "choose a folder on a writable disk") from None
+    check_writable(target, f"the sweep folder {shown}")
     return target
 
 

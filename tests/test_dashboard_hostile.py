@@ -247,7 +247,7 @@ def test_no_text_from_a_run_renders_as_markdown_on_any_view(tmp_path):
     assert flat in overview  # the GPU name in the header and the note: shown, as text
     assert f"the run stopped during {IMAGE} {LINK}" in overview  # the incomplete warning
     assert f"**{IMAGE}**: " in counters and f"**{DIRECTIVES}**: " in counters  # lesson lines
-    assert f"breakdown.csv holds components this dashboard does not know" in shown_everywhere[3]
+    assert "breakdown.csv holds components this dashboard does not know" in shown_everywhere[3]
     assert IMAGE in shown_everywhere[3]
     assert "run [x](https:attacker.invalid) **b**" in shown_everywhere[6]  # Runs: compared runs
 

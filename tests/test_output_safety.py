@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profiler_core import results, runner
+from profiler_core import runner
 from profiler_core.__main__ import main
 from profiler_core.config import RunConfig
-from profiler_core.errors import ConfigError, GpuMemoryError, RunFormatError
+from profiler_core.errors import ConfigError, RunFormatError
 from profiler_core.results import RunResult, check_output, is_tool_run
 
 REPO = Path(__file__).resolve().parent.parent

@@ -18,7 +18,6 @@ import pytest
 
 from profiler_core import predict
 from profiler_core.__main__ import format_summary, main
-from profiler_core.errors import ConfigError, RunFormatError
 from profiler_core.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
