@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from profiler_core import schema
+from profiler_core import metrics, schema
 from profiler_core.config import RunConfig
 from profiler_core.errors import ConfigError, RunFormatError
 from profiler_core.index import record_run
@@ -41,7 +41,7 @@ _NON_NEGATIVE = {
               "max_ms"),
     "launch_split": ("iteration", "span_us", "cpu_launch_us", "gpu_busy_us", "launches", "kernels"),
     "kernels": ("calls_per_iter", "total_us", "mean_us", "min_us", "max_us", "share_of_gpu_pct"),
-    "breakdown": ("eager_us", "graph_us"),
+    "breakdown": ("eager_us", "mode_us"),
     "modes": ("median_ms", "one_time_ms", "graphs_recorded"),
 }
 
@@ -332,6 +332,8 @@ class RunResult:
                                      "the file was damaged or edited; run again") from None
             if version == 1:
                 frame = _upgrade_v1_table(name, frame)
+            if version < 3:
+                frame = _upgrade_v2_table(name, frame)
             _refuse_booleans(name, frame, path)
             try:
                 tables[name] = coerce_table(name, frame)
@@ -342,6 +344,9 @@ class RunResult:
         headline, notes = summary["headline"], [str(n) for n in summary["notes"]]
         if version == 1:
             headline, notes = _upgrade_v1_summary(headline, notes)
+        if version < 3:
+            tables["metrics"] = coerce_table("metrics", metrics.from_saved_headline(
+                tables["modes"], tables["stats"], headline))
         traces = {}
         for mode in dict.fromkeys([*schema.TRACE_FILES, *config.modes]):
             file_name = schema.trace_file(mode)
@@ -363,6 +368,15 @@ def _upgrade_v1_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
             frame.insert(min(1, len(frame.columns)), "method", "cold")
     if name == "stats" and "method" in frame.columns:
         frame["method"] = frame["method"].replace(_V1_METHODS)
+    return frame
+
+
+def _upgrade_v2_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """A schema-2 (or 1) table in today's columns: its breakdown was the graph's, in graph_us."""
+    if name != "breakdown" or "mode" in frame.columns:
+        return frame
+    frame = frame.rename(columns={"graph_us": "mode_us"})
+    frame.insert(0, "mode", "graph")
     return frame
 
 

@@ -7,10 +7,12 @@ An empty table keeps its columns.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Older versions this tool still reads (``results.RunResult.load`` brings them up to date).
-# Version 1 timed every iteration from an idle device only (today's cold start).
-READABLE_SCHEMA_VERSIONS = (1, 2)
+# Version 1 timed every iteration from an idle device only (today's cold start). Version 2 had no
+# metrics.csv (derived on load from modes.csv, stats.csv and the headline's ``<mode>_`` keys) and
+# decomposed only the graph's speedup, in columns eager_us and graph_us.
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 
 SUMMARY_FILE = "summary.json"
 
@@ -42,10 +44,12 @@ LAUNCH_SPLIT_COLUMNS = [
     "gpu_idle_us", "launches", "kernels", "launch_delay_us",
 ]
 
-# The speedup decomposed (per iteration, medians over the profiled window). Components:
-# gpu_busy + gpu_idle = total_span exactly (the GPU timeline); cpu_launch and cpu_other describe
-# the CPU side and do not add into the span. Shares are of the total_span saving.
-BREAKDOWN_COLUMNS = ["component", "eager_us", "graph_us", "saving_us", "share_of_saving_pct"]
+# The speedup of every profiled mode over eager decomposed, in long form: one block of components
+# per mode (per iteration, medians over the profiled windows; ``mode_us`` is that mode's time).
+# Components: gpu_busy + gpu_idle = total_span exactly (the GPU timeline); cpu_launch and
+# cpu_other describe the CPU side and do not add into the span. Shares are of the mode's
+# total_span saving.
+BREAKDOWN_COLUMNS = ["mode", "component", "eager_us", "mode_us", "saving_us", "share_of_saving_pct"]
 BREAKDOWN_COMPONENTS = ["gpu_busy", "gpu_idle", "total_span", "cpu_launch", "cpu_other"]
 
 KERNEL_COLUMNS = [
@@ -69,6 +73,16 @@ PHASE_COLUMNS = ["phase", "start_s", "end_s"]
 MODES_COLUMNS = ["mode", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
                  "one_time_ms", "memory_bytes", "graphs_recorded"]
 
+# Every per-mode figure of a run in long form (the engine's per-mode headline): one row per mode
+# and metric, with eager's value of the same metric and value / eager_value. Metrics: the columns
+# of modes.csv; ``<method>_median_ms`` and ``<method>_speedup`` (eager's median over the mode's)
+# for every other timing method of stats.csv; ``peak_bytes`` (peak allocated while the mode ran
+# its untimed iterations, above what was allocated before it was prepared); the profiled
+# window's split medians (``span_us``, ``cpu_launch_us``... as in launch_split.csv),
+# ``profiled_wall_median_ms`` and ``profiler_overhead_pct``; the graph's warmup_ms, capture_ms,
+# pool_bytes, pool_allocated_bytes and break_even_iters.
+METRIC_COLUMNS = ["mode", "metric", "value", "eager_value", "ratio_to_eager"]
+
 TABLE_FILES = {
     "counters": ("counters.csv", COUNTER_COLUMNS),
     "latency": ("latency.csv", LATENCY_COLUMNS),
@@ -79,6 +93,7 @@ TABLE_FILES = {
     "nvml": ("nvml.csv", NVML_COLUMNS),
     "phases": ("phases.csv", PHASE_COLUMNS),
     "modes": ("modes.csv", MODES_COLUMNS),
+    "metrics": ("metrics.csv", METRIC_COLUMNS),
 }
 TRACE_FILES = {"eager": "trace_eager.json", "graph": "trace_graph.json"}
 
