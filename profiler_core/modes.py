@@ -1,12 +1,18 @@
-"""The ways a run can execute one training step, beside eager (the baseline) and the article's
-whole-step capture (``capture.GraphedStep``, prepared in ``runner``).
+"""The mode registry: every way a run can execute one training step, each prepared the same way
+and timed the same way (``timing``, driven by ``runner``).
 
-Scope: preparing the extra modes, each on its own replica built from the same seed, and what that
-preparation cost once: ``torch.cuda.make_graphed_callables`` on the model (forward and backward
-replayed as graphs; loss, optimizer and zero_grad eager), ``torch.compile`` without CUDA graphs
-(the compiler's own share), and ``torch.compile(mode="reduce-overhead")`` (CUDA graph trees) with
-the graphs it recorded and every "skipping cudagraphs" reason it gave. Timing them is ``timing``'s
-job, like any mode.
+Scope: what each mode is, how it is prepared on its own replica (built from the same seed, so
+every mode starts from identical weights and sees identical batches) and what that preparation
+cost once (wall time, memory), plus the figures only that mode has. The modes (``REGISTRY``):
+
+- ``eager``: the baseline, one step per iteration;
+- ``graph``: the article's whole-step capture (``capture.GraphedStep``): warm-up on a side
+  stream, capture, replay with static inputs; one iteration replays ``capture_iters`` steps;
+- ``graphed_callables``: ``torch.cuda.make_graphed_callables`` on the model (forward and
+  backward replayed as graphs; loss, optimizer and zero_grad eager);
+- ``compile``: ``torch.compile`` without CUDA graphs (the compiler's own share);
+- ``compile_ro``: ``torch.compile(mode="reduce-overhead")`` (CUDA graph trees), with the graphs
+  it recorded and every "skipping cudagraphs" reason it gave.
 """
 
 from __future__ import annotations
@@ -15,28 +21,77 @@ import gc
 import logging
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import torch
 
+from profiler_core.capture import CaptureCosts, GraphedStep
+from profiler_core.config import MODE_LABELS, RunConfig
+from profiler_core.progress import ProgressCounter
+from profiler_core.telemetry import PhaseRecorder
 from profiler_core.timing import Mode
 from profiler_core.workloads import TrainingStep
 
-CUDA_ONLY_MODES = ("graph", "graphed_callables", "compile_ro")
 # Iterations run once before timing: compilation, autotuning and graph recording happen here.
 PREPARE_ITERS = 3
 
 
 @dataclass
 class Prepared:
-    """An extra mode, ready to time."""
+    """A mode ready to time."""
 
     mode: Mode
-    step: TrainingStep
+    step: TrainingStep  # the replica it trains (its counter holds the article's lesson)
     one_time_ms: float  # preparation (compile or capture, with its warm-up), synchronised wall time
-    memory_bytes: int  # peak memory the preparation needed above what was allocated before it
-    details: dict[str, Any] = field(default_factory=dict)
+    memory_bytes: int  # memory the preparation added (``peak_added``); 0 for eager
+    details: dict[str, Any] = field(default_factory=dict)  # graphs_recorded, skip_reasons
+    # Figures only this mode has, for metrics.csv (the graph's capture_ms, pool_bytes...).
+    figures: dict[str, float] = field(default_factory=dict)
+    # The mode prepared afresh (the graph: captured again after the profiler's first use).
+    prepare_again: Callable[[], Mode] | None = None
+
+    @property
+    def graphs_recorded(self) -> float:
+        return float(self.details.get("graphs_recorded", math.nan))
+
+
+@dataclass
+class Preparation:
+    """What every mode's preparation is given: the run's config, device and batches, where it
+    records its phases and progress, the article's counters observed so far, the run's notes,
+    and the check to run on a step before capturing it (the user's step's readiness)."""
+
+    config: RunConfig
+    device: torch.device
+    batches: list
+    phases: PhaseRecorder
+    progress: ProgressCounter
+    observed: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    before_capture: Callable[[TrainingStep], None] = lambda step: None
+
+    @contextmanager
+    def phase(self, name: str, message: str) -> Iterator[None]:
+        self.progress.start_phase(name, message)
+        with self.phases.phase(name):
+            yield
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    """One entry of the registry."""
+
+    name: str
+    cuda_only: bool
+    prepare: Callable[[Preparation], Prepared]
+    # Timed iterations per run: as many training steps as every other mode, in iterations.
+    timed_iterations: Callable[[RunConfig], int] = lambda config: config.total_eager_iters
+
+    @property
+    def label(self) -> str:
+        return MODE_LABELS[self.name]
 
 
 def _synchronize(device: torch.device) -> None:
@@ -150,10 +205,96 @@ def prepare_graphed_callables(config, device: torch.device, batches) -> Prepared
                     peak_added(device, baseline))
 
 
-def prepare(name: str, config, device: torch.device, batches) -> Prepared:
-    """One extra mode (not eager or the article's graph, which ``runner`` builds itself)."""
-    if name == "graphed_callables":
-        return prepare_graphed_callables(config, device, batches)
-    if name in ("compile", "compile_ro"):
-        return prepare_compiled(config, device, batches, reduce_overhead=name == "compile_ro")
-    raise ValueError(f"no extra mode named {name!r}")
+def prepare_eager(prep: Preparation) -> Prepared:
+    """The baseline replica. Its iteration ``i`` uses the batch replay ``i // capture_iters`` of
+    the graph uses, so eager and the graph see the same data."""
+    config, batches = prep.config, prep.batches
+    with prep.phase("setup", f"the eager replica on {config.device}"):
+        step = TrainingStep(config, prep.device, graphed=False)
+
+    def run(i: int) -> None:
+        step.eager_step(*batches[(i // config.capture_iters) % len(batches)])
+    return Prepared(Mode("eager", 1, run), step, one_time_ms=0.0, memory_bytes=0)
+
+
+def new_graphed_step(config: RunConfig, device: torch.device, batches) -> GraphedStep:
+    """A graphed replica (its optimizer capturable), not yet captured."""
+    return GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
+
+
+def capture_graph(graphed: GraphedStep, config: RunConfig, batches,
+                  prep: Preparation | None = None) -> CaptureCosts:
+    """Warm ``graphed`` up on a side stream and capture it, as in the article; with ``prep``,
+    the readiness check runs first and phases, progress and the counters are recorded."""
+    warm_up = [batches[i % len(batches)] for i in range(config.warmup_iters)]
+    if prep is None:
+        return graphed.capture(config.capture_iters, graphed.warm_up(warm_up, count=config.count_warmup))
+    prep.before_capture(graphed.step)
+    counter = graphed.step.counter
+    prep.observed["initial"] = float(counter.item())
+    with prep.phase("warm-up", f"{config.warmup_iters} side-stream iterations"):
+        warmup_ms = graphed.warm_up(warm_up, count=config.count_warmup)
+    prep.progress.advance(config.warmup_iters)
+    prep.observed["after_warmup"] = float(counter.item())
+    with prep.phase("capture", f"{config.capture_iters} step(s) into one graph"):
+        costs = graphed.capture(config.capture_iters, warmup_ms)
+    prep.progress.advance(config.capture_iters)
+    prep.observed["after_capture"] = float(counter.item())
+    return costs
+
+
+def _replay_mode(graphed: GraphedStep, batches, steps_per_graph: int) -> Mode:
+    return Mode("graph", steps_per_graph, lambda i: graphed.replay(),
+                load=lambda i: graphed.load(*batches[i % len(batches)]))
+
+
+def prepare_graph(prep: Preparation) -> Prepared:
+    """The article's whole-step graph: one iteration is a replay of ``capture_iters`` steps, its
+    batch copied into the static inputs first."""
+    config, device, batches = prep.config, prep.device, prep.batches
+    graphed = new_graphed_step(config, device, batches)
+    baseline = preparation_baseline(device)
+    costs = capture_graph(graphed, config, batches, prep)
+
+    def prepare_again() -> Mode:
+        again = new_graphed_step(config, device, batches)
+        capture_graph(again, config, batches)
+        return _replay_mode(again, batches, config.capture_iters)
+    return Prepared(
+        _replay_mode(graphed, batches, config.capture_iters), graphed.step,
+        one_time_ms=costs.warmup_ms + costs.capture_ms, memory_bytes=peak_added(device, baseline),
+        details={"graphs_recorded": 1.0},
+        figures={"warmup_ms": costs.warmup_ms, "capture_ms": costs.capture_ms,
+                 "pool_bytes": costs.pool_reserved_bytes,
+                 "pool_allocated_bytes": costs.pool_allocated_bytes},
+        prepare_again=prepare_again)
+
+
+def _prepare_extra(prepare: Callable[[RunConfig, torch.device, list], Prepared]
+                   ) -> Callable[[Preparation], Prepared]:
+    def run(prep: Preparation) -> Prepared:
+        name = prepare.__name__.removeprefix("prepare_")
+        with prep.phase(f"{name} preparation", MODE_LABELS[name]):
+            prepared = prepare(prep.config, prep.device, prep.batches)
+        prep.notes.extend(f"{name}: {reason}" for reason in prepared.details.get("skip_reasons", []))
+        return prepared
+    return run
+
+
+def prepare_compile(config, device: torch.device, batches) -> Prepared:
+    return prepare_compiled(config, device, batches, reduce_overhead=False)
+
+
+def prepare_compile_ro(config, device: torch.device, batches) -> Prepared:
+    return prepare_compiled(config, device, batches, reduce_overhead=True)
+
+
+REGISTRY: dict[str, ModeSpec] = {spec.name: spec for spec in (
+    ModeSpec("eager", cuda_only=False, prepare=prepare_eager),
+    ModeSpec("graph", cuda_only=True, prepare=prepare_graph,
+             timed_iterations=lambda config: config.replays),
+    ModeSpec("graphed_callables", cuda_only=True, prepare=_prepare_extra(prepare_graphed_callables)),
+    ModeSpec("compile", cuda_only=False, prepare=_prepare_extra(prepare_compile)),
+    ModeSpec("compile_ro", cuda_only=True, prepare=_prepare_extra(prepare_compile_ro)),
+)}
+CUDA_ONLY_MODES = tuple(name for name, spec in REGISTRY.items() if spec.cuda_only)

@@ -1,16 +1,18 @@
-"""One experiment end to end: eager vs CUDA graph, timed as a training loop runs, with the
-article's counters, then profiled.
+"""One experiment end to end: every requested mode (eager, the article's graph, and the others
+of ``modes.REGISTRY``) timed as a training loop runs, with the article's counters, then profiled.
 
 Scope: orchestration. The order of a CUDA run is
-  batches -> eager replica + untimed warm-up -> graphed replica: side-stream warm-up, capture
-  -> untimed replays -> counters reset -> interleaved steady-state trials (the headline)
-  -> interleaved cold-start trials -> the article's loop -> profiled windows -> numerical parity.
+  batches -> each mode prepared through the registry on its own replica (eager; the graph:
+  side-stream warm-up, capture; the others: capture or compile), then its untimed iterations
+  -> counters reset -> interleaved steady-state trials (the headline) -> interleaved cold-start
+  trials -> the article's loop -> profiled windows -> numerical parity.
 Nothing that slows a launching thread runs while the trials are timed: torch.profiler (whose
 CUPTI stays attached once started) is first used after them, and NVML is sampled from a child
 process (``NvmlSamplerProcess``), never a thread here, which makes no NVML call during the timed
 trials (the driver's buffered samples cover them). Progress is reported between blocks only.
-Eager and graph use separate replicas built from the same seed, so they start from identical
-weights and see identical batches. ``--device cpu`` runs only the eager half.
+Every figure per mode goes to metrics.csv (long form, against eager) and every mode's speedup is
+decomposed in breakdown.csv; the summary's headline keeps the article's pair, eager and graph.
+``--device cpu`` runs the modes that need no CUDA (eager, compile).
 """
 
 from __future__ import annotations
@@ -33,16 +35,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from profiler_core import predict, schema, stats, timing
-from profiler_core.capture import CaptureCosts, GraphedStep, refuse_after_failed_capture
-from profiler_core.config import MODE_LABELS, RunConfig, is_user_spec
+from profiler_core import metrics, predict, schema, stats, timing
+from profiler_core.capture import refuse_after_failed_capture
+from profiler_core.config import ALWAYS_MEASURED, RunConfig, is_user_spec
 from profiler_core.counters import counters_table
 from profiler_core.errors import (ConfigError, CudaFaultError, GpuMemoryError, NoCudaError,
                                   ProfilerError)
 from profiler_core.memory import check_fits
-from profiler_core.modes import CUDA_ONLY_MODES, Prepared
-from profiler_core.modes import peak_added, preparation_baseline
-from profiler_core.modes import prepare as prepare_mode
+from profiler_core.modes import (CUDA_ONLY_MODES, REGISTRY, Preparation, Prepared, capture_graph,
+                                  new_graphed_step)
 from profiler_core.profiling import ProfiledWindow, kernels_were_recorded, profile_window
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.readiness import check_step
@@ -102,18 +103,6 @@ def describe_environment(device: torch.device, driver_version: str | None) -> di
 def _driver_version() -> str | None:
     version = default_nvml().query("nvmlSystemGetDriverVersion", default=None)
     return version.decode() if isinstance(version, bytes) else version
-
-
-def _eager_mode(step: TrainingStep, batches, capture_iters: int) -> Mode:
-    # Eager step i uses the batch replay i // capture_iters uses, so both modes see the same data.
-    def run(i: int) -> None:
-        step.eager_step(*batches[(i // capture_iters) % len(batches)])
-    return Mode("eager", 1, run)
-
-
-def _graph_mode(graphed: GraphedStep, batches, capture_iters: int) -> Mode:
-    return Mode("graph", capture_iters, lambda i: graphed.replay(),
-                load=lambda i: graphed.load(*batches[i % len(batches)]))
 
 
 def _latency_table(rows: list[tuple]) -> pd.DataFrame:
@@ -276,15 +265,6 @@ def plan_units(config: RunConfig) -> int:
     return steps + 2 * config.parity_steps * config.capture_iters
 
 
-def _capture_fresh(config: RunConfig, device: torch.device, batches) -> GraphedStep:
-    """A graphed replica built, warmed up on a side stream and captured, as in the article."""
-    graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
-    warmup_ms = graphed.warm_up([batches[i % len(batches)] for i in range(config.warmup_iters)],
-                                count=config.count_warmup)
-    graphed.capture(config.capture_iters, warmup_ms)
-    return graphed
-
-
 def _parity(config: RunConfig, device: torch.device, batches) -> dict[str, float]:
     """Parameters after K eager steps vs K replays, dropout off, same seed and batches.
 
@@ -295,7 +275,8 @@ def _parity(config: RunConfig, device: torch.device, batches) -> dict[str, float
     eager = TrainingStep(quiet, device, graphed=True)
     for i in range(quiet.warmup_iters):
         eager.eager_step(*batches[i % len(batches)])
-    graphed = _capture_fresh(quiet, device, batches)
+    graphed = new_graphed_step(quiet, device, batches)
+    capture_graph(graphed, quiet, batches)
     for replay in range(quiet.parity_steps):
         x, y = batches[replay % len(batches)]
         graphed.load(x, y)
@@ -310,46 +291,66 @@ def _parity(config: RunConfig, device: torch.device, batches) -> dict[str, float
             "parity_max_rel_diff": max_abs / scale if scale > 0 else math.nan}
 
 
-def _profile_modes(config: RunConfig, device: torch.device, batches, modes: list[Mode],
+def _profile_modes(config: RunConfig, device: torch.device, prepared: dict[str, Prepared],
                    trace_dir: Path, phases: PhaseRecorder, progress: ProgressCounter,
                    notes: list[str]) -> dict[str, ProfiledWindow]:
-    """A profiled window per mode, after every timed trial. If the graph window recorded its
+    """A profiled window per mode, after every timed trial. If a graph window recorded its
     launches but none of the replay's kernels (a graph captured before the profiler's first use,
-    in some PyTorch versions), a fresh graph is captured now, with the profiler initialised, and
+    in some PyTorch versions), the mode is prepared again now, with the profiler initialised, and
     profiled instead."""
     windows = {}
-    for mode in modes:
-        progress.start_phase(f"profiling {mode.name}", f"{config.profile_iters} iterations")
-        with phases.phase(f"{mode.name} profiled"):
+    for name, ready in prepared.items():
+        mode = ready.mode
+        progress.start_phase(f"profiling {name}", f"{config.profile_iters} iterations")
+        with phases.phase(f"{name} profiled"):
             window = profile_window(mode, config.profile_iters, device,
-                                    trace_dir / schema.trace_file(mode.name),
+                                    trace_dir / schema.trace_file(name),
                                     lambda: progress.advance(mode.steps))
-            if mode.name == "graph" and not kernels_were_recorded(window.analysis):
-                notes.append("the graph captured before profiling showed no kernels in the profiler "
-                             "(a known issue of some PyTorch versions), so a fresh graph was captured "
-                             "after the profiler's first use and profiled instead")
-                fresh = _graph_mode(_capture_fresh(config, device, batches), batches,
-                                    config.capture_iters)
-                window = profile_window(fresh, config.profile_iters, device,
-                                        trace_dir / schema.trace_file(mode.name))
-        windows[mode.name] = window
+            if ready.prepare_again is not None and not kernels_were_recorded(window.analysis):
+                notes.append(f"the {name} mode prepared before profiling showed no kernels in the "
+                             "profiler (a known issue of some PyTorch versions), so it was prepared "
+                             "again after the profiler's first use and profiled instead")
+                window = profile_window(ready.prepare_again(), config.profile_iters, device,
+                                        trace_dir / schema.trace_file(name))
+        windows[name] = window
     return windows
 
 
-def _launch_split_headline(windows: dict[str, ProfiledWindow], modes: list[Mode],
-                           table: pd.DataFrame) -> dict:
+def _window_figures(windows: dict[str, ProfiledWindow], prepared: dict[str, Prepared],
+                    table: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Each mode's split medians and the profiler's overhead: the profiled window's median
     iteration (synchronised each, like the cold start) over the cold-start wall median."""
+    figures: dict[str, dict[str, float]] = {}
+    for name, window in windows.items():
+        cold_wall_ms = _median(table, name, "cold_wall") * prepared[name].mode.steps  # per iteration
+        figures[name] = {**window.analysis.summary(),
+                         "profiled_wall_median_ms": window.wall_median_ms,
+                         "profiler_overhead_pct": (window.wall_median_ms / cold_wall_ms - 1) * 100}
+    return figures
+
+
+def _pair_headline(figures: dict[str, dict[str, float]],
+                   windows: dict[str, ProfiledWindow]) -> dict[str, object]:
+    """The summary's figures of the article's pair, eager and graph, under their
+    ``<mode>_<metric>`` names (the profiled split, peak memory; the index, sweeps and prediction
+    read them there). Every mode's figures are in metrics.csv."""
     headline: dict[str, object] = {}
-    for mode in modes:
-        window = windows[mode.name]
-        for key, value in window.analysis.summary().items():
-            headline[f"{mode.name}_{key}"] = value
-        headline[f"{mode.name}_profiled_wall_median_ms"] = window.wall_median_ms
-        cold_wall_ms = _median(table, mode.name, "cold_wall") * mode.steps  # per iteration
-        headline[f"{mode.name}_profiler_overhead_pct"] = (window.wall_median_ms / cold_wall_ms - 1) * 100
-        headline[f"{mode.name}_iteration_source"] = window.analysis.iteration_source
+    for name in ALWAYS_MEASURED:
+        for metric, value in figures.get(name, {}).items():
+            if metric not in _GRAPH_HEADLINE_NAMES:
+                headline[f"{name}_{metric}"] = value
+        if name in windows:
+            headline[f"{name}_iteration_source"] = windows[name].analysis.iteration_source
+    graph = figures.get("graph", {})
+    headline.update({key: graph[metric] for metric, key in _GRAPH_HEADLINE_NAMES.items()
+                     if metric in graph})
     return headline
+
+
+# The graph's own figures under the summary's older names.
+_GRAPH_HEADLINE_NAMES = {"warmup_ms": "warmup_ms", "capture_ms": "capture_ms",
+                         "pool_bytes": "graph_pool_bytes",
+                         "pool_allocated_bytes": "graph_pool_allocated_bytes"}
 
 
 @dataclass
@@ -521,38 +522,66 @@ def _remove_scratch_dirs() -> None:
 
 def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
              progress: ProgressCounter, state: _RunState) -> None:
-    """The eager half on the CPU: steady-state wall time between consecutive steps (on a CPU a
-    step is finished when its call returns, so there is no cold start or no-sync pitfall to show)."""
+    """The modes that run without CUDA, on the CPU: steady-state wall time between consecutive
+    steps (on a CPU a step is finished when its call returns, so there is no cold start or no-sync
+    pitfall to show)."""
     batches = make_batches(config, min(BATCH_POOL_SIZE, config.total_eager_iters), device)
-    step = TrainingStep(config, device, graphed=False)
-    _note_readiness(config, step, state)
+    skipped = [name for name in config.extra_modes if REGISTRY[name].cuda_only]
+    if skipped:
+        state.notes.append(f"device cpu: {', '.join(skipped)} need a CUDA device and were skipped")
+    prep = _preparation(config, device, batches, phases, progress, state)
+    eager = REGISTRY["eager"].prepare(prep)
+    _note_readiness(config, eager.step, state)
     observed = state.observed_counters
-    observed["initial"] = float(step.counter.item())
-    eager = _eager_mode(step, batches, 1)
+    observed["initial"] = float(eager.step.counter.item())
     progress.start_phase("warm-up", f"{config.warmup_iters} eager steps")
     with phases.phase("warm-up"):
         for i in range(config.warmup_iters):
-            step.eager_step(*batches[i % len(batches)], count=config.count_warmup)
+            eager.step.eager_step(*batches[i % len(batches)], count=config.count_warmup)
             progress.advance(1)
-    observed["after_warmup"] = float(step.counter.item())
-    skipped = [name for name in config.extra_modes if name in CUDA_ONLY_MODES]
-    if skipped:
-        state.notes.append(f"device cpu: {', '.join(skipped)} need a CUDA device and were skipped")
-    extras = _prepare_extra_modes(config.replace(modes=("eager", "graph") + tuple(
-        name for name in config.extra_modes if name not in CUDA_ONLY_MODES)), device, batches,
-        phases, progress, state)
-    step.counter.zero_()
-    modes = [eager] + [prepared.mode for prepared in extras]
+    observed["after_warmup"] = float(eager.step.counter.item())
+    prepared = {"eager": eager}
+    prepared.update(_prepare_modes([name for name in config.extra_modes if name not in skipped],
+                                   prep))
+    eager.step.counter.zero_()
+    modes = [ready.mode for ready in prepared.values()]
     progress.start_phase("timed trials", f"{config.total_eager_iters} steps per mode")
     _steady_trials(modes, {mode.name: config.total_eager_iters for mode in modes},
                    config.trial_count, timing.HostClock(), phases, progress, state.latency_rows)
     latency = state.tables["latency"] = _latency_table(state.latency_rows)
-    observed["eager_after_timed"] = float(step.counter.item())
-    state.tables["stats"] = _stats_table(latency, pd.DataFrame(columns=["mode", "method", "ms_per_step"]))
-    state.headline.update(_timing_headline(config, latency, state.tables["stats"]))
-    state.tables["modes"] = _modes_table(config, latency, state.tables["stats"], None, 0, extras)
-    state.headline["modes"] = [mode.name for mode in modes]
+    observed["eager_after_timed"] = float(eager.step.counter.item())
+    stats_table = state.tables["stats"] = _stats_table(latency, pd.DataFrame(
+        columns=["mode", "method", "ms_per_step"]))
+    state.headline.update(_timing_headline(config, latency, stats_table))
+    modes_table = state.tables["modes"] = _modes_table(config, latency, stats_table, prepared)
+    state.tables["metrics"] = coerce_table("metrics", metrics.build(
+        modes_table, stats_table, {name: ready.figures for name, ready in prepared.items()}))
+    state.headline["modes"] = list(prepared)
     state.headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
+
+
+def _preparation(config: RunConfig, device: torch.device, batches, phases: PhaseRecorder,
+                 progress: ProgressCounter, state: _RunState) -> Preparation:
+    return Preparation(config, device, batches, phases, progress, state.observed_counters,
+                       state.notes, before_capture=lambda step: _note_readiness(config, step, state))
+
+
+def _prepare_modes(names: list[str], prep: Preparation) -> dict[str, Prepared]:
+    """Each mode in turn: prepared on its own replica (the registry's recipe), then its untimed
+    iterations, whose peak memory above what was allocated before the preparation is the mode's
+    ``peak_bytes``."""
+    device = prep.device
+    prepared = {}
+    for name in names:
+        before = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+        ready = prepared[name] = REGISTRY[name].prepare(prep)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        _untimed_iterations(ready.mode, prep.phases, prep.progress)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            ready.figures["peak_bytes"] = torch.cuda.max_memory_allocated(device) - before
+    return prepared
 
 
 def _input_copy_ms(graph: Mode, clock: timing.Clock, notes: list[str]) -> float:
@@ -565,41 +594,19 @@ def _input_copy_ms(graph: Mode, clock: timing.Clock, notes: list[str]) -> float:
     return timing.input_copy_ms(graph, INPUT_COPIES, clock, lambda: sleep(HOLD_DEVICE_CYCLES))
 
 
-def _prepare_extra_modes(config: RunConfig, device: torch.device, batches, phases: PhaseRecorder,
-                         progress: ProgressCounter, state: _RunState) -> list[Prepared]:
-    """Each requested mode beside eager and the graph, on its own replica, with its one-time cost."""
-    extras = []
-    for name in config.extra_modes:
-        progress.start_phase(f"preparing {name}", MODE_LABELS[name])
-        with phases.phase(f"{name} preparation"):
-            prepared = prepare_mode(name, config, device, batches)
-        for reason in prepared.details.get("skip_reasons", []):
-            state.notes.append(f"{name}: {reason}")
-        extras.append(prepared)
-        _untimed_iterations(prepared.mode, phases, progress)
-    return extras
-
-
 def _modes_table(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame,
-                 costs: CaptureCosts | None, graph_preparation_peak: int,
-                 extras: list[Prepared]) -> pd.DataFrame:
+                 prepared: dict[str, Prepared]) -> pd.DataFrame:
     """modes.csv: every mode's steady-state median, speedup over eager (bootstrap CI over the
-    trials), one-time cost (preparation's wall time) and the peak memory preparation added."""
+    trials), one-time cost (preparation's wall time) and the memory preparation added."""
     eager_trials = _per_step(latency, "eager", "steady_trial")
     rows = []
-    one_time = {"eager": (0.0, 0.0, math.nan)}
-    if costs is not None:
-        one_time["graph"] = (costs.warmup_ms + costs.capture_ms, float(graph_preparation_peak), 1.0)
-    for prepared in extras:
-        one_time[prepared.mode.name] = (prepared.one_time_ms, float(prepared.memory_bytes),
-                                        float(prepared.details.get("graphs_recorded", math.nan)))
-    for mode, (one_time_ms, memory_bytes, graphs) in one_time.items():
-        speedup, low, high = stats.median_ratio_ci(eager_trials, _per_step(latency, mode, "steady_trial"),
+    for name, ready in prepared.items():
+        speedup, low, high = stats.median_ratio_ci(eager_trials, _per_step(latency, name, "steady_trial"),
                                                    seed=config.seed)
-        rows.append({"mode": mode, "median_ms": _median(table, mode, "steady_trial"),
+        rows.append({"mode": name, "median_ms": _median(table, name, "steady_trial"),
                      "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high,
-                     "one_time_ms": one_time_ms, "memory_bytes": memory_bytes,
-                     "graphs_recorded": graphs})
+                     "one_time_ms": ready.one_time_ms, "memory_bytes": float(ready.memory_bytes),
+                     "graphs_recorded": ready.graphs_recorded})
     return coerce_table("modes", pd.DataFrame(rows, columns=schema.MODES_COLUMNS))
 
 
@@ -641,97 +648,65 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
               progress: ProgressCounter, trace_dir: Path, state: _RunState,
               sampler: NvmlSamplerProcess | None) -> None:
     headline, tables, observed = state.headline, state.tables, state.observed_counters
-    progress.start_phase("setup", f"{BATCH_POOL_SIZE} batches and the eager replica on {config.device}")
+    progress.start_phase("setup", f"{BATCH_POOL_SIZE} batches on {config.device}")
     with phases.phase("setup"):  # the first CUDA work of a process also loads its kernels
         batches = make_batches(config, BATCH_POOL_SIZE, device)
         clock = timing.CudaClock(device)
         torch.cuda.synchronize(device)
-        # Eager replica and its untimed warm-up (also measures its peak memory).
-        baseline = torch.cuda.memory_allocated(device)
-        eager_step = TrainingStep(config, device, graphed=False)
-        eager = _eager_mode(eager_step, batches, config.capture_iters)
-    torch.cuda.reset_peak_memory_stats(device)
-    _untimed_iterations(eager, phases, progress)
-    torch.cuda.synchronize(device)
-    headline["eager_peak_bytes"] = int(torch.cuda.max_memory_allocated(device) - baseline)
-
-    # Graphed replica: the article's warm-up on a side stream, then capture.
-    before_graph = torch.cuda.memory_allocated(device)
-    graphed = GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
-    graph_preparation_baseline = preparation_baseline(device)
-    _note_readiness(config, graphed.step, state)
-    counter_tensor = graphed.step.counter
-    observed["initial"] = float(counter_tensor.item())
-    progress.start_phase("warm-up", f"{config.warmup_iters} side-stream iterations")
-    with phases.phase("warm-up"):
-        warmup_ms = graphed.warm_up([batches[i % len(batches)] for i in range(config.warmup_iters)],
-                                    count=config.count_warmup)
-    progress.advance(config.warmup_iters)
-    observed["after_warmup"] = float(counter_tensor.item())
-    progress.start_phase("capture", f"{config.capture_iters} step(s) into one graph")
-    with phases.phase("capture"):
-        costs = graphed.capture(config.capture_iters, warmup_ms)
-    progress.advance(config.capture_iters)
-    observed["after_capture"] = float(counter_tensor.item())
-    graph_preparation_peak = peak_added(device, graph_preparation_baseline)
-    headline.update(warmup_ms=costs.warmup_ms, capture_ms=costs.capture_ms,
-                    graph_pool_bytes=costs.pool_reserved_bytes,
-                    graph_pool_allocated_bytes=costs.pool_allocated_bytes)
-    graph = _graph_mode(graphed, batches, config.capture_iters)
-    torch.cuda.reset_peak_memory_stats(device)
-    _untimed_iterations(graph, phases, progress)
-    torch.cuda.synchronize(device)
-    headline["graph_peak_bytes"] = int(torch.cuda.max_memory_allocated(device) - before_graph)
-
-    extras = _prepare_extra_modes(config, device, batches, phases, progress, state)
+    prepared = _prepare_modes(list(config.modes),
+                              _preparation(config, device, batches, phases, progress, state))
+    headline.update(_pair_headline({name: ready.figures for name, ready in prepared.items()}, {}))
+    modes = [ready.mode for ready in prepared.values()]
+    graph = prepared["graph"].mode
 
     # Steady-state trials: counters reset first, so after them they hold exactly that work.
-    counter_tensor.zero_()
-    eager_step.counter.zero_()
-    modes = [eager, graph] + [prepared.mode for prepared in extras]
-    iterations = {"eager": config.total_eager_iters, "graph": config.replays}
-    iterations.update({prepared.mode.name: config.total_eager_iters for prepared in extras})
+    for ready in prepared.values():
+        ready.step.counter.zero_()
+    iterations = {name: REGISTRY[name].timed_iterations(config) for name in prepared}
     trials = config.trial_count
     with _nvml_quiet(sampler, state.notes):
         progress.start_phase("timed trials", f"{trials} interleaved steady-state trials per mode")
         _steady_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
-        observed["after_replay"] = float(counter_tensor.item())
-        observed["eager_after_timed"] = float(eager_step.counter.item())
+        observed["after_replay"] = float(prepared["graph"].step.counter.item())
+        observed["eager_after_timed"] = float(prepared["eager"].step.counter.item())
         with phases.phase("graph input copy"):
             copy_ms = _input_copy_ms(graph, clock, state.notes)
         progress.start_phase("cold-start trials", "a synchronise before every iteration")
         _cold_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
         latency = tables["latency"] = _latency_table(state.latency_rows)
         progress.start_phase("article loop", "no-sync loop timing, then synchronised")
-        block_replays = _article_block_replays(config)
-        block_iters = {mode.name: block_replays * config.capture_iters for mode in modes}
-        block_iters["graph"] = block_replays
-        loops = _article_loops(modes, block_iters, trials, clock, phases, progress)
-    tables["stats"] = _stats_table(latency, loops, {"graph": copy_ms / config.capture_iters})
-    headline.update(_timing_headline(config, latency, tables["stats"]))
-    tables["modes"] = _modes_table(config, latency, tables["stats"], costs,
-                                   graph_preparation_peak, extras)
-    headline["modes"] = [mode.name for mode in modes]
-    headline.update(
-        counters_match=bool(counters_table(config, observed)["match"].all()),
-        break_even_iters=stats.break_even_iterations(costs.capture_ms, headline["eager_median_ms"],
-                                                     headline["graph_median_ms"]),
-    )
+        block_steps = _article_block_replays(config) * config.capture_iters
+        loops = _article_loops(modes, {mode.name: block_steps // mode.steps for mode in modes},
+                               trials, clock, phases, progress)
+    stats_table = tables["stats"] = _stats_table(latency, loops,
+                                                 {"graph": copy_ms / config.capture_iters})
+    headline.update(_timing_headline(config, latency, stats_table))
+    modes_table = tables["modes"] = _modes_table(config, latency, stats_table, prepared)
+    figures = {name: dict(ready.figures) for name, ready in prepared.items()}
+    figures["graph"]["break_even_iters"] = stats.break_even_iterations(
+        figures["graph"]["capture_ms"], headline["eager_median_ms"], headline["graph_median_ms"])
+    headline.update(modes=list(prepared), break_even_iters=figures["graph"]["break_even_iters"],
+                    counters_match=bool(counters_table(config, observed)["match"].all()))
+    windows: dict[str, ProfiledWindow] = {}
     if config.profile:  # after every timed trial: the profiler slows whatever runs after it
-        windows = _profile_modes(config, device, batches, modes, trace_dir, phases, progress,
-                                 state.notes)
+        windows = _profile_modes(config, device, prepared, trace_dir, phases, progress, state.notes)
+        for name, extra in _window_figures(windows, prepared, stats_table).items():
+            figures[name].update(extra)
         tables["launch_split"] = coerce_table("launch_split", pd.concat(
             [w.analysis.launch_split for w in windows.values()], ignore_index=True))
         tables["kernels"] = coerce_table("kernels", pd.concat(
             [w.analysis.kernels for w in windows.values()], ignore_index=True))
-        tables["breakdown"] = coerce_table(
-            "breakdown", decompose_speedup(windows["eager"].analysis, windows["graph"].analysis))
-        headline.update(_launch_split_headline(windows, modes, tables["stats"]))
+        tables["breakdown"] = coerce_table("breakdown", pd.concat(
+            [decompose_speedup(windows["eager"].analysis, window.analysis)
+             for name, window in windows.items() if name != "eager"], ignore_index=True))
+        state.traces.update({mode: window.trace_path for mode, window in windows.items()})
+    headline.update(_pair_headline(figures, windows))
+    tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
+    if config.profile:
         headline.update(predict.calibrate_and_predict(device, batches[0], config.capture_iters,
                                                       headline))
-        state.traces.update({mode: window.trace_path for mode, window in windows.items()})
 
-    del graphed, graph, eager, eager_step, counter_tensor, modes, extras
+    del graph, modes, prepared
     torch.cuda.empty_cache()
     if config.parity_steps:
         progress.start_phase("parity", f"{config.parity_steps} replays vs eager steps, dropout off")

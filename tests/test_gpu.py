@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -298,7 +299,7 @@ ALL_MODES = ("eager", "graph", "graphed_callables", "compile", "compile_ro")
 ])
 def test_every_mode_is_timed_with_its_one_time_cost(workload, sizes):
     base = preset("seed") if workload == "mlp" else preset(workload)
-    config = base.replace(replays=40, trials=4, nvml=False, profile=False, parity_steps=2,
+    config = base.replace(replays=40, trials=4, nvml=False, profile_iters=10, parity_steps=2,
                           modes=ALL_MODES, **sizes)
     result = run_experiment(config)
     table = result.table("modes").set_index("mode")
@@ -310,6 +311,17 @@ def test_every_mode_is_timed_with_its_one_time_cost(workload, sizes):
     assert result.headline["parity_max_rel_diff"] < 1e-2
     latency = result.table("latency")
     assert set(latency["mode"]) == set(ALL_MODES)
+    # Every mode profiled and decomposed against eager, every figure in long form.
+    assert set(result.table("launch_split")["mode"]) == set(ALL_MODES)
+    breakdown = result.table("breakdown")
+    assert list(pd.unique(breakdown["mode"])) == list(ALL_MODES[1:])
+    assert (breakdown.groupby("mode")["component"].count() == 5).all()
+    figures = result.table("metrics").set_index(["mode", "metric"])["value"]
+    print(result.table("metrics").pivot(index="metric", columns="mode", values="value").to_string())
+    for mode in ALL_MODES:
+        assert figures[(mode, "peak_bytes")] > 0 and figures[(mode, "span_us")] > 0
+        assert figures[(mode, "cold_event_median_ms")] > 0
+    assert figures[("graph", "capture_ms")] > 0 and figures[("graph", "break_even_iters")] >= 0
 
 
 def test_the_users_example_step_is_captured_without_findings(tmp_path):

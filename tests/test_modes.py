@@ -61,6 +61,42 @@ def test_a_cpu_run_times_compile_beside_eager_and_skips_what_needs_cuda(tmp_path
     phases = set(run.table("phases")["phase"])
     assert {"compile preparation", "compile warm-up", "compile timed"} <= phases
     assert run.headline["modes"] == ["eager", "compile"]
+    figures = run.table("metrics").set_index(["mode", "metric"])
+    assert figures.loc[("compile", "median_ms"), "value"] == table.loc["compile", "median_ms"]
+    assert figures.loc[("compile", "median_ms"), "eager_value"] == table.loc["eager", "median_ms"]
+    assert figures.loc[("compile", "steady_wall_speedup"), "value"] > 0  # every method vs eager
+
+
+def test_the_registry_holds_every_mode_in_run_order_eager_first():
+    from profiler_core.config import MODE_LABELS, MODE_NAMES
+
+    assert tuple(modes.REGISTRY) == MODE_NAMES and MODE_NAMES[0] == "eager"
+    assert {name: spec.label for name, spec in modes.REGISTRY.items()} == MODE_LABELS
+    config = RunConfig(replays=30, capture_iters=3)
+    iterations = {name: spec.timed_iterations(config) for name, spec in modes.REGISTRY.items()}
+    assert iterations == {"eager": 90, "graph": 30, "graphed_callables": 90, "compile": 90,
+                          "compile_ro": 90}  # as many training steps in every mode
+    assert modes.CUDA_ONLY_MODES == ("graph", "graphed_callables", "compile_ro")
+
+
+def test_every_mode_is_prepared_through_the_registry_with_its_phases_and_one_time_cost(fast_compile):
+    from profiler_core.progress import ProgressCounter
+    from profiler_core.telemetry import PhaseRecorder
+    from profiler_core.workloads import make_batches
+
+    config = RunConfig(device="cpu", batch=4, d_in=8, hidden=16, d_out=2, capture_iters=2)
+    batches = make_batches(config, 3, torch.device("cpu"))
+    phases, seen = PhaseRecorder(0.0), []
+    prep = modes.Preparation(config, torch.device("cpu"), batches, phases,
+                             ProgressCounter(100, seen.append))
+    prepared = {name: modes.REGISTRY[name].prepare(prep) for name in ("eager", "compile")}
+    assert [ready.mode.name for ready in prepared.values()] == ["eager", "compile"]
+    assert prepared["eager"].one_time_ms == 0 and prepared["compile"].one_time_ms > 0
+    assert prepared["eager"].mode.steps == prepared["compile"].mode.steps == 1
+    for ready in prepared.values():
+        ready.mode.run(0)  # one iteration each, ready to time
+    assert {"setup", "compile preparation"} <= set(phases.frame()["phase"])
+    assert {p.phase for p in seen} >= {"setup", "compile preparation"}
 
 
 def test_skip_reasons_are_collected_from_inductors_log():

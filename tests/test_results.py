@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler_core import schema
+from profiler_core import metrics, schema
 from profiler_core.config import RunConfig
 from profiler_core.errors import RunFormatError
 from profiler_core.results import RunResult, coerce_table, empty_table
@@ -130,7 +130,7 @@ def test_a_schema_1_run_still_opens_as_cold_start_timing(tmp_path):
     assert any("schema 1" in note and "cold start" in note for note in loaded.notes)
 
 
-@pytest.mark.parametrize("version", [0, 3, 1.0, 2.0, True, "2", None])
+@pytest.mark.parametrize("version", [0, 4, 1.0, 3.0, True, "3", None])
 def test_unknown_schema_versions_are_refused(tmp_path, version):
     saved = _result(tmp_path).save(tmp_path / "run")
     summary = json.loads((saved / "summary.json").read_text())
@@ -139,3 +139,57 @@ def test_unknown_schema_versions_are_refused(tmp_path, version):
     with pytest.raises(RunFormatError) as raised:
         RunResult.load(saved)
     assert "schema version" in raised.value.message and raised.value.hint
+
+
+def test_a_schema_2_run_gets_its_breakdown_and_every_figure_per_mode_in_long_form(tmp_path):
+    """Schema 2 decomposed only the graph's speedup (graph_us) and kept per-mode figures in the
+    headline as <mode>_<metric> keys; loading brings both into today's long-form tables."""
+    saved = _result(tmp_path).save(tmp_path / "old")
+    summary = json.loads((saved / "summary.json").read_text())
+    summary["schema_version"] = 2
+    summary["headline"].update(eager_span_us=900.0, graph_span_us=300.0,
+                               graphed_callables_span_us=450.0, capture_ms=12.5,
+                               article_graph_ms=0.05, eager_iteration_source="ProfilerStep")
+    (saved / "summary.json").write_text(json.dumps(summary))
+    (saved / "metrics.csv").unlink(missing_ok=True)
+    pd.DataFrame({"component": ["gpu_busy", "total_span"], "eager_us": [200.0, 900.0],
+                  "graph_us": [190.0, 300.0], "saving_us": [10.0, 600.0],
+                  "share_of_saving_pct": [1.7, 100.0]}).to_csv(saved / "breakdown.csv", index=False)
+    pd.DataFrame({"mode": ["eager", "graph"], "median_ms": [1.2, 0.3], "speedup": [1.0, 4.0],
+                  "speedup_ci_low": [1.0, 3.5], "speedup_ci_high": [1.0, 4.5],
+                  "one_time_ms": [0.0, 20.0], "memory_bytes": [0.0, 1e6],
+                  "graphs_recorded": [math.nan, 1.0]}).to_csv(saved / "modes.csv", index=False)
+    loaded = RunResult.load(saved)
+    breakdown = loaded.table("breakdown")
+    assert list(breakdown.columns) == schema.BREAKDOWN_COLUMNS
+    assert breakdown["mode"].tolist() == ["graph", "graph"]
+    assert breakdown["mode_us"].tolist() == [190.0, 300.0]
+    figures = loaded.table("metrics").set_index(["mode", "metric"])
+    assert list(loaded.table("metrics").columns) == schema.METRIC_COLUMNS
+    assert figures.loc[("graph", "median_ms"), "ratio_to_eager"] == pytest.approx(0.25)
+    assert figures.loc[("graph", "speedup"), "value"] == 4.0  # modes.csv, not the headline's 4.5
+    assert figures.loc[("graphed_callables", "span_us"), "value"] == 450.0  # not graph's
+    assert figures.loc[("graphed_callables", "span_us"), "eager_value"] == 900.0
+    assert figures.loc[("graph", "capture_ms"), "value"] == 12.5
+    assert figures.loc[("graph", "article_no_sync_median_ms"), "value"] == 0.05
+    assert ("eager", "iteration_source") not in figures.index  # text is not a figure
+
+
+def test_metrics_repeat_nothing_and_compare_every_method_with_eager():
+    modes = pd.DataFrame({"mode": ["eager", "compile"], "median_ms": [2.0, 1.0], "speedup": [1.0, 2.0],
+                          "speedup_ci_low": [1.0, 1.8], "speedup_ci_high": [1.0, 2.2],
+                          "one_time_ms": [0.0, 900.0], "memory_bytes": [0.0, 5.0],
+                          "graphs_recorded": [math.nan, math.nan]})
+    stats = pd.DataFrame({"mode": ["eager", "compile", "eager", "compile"],
+                          "method": ["steady_trial", "steady_trial", "cold_event", "cold_event"],
+                          "median_ms": [2.0, 1.0, 3.0, 2.0]})
+    table = metrics.build(modes, stats, {"compile": {"peak_bytes": 64, "one_time_ms": 1.0}})
+    assert not table.duplicated(["mode", "metric"]).any()
+    figures = table.set_index(["mode", "metric"])["value"]
+    assert figures[("compile", "one_time_ms")] == 900.0  # modes.csv's value comes first
+    assert figures[("compile", "cold_event_median_ms")] == 2.0
+    assert figures[("compile", "cold_event_speedup")] == pytest.approx(1.5)
+    assert figures[("eager", "cold_event_speedup")] == 1.0
+    assert ("compile", "steady_trial_median_ms") not in figures.index  # that is median_ms
+    assert metrics.value(table, "compile", "peak_bytes") == 64.0
+    assert math.isnan(metrics.value(table, "eager", "peak_bytes"))
