@@ -2,8 +2,9 @@
 
 Scope: ``<runs folder>/.profiler_index.sqlite`` records, per run folder (``name`` or
 ``sweep/point-000``), its config (one row per field, so any field can be filtered), environment
-(GPU, torch, CUDA, driver), headline figures (eager and graph medians, speedup and its CI, and
-every other numeric headline key), when it started, whether it is complete or unreadable and which
+(GPU, torch, CUDA, driver), headline figures (eager and graph medians, speedup and its CI, every
+other numeric headline key, and metrics.csv's figures of the other modes as ``<mode>_<metric>``),
+when it started, whether it is complete or unreadable and which
 tables it holds; per sweep, its ``sweep.json`` and the rows of ``points.csv``. The folders stay the
 truth: on every open the folder is scanned cheaply (folder names and the ``stat`` of each
 summary.json, sweep.json and points.csv) and the index is brought up to date. A missing or damaged
@@ -37,7 +38,7 @@ from profiler_core.config import RunConfig
 from profiler_core.errors import ConfigError
 
 INDEX_FILE = ".profiler_index.sqlite"
-INDEX_SCHEMA_VERSION = 2  # PRAGMA user_version of an index this code reads
+INDEX_SCHEMA_VERSION = 3  # PRAGMA user_version of an index this code reads
 APPLICATION_ID = 0x43475049  # "CGPI": PRAGMA application_id, how a file is recognised as ours
 INDEX_MARKER = "profiler_core run index"  # meta.tool
 SWEEP_FILE, POINTS_FILE = "sweep.json", "points.csv"
@@ -45,6 +46,7 @@ BUSY_TIMEOUT_S = 2.0  # how long a reader or writer waits for another writer
 RECORD_TIMEOUT_S = 0.5  # a save waits at most this long to record its run (then leaves it)
 MAX_SUMMARY_BYTES = 16 * 2**20  # the dashboard's limit too
 MAX_SWEEP_FILE_BYTES = 16 * 2**20
+MAX_METRICS_BYTES = 4 * 2**20  # metrics.csv of a run (ours are a few kilobytes)
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 HEADLINE_COLUMNS = ("eager_median_ms", "graph_median_ms", "speedup", "speedup_ci_low",
@@ -245,6 +247,8 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
             number = _number(value)
             if number is not None and isinstance(key, str):
                 headline_rows[key[:200]] = number
+        for key, value in _other_modes_figures(path).items():
+            headline_rows.setdefault(key, value)
         for key in HEADLINE_COLUMNS:
             run[key] = headline_rows.get(key)
         config_rows = config
@@ -253,6 +257,33 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
     run["config_json"] = json.dumps(config_rows)
     run["headline_json"] = json.dumps(headline_rows)
     return {"run": run, "config": config_rows, "headline": headline_rows}
+
+
+def _other_modes_figures(path: Path) -> dict[str, float]:
+    """The figures of modes beside eager and the graph (metrics.csv), as ``<mode>_<metric>``
+    headline keys, so that any mode's figure can be filtered on (eager's and the graph's are in
+    the summary's headline already). A missing or unreadable metrics.csv gives none."""
+    file = path / schema.TABLE_FILES["metrics"][0]
+    try:
+        info = os.lstat(file)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_METRICS_BYTES:
+            return {}
+        with open(file, encoding="utf-8", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return {}
+    figures = {}
+    for row in rows:
+        mode, metric = row.get("mode"), row.get("metric")
+        if not mode or not metric or mode in ("eager", "graph"):
+            continue
+        try:
+            number = _number(float(row.get("value") or "nan"))
+        except ValueError:
+            continue
+        if number is not None:
+            figures[f"{mode}_{metric}"[:200]] = number
+    return figures
 
 
 def _config_row(relative: str, field: str, value: Any) -> tuple:

@@ -55,6 +55,20 @@ def _stored_paths(folder: Path) -> set[str]:
 # ----------------------------------------------------------------------------- build and record
 
 
+def test_any_modes_figure_from_metrics_csv_can_be_filtered_on(runs):
+    (runs / "run-1" / "metrics.csv").write_text(
+        "mode,metric,value,eager_value,ratio_to_eager\n"
+        "eager,median_ms,2.0,2.0,1.0\n"
+        "compile_ro,speedup,3.5,1.0,3.5\n"
+        "compile_ro,span_us,not a number,900,\n")
+    (runs / "run-2" / "metrics.csv").write_bytes(b"\xff\xfe damaged")
+    with index.open_index(runs) as ix:
+        assert _names(ix.runs([index.parse_where("compile_ro_speedup=3..")])) == ["run-1"]
+        assert "compile_ro_span_us" not in json.loads(ix.runs()[1]["headline_json"])
+        assert "compile_ro_speedup" in ix.fields()
+        assert len(ix.runs()) == 3  # a damaged metrics.csv costs its figures, not the run
+
+
 def test_the_index_is_built_from_the_folders_and_recognisably_ours(runs):
     with index.open_index(runs) as ix:
         assert ix.persistent and ix.note == ""
