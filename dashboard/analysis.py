@@ -210,15 +210,25 @@ SPLIT_MEDIAN_COLUMNS = ["mode", "iterations", "span_us", *SPLIT_PARTS, "launches
 
 
 def breakdown_against(breakdown: pd.DataFrame, medians: pd.DataFrame, other: str) -> pd.DataFrame:
-    """The speedup decomposed from eager to ``other`` (breakdown.csv's columns; ``graph_us`` holds
-    ``other``'s times): the run's own breakdown for the article's graph, else worked out from
-    the two modes' launch-split medians the same way (``trace.decompose_medians``)."""
-    if other == "graph" or medians.empty:
-        return breakdown
+    """The speedup decomposed from eager to ``other``, as ``other``'s block of breakdown.csv (its
+    columns; ``mode_us`` holds ``other``'s times): the run's own block when breakdown.csv has one,
+    else worked out from the two modes' launch-split medians the same way
+    (``trace.decompose_medians``); empty with those columns when neither is there."""
+    own = breakdown[breakdown["mode"].astype(str) == other].reset_index(drop=True)
+    if len(own) or medians.empty:
+        return own
     rows = medians.set_index("mode")
     if "eager" not in rows.index or other not in rows.index:
-        return breakdown.iloc[0:0]
-    return decompose_medians(rows.loc["eager"].to_dict(), rows.loc[other].to_dict())
+        return own
+    return decompose_medians(rows.loc["eager"].to_dict(), rows.loc[other].to_dict(), mode=other)
+
+
+def decomposable_modes(breakdown: pd.DataFrame, medians: pd.DataFrame) -> list[str]:
+    """The modes whose speedup over eager ``breakdown_against`` can decompose: those with a block
+    in breakdown.csv, and those profiled beside eager (launch-split medians), in run order."""
+    profiled = ordered_modes(medians) if "eager" in set(medians["mode"].astype(str)) else []
+    present = pd.DataFrame({"mode": [*breakdown["mode"].astype(str), *profiled]})
+    return [mode for mode in ordered_modes(present) if mode not in ("eager", "")]
 
 
 def ordered_modes(frame: pd.DataFrame) -> list[str]:
@@ -467,7 +477,7 @@ TOTAL_COMPONENT = "total_span"
 TIMELINE_OF_COMPONENT = {c: c.split("_", 1)[0].upper() for c in BREAKDOWN_COMPONENTS
                          if c != TOTAL_COMPONENT}
 RESIDUAL_COMPONENTS = {"CPU": "waiting on GPU", "GPU": "not attributed"}
-BREAKDOWN_TABLE_COLUMNS = ["timeline", "component", "eager_us", "graph_us", "saving_us",
+BREAKDOWN_TABLE_COLUMNS = ["timeline", "component", "eager_us", "mode_us", "saving_us",
                            "share_of_timeline_saving_pct"]
 
 
@@ -477,9 +487,10 @@ def _float_column(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
-    """The speedup decomposition, one block per timeline, with shares that add up to 100% within
-    each timeline (breakdown.csv's shares are all of the total saving, so the GPU rows and the CPU
-    rows each add up to about 100% and together to far more, with nothing saying which is which).
+    """One mode's block of the speedup decomposition (``breakdown_against``), one block per
+    timeline, with shares that add up to 100% within each timeline (breakdown.csv's shares are all
+    of the total saving, so the GPU rows and the CPU rows each add up to about 100% and together
+    to far more, with nothing saying which is which). ``mode_us`` holds that mode's times.
 
     GPU: busy + idle = the span. CPU: launch calls + other work + time spent waiting on the GPU =
     the span (that last row is the rest of the span). A final row is the span itself (timeline
@@ -489,28 +500,28 @@ def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=BREAKDOWN_TABLE_COLUMNS)
     frame = breakdown.assign(component=breakdown["component"].astype(str),
                              eager_us=_float_column(breakdown, "eager_us"),
-                             graph_us=_float_column(breakdown, "graph_us"))
+                             mode_us=_float_column(breakdown, "mode_us"))
     frame = frame[frame["component"].isin(BREAKDOWN_COMPONENTS)]
     total = frame[frame["component"] == TOTAL_COMPONENT]
     eager_total = float(total["eager_us"].iloc[0]) if len(total) else math.nan
-    graph_total = float(total["graph_us"].iloc[0]) if len(total) else math.nan
-    saving_total = eager_total - graph_total
+    mode_total = float(total["mode_us"].iloc[0]) if len(total) else math.nan
+    saving_total = eager_total - mode_total
     rows = []
     for timeline in ("GPU", "CPU"):
         parts = frame[frame["component"].map(TIMELINE_OF_COMPONENT.get) == timeline]
         if parts.empty:
             continue
         for row in parts.itertuples(index=False):
-            rows.append([timeline, row.component, row.eager_us, row.graph_us])
+            rows.append([timeline, row.component, row.eager_us, row.mode_us])
         rest_eager = eager_total - float(parts["eager_us"].sum())
-        rest_graph = graph_total - float(parts["graph_us"].sum())
+        rest_mode = mode_total - float(parts["mode_us"].sum())
         scale = 0.005 * max(abs(eager_total), 1e-9) if finite(eager_total) else math.inf
-        if finite(rest_eager) and finite(rest_graph) and max(abs(rest_eager), abs(rest_graph)) > scale:
-            rows.append([timeline, RESIDUAL_COMPONENTS[timeline], rest_eager, rest_graph])
+        if finite(rest_eager) and finite(rest_mode) and max(abs(rest_eager), abs(rest_mode)) > scale:
+            rows.append([timeline, RESIDUAL_COMPONENTS[timeline], rest_eager, rest_mode])
     if len(total):
-        rows.append(["both", TOTAL_COMPONENT, eager_total, graph_total])
+        rows.append(["both", TOTAL_COMPONENT, eager_total, mode_total])
     out = pd.DataFrame(rows, columns=BREAKDOWN_TABLE_COLUMNS[:4])
-    out["saving_us"] = out["eager_us"] - out["graph_us"]
+    out["saving_us"] = out["eager_us"] - out["mode_us"]
     share = out["saving_us"] / saving_total * 100 if finite(saving_total) and saving_total else math.nan
     out["share_of_timeline_saving_pct"] = share
     return out[BREAKDOWN_TABLE_COLUMNS].reset_index(drop=True)
@@ -743,50 +754,3 @@ def overlay_steps(tag: str, latency: pd.DataFrame) -> pd.DataFrame:
                                  "ms": part[column].to_numpy(dtype=float),
                                  "timed_by": METHOD_LABELS[series]})[OVERLAY_STEP_COLUMNS]
     return pd.DataFrame(columns=OVERLAY_STEP_COLUMNS)
-
-
-# ----------------------------------------------------------------------------- every figure per mode
-
-MODE_METRIC_COLUMNS = ["mode", "metric", "value", "eager_value", "ratio_to_eager", "source"]
-# modes.csv columns that are figures of the mode itself (the CI bounds travel with the speedup)
-_MODE_TABLE_METRICS = ("median_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "one_time_ms",
-                       "memory_bytes", "graphs_recorded")
-
-
-def mode_metrics(modes: pd.DataFrame, headline: dict[str, Any]) -> pd.DataFrame:
-    """Every per-mode figure of a run in long form (mode, metric, value), with eager's value of the
-    same metric and the ratio to it: modes.csv (timed) and the headline's ``<mode>_<metric>``
-    numbers (the profiled window's split, launches, kernels, profiler overhead). One table for
-    any number of modes, ready to pivot or to stack across runs."""
-    names = ordered_modes(modes) if not modes.empty else []
-    for key in headline:  # modes profiled but not in modes.csv (a run from before it existed)
-        mode = next((m for m in MODE_NAMES if key.startswith(m + "_")), None)
-        if mode is not None and mode not in names and mode in headline.get("modes", []):
-            names.append(mode)
-    rows: list[list[Any]] = []
-    by_mode = modes.set_index("mode") if not modes.empty else pd.DataFrame()
-    for mode in names:
-        taken: set[str] = set()
-        if mode in by_mode.index:
-            for metric in _MODE_TABLE_METRICS:
-                rows.append([mode, metric, by_mode.at[mode, metric], "modes.csv"])
-                taken.add(metric)
-        prefix = f"{mode}_"
-        for key, value in headline.items():
-            if not key.startswith(prefix) or isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue
-            metric = key[len(prefix):]
-            # "graph_..." must not also take "graphed_callables_..."'s keys
-            if metric in taken or any(key.startswith(f"{other}_") for other in MODE_NAMES
-                                      if other != mode and other.startswith(prefix)):
-                continue
-            rows.append([mode, metric, value, "summary.json headline"])
-    out = pd.DataFrame(rows, columns=["mode", "metric", "value", "source"])
-    if out.empty:
-        return pd.DataFrame(columns=MODE_METRIC_COLUMNS)
-    out["value"] = pd.to_numeric(out["value"], errors="coerce").astype(float)
-    eager = out[out["mode"] == "eager"].drop_duplicates("metric").set_index("metric")["value"]
-    out["eager_value"] = out["metric"].map(eager).astype(float)
-    ratio = out["value"] / out["eager_value"]
-    out["ratio_to_eager"] = ratio.where(np.isfinite(ratio))
-    return out[MODE_METRIC_COLUMNS].reset_index(drop=True)

@@ -413,15 +413,17 @@ def _step_label(component: str, side: str) -> str:
 
 
 def waterfall_steps(breakdown: pd.DataFrame, other: str = "graph") -> dict[str, pd.DataFrame]:
-    """The decompositions in a breakdown table, one per timeline.
+    """The decompositions in ``other``'s block of a breakdown table (``mode_us`` holds its times),
+    one per timeline.
 
     The components of one timeline (``gpu_busy`` + ``gpu_idle``, ``cpu_launch`` + ``cpu_other``)
-    each add up to the iteration span, so each gives its own walk from the eager step to the
-    graph step; a part that does not add up shows as 'waiting on GPU' (the CPU) or 'not
+    each add up to the iteration span, so each gives its own walk from the eager step to
+    ``other``'s step; a part that does not add up shows as 'waiting on GPU' (the CPU) or 'not
     attributed'. Columns: step, component (the schema name; the residual's own label), value,
     measure (absolute/relative/total). Non-finite numbers count as missing.
     """
-    breakdown = _finite_frame(breakdown, ("eager_us", "graph_us", "saving_us"))
+    breakdown = breakdown[breakdown["mode"].astype(str) == other]  # other modes' blocks left out
+    breakdown = _finite_frame(breakdown, ("eager_us", "mode_us", "saving_us"))
     names = breakdown["component"].astype(str)
     known = breakdown[names.isin(BREAKDOWN_COMPONENTS)]
     order = {c: i for i, c in enumerate(BREAKDOWN_COMPONENTS)}
@@ -433,18 +435,18 @@ def waterfall_steps(breakdown: pd.DataFrame, other: str = "graph") -> dict[str, 
     for side in dict.fromkeys(parts["component"].astype(str).map(_side)):
         group = parts[parts["component"].astype(str).map(_side) == side]
         eager_part = group["eager_us"].fillna(0.0)
-        graph_part = group["graph_us"].fillna(0.0)
+        mode_part = group["mode_us"].fillna(0.0)
         eager_total = float(totals["eager_us"].iloc[0]) if len(totals) else math.nan
-        graph_total = float(totals["graph_us"].iloc[0]) if len(totals) else math.nan
+        mode_total = float(totals["mode_us"].iloc[0]) if len(totals) else math.nan
         if not math.isfinite(eager_total):
             eager_total = float(eager_part.sum())
-        if not math.isfinite(graph_total):
-            graph_total = float(graph_part.sum())
+        if not math.isfinite(mode_total):
+            mode_total = float(mode_part.sum())
         saving = group["saving_us"]
-        change = (-saving).where(saving.notna(), graph_part - eager_part).to_numpy(dtype=float)
+        change = (-saving).where(saving.notna(), mode_part - eager_part).to_numpy(dtype=float)
         components = [str(n) for n in group["component"]]
         labels = [_step_label(n, side) for n in components]
-        residual = graph_total - eager_total - float(change.sum())
+        residual = mode_total - eager_total - float(change.sum())
         if abs(residual) > 0.005 * max(abs(eager_total), 1e-9):
             # CPU launch + other is the time the CPU worked; the rest of the span it waited
             labels.append(RESIDUAL_COMPONENTS.get(side, "not attributed"))
@@ -453,7 +455,7 @@ def waterfall_steps(breakdown: pd.DataFrame, other: str = "graph") -> dict[str, 
         sides[side or "all"] = pd.DataFrame({
             "step": ["eager", *labels, other],
             "component": ["eager", *components, other],
-            "value": [eager_total, *change, graph_total],
+            "value": [eager_total, *change, mode_total],
             "measure": ["absolute", *["relative"] * len(change), "total"],
         })
     return sides
@@ -467,16 +469,16 @@ def _step_color(component: str) -> str:
 
 def speedup_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdown in this run "
                       "(profiler off)", other: str = "graph") -> go.Figure:
-    """From the eager step to the graph step (or ``other`` mode's, whose times the breakdown's
-    ``graph_us`` then holds): what each component saved (us per iteration),
+    """From the eager step to ``other`` mode's step, from that mode's block of a breakdown table
+    (whose ``mode_us`` holds its times): what each component saved (us per iteration),
     one panel per timeline (GPU: busy + idle; CPU: launch calls + other).
 
     Drawn as floating bars (not Plotly's Waterfall, whose colours can only say up or down): the
-    eager and graph totals in their mode colours, each step in its part's colour, its sign in its
+    eager and ``other`` totals in their mode colours, each step in its part's colour, its sign in its
     direction and its +/- label. Labels are never clipped (the axis leaves room above the
     tallest bar and below the lowest)."""
     title = f"The speedup decomposed: eager step -> {escape(other)} step"
-    if breakdown.empty:
+    if not (breakdown["mode"].astype(str) == other).any():
         return empty_figure(title, empty_message)
     sides = waterfall_steps(breakdown, other)
     if not sides:

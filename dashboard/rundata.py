@@ -67,6 +67,11 @@ REQUIRED_FILES = (SUMMARY_FILE, "counters.csv", "latency.csv", "stats.csv")
 _TABLE_OF_FILE = {file: (name, columns) for name, (file, columns) in TABLE_FILES.items()}
 _TRACE_NAMES = {f"{stem}{ext}" for stem in TRACE_FILES.values() for ext in ("", ".gz")}
 _KNOWN_FILES = {SUMMARY_FILE, *_TABLE_OF_FILE, *_TRACE_NAMES}
+# The columns of a table that runs of an older schema wrote otherwise (``RunResult.load`` upgrades
+# them): file -> (the first schema version with today's columns, the columns before it).
+_OLDER_COLUMNS = {
+    "breakdown.csv": (3, ["component", "eager_us", "graph_us", "saving_us", "share_of_saving_pct"]),
+}
 
 
 def default_runs_dir() -> str:
@@ -445,11 +450,12 @@ def _unsafe_name(name: str) -> bool:
     return any(part in ("..", "") for part in name.rstrip("/").split("/"))
 
 
-def _check_csv_table(file: str, stream: io.BufferedIOBase) -> None:
+def _check_csv_table(file: str, stream: io.BufferedIOBase, version: int) -> None:
     """Read an uploaded table once, in chunks, and stop at the first problem: its header must have
-    the expected columns, no line may pass MAX_CSV_LINE_BYTES, and at most MAX_TABLE_ROWS lines
-    may follow the header. A chunk is never longer than a line may be, so only a line running
-    across chunks can be too long; memory stays within a chunk and the header."""
+    the columns of schema ``version``, no line may pass MAX_CSV_LINE_BYTES, and at most
+    MAX_TABLE_ROWS lines may follow the header. A chunk is never longer than a line may be, so
+    only a line running across chunks can be too long; memory stays within a chunk and the
+    header."""
     chunk_bytes = min(READ_CHUNK_BYTES, MAX_CSV_LINE_BYTES)
     header = bytearray()  # the first line, until it ends
     lines = 0  # line breaks seen
@@ -466,18 +472,24 @@ def _check_csv_table(file: str, stream: io.BufferedIOBase) -> None:
                                  "KiB, the limit for a line of a table",
                                  "a run's tables have short lines: the file is damaged or crafted")
         if lines == 0 and breaks:
-            _check_csv_header(file, bytes(header))
+            _check_csv_header(file, bytes(header), version)
         lines += breaks
         if lines - 1 + (open_line > 0) > MAX_TABLE_ROWS:
             raise RunFormatError(f"{file} has more than {MAX_TABLE_ROWS:,} rows, the limit for a "
                                  "table", "upload a run written by this tool; a longer run is "
                                           "opened from the runs folder")
     if lines == 0:
-        _check_csv_header(file, bytes(header))
+        _check_csv_header(file, bytes(header), version)
 
 
-def _check_csv_header(file: str, data: bytes) -> None:
-    _, columns = _TABLE_OF_FILE[file]
+def _columns_of(file: str, version: int) -> list[str]:
+    """The columns ``file`` has in a run of schema ``version``."""
+    since, older = _OLDER_COLUMNS.get(file, (0, []))
+    return older if version < since else _TABLE_OF_FILE[file][1]
+
+
+def _check_csv_header(file: str, data: bytes, version: int) -> None:
+    columns = _columns_of(file, version)
     try:
         first_line = data.split(b"\n", 1)[0].decode("utf-8-sig").strip("\r")
     except UnicodeDecodeError:
@@ -555,16 +567,26 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
                                  f"(at most {MAX_UPLOAD_TABLES_BYTES / 2**20:,.0f} MiB)",
                                  "the zip is damaged or crafted (a zip bomb?)")
         try:
+            summary = _uploaded_summary(zf.read(members[SUMMARY_FILE]))
             for file, info in members.items():
                 if file in _TABLE_OF_FILE:
                     with zf.open(info) as handle:
-                        _check_csv_table(file, handle)
-            summary_bytes = zf.read(members[SUMMARY_FILE])
+                        _check_csv_table(file, handle, summary["schema_version"])
         except RunFormatError:
             raise
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError,
                 RuntimeError, ValueError) as exc:
             raise RunFormatError(f"the zip cannot be read: {exc}", "the zip is damaged") from None
+    try:
+        RunConfig.from_dict(summary.get("config") or {})
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise RunFormatError(f"{SUMMARY_FILE} holds an invalid config: {exc}", "") from None
+    return members
+
+
+def _uploaded_summary(summary_bytes: bytes) -> dict[str, Any]:
+    """An uploaded summary.json; ``RunFormatError`` when it is not JSON or not of a version this
+    tool reads (the run's tables are checked against that version's columns)."""
     try:
         summary = json.loads(summary_bytes.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -573,11 +595,7 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
         raise RunFormatError(f"{SUMMARY_FILE} is not a run summary of a version this tool reads "
                              f"({', '.join(map(str, READABLE_SCHEMA_VERSIONS))})",
                              "upload a zip written by this tool")
-    try:
-        RunConfig.from_dict(summary.get("config") or {})
-    except (ConfigError, TypeError, ValueError) as exc:
-        raise RunFormatError(f"{SUMMARY_FILE} holds an invalid config: {exc}", "") from None
-    return members
+    return summary
 
 
 def extract_run_zip(data: bytes, dest: Path) -> Path:

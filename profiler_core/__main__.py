@@ -110,9 +110,11 @@ def format_summary(result: RunResult) -> str:
         lines.append(shown[["mode", "median_ms", "speedup", "one_time_ms", "memory_mib",
                             "graphs_recorded"]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     breakdown = result.table("breakdown")
-    if len(breakdown):
-        lines += ["", "Per iteration, medians of the profiled window (us)"]
-        lines.append(breakdown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    graph_breakdown = breakdown[breakdown["mode"] == "graph"]
+    if len(graph_breakdown):
+        lines += ["", "Per iteration, eager vs graph, medians of the profiled window (us)"]
+        shown = graph_breakdown.drop(columns="mode").rename(columns={"mode_us": "graph_us"})
+        lines.append(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
         for mode in ("eager", "graph"):
             if f"{mode}_launches" in head:
                 lines.append(f"{mode}: {head[f'{mode}_launches']:.0f} launches, "

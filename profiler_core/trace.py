@@ -2,7 +2,7 @@
 
 Scope: read a trace written by ``prof.export_chrome_trace(path)`` (plain JSON or gzip), cut it
 into iterations, and split each iteration into CPU launch time, other CPU time, GPU busy time and
-GPU idle time; list the kernels; decompose an eager-vs-graph speedup into those parts; write the
+GPU idle time; list the kernels; decompose a mode's speedup over eager into those parts; write the
 tables and a plain-text report; and give the events of one iteration as lanes for drawing
 (:func:`iteration_timeline`: CPU ops per thread, launch calls, the GPU work they enqueued). It
 reads files and returns DataFrames; it never runs a workload, never imports torch, and never
@@ -132,8 +132,8 @@ KERNEL_DTYPES = {
     "share_of_gpu_pct": "float64",
 }
 BREAKDOWN_DTYPES = {
-    "component": str, "eager_us": "float64", "graph_us": "float64", "saving_us": "float64",
-    "share_of_saving_pct": "float64",
+    "mode": str, "component": str, "eager_us": "float64", "mode_us": "float64",
+    "saving_us": "float64", "share_of_saving_pct": "float64",
 }
 
 KERNEL_NAME_MAX_CHARS = 60
@@ -343,33 +343,37 @@ def analyse_trace(trace: dict, mode: str = "trace") -> TraceAnalysis:
     )
 
 
-def decompose_speedup(eager: TraceAnalysis, graph: TraceAnalysis) -> pd.DataFrame:
-    """Where the per-iteration time went, eager vs graph (BREAKDOWN_COLUMNS).
+def decompose_speedup(eager: TraceAnalysis, other: TraceAnalysis) -> pd.DataFrame:
+    """Where the per-iteration time went, eager vs ``other`` (one mode's block of breakdown.csv,
+    BREAKDOWN_COLUMNS; ``mode`` is ``other.mode`` in every row, ``mode_us`` its times).
 
     Rows: ``gpu_busy`` (median GPU busy time), ``gpu_idle`` (median span minus median busy, so
     that ``gpu_busy`` + ``gpu_idle`` = ``total_span`` exactly in every column; medians are not
     additive, so this can differ slightly from the median of per-iteration idle times),
     ``total_span`` (median span), then ``cpu_launch`` and ``cpu_other`` (median CPU times: they
-    explain the saving but do not add up to it). ``saving_us`` = ``eager_us`` - ``graph_us``;
+    explain the saving but do not add up to it). ``saving_us`` = ``eager_us`` - ``mode_us``;
     ``share_of_saving_pct`` is every row's saving as a percentage of the span saving (NaN when
     the span saving is zero), so a CPU row above 100% means more CPU time was removed than
     span time.
     """
-    return decompose_medians(eager.summary(), graph.summary())
+    return decompose_medians(eager.summary(), other.summary(), mode=other.mode)
 
 
-def decompose_medians(eager: Mapping[str, float], other: Mapping[str, float]) -> pd.DataFrame:
+def decompose_medians(eager: Mapping[str, float], other: Mapping[str, float], *,
+                      mode: str) -> pd.DataFrame:
     """:func:`decompose_speedup` from two modes' launch-split medians (``TraceAnalysis.summary``
-    or a launch_split.csv's medians): any mode against eager; ``graph_us`` holds ``other``'s."""
-    eager_us, graph_us = _breakdown_components(eager), _breakdown_components(other)
-    span_saving = eager_us["total_span"] - graph_us["total_span"]
+    or a launch_split.csv's medians): mode ``mode`` (whose medians ``other`` holds) against
+    eager, its block of breakdown.csv."""
+    eager_us, mode_us = _breakdown_components(eager), _breakdown_components(other)
+    span_saving = eager_us["total_span"] - mode_us["total_span"]
     rows = []
     for component in eager_us:
-        saving = eager_us[component] - graph_us[component]
+        saving = eager_us[component] - mode_us[component]
         rows.append({
+            "mode": mode,
             "component": component,
             "eager_us": eager_us[component],
-            "graph_us": graph_us[component],
+            "mode_us": mode_us[component],
             "saving_us": saving,
             "share_of_saving_pct": saving / span_saving * 100 if span_saving else float("nan"),
         })

@@ -21,7 +21,8 @@ SYNTHETIC_GPU = "Synthetic GPU (test fixture)"
 def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: int = 10,
                         started_at: str = "2026-11-30T14:02:11") -> Path:
     from profiler_core.config import PRESETS
-    from profiler_core.results import RunResult, coerce_table
+    from profiler_core.metrics import from_saved_headline
+    from profiler_core.results import RunResult, coerce_table, empty_table
 
     rng = np.random.default_rng(seed)
     config = PRESETS["seed"].replace(replays=per_mode, trials=trials)
@@ -56,10 +57,12 @@ def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: 
                           columns=["mode", "iteration", "span_us", "cpu_launch_us", "cpu_other_us",
                                    "gpu_busy_us", "gpu_idle_us", "launches", "kernels",
                                    "launch_delay_us"])
-    breakdown = pd.DataFrame([["gpu_busy", 220, 225, -5, -0.5], ["gpu_idle", 980, 25, 955, 100.5],
-                              ["total_span", 1200, 250, 950, 100.0], ["cpu_launch", 700, 22, 678, 71.4],
-                              ["cpu_other", 500, 30, 470, 49.5]],
-                             columns=["component", "eager_us", "graph_us", "saving_us",
+    breakdown = pd.DataFrame([["graph", "gpu_busy", 220, 225, -5, -0.5],
+                              ["graph", "gpu_idle", 980, 25, 955, 100.5],
+                              ["graph", "total_span", 1200, 250, 950, 100.0],
+                              ["graph", "cpu_launch", 700, 22, 678, 71.4],
+                              ["graph", "cpu_other", 500, 30, 470, 49.5]],
+                             columns=["mode", "component", "eager_us", "mode_us", "saving_us",
                                       "share_of_saving_pct"])
     names = ["sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", "ampere_sgemm_64x32_sliced1x4_tn",
              "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
@@ -114,6 +117,8 @@ def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: 
     environment = {"gpu_name": SYNTHETIC_GPU, "gpu_index": 0, "driver_version": "580.00",
                    "cuda_version": "13.0", "torch_version": "2.13.0", "python_version": "3.11",
                    "started_at": started_at, "finished_at": started_at, "device_type": "cuda"}
+    # metrics.csv, every figure per mode: here from the headline's per-mode keys and stats.csv
+    tables["metrics"] = from_saved_headline(empty_table("modes"), tables["stats"], headline)
     result = RunResult(config=config, environment=environment, headline=headline, notes=["synthetic run"],
                        tables={k: coerce_table(k, v) for k, v in tables.items()}, trace_paths={})
     saved = result.save(path)

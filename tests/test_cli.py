@@ -5,11 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
 from profiler_core import cli, schema
-from profiler_core.__main__ import main
+from profiler_core.__main__ import format_summary, main
 from profiler_core.config import preset
 from profiler_core.results import RunResult
 
@@ -176,3 +177,25 @@ def test_sigterm_keeps_the_incomplete_run(tmp_path):
     assert loaded.complete is False
     assert any("incomplete" in note and "timed trials" in note for note in loaded.notes)
     assert len(loaded.table("latency")) > 0  # the iterations timed before the signal are kept
+
+
+def test_the_summary_shows_the_graphs_block_of_the_breakdown(tmp_path):
+    """breakdown.csv holds a block per mode; the run's text summary decomposes the graph's speedup
+    (its block, mode_us shown as graph_us), not another mode's."""
+    from conftest import write_synthetic_run
+
+    run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "synthetic"))
+    run.headline["parity_steps"] = 5  # the fixture's parity figures lack their step count
+    graph = run.table("breakdown")
+    run.tables["breakdown"] = pd.concat([graph.assign(mode="compile", mode_us=987.5), graph],
+                                        ignore_index=True)
+    text = format_summary(run)
+    section = text.split("Per iteration, eager vs graph, medians of the profiled window (us)\n")[1]
+    header, *rows = section.splitlines()[:6]
+    assert header.split() == ["component", "eager_us", "graph_us", "saving_us", "share_of_saving_pct"]
+    assert [row.split()[:3] for row in rows] == [["gpu_busy", "220.0", "225.0"],
+                                                 ["gpu_idle", "980.0", "25.0"],
+                                                 ["total_span", "1200.0", "250.0"],
+                                                 ["cpu_launch", "700.0", "22.0"],
+                                                 ["cpu_other", "500.0", "30.0"]]
+    assert "987.5" not in text

@@ -168,6 +168,8 @@ def test_overview_headline_verdict_and_downloads(shared_run):
     labels = {b.label for b in at.download_button}
     assert {"Download run (zip)", "Download summary.json", "Trace: eager (Perfetto)",
             "Trace: graph (Perfetto)"} <= labels
+    figures = at.get_by_key("overview_mode_metrics")  # the run's metrics.csv, every figure per mode
+    assert figures.proto.label.startswith("Download every figure per mode (metrics.csv")
     assert "Synthetic GPU (test fixture)" in _texts(at.caption)
 
 
@@ -338,6 +340,24 @@ def test_run_zip_round_trips_through_upload(shared_run, tmp_path):
     for name in TABLE_FILES:
         pd.testing.assert_frame_equal(loaded.table(name), original.table(name))
     assert loaded.trace_paths["eager"] == dest / "trace_eager.json"
+
+
+def test_a_schema_2_run_uploads_with_its_older_breakdown_columns(shared_run, tmp_path):
+    """A schema-2 zip (breakdown.csv in eager_us/graph_us, e.g. the bundled sample's own 'Download
+    run (zip)') is checked against its version's columns and opens upgraded; today's runs must
+    have today's columns."""
+    files = _run_files(shared_run)
+    summary = json.loads(files["summary.json"])
+    old = pd.read_csv(io.BytesIO(files["breakdown.csv"])).drop(columns="mode").rename(
+        columns={"mode_us": "graph_us"})
+    files["breakdown.csv"] = old.to_csv(index=False).encode()
+    with pytest.raises(RunFormatError, match="breakdown.csv lacks the columns mode, mode_us"):
+        rundata.validate_run_zip(_zip(files))
+    files["summary.json"] = json.dumps({**summary, "schema_version": 2})
+    opened = rundata.unpack_run(_zip(files), tmp_path / "uploaded")
+    breakdown = opened.table("breakdown")
+    assert set(breakdown["mode"]) == {"graph"}
+    assert breakdown["mode_us"].tolist() == old["graph_us"].tolist()
 
 
 def _zip(files: dict[str, bytes | str], symlink: str | None = None) -> bytes:

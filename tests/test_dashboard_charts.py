@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,7 +13,7 @@ import pytest
 
 from dashboard import analysis, charts
 from profiler_core.results import RunResult, empty_table
-from profiler_core.schema import TABLE_FILES
+from profiler_core.schema import BREAKDOWN_COLUMNS, METRIC_COLUMNS, TABLE_FILES
 
 
 @pytest.fixture
@@ -165,9 +167,9 @@ def test_waterfall_walks_from_eager_to_graph_on_each_timeline(run):
     assert [a.text for a in fig.layout.annotations] == ["GPU timeline", "CPU timeline"]
     steps = charts.waterfall_steps(run.table("breakdown"))
     assert list(steps["GPU"]["measure"]) == ["absolute", "relative", "relative", "total"]
-    unattributed = pd.DataFrame({"component": ["gpu_idle", "total_span"], "eager_us": [900, 1200],
-                                 "graph_us": [20, 250], "saving_us": [880, 950],
-                                 "share_of_saving_pct": [92.6, 100]})
+    unattributed = pd.DataFrame({"mode": "graph", "component": ["gpu_idle", "total_span"],
+                                 "eager_us": [900, 1200], "mode_us": [20, 250],
+                                 "saving_us": [880, 950], "share_of_saving_pct": [92.6, 100]})
     trace = charts.speedup_waterfall(unattributed).data[0]
     assert list(trace.x) == ["eager", "idle", "not attributed", "graph"]
     assert trace.y[0] + sum(trace.y[1:3]) == pytest.approx(250)
@@ -177,8 +179,8 @@ def test_waterfall_labels_are_never_clipped(run):
     """Every bar's label is drawn outside its bar with clipping off, and the y axis reaches past
     the tallest bar and below the lowest one (the '-1,414' label was cut off)."""
     for breakdown in (run.table("breakdown"),
-                      pd.DataFrame({"component": ["gpu_busy", "gpu_idle", "total_span"],
-                                    "eager_us": [100, 1500, 1600], "graph_us": [110, 76, 186],
+                      pd.DataFrame({"mode": "graph", "component": ["gpu_busy", "gpu_idle", "total_span"],
+                                    "eager_us": [100, 1500, 1600], "mode_us": [110, 76, 186],
                                     "saving_us": [-10, 1424, 1414],
                                     "share_of_saving_pct": [-0.7, 100.7, 100]})):
         fig = charts.speedup_waterfall(breakdown)
@@ -287,7 +289,7 @@ def test_config_diff_and_tables():
 def test_schema_tables_all_have_a_chart_or_table():
     # Every table of the run directory is shown somewhere (guards against a new table nobody draws).
     shown = {"counters", "latency", "stats", "launch_split", "breakdown", "kernels", "nvml", "phases",
-             "modes"}
+             "modes", "metrics"}
     assert shown == set(TABLE_FILES)
 
 
@@ -300,6 +302,7 @@ def _all_figures(run, transform=lambda name, frame: frame) -> dict[str, go.Figur
     steps = analysis.per_step_latency(t["latency"])
     steady, column = analysis.series_steps(steps, "steady_event")
     medians = analysis.split_medians(t["launch_split"])
+    other = next(iter(analysis.decomposable_modes(t["breakdown"], medians)), "graph")
     compare = pd.concat([analysis.compare_rows(tag, run.headline, t["stats"], False)[0]
                          for tag in ("A", "B")])
     timeline = pd.DataFrame({"lane": ["CPU: ops, thread 1", "CPU: launch calls", "GPU: kernels, copies"],
@@ -316,7 +319,8 @@ def _all_figures(run, transform=lambda name, frame: frame) -> dict[str, go.Figur
         "series": charts.latency_series(steady, column),
         "timing": charts.timing_methods_bars(analysis.timing_comparison(t["stats"], run.headline)),
         "split": charts.split_bars(medians),
-        "waterfall": charts.speedup_waterfall(t["breakdown"]),
+        "waterfall": charts.speedup_waterfall(analysis.breakdown_against(t["breakdown"], medians, other),
+                                              other=other),
         "counts": charts.launch_count_bars(medians),
         "nvml": charts.nvml_timeseries(t["nvml"], t["phases"]),
         "nvml_zoomed": charts.nvml_timeseries(t["nvml"], t["phases"], x_range=(0.5, 3.0)),
@@ -362,7 +366,7 @@ def _strings(value):
 NON_FINITE_COLUMNS = {
     "latency": ("gpu_ms", "wall_ms"), "stats": ("median_ms", "p10_ms", "p90_ms"),
     "launch_split": ("span_us", "cpu_launch_us", "gpu_busy_us", "gpu_idle_us", "launches"),
-    "breakdown": ("eager_us", "graph_us", "saving_us"), "nvml": ("value", "t_s"),
+    "breakdown": ("eager_us", "mode_us", "saving_us"), "nvml": ("value", "t_s"),
     "kernels": ("total_us", "mean_us", "share_of_gpu_pct"), "phases": ("start_s", "end_s"),
     "counters": ("observed",),
 }
@@ -431,8 +435,8 @@ def test_labels_from_run_data_never_become_markup_in_any_chart(run):
         texts = list(_strings(fig.to_plotly_json()))
         assert not [t for t in texts if "<a " in t or "<img" in t or "</a>" in t], name
     joined = {name: "\n".join(_strings(fig.to_plotly_json())) for name, fig in figures.items()}
-    for name in ("median_bars", "histogram", "ecdf", "split", "counts", "kernels_eager",
-                 "kernel_diff", "nvml", "counters"):
+    for name in ("median_bars", "histogram", "ecdf", "split", "waterfall", "counts",
+                 "kernels_eager", "kernel_diff", "nvml", "counters"):
         assert ESCAPED in joined[name] or ESCAPED[:60] in joined[name], name
     # run labels and components of the comparison and the timeline
     frame = pd.DataFrame({"run": [HOSTILE], "mode": ["eager"], "method": [HOSTILE],
@@ -606,24 +610,64 @@ def test_five_modes_keep_the_latency_charts_readable():
     assert shown == ["eager", "graph", "graphed_callables", "compile", "compile_ro"]
 
 
-def test_every_figure_per_mode_in_long_form():
-    """modes.csv and the headline's per-mode keys as (mode, metric, value) with eager's value and
-    the ratio to it; graph's keys never take graphed_callables' (a shared prefix)."""
-    modes = pd.DataFrame({"mode": ["graphed_callables", "eager", "graph"], "median_ms": [1.0, 2.0, 0.5],
-                          "speedup": [2.0, 1.0, 4.0], "speedup_ci_low": [1.8, 1.0, 3.5],
-                          "speedup_ci_high": [2.2, 1.0, 4.4], "one_time_ms": [15.0, 0.0, 13.0],
-                          "memory_bytes": [2**20, 0.0, 2**21], "graphs_recorded": [np.nan, np.nan, 1.0]})
-    headline = {"modes": ["eager", "graph", "graphed_callables"], "eager_launches": 30.0,
-                "graph_launches": 3.0, "graphed_callables_launches": 12.0, "graph_iteration_source":
-                "ProfilerStep", "eager_median_ms": 2.0, "counters_match": True}
-    long = analysis.mode_metrics(modes, headline)
-    assert list(long.columns) == analysis.MODE_METRIC_COLUMNS
-    assert list(dict.fromkeys(long["mode"])) == ["eager", "graph", "graphed_callables"]
-    launches = long[long["metric"] == "launches"].set_index("mode")
-    assert launches["value"].to_dict() == {"eager": 30.0, "graph": 3.0, "graphed_callables": 12.0}
-    assert launches.at["graph", "ratio_to_eager"] == pytest.approx(0.1)
-    assert len(long[(long["mode"] == "graph") & (long["metric"] == "callables_launches")]) == 0
-    median = long[long["metric"] == "median_ms"].set_index("mode")["ratio_to_eager"]
-    assert median["graph"] == pytest.approx(0.25)
-    assert long[long["metric"] == "median_ms"]["source"].eq("modes.csv").all()
-    assert analysis.mode_metrics(modes.iloc[0:0], {}).empty
+SAMPLE_RUN = Path(__file__).resolve().parent.parent / "dashboard" / "sample_run"
+
+
+@pytest.mark.skipif(not SAMPLE_RUN.is_dir(), reason="dashboard/sample_run/ is not in this checkout")
+def test_a_schema_2_run_loads_with_the_graphs_breakdown_block_and_every_figure_per_mode():
+    """The bundled sample (schema 2: breakdown.csv in eager_us/graph_us, no metrics.csv) opens as
+    today's schema: its breakdown is the graph's block with mode_us = the file's graph_us, and its
+    metrics table (what the Overview offers as every figure per mode) holds eager and graph."""
+    assert json.loads((SAMPLE_RUN / "summary.json").read_text())["schema_version"] == 2
+    assert not (SAMPLE_RUN / "metrics.csv").exists()
+    saved = pd.read_csv(SAMPLE_RUN / "breakdown.csv")
+    run = RunResult.load(SAMPLE_RUN)
+    breakdown = run.table("breakdown")
+    assert list(breakdown.columns) == BREAKDOWN_COLUMNS
+    assert set(breakdown["mode"]) == {"graph"}
+    assert breakdown["component"].tolist() == saved["component"].tolist()
+    assert breakdown["mode_us"].tolist() == pytest.approx(saved["graph_us"].tolist())
+    assert analysis.breakdown_against(breakdown, analysis.split_medians(run.table("launch_split")),
+                                      "graph")["mode_us"].tolist() == pytest.approx(
+        saved["graph_us"].tolist())
+    figures = run.table("metrics")
+    assert list(figures.columns) == METRIC_COLUMNS and len(figures)
+    assert set(figures["mode"]) == {"eager", "graph"}
+    median = figures[figures["metric"] == "median_ms"].set_index("mode")
+    assert median.at["graph", "value"] < median.at["eager", "value"]  # 0.237 ms vs 1.593 ms
+    assert median.at["graph", "ratio_to_eager"] == pytest.approx(
+        median.at["graph", "value"] / median.at["eager", "value"])
+    assert median.at["graph", "ratio_to_eager"] < 1
+    assert median.at["eager", "ratio_to_eager"] == pytest.approx(1.0)
+
+
+def test_a_modes_own_breakdown_block_is_decomposed_not_its_launch_split_medians(run):
+    """breakdown.csv holds one block per mode: the waterfall and the table of a mode beside the
+    graph come from that mode's own block; a mode without one is worked out from the launch
+    split's medians; a mode with neither has an empty decomposition."""
+    graph = run.table("breakdown")
+    own = graph.assign(mode="compile_ro", mode_us=graph["mode_us"] * 2,
+                       saving_us=graph["eager_us"] - graph["mode_us"] * 2)
+    breakdown = pd.concat([graph, own], ignore_index=True)
+    split = run.table("launch_split")
+    medians = analysis.split_medians(pd.concat(
+        [split, split[split["mode"] == "graph"].assign(mode="compile_ro"),
+         split[split["mode"] == "graph"].assign(mode="compile")], ignore_index=True))
+    assert analysis.decomposable_modes(breakdown, medians) == ["graph", "compile", "compile_ro"]
+
+    picked = analysis.breakdown_against(breakdown, medians, "compile_ro")
+    assert set(picked["mode"]) == {"compile_ro"}
+    assert picked["mode_us"].tolist() == (graph["mode_us"] * 2).tolist()
+    gpu, _ = charts.speedup_waterfall(picked, other="compile_ro").data
+    assert list(gpu.x) == ["eager", "busy", "idle", "compile_ro"]
+    assert gpu.y[-1] == 500  # the block's total_span (2 x 250), not the medians' (about 250)
+    assert charts.speedup_waterfall(breakdown, other="compile_ro").data[0].y[-1] == 500
+    table = analysis.breakdown_table(picked).set_index("component")
+    assert table.at["total_span", "mode_us"] == 500
+
+    worked_out = analysis.breakdown_against(breakdown, medians, "compile")
+    assert set(worked_out["mode"]) == {"compile"} and list(worked_out.columns) == BREAKDOWN_COLUMNS
+    expected = medians.set_index("mode").loc["compile"]
+    assert worked_out.set_index("component").at["total_span", "mode_us"] == expected["span_us"]
+    assert analysis.breakdown_against(breakdown, medians, "graphed_callables").empty
+    assert analysis.breakdown_against(graph.iloc[0:0], medians.iloc[0:0], "graph").empty

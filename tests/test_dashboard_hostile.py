@@ -217,7 +217,7 @@ def _markdown_run(tmp_path: Path) -> Path:
     counters["rule"] = [BARE, HOSTILE, IMAGE, LINK]
     counters.to_csv(path / "counters.csv", index=False)
     breakdown = pd.read_csv(path / "breakdown.csv")
-    breakdown.loc[len(breakdown)] = [IMAGE, 1.0, 1.0, 0.0, 0.0]  # an unknown component
+    breakdown.loc[len(breakdown)] = ["graph", IMAGE, 1.0, 1.0, 0.0, 0.0]  # an unknown component
     breakdown.to_csv(path / "breakdown.csv", index=False)
     kernels = pd.read_csv(path / "kernels.csv")  # kernel names as Plotly would render HTML
     kernels.loc[0, ["kernel", "kernel_full"]] = [PLOTLY_LINK, PLOTLY_LINK + " full"]

@@ -72,7 +72,8 @@ def test_your_own_step_needs_the_servers_opt_in(tmp_path, monkeypatch):
 
 
 def _three_mode_run(tmp_path: Path) -> Path:
-    """The synthetic run with a third mode (compile_ro) in every table, as a run with --modes has."""
+    """The synthetic run with a third mode (compile_ro) in every table, as a run with --modes has;
+    its breakdown block differs from what its launch split (the graph's) would give."""
     import pandas as pd
 
     from profiler_core.results import RunResult, coerce_table
@@ -84,6 +85,10 @@ def _three_mode_run(tmp_path: Path) -> Path:
         frame = run.table(name)
         extra = frame[frame["mode"] == "graph"].assign(mode="compile_ro")
         run.tables[name] = coerce_table(name, pd.concat([frame, extra], ignore_index=True))
+    graph = run.table("breakdown")  # compile_ro's own block: 1.2 times the graph's times
+    own = graph.assign(mode="compile_ro", mode_us=graph["mode_us"] * 1.2,
+                       saving_us=graph["eager_us"] - graph["mode_us"] * 1.2)
+    run.tables["breakdown"] = coerce_table("breakdown", pd.concat([graph, own], ignore_index=True))
     run.tables["modes"] = coerce_table("modes", pd.DataFrame({
         "mode": ["eager", "graph", "compile_ro"], "median_ms": [1.2, 0.25, 0.26],
         "speedup": [1.0, 4.8, 4.6], "speedup_ci_low": [1.0, 4.7, 4.4],
@@ -111,3 +116,25 @@ def test_every_view_shows_a_third_mode(tmp_path):
     charts = [json.loads(element.proto.spec) for element in at.get("plotly_chart")]
     assert any(c["layout"]["title"]["text"].startswith("Speedup over eager, mode by mode")
                for c in charts)
+
+
+def test_the_waterfall_of_a_mode_beside_the_graph_draws_its_own_breakdown_block(tmp_path):
+    """Launch split, 'Decompose the speedup of' compile_ro: the waterfall and the table come from
+    compile_ro's block of breakdown.csv (total span 300 us), not from its launch-split medians
+    (about 250 us, the graph's), and the table's column is labelled compile_ro_us."""
+    import json
+
+    path = _three_mode_run(tmp_path)
+    at = _app(path.parent)
+    at.session_state[state.OPEN_RUN] = str(path.resolve())
+    at.switch_page("views/launch_split.py").run()
+    assert at.radio(key="split_other").value == "graph"  # the first of graph, compile_ro
+    at.radio(key="split_other").set_value("compile_ro").run()
+    assert not at.exception, [e.value for e in at.exception]
+    waterfall = json.loads(at.get_by_key("split_waterfall").proto.spec)
+    gpu = waterfall["data"][0]
+    assert gpu["x"][0] == "eager" and gpu["x"][-1] == "compile_ro"
+    assert gpu["y"][-1] == pytest.approx(300.0)
+    table = next(df for df in at.dataframe if "share_of_timeline_saving_pct" in df.value.columns)
+    assert table.value.set_index("component").at["total_span", "mode_us"] == pytest.approx(300.0)
+    assert "compile_ro_us" in json.dumps(json.loads(table.proto.columns))

@@ -421,8 +421,8 @@ def test_odd_but_loadable_values_never_break_a_view(tmp_path):
     latency = pd.DataFrame({"mode": ["eager"], "method": ["steady"], "trial": [0],
                             "iteration": [0], "steps": [1], "gpu_ms": [float("nan")],
                             "wall_ms": [0.0]})
-    breakdown = pd.DataFrame({"component": ["made_up", "gpu_idle"], "eager_us": [1.0, 2.0],
-                              "graph_us": [1.0, 1.0], "saving_us": [0.0, 1.0],
+    breakdown = pd.DataFrame({"mode": "graph", "component": ["made_up", "gpu_idle"],
+                              "eager_us": [1.0, 2.0], "mode_us": [1.0, 1.0], "saving_us": [0.0, 1.0],
                               "share_of_saving_pct": [0.0, float("nan")]})
     _sparse_run(runs / "odd", complete=True,
                 headline={"speedup": "fast", "eager_median_ms": None, "counters_match": "yes",
@@ -442,8 +442,8 @@ def test_odd_but_loadable_values_never_break_a_view(tmp_path):
 def test_breakdown_components_come_from_the_schema():
     assert set(charts.TIMELINE_OF_COMPONENT) | {charts.TOTAL_COMPONENT} == set(BREAKDOWN_COMPONENTS)
     assert set(charts.TIMELINE_OF_COMPONENT.values()) == {"GPU", "CPU"}
-    frame = pd.DataFrame({"component": ["gpu_busy", "totally_new"], "eager_us": [1.0, 2.0],
-                          "graph_us": [1.0, 1.0], "saving_us": [0.0, 1.0],
+    frame = pd.DataFrame({"mode": "graph", "component": ["gpu_busy", "totally_new"],
+                          "eager_us": [1.0, 2.0], "mode_us": [1.0, 1.0], "saving_us": [0.0, 1.0],
                           "share_of_saving_pct": [0.0, 100.0]})
     assert charts.unknown_components(frame) == ["totally_new"]
     assert list(charts.waterfall_steps(frame)) == ["GPU"]
@@ -471,8 +471,8 @@ def _damage(run: Path, how: str) -> str:
         (run / "summary.json").write_text("[1, 2, 3]")
         return "does not hold a JSON object"
     if how == "wrong_version":
-        (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 3}))
-        return "has schema_version 3; this dashboard reads versions 1, 2"
+        (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 4}))
+        return "has schema_version 4; this dashboard reads versions 1, 2, 3"
     if how == "bad_config":
         (run / "summary.json").write_text(json.dumps({**summary, "config": {"batch": -1}}))
         return "invalid config"

@@ -15,6 +15,7 @@ from profiler_core.schema import BREAKDOWN_COLUMNS, KERNEL_COLUMNS, LAUNCH_SPLIT
 from profiler_core.trace import (
     TraceAnalysis,
     analyse_trace,
+    decompose_medians,
     decompose_speedup,
     format_report,
     load_trace,
@@ -316,15 +317,31 @@ def test_decomposition_golden_and_additive():
     breakdown = decompose_speedup(analyse_trace(eager_trace(), "eager"),
                                   analyse_trace(graph_trace(), "graph"))
     assert list(breakdown.columns) == BREAKDOWN_COLUMNS
+    assert breakdown["mode"].tolist() == ["graph"] * 5  # the other mode's block of breakdown.csv
     rows = breakdown.set_index("component")
     assert rows.index.tolist() == ["gpu_busy", "gpu_idle", "total_span", "cpu_launch",
                                    "cpu_other"]
     assert rows["eager_us"].tolist() == [70, 60, 130, 19, 81]
-    assert rows["graph_us"].tolist() == [39, 31, 70, 23, 27]
+    assert rows["mode_us"].tolist() == [39, 31, 70, 23, 27]
     assert rows["saving_us"].tolist() == [31, 29, 60, -4, 54]
     assert rows.loc["total_span", "share_of_saving_pct"] == 100
     assert rows.loc["gpu_busy", "share_of_saving_pct"] == pytest.approx(31 / 60 * 100)
     assert rows.loc["cpu_other", "share_of_saving_pct"] == pytest.approx(90)
+
+
+def test_any_modes_block_is_labelled_with_that_mode():
+    """The runner decomposes every profiled mode against eager and stacks the blocks: each is
+    labelled with its mode (``TraceAnalysis.mode``, or ``mode=`` from medians, never a default)."""
+    eager = analyse_trace(eager_trace(), "eager")
+    other = analyse_trace(graph_trace(), "compile_ro")
+    block = decompose_speedup(eager, other)
+    assert block["mode"].tolist() == ["compile_ro"] * 5
+    from_medians = decompose_medians(eager.summary(), other.summary(), mode="compile_ro")
+    pd.testing.assert_frame_equal(from_medians, block)
+    with pytest.raises(TypeError):
+        decompose_medians(eager.summary(), other.summary())  # the mode is required
+    with pytest.raises(TypeError):
+        decompose_medians(eager.summary(), other.summary(), "graph")  # keyword only
 
 
 def analysis_with_split(spans, busy):

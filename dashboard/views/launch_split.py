@@ -37,13 +37,14 @@ with left:
     ui.chart(charts.split_bars(medians, missing), key="split_bars")
 with right:
     ui.chart(charts.launch_count_bars(medians, missing), key="split_counts")
-others = [mode for mode in analysis.ordered_modes(medians) if mode != "eager"] if not medians.empty else []
-other = "graph"
+others = analysis.decomposable_modes(run.table("breakdown"), medians)
+other = others[0] if others else "graph"
 if len(others) > 1:
     other = st.radio("Decompose the speedup of", others, horizontal=True, key="split_other",
                      format_func=lambda mode: MODE_LABELS.get(mode, mode),
-                     help="The article's graph uses the run's breakdown.csv; any other mode is "
-                          "decomposed the same way from its launch-split medians.")
+                     help="Each mode's decomposition comes from the run's breakdown.csv; a mode "
+                          "it lacks (a run recorded before it held every mode) is decomposed the "
+                          "same way from its launch-split medians.")
 breakdown = analysis.breakdown_against(run.table("breakdown"), medians, other)
 ui.chart(charts.speedup_waterfall(breakdown, "no breakdown in this run", other),
          key="split_waterfall")
@@ -70,7 +71,7 @@ ui.table(analysis.breakdown_table(breakdown), f"{run.name}-breakdown_eager_vs_{o
          empty=f"No breakdown in this run (it needs both profiled modes): {reason}.",
          column_config={**{c: st.column_config.NumberColumn(format="%.1f")
                            for c in ("eager_us", "saving_us")},
-                        "graph_us": st.column_config.NumberColumn(f"{other}_us", format="%.1f"),
+                        "mode_us": st.column_config.NumberColumn(f"{other}_us", format="%.1f"),
                         "share_of_timeline_saving_pct": st.column_config.NumberColumn(
                             "share of the timeline's saving", format="%.1f%%")})
 ui.csv_download(split, f"{run.name}-launch_split.csv", key="split_raw_csv",

@@ -1,5 +1,6 @@
 """Overview: the headline speedup with its confidence interval, both medians, the verdict from
-the launch split (launch-bound or GPU-bound, and why), the GPU, the config and the downloads."""
+the launch split (launch-bound or GPU-bound, and why), the GPU, the config and the downloads
+(the run, its traces, and metrics.csv: every figure per mode in long form)."""
 
 import streamlit as st
 
@@ -99,9 +100,7 @@ if len(modes) > 2:  # more than eager and the article's graph: how each way of g
     with right:
         ui.table(analysis.modes_table(modes), f"{run.name}-modes.csv", key="overview_modes_table",
                  label="modes CSV")
-        ui.csv_download(analysis.mode_metrics(modes, run.headline),
-                        f"{run.name}-every_figure_per_mode.csv", key="overview_mode_metrics",
-                        label="every figure per mode (long form: mode, metric, value, ratio to eager)")
+        st.caption("Every figure per mode, in long form: the Downloads below (metrics.csv).")
 
 left, right = st.columns(2)
 with left:
@@ -117,3 +116,8 @@ with right:
 ui.notes(run)
 st.subheader("Downloads")
 ui.run_downloads(run, key="overview_dl")
+figures = run.table("metrics")
+if len(figures):
+    ui.csv_download(figures, f"{run.name}-every_figure_per_mode.csv", key="overview_mode_metrics",
+                    label="every figure per mode (metrics.csv, long form: mode, metric, value, "
+                          "eager's value, ratio to eager)")
