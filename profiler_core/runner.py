@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import time
 import traceback
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -43,7 +44,7 @@ from profiler_core.errors import (ConfigError, CudaFaultError, GpuMemoryError, N
                                   ProfilerError)
 from profiler_core.memory import check_fits
 from profiler_core.modes import (CUDA_ONLY_MODES, REGISTRY, Preparation, Prepared, capture_graph,
-                                  new_graphed_step)
+                                  new_graphed_step, peak_added, preparation_baseline)
 from profiler_core.profiling import ProfiledWindow, kernels_were_recorded, profile_window
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.readiness import check_step
@@ -568,20 +569,36 @@ def _preparation(config: RunConfig, device: torch.device, batches, phases: Phase
 
 def _prepare_modes(names: list[str], prep: Preparation) -> dict[str, Prepared]:
     """Each mode in turn: prepared on its own replica (the registry's recipe), then its untimed
-    iterations, whose peak memory above what was allocated before the preparation is the mode's
-    ``peak_bytes``."""
+    iterations. The mode's ``peak_bytes`` is the memory both needed above what was allocated
+    before (earlier modes' garbage collected first): the larger of the peak allocation and the
+    reservation kept, which holds CUDA graph pools the allocator's peak does not see."""
     device = prep.device
     prepared = {}
     for name in names:
-        before = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
-        ready = prepared[name] = REGISTRY[name].prepare(prep)
+        baseline = preparation_baseline(device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ready = prepared[name] = REGISTRY[name].prepare(prep)
+            _untimed_iterations(ready.mode, prep.phases, prep.progress)
         if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        _untimed_iterations(ready.mode, prep.phases, prep.progress)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-            ready.figures["peak_bytes"] = torch.cuda.max_memory_allocated(device) - before
+            ready.figures["peak_bytes"] = peak_added(device, baseline)
+        prep.notes.extend(_warning_notes(name, caught))
     return prepared
+
+
+def _warning_notes(mode: str, caught: list[warnings.WarningMessage]) -> list[str]:
+    """What torch warned about while a mode was prepared and first run, one note per warning
+    (its first sentence): make_graphed_callables, for one, leaves the parameters' gradient
+    accumulation on its warm-up stream, which torch says may cost synchronisation."""
+    notes = []
+    for warning in caught:
+        if not issubclass(warning.category, UserWarning):
+            continue
+        first = str(warning.message).strip().split(". ")[0].splitlines()[0][:300]
+        note = f"{mode}: torch warned while preparing it: {first}"
+        if note not in notes:
+            notes.append(note)
+    return notes
 
 
 def _input_copy_ms(graph: Mode, clock: timing.Clock, notes: list[str]) -> float:

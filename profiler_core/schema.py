@@ -76,8 +76,9 @@ MODES_COLUMNS = ["mode", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_h
 # Every per-mode figure of a run in long form (the engine's per-mode headline): one row per mode
 # and metric, with eager's value of the same metric and value / eager_value. Metrics: the columns
 # of modes.csv; ``<method>_median_ms`` and ``<method>_speedup`` (eager's median over the mode's)
-# for every other timing method of stats.csv; ``peak_bytes`` (peak allocated while the mode ran
-# its untimed iterations, above what was allocated before it was prepared); the profiled
+# for every other timing method of stats.csv; ``peak_bytes`` (the memory the mode's preparation
+# and its untimed iterations needed above what was allocated before: the larger of the peak
+# allocation and the reservation kept, which holds CUDA graph pools); the profiled
 # window's split medians (``span_us``, ``cpu_launch_us``... as in launch_split.csv),
 # ``profiled_wall_median_ms`` and ``profiler_overhead_pct``; the graph's warmup_ms, capture_ms,
 # pool_bytes, pool_allocated_bytes and break_even_iters.

@@ -114,3 +114,28 @@ def test_skip_reasons_are_collected_from_inductors_log():
     assert watcher.reasons == ["skipping cudagraphs due to mutated inputs (1 instances)"]
     # without CUDA (or a torch that does not say) the count is a number or NaN, never an error
     assert isinstance(modes._graphs_recorded(torch.device("cuda", 0)), float)
+
+
+def test_what_torch_warns_while_a_mode_is_prepared_becomes_a_note_of_the_run(monkeypatch):
+    import warnings
+
+    from profiler_core import runner
+    from profiler_core.progress import ProgressCounter
+    from profiler_core.telemetry import PhaseRecorder
+    from profiler_core.workloads import make_batches
+
+    real = modes.REGISTRY["eager"]
+
+    def warn_then_prepare(prep):
+        warnings.warn("The AccumulateGrad node's stream does not match. This may incur sync.")
+        warnings.warn("The AccumulateGrad node's stream does not match. Again.")
+        warnings.warn("not torch's kind", DeprecationWarning)
+        return real.prepare(prep)
+
+    monkeypatch.setitem(modes.REGISTRY, "eager", modes.ModeSpec("eager", False, warn_then_prepare))
+    config = RunConfig(device="cpu", batch=4, d_in=8, hidden=16, d_out=2)
+    prep = modes.Preparation(config, torch.device("cpu"), make_batches(config, 2, torch.device("cpu")),
+                             PhaseRecorder(0.0), ProgressCounter(100))
+    runner._prepare_modes(["eager"], prep)
+    assert prep.notes == ["eager: torch warned while preparing it: The AccumulateGrad node's "
+                          "stream does not match"]
