@@ -571,17 +571,22 @@ def _prepare_modes(names: list[str], prep: Preparation) -> dict[str, Prepared]:
     """Each mode in turn: prepared on its own replica (the registry's recipe), then its untimed
     iterations. The mode's ``peak_bytes`` is the memory both needed above what was allocated
     before (earlier modes' garbage collected first): the larger of the peak allocation and the
-    reservation kept, which holds CUDA graph pools the allocator's peak does not see."""
+    reservation kept, which holds CUDA graph pools the allocator's peak does not see;
+    ``device_bytes`` is the device memory they took by the driver's count (``mem_get_info``:
+    also what lives outside torch's allocator, such as compiled kernels and graph objects)."""
     device = prep.device
     prepared = {}
     for name in names:
         baseline = preparation_baseline(device)
+        free_before = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else 0
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ready = prepared[name] = REGISTRY[name].prepare(prep)
             _untimed_iterations(ready.mode, prep.phases, prep.progress)
         if device.type == "cuda":
             ready.figures["peak_bytes"] = peak_added(device, baseline)
+            # The driver's view: everything the mode holds, inside the allocator or not.
+            ready.figures["device_bytes"] = max(0, free_before - torch.cuda.mem_get_info(device)[0])
         prep.notes.extend(_warning_notes(name, caught))
     return prepared
 

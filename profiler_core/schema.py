@@ -78,7 +78,9 @@ MODES_COLUMNS = ["mode", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_h
 # of modes.csv; ``<method>_median_ms`` and ``<method>_speedup`` (eager's median over the mode's)
 # for every other timing method of stats.csv; ``peak_bytes`` (the memory the mode's preparation
 # and its untimed iterations needed above what was allocated before: the larger of the peak
-# allocation and the reservation kept, which holds CUDA graph pools); the profiled
+# allocation and the reservation kept, which holds CUDA graph pools); ``device_bytes`` (the
+# device memory they took by the driver's count, torch.cuda.mem_get_info: also what lives outside
+# torch's allocator; other processes on the GPU move it); the profiled
 # window's split medians (``span_us``, ``cpu_launch_us``... as in launch_split.csv),
 # ``profiled_wall_median_ms`` and ``profiler_overhead_pct``; the graph's warmup_ms, capture_ms,
 # pool_bytes, pool_allocated_bytes and break_even_iters.

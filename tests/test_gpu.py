@@ -320,6 +320,7 @@ def test_every_mode_is_timed_with_its_one_time_cost(workload, sizes):
     print(result.table("metrics").pivot(index="metric", columns="mode", values="value").to_string())
     for mode in ALL_MODES:
         assert figures[(mode, "peak_bytes")] > 0 and figures[(mode, "span_us")] > 0
+        assert figures[(mode, "device_bytes")] >= 0
         assert figures[(mode, "cold_event_median_ms")] > 0
     assert figures[("graph", "capture_ms")] > 0 and figures[("graph", "break_even_iters")] >= 0
 
