@@ -490,32 +490,50 @@ class RunIndex:
     def close(self) -> None:
         self.connection.close()
 
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> tuple[list[str], list[tuple]]:
+        """(column names, rows) of one read. Another process's rebuild may have renamed a new
+        index over the file this connection opened (SQLite then reports a disk I/O error, or a
+        journal it cannot match): the file at the path is whole and up to date, so the read is
+        tried once more on a fresh connection to it."""
+        try:
+            return self._read(sql, args)
+        except sqlite3.DatabaseError:
+            if not self.persistent:
+                raise
+            self.connection.close()
+            self.connection = _connect(str(self.folder / INDEX_FILE), BUSY_TIMEOUT_S)
+            return self._read(sql, args)
+
+    def _read(self, sql: str, args: Sequence[Any]) -> tuple[list[str], list[tuple]]:
+        cursor = self.connection.execute(sql, args)
+        return [d[0] for d in cursor.description], cursor.fetchall()
+
+    def _column(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        return [row[0] for row in self._query(sql, args)[1]]
+
     # ------------------------------------------------------------------ queries
 
     def fields(self) -> list[str]:
         """Every field a filter may name: config fields, run columns, ``date``, headline keys."""
-        keys = [row[0] for row in self.connection.execute(
-            "SELECT DISTINCT key FROM run_headline ORDER BY key")]
+        keys = self._column("SELECT DISTINCT key FROM run_headline ORDER BY key")
         return list(dict.fromkeys([*_FIELDS, *RUN_COLUMNS, DATE_FIELD, *keys]))
 
     def field_values(self, field: str) -> list[Any]:
         """The distinct values ``field`` has across the readable runs, sorted (None last)."""
         self._check_field(field)
         if field in _FIELDS:
-            values = [json.loads(v) for (v,) in self.connection.execute(
+            values = [json.loads(v) for v in self._column(
                 "SELECT DISTINCT json_value FROM run_config WHERE field = ?", (field,))]
             values = [tuple(v) if isinstance(v, list) else v for v in values]
         elif field in RUN_COLUMNS:
-            values = [v for (v,) in self.connection.execute(
-                f"SELECT DISTINCT {RUN_COLUMNS[field]} FROM runs WHERE problem = ''")]
+            values = self._column(f"SELECT DISTINCT {RUN_COLUMNS[field]} FROM runs WHERE problem = ''")
             values = [bool(v) for v in values] if field == "complete" else values
         elif field == DATE_FIELD:
-            values = [v for (v,) in self.connection.execute(
+            values = [v for v in self._column(
                 "SELECT DISTINCT substr(started_at, 1, 10) FROM runs WHERE started_at IS NOT NULL")
                 if _is_day(v)]
         else:
-            values = [v for (v,) in self.connection.execute(
-                "SELECT DISTINCT value FROM run_headline WHERE key = ?", (field,))]
+            values = self._column("SELECT DISTINCT value FROM run_headline WHERE key = ?", (field,))
         present = list(dict.fromkeys(v for v in values if v is not None))
         try:
             present.sort()
@@ -598,10 +616,9 @@ class RunIndex:
             where.append(clause)
             args += clause_args
         condition = " WHERE " + " AND ".join(where) if where else ""
-        cursor = self.connection.execute(
-            f"SELECT * FROM runs{condition} ORDER BY mtime_ns DESC, path", args)
-        names = [d[0] for d in cursor.description]
-        rows = [dict(zip(names, values)) for values in cursor.fetchall()]
+        names, found = self._query(f"SELECT * FROM runs{condition} ORDER BY mtime_ns DESC, path",
+                                   args)
+        rows = [dict(zip(names, values)) for values in found]
         out = []
         for row in rows:
             relative = row.pop("path")
@@ -625,10 +642,9 @@ class RunIndex:
 
     def sweeps(self) -> list[dict[str, Any]]:
         """Every sweep folder: name, path, status, plan (a dict), points, measured, problem."""
-        cursor = self.connection.execute("SELECT * FROM sweeps ORDER BY name")
-        names = [d[0] for d in cursor.description]
+        names, found = self._query("SELECT * FROM sweeps ORDER BY name")
         out = []
-        for values in cursor.fetchall():
+        for values in found:
             item = dict(zip(names, values))
             item.pop("stamp")
             item["path"] = str(self.folder / item["name"])
@@ -639,9 +655,9 @@ class RunIndex:
     def sweep_points(self, sweep: str) -> list[dict[str, Any]]:
         """The rows of one sweep's points.csv, in order (``row``: every column as text)."""
         return [{"index": idx, "status": status, "run": run, "row": json.loads(row)}
-                for idx, status, run, row in self.connection.execute(
+                for idx, status, run, row in self._query(
                     "SELECT idx, status, run, row_json FROM sweep_points WHERE sweep = ? "
-                    "ORDER BY idx", (sweep,))]
+                    "ORDER BY idx", (sweep,))[1]]
 
 
 def _parse_number(text: str) -> float | None:

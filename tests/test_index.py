@@ -301,6 +301,24 @@ WRITER = textwrap.dedent("""
 """)
 
 
+def test_a_read_after_another_process_renamed_a_rebuilt_index_over_ours_reopens_it(runs):
+    """CI saw it once: a connection whose file another process's rebuild replaced reads a
+    journal that is not its own and reports a disk I/O error. The read is tried once more on the
+    file now at the path."""
+    class Replaced:
+        def execute(self, *args):
+            raise sqlite3.OperationalError("disk I/O error")
+
+        def close(self):
+            pass
+
+    with index.open_index(runs) as ix:
+        index.open_index(runs, rebuild=True).close()
+        ix.connection = Replaced()
+        assert _names(ix.runs()) == ["run-0", "run-1", "run-2"]
+        assert ix.sweeps() == []
+
+
 def test_two_writers_at_once_leave_a_whole_index(runs):
     """Processes rebuilding, syncing and recording at the same time: each gets every run each
     time, and what is left is a whole index of ours listing every run."""
