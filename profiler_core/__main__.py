@@ -120,8 +120,24 @@ def format_summary(result: RunResult) -> str:
                 lines.append(f"{mode}: {head[f'{mode}_launches']:.0f} launches, "
                              f"{head[f'{mode}_kernels']:.0f} kernels per iteration; profiler overhead "
                              f"{head[f'{mode}_profiler_overhead_pct']:+.1f}%")
+    lines += _every_mode_split(breakdown)
     lines += [""] + [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
+
+
+def _every_mode_split(breakdown: pd.DataFrame) -> list[str]:
+    """With modes beside the graph: each mode's profiled iteration next to eager's, component by
+    component (breakdown.csv's blocks side by side; the dashboard's Launch split draws them)."""
+    if breakdown["mode"].nunique() < 2:
+        return []
+    wide = breakdown.pivot_table(index="component", columns="mode", values="mode_us", sort=False)
+    eager = breakdown.drop_duplicates("component").set_index("component")["eager_us"]
+    wide.insert(0, "eager", eager.reindex(wide.index))
+    wide = wide[["eager", *pd.unique(breakdown["mode"])]]
+    return ["", "Every mode's iteration, medians of the profiled window (us; each mode's "
+                "saving over eager is in breakdown.csv)",
+            wide.rename_axis(None, axis=1).reset_index().to_string(
+                index=False, float_format=lambda v: f"{v:.1f}")]
 
 
 MAX_BENCH_ROUNDS = 100
