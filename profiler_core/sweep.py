@@ -50,6 +50,7 @@ from profiler_core import stats
 from profiler_core.config import (ALWAYS_MEASURED, DTYPES, INT_LIMITS, MODE_NAMES, RunConfig,
                                   changed_from_preset, is_user_spec)
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, RunFormatError
+from profiler_core.fields import read_text, read_whole_number, spec
 from profiler_core.results import (TOOL_NAME, RunResult, check_writable, is_tool_run,
                                    read_folder_json)
 
@@ -107,7 +108,7 @@ def _refuse(name: str, message: str, hint: str = RANGE_EXAMPLE) -> ConfigError:
 
 def _int_value(name: str, text: str) -> int:
     try:
-        return int(text.strip().replace("_", ""))
+        return read_whole_number(text.strip())
     except ValueError:
         raise _refuse(name, f"expected a whole number, got {text.strip()[:40]!r}") from None
 
@@ -149,13 +150,15 @@ def _range_values(name: str, text: str) -> list[int]:
 
 
 def _modes_value(name: str, text: str) -> tuple[str, ...]:
-    extras = [m.strip() for m in text.split("+") if m.strip() and m.strip() != "graph"]
-    unknown = [m for m in extras if m not in MODE_NAMES or m in ALWAYS_MEASURED]
-    if unknown:
+    """One point's modes: names joined by '+' (commas separate points), read as --modes reads
+    them; "graph" alone is eager and the graph."""
+    try:
+        return read_text(spec("modes"), text.replace("+", ","))
+    except ValueError:
+        unknown = next(m.strip() for m in text.split("+") if m.strip() and m.strip() not in MODE_NAMES)
         allowed = ", ".join(m for m in MODE_NAMES if m not in ALWAYS_MEASURED)
-        raise _refuse(name, f"unknown mode {unknown[0][:40]!r}",
-                      f"use graph (eager and graph only) or some of {allowed} joined by '+'")
-    return tuple(dict.fromkeys([*ALWAYS_MEASURED, *extras]))
+        raise _refuse(name, f"unknown mode {unknown[:40]!r}",
+                      f"use graph (eager and graph only) or some of {allowed} joined by '+'") from None
 
 
 def mode_set_label(modes: Sequence[str]) -> str:

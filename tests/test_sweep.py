@@ -699,3 +699,14 @@ def test_a_sweep_being_measured_cannot_be_resumed_or_replaced_twice(tmp_path):
     assert sweep.measured_now(tmp_path / "t")
     other.run()
     assert not sweep.measured_now(tmp_path / "t")
+
+
+def test_a_points_modes_are_read_as_the_modes_option_reads_them():
+    """One grammar for modes: a sweep point's names joined by '+' are read by the field's own
+    reader (eager and graph always, each mode once), with the sweep's error on an unknown one."""
+    assert sweep._modes_value("modes", "graph") == ("eager", "graph")
+    assert sweep._modes_value("modes", "eager+compile+compile") == ("eager", "graph", "compile")
+    with pytest.raises(ConfigError) as refused:
+        sweep._modes_value("modes", "+turbo")
+    assert "unknown mode 'turbo'" in str(refused.value)
+    assert sweep._int_value("batch", " 1_024 ") == 1024
