@@ -15,6 +15,7 @@ import streamlit as st
 
 from dashboard import devices, rundata, uploads
 from dashboard.gpulock import GpuLockRegistry
+from profiler_core import index as run_index
 from profiler_core import trace
 from profiler_core.errors import ProfilerError
 
@@ -101,7 +102,36 @@ def _list_runs(folder: str) -> pd.DataFrame:
 
 
 def folder_runs() -> pd.DataFrame:
-    return _list_runs(str(runs_dir().resolve()))
+    folder = runs_dir().resolve()
+    if run_index.needs_build(folder):
+        _build_index_with_progress(folder)
+    return _list_runs(str(folder))
+
+
+# A first index build reads every run's summary: a progress bar from this many folders on.
+INDEX_PROGRESS_FROM = 50
+
+
+def _build_index_with_progress(folder: Path) -> None:
+    """Build the runs folder's index (first open, or after an update of its format) with a
+    progress bar, so that a folder of a thousand runs does not look frozen for seconds."""
+    bar = None
+    step = 1
+
+    def show(done: int, total: int) -> None:
+        nonlocal bar, step
+        if total < INDEX_PROGRESS_FROM:
+            return
+        if bar is None:
+            bar, step = st.progress(0.0), max(1, total // 100)
+        if done % step == 0 or done == total:
+            bar.progress(done / total, text=f"Indexing the runs folder (once): {done:,} of "
+                                            f"{total:,} folders read")
+
+    with run_index.open_index(folder, progress=show):
+        pass
+    if bar is not None:
+        bar.empty()
 
 
 def refresh_runs() -> None:

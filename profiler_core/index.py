@@ -367,6 +367,24 @@ def inspect_file(path: Path) -> str:
     return "ours" if ours else "foreign"
 
 
+def needs_build(folder: str | os.PathLike) -> bool:
+    """Whether opening ``folder``'s index now would read every run in it: the folder holds an
+    index of ours of another version, or none at all. Cheap (no folder scan; one header read);
+    a damaged index is only found on opening."""
+    path = Path(folder) / INDEX_FILE
+    kind = inspect_file(path)
+    if kind == "missing":
+        return Path(folder).is_dir()
+    if kind != "ours":
+        return False
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(64)
+    except OSError:
+        return False
+    return int.from_bytes(header[60:64], "big") != INDEX_SCHEMA_VERSION  # SQLite's user_version
+
+
 # Index files this process found whole, by path: (inode, size, mtime) when checked. A file not
 # changed since is not read through again (the check reads every page).
 _checked: dict[str, str] = {}

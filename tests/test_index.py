@@ -584,3 +584,41 @@ def test_overlay_charts_draw_only_finite_numbers_and_show_run_labels_as_text():
     assert fig.layout.xaxis.type == "log" and fig.layout.xaxis2.type == "log"
     empty = charts.compare_speedups(speedups.iloc[0:0])
     assert "none of these runs has a speedup" in empty.layout.annotations[0].text
+
+
+def test_needs_build_says_when_opening_would_read_every_run(runs, tmp_path):
+    assert index.needs_build(runs)  # no index yet
+    index.open_index(runs).close()
+    assert not index.needs_build(runs)
+    with sqlite3.connect(runs / index.INDEX_FILE) as connection:
+        connection.execute("PRAGMA user_version = 2")  # an index from before an update
+    assert index.needs_build(runs)
+    (runs / index.INDEX_FILE).unlink()
+    (runs / index.INDEX_FILE).write_text("a file of the user's")
+    assert not index.needs_build(runs)  # not ours: it is never rebuilt
+    assert not index.needs_build(tmp_path / "nowhere")
+
+
+def test_the_dashboard_shows_a_first_index_build_as_a_progress_bar(tmp_path, monkeypatch):
+    from dashboard import state
+
+    folder = tmp_path / "many"
+    for i in range(state.INDEX_PROGRESS_FROM + 2):
+        write_synthetic_run(folder / f"run-{i:03d}", seed=i)
+    shown: list[tuple[float, str]] = []
+
+    class Bar:
+        def progress(self, value, text=""):
+            shown.append((value, text))
+
+        def empty(self):
+            shown.append((-1.0, "removed"))
+
+    monkeypatch.setattr(state.st, "progress", lambda value: Bar())
+    state._build_index_with_progress(folder)
+    count = state.INDEX_PROGRESS_FROM + 2
+    assert shown[-2] == (1.0, f"Indexing the runs folder (once): {count} of {count} folders read")
+    assert shown[-1] == (-1.0, "removed") and not index.needs_build(folder)
+    shown.clear()
+    state._build_index_with_progress(folder)  # up to date: nothing to show
+    assert shown == []
