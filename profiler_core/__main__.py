@@ -240,7 +240,8 @@ def _command_bench(args) -> int:
         raise NoCudaError("the benchmark needs a CUDA device (torch.cuda.is_available() is False)",
                           "run it on a machine with an NVIDIA GPU and a CUDA build of torch")
     bar = cli.BarProgress()
-    tables = run_benchmark(args.rounds, {name: BENCH_CONFIGS[name] for name in names}, progress=bar)
+    tables = run_benchmark(args.rounds, {name: BENCH_CONFIGS[name] for name in names}, progress=bar,
+                           quiet_tool=args.quiet_tool)
     bar.close()
     print(format_benchmark(tables))
     if args.out:

@@ -9,8 +9,12 @@ position. Per round it forms tool/bare ratios of the eager median, the graph med
 speedup, and bare/bare for the same quantities (the host's own noise from one process to the
 next). Across rounds it reports the geometric mean of each ratio with a 95% Student-t interval on
 the log ratios. It also reports, from the tool's runs, the floor (graph time over GPU busy time),
-the batch-copy cost and the cold-start speedup beside the steady-state one. Nothing here is a
-test: it prints and writes figures.
+the batch-copy cost and the cold-start speedup beside the steady-state one. With
+``quiet_tool`` a fourth process per round runs the tool with the profiler, NVML and the parity
+check off (``tool_quiet``): set against the default run and the bare loop, it tells whether a gap
+between the tool and the bare loop comes from those (present in the process, though never used
+during the timed trials) or from the tool's timed loop itself. Nothing here is a test: it prints
+and writes figures.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ BENCH_CONFIGS: dict[str, list[str]] = {
     "launch-bound-fp32": ["--batch", "64", "--d-in", "512", "--hidden", "512", "--d-out", "256"],
 }
 ROLES = ("tool", "bare", "bare_again")
+QUIET_ROLE = "tool_quiet"
+QUIET_OPTIONS = ["--no-profile", "--no-nvml", "--parity-steps", "0"]
 QUANTITIES = ("eager", "graph", "speedup")
 BARE_LOOP = Path(__file__).with_name("bare_loop.py")
 # Two-sided 95% Student-t quantiles by degrees of freedom (1-30); 1.96 beyond.
@@ -74,10 +80,11 @@ def ratio_interval(ratios: Sequence[float]) -> Interval:
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
 
 
-def rotated_roles(round_index: int) -> list[str]:
-    """The order of the three processes in a round: rotated each round."""
-    shift = round_index % len(ROLES)
-    return list(ROLES[shift:] + ROLES[:shift])
+def rotated_roles(round_index: int, roles: Sequence[str] = ROLES) -> list[str]:
+    """The order of a round's processes: rotated each round."""
+    roles = tuple(roles)
+    shift = round_index % len(roles)
+    return list(roles[shift:] + roles[:shift])
 
 
 def _run_process(argv: Sequence[str], timeout_s: float) -> str:
@@ -117,17 +124,22 @@ def bare_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, 
 
 def run_benchmark(rounds: int = 6, configs: dict[str, list[str]] | None = None,
                   progress: ProgressCallback = ignore_progress,
-                  tool: Runner = tool_process, bare: Runner = bare_process) -> dict[str, pd.DataFrame]:
+                  tool: Runner = tool_process, bare: Runner = bare_process,
+                  quiet_tool: bool = False) -> dict[str, pd.DataFrame]:
     """Tables ``rounds`` (every process's figures), ``fidelity`` (ratios with intervals) and
     ``tool`` (the tool's own extra figures, medians over rounds)."""
     configs = BENCH_CONFIGS if configs is None else configs
-    counter = ProgressCounter(len(configs) * rounds * len(ROLES), progress)
+    roles = (*ROLES, QUIET_ROLE) if quiet_tool else ROLES
+    counter = ProgressCounter(len(configs) * rounds * len(roles), progress)
     rows = []
     for name, options in configs.items():
         for round_index in range(rounds):
-            for role in rotated_roles(round_index):
+            for role in rotated_roles(round_index, roles):
                 counter.start_phase(f"{name}: round {round_index + 1}/{rounds}, {role}")
-                figures = (tool if role == "tool" else bare)(options)
+                if role == QUIET_ROLE:
+                    figures = tool([*options, *QUIET_OPTIONS])
+                else:
+                    figures = (tool if role == "tool" else bare)(options)
                 figures["speedup"] = figures["eager"] / figures["graph"]
                 rows.append({"config": name, "round": round_index, "role": role, **figures})
                 counter.advance()
@@ -138,7 +150,8 @@ def run_benchmark(rounds: int = 6, configs: dict[str, list[str]] | None = None,
 
 def fidelity_table(rounds: pd.DataFrame) -> pd.DataFrame:
     """Per config and quantity: medians over rounds of tool and bare, and the tool/bare and
-    bare/bare ratios (geometric mean over rounds, 95% interval)."""
+    bare/bare ratios (geometric mean over rounds, 95% interval); with the quiet tool's rounds,
+    its ratio to the bare loop too (NaN without them)."""
     rows = []
     for name, group in rounds.groupby("config", sort=False):
         by_role = {role: part.set_index("round") for role, part in group.groupby("role")}
@@ -146,12 +159,16 @@ def fidelity_table(rounds: pd.DataFrame) -> pd.DataFrame:
             tool, bare, again = (by_role[r][quantity] for r in ROLES)
             tool_vs_bare = ratio_interval((tool / bare).dropna())
             bare_vs_bare = ratio_interval((again / bare).dropna())
+            quiet_vs_bare = ratio_interval(
+                (by_role[QUIET_ROLE][quantity] / bare).dropna() if QUIET_ROLE in by_role else [])
             rows.append({
                 "config": name, "quantity": quantity, "rounds": int(len(tool)),
                 "tool": float(tool.median()), "bare": float(bare.median()),
                 "tool_over_bare": tool_vs_bare.ratio, "ci_low": tool_vs_bare.low,
                 "ci_high": tool_vs_bare.high, "bare_over_bare": bare_vs_bare.ratio,
                 "bare_ci_low": bare_vs_bare.low, "bare_ci_high": bare_vs_bare.high,
+                "quiet_over_bare": quiet_vs_bare.ratio, "quiet_ci_low": quiet_vs_bare.low,
+                "quiet_ci_high": quiet_vs_bare.high,
             })
     return pd.DataFrame(rows)
 

@@ -156,6 +156,9 @@ def build_parser() -> _Parser:
     bench.add_argument("--configs", default=",".join(BENCH_CONFIG_NAMES),
                        help="comma-separated reference configs (default: all of "
                             f"{', '.join(BENCH_CONFIG_NAMES)})")
+    bench.add_argument("--quiet-tool", action="store_true",
+                       help="a fourth process per round: the tool with the profiler, NVML and "
+                            "parity off, to tell where a gap to the bare loop comes from")
     bench.add_argument("--out", help="write the benchmark tables (CSV) into this folder")
     add_serve_command(commands)
     add_sweep_command(commands)

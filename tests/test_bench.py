@@ -55,3 +55,25 @@ def test_benchmark_tables_from_fake_processes():
     assert (fidelity["rounds"] == 4).all()
     assert tables["tool"].loc[0, "graph_over_busy"] == pytest.approx(1.05)
     assert "fidelity" in bench.format_benchmark(tables) and "rounds\n" not in bench.format_benchmark(tables)
+
+
+def test_the_quiet_tool_is_a_fourth_process_that_tells_where_a_gap_comes_from():
+    calls = []
+
+    def tool(options):
+        calls.append(tuple(options))
+        quiet = "--no-profile" in options
+        return {"eager": 1.00 if quiet else 1.10, "graph": 0.20}
+
+    tables = bench.run_benchmark(4, {"small": ["--batch", "8"]}, tool=tool,
+                                 bare=lambda options: {"eager": 1.00, "graph": 0.20}, quiet_tool=True)
+    assert calls.count(("--batch", "8")) == 4
+    assert calls.count(("--batch", "8", *bench.QUIET_OPTIONS)) == 4
+    orders = [bench.rotated_roles(r, (*bench.ROLES, bench.QUIET_ROLE)) for r in range(4)]
+    assert [order[0] for order in orders] == ["tool", "bare", "bare_again", "tool_quiet"]
+    eager = tables["fidelity"].set_index("quantity").loc["eager"]
+    assert eager["tool_over_bare"] == pytest.approx(1.1)
+    assert eager["quiet_over_bare"] == pytest.approx(1.0)  # the gap is the profiler's or NVML's
+    assert tables["tool"].loc[0, "speedup"] == pytest.approx(5.5)  # the default run's figures only
+    plain = bench.run_benchmark(2, {"small": []}, tool=tool, bare=lambda o: {"eager": 1.0, "graph": 0.2})
+    assert plain["fidelity"]["quiet_over_bare"].isna().all()

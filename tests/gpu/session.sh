@@ -5,7 +5,8 @@
 #   cli       the CLI on the presets, the broken workloads and a config too large for the GPU
 #   sample    re-records the dashboard's bundled sample run (seed, bf16) into $OUT/sample_run.tgz
 #   modes     every mode on seed bf16, the transformer and the conv presets (modes.csv printed)
-#   bench     python -m profiler_core bench (the tool's default run vs a bare loop, fresh processes)
+#   bench     python -m profiler_core bench (the tool's default run vs a bare loop, fresh processes;
+#             BENCH_QUIET=1 adds the tool with profiler/NVML off as a fourth process per round)
 # Everything lands under $OUT: a log, gpu-results.tar.gz (run directories, bench tables).
 # Usage: OUT=/some/dir bash tests/gpu/session.sh [pytest|dashboard|cli|sample|bench ...]
 set -uo pipefail
@@ -59,7 +60,8 @@ log=$OUT/session.log
           && tar -czf "$OUT/sample_run.tgz" -C "$work" sample_run ;;
       bench)
         timeout "${BENCH_TIMEOUT:-560}" python3 -m profiler_core bench --rounds "${BENCH_ROUNDS:-6}" \
-          --configs "${BENCH_CONFIGS:-seed-fp32,seed-bf16,launch-bound-fp32}" --out "$work/bench-${BENCH_TAG:-all}" ;;
+          --configs "${BENCH_CONFIGS:-seed-fp32,seed-bf16,launch-bound-fp32}" ${BENCH_QUIET:+--quiet-tool} \
+          --out "$work/bench-${BENCH_TAG:-all}" ;;
     esac
     tar -czf "$OUT/gpu-results.tar.gz" --exclude='trace_*' -C "$work" .  # after each part
   done
