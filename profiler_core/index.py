@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from profiler_core import schema
-from profiler_core.config import RunConfig
+from profiler_core.config import ALWAYS_MEASURED, RunConfig
 from profiler_core.errors import ConfigError
 
 INDEX_FILE = ".profiler_index.sqlite"
@@ -275,7 +275,7 @@ def _other_modes_figures(path: Path) -> dict[str, float]:
     figures = {}
     for row in rows:
         mode, metric = row.get("mode"), row.get("metric")
-        if not mode or not metric or mode in ("eager", "graph"):
+        if not mode or not metric or mode in ALWAYS_MEASURED:
             continue
         try:
             number = _number(float(row.get("value") or "nan"))

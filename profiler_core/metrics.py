@@ -20,8 +20,9 @@ from profiler_core.schema import METRIC_COLUMNS
 BASELINE = "eager"
 # The headline method (modes.csv's median_ms and speedup): not repeated as <method>_ metrics.
 HEADLINE_METHOD = "steady_trial"
-# Schema-2 headline names of the eager and graph figures that were not ``<mode>_<metric>``.
-_V2_NAMES = {
+# The summary headline's names of eager and graph figures that are not ``<mode>_<metric>`` (the
+# headline keeps them for the article's pair; schema-2 runs had only these).
+_HEADLINE_NAMES = {
     "cold_eager_median_ms": ("eager", "cold_event_median_ms"),
     "cold_graph_median_ms": ("graph", "cold_event_median_ms"),
     "article_eager_ms": ("eager", "article_no_sync_median_ms"),
@@ -41,6 +42,7 @@ _V2_NAMES = {
     "article_speedup": ("graph", "article_no_sync_speedup"),
     "block_speedup": ("graph", "block_sync_speedup"),
 }
+_HEADLINE_KEY = {figure: key for key, figure in _HEADLINE_NAMES.items()}
 
 
 def build(modes: pd.DataFrame, stats: pd.DataFrame,
@@ -86,6 +88,12 @@ def _with_eager(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[METRIC_COLUMNS].reset_index(drop=True)
 
 
+def headline_key(mode: str, metric: str) -> str:
+    """The summary headline's name for a figure of eager or the graph: ``<mode>_<metric>``, or
+    the older name the headline has always used for it (``capture_ms``, ``graph_pool_bytes``...)."""
+    return _HEADLINE_KEY.get((mode, metric), f"{mode}_{metric}")
+
+
 def from_saved_headline(modes: pd.DataFrame, stats: pd.DataFrame,
                         headline: Mapping[str, Any]) -> pd.DataFrame:
     """metrics.csv of a run saved before the table existed: its modes.csv and stats.csv, and the
@@ -93,8 +101,8 @@ def from_saved_headline(modes: pd.DataFrame, stats: pd.DataFrame,
     figures: dict[str, dict[str, float]] = {}
     by_length = sorted(MODE_NAMES, key=len, reverse=True)  # "graphed_callables_" before "graph_"
     for key, value in headline.items():
-        if key in _V2_NAMES:
-            mode, metric = _V2_NAMES[key]
+        if key in _HEADLINE_NAMES:
+            mode, metric = _HEADLINE_NAMES[key]
         else:
             mode = next((m for m in by_length if key.startswith(m + "_")), None)
             if mode is None:

@@ -332,26 +332,16 @@ def _window_figures(windows: dict[str, ProfiledWindow], prepared: dict[str, Prep
 
 def _pair_headline(figures: dict[str, dict[str, float]],
                    windows: dict[str, ProfiledWindow]) -> dict[str, object]:
-    """The summary's figures of the article's pair, eager and graph, under their
-    ``<mode>_<metric>`` names (the profiled split, peak memory; the index, sweeps and prediction
-    read them there). Every mode's figures are in metrics.csv."""
+    """The summary's figures of the article's pair, eager and graph, under the headline's names
+    (``metrics.headline_key``: the profiled split, peak memory, the capture's costs; the index,
+    sweeps and prediction read them there). Every mode's figures are in metrics.csv."""
     headline: dict[str, object] = {}
     for name in ALWAYS_MEASURED:
         for metric, value in figures.get(name, {}).items():
-            if metric not in _GRAPH_HEADLINE_NAMES:
-                headline[f"{name}_{metric}"] = value
+            headline[metrics.headline_key(name, metric)] = value
         if name in windows:
             headline[f"{name}_iteration_source"] = windows[name].analysis.iteration_source
-    graph = figures.get("graph", {})
-    headline.update({key: graph[metric] for metric, key in _GRAPH_HEADLINE_NAMES.items()
-                     if metric in graph})
     return headline
-
-
-# The graph's own figures under the summary's older names.
-_GRAPH_HEADLINE_NAMES = {"warmup_ms": "warmup_ms", "capture_ms": "capture_ms",
-                         "pool_bytes": "graph_pool_bytes",
-                         "pool_allocated_bytes": "graph_pool_allocated_bytes"}
 
 
 @dataclass

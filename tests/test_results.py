@@ -193,3 +193,18 @@ def test_metrics_repeat_nothing_and_compare_every_method_with_eager():
     assert ("compile", "steady_trial_median_ms") not in figures.index  # that is median_ms
     assert metrics.value(table, "compile", "peak_bytes") == 64.0
     assert math.isnan(metrics.value(table, "eager", "peak_bytes"))
+
+
+def test_the_headline_names_eager_and_graph_figures_as_older_runs_did():
+    """One mapping serves both ways: the runner names the pair's figures with it and loading a
+    schema-2 run reads them back with it."""
+    assert metrics.headline_key("graph", "pool_bytes") == "graph_pool_bytes"
+    assert metrics.headline_key("graph", "capture_ms") == "capture_ms"
+    assert metrics.headline_key("graph", "break_even_iters") == "break_even_iters"
+    assert metrics.headline_key("eager", "span_us") == "eager_span_us"
+    figures = {("graph", "pool_bytes"): 5.0, ("graph", "break_even_iters"): 3.0,
+               ("eager", "peak_bytes"): 7.0}
+    headline = {metrics.headline_key(*figure): value for figure, value in figures.items()}
+    back = metrics.from_saved_headline(pd.DataFrame(columns=schema.MODES_COLUMNS),
+                                       pd.DataFrame(columns=["mode", "method", "median_ms"]), headline)
+    assert {(r.mode, r.metric): r.value for r in back.itertuples()} == figures
