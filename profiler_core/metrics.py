@@ -111,8 +111,3 @@ def from_saved_headline(modes: pd.DataFrame, stats: pd.DataFrame,
         figures.setdefault(mode, {})[metric] = value
     return build(modes, stats, figures)
 
-
-def value(metrics: pd.DataFrame, mode: str, metric: str) -> float:
-    """One figure of metrics.csv; NaN where the run did not measure it."""
-    match = metrics[(metrics["mode"] == mode) & (metrics["metric"] == metric)]
-    return float(match["value"].iloc[0]) if len(match) else math.nan

@@ -23,6 +23,7 @@ import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterator
 
 import torch
@@ -270,10 +271,10 @@ def prepare_graph(prep: Preparation) -> Prepared:
         prepare_again=prepare_again)
 
 
-def _prepare_extra(prepare: Callable[[RunConfig, torch.device, list], Prepared]
+def _prepare_extra(name: str, prepare: Callable[[RunConfig, torch.device, list], Prepared]
                    ) -> Callable[[Preparation], Prepared]:
+    """A mode beside eager and the graph: ``prepare`` in its own phase, its skip reasons noted."""
     def run(prep: Preparation) -> Prepared:
-        name = prepare.__name__.removeprefix("prepare_")
         with prep.phase(f"{name} preparation", MODE_LABELS[name]):
             prepared = prepare(prep.config, prep.device, prep.batches)
         prep.notes.extend(f"{name}: {reason}" for reason in prepared.details.get("skip_reasons", []))
@@ -281,20 +282,15 @@ def _prepare_extra(prepare: Callable[[RunConfig, torch.device, list], Prepared]
     return run
 
 
-def prepare_compile(config, device: torch.device, batches) -> Prepared:
-    return prepare_compiled(config, device, batches, reduce_overhead=False)
-
-
-def prepare_compile_ro(config, device: torch.device, batches) -> Prepared:
-    return prepare_compiled(config, device, batches, reduce_overhead=True)
-
-
 REGISTRY: dict[str, ModeSpec] = {spec.name: spec for spec in (
     ModeSpec("eager", cuda_only=False, prepare=prepare_eager),
     ModeSpec("graph", cuda_only=True, prepare=prepare_graph,
              timed_iterations=lambda config: config.replays),
-    ModeSpec("graphed_callables", cuda_only=True, prepare=_prepare_extra(prepare_graphed_callables)),
-    ModeSpec("compile", cuda_only=False, prepare=_prepare_extra(prepare_compile)),
-    ModeSpec("compile_ro", cuda_only=True, prepare=_prepare_extra(prepare_compile_ro)),
+    ModeSpec("graphed_callables", cuda_only=True,
+             prepare=_prepare_extra("graphed_callables", prepare_graphed_callables)),
+    ModeSpec("compile", cuda_only=False,
+             prepare=_prepare_extra("compile", partial(prepare_compiled, reduce_overhead=False))),
+    ModeSpec("compile_ro", cuda_only=True,
+             prepare=_prepare_extra("compile_ro", partial(prepare_compiled, reduce_overhead=True))),
 )}
 CUDA_ONLY_MODES = tuple(name for name, spec in REGISTRY.items() if spec.cuda_only)

@@ -191,8 +191,8 @@ def test_metrics_repeat_nothing_and_compare_every_method_with_eager():
     assert figures[("compile", "cold_event_speedup")] == pytest.approx(1.5)
     assert figures[("eager", "cold_event_speedup")] == 1.0
     assert ("compile", "steady_trial_median_ms") not in figures.index  # that is median_ms
-    assert metrics.value(table, "compile", "peak_bytes") == 64.0
-    assert math.isnan(metrics.value(table, "eager", "peak_bytes"))
+    assert figures[("compile", "peak_bytes")] == 64.0
+    assert ("eager", "peak_bytes") not in figures.index  # eager measured none
 
 
 def test_the_headline_names_eager_and_graph_figures_as_older_runs_did():
