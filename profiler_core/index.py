@@ -348,41 +348,47 @@ def _create_schema(connection: sqlite3.Connection) -> None:
 def inspect_file(path: Path) -> str:
     """'missing', 'ours' (a regular file whose SQLite header carries our application id: ours
     even if damaged further on) or 'foreign' (anything else: never rebuilt nor removed)."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
+    return _kind(_header(path))
+
+
+def _kind(header: bytes | None) -> str:
+    """inspect_file's answer for a file's first bytes (``_header``)."""
+    if header is None:
         return "missing"
-    except OSError:
-        return "foreign"
-    if not stat.S_ISREG(info.st_mode):
-        return "foreign"
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(descriptor, "rb") as handle:
-            header = handle.read(100)
-    except OSError:
-        return "foreign"
     ours = (header[:16] == _SQLITE_HEADER and len(header) >= 72
             and int.from_bytes(header[68:72], "big") == APPLICATION_ID)
     return "ours" if ours else "foreign"
+
+
+def _header(path: Path) -> bytes | None:
+    """The first 100 bytes of the file at ``path`` (SQLite's header); None when nothing is there,
+    b"" when what is there is not a regular file or cannot be read."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return b""
+    if not stat.S_ISREG(info.st_mode):
+        return b""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            return handle.read(100)
+    except OSError:
+        return b""
 
 
 def needs_build(folder: str | os.PathLike) -> bool:
     """Whether opening ``folder``'s index now would read every run in it: the folder holds an
     index of ours of another version, or none at all. Cheap (no folder scan; one header read);
     a damaged index is only found on opening."""
-    path = Path(folder) / INDEX_FILE
-    kind = inspect_file(path)
+    header = _header(Path(folder) / INDEX_FILE)
+    kind = _kind(header)
     if kind == "missing":
         return Path(folder).is_dir()
-    if kind != "ours":
-        return False
-    try:
-        with open(path, "rb") as handle:
-            header = handle.read(64)
-    except OSError:
-        return False
-    return int.from_bytes(header[60:64], "big") != INDEX_SCHEMA_VERSION  # SQLite's user_version
+    # Bytes 60-63 of SQLite's header hold the user_version (the index's schema version).
+    return kind == "ours" and int.from_bytes(header[60:64], "big") != INDEX_SCHEMA_VERSION
 
 
 # Index files this process found whole, by path: (inode, size, mtime) when checked. A file not
