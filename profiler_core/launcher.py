@@ -646,41 +646,29 @@ class Launcher:
         if not starting:
             if not spare.send(request):
                 return True  # it exited meanwhile: _on_exit falls back to a fresh process
-            deadline = (spare.started_at + SPARE_READY_TIMEOUT_S if not spare.ready.is_set()
-                        else time.monotonic() + self.handover_timeout_s)
-            threading.Thread(target=self._watch_handover, args=(spare, run, deadline), daemon=True,
-                             name=f"handover-{spare.pid}").start()
+            threading.Thread(target=_wait_or_kill,
+                             args=(spare, spare.accepted, self._acceptance_deadline(spare)),
+                             daemon=True, name=f"handover-{spare.pid}").start()
             return True
         # Other spares are still warming up: the run is sent only once they are ready (or gone),
         # so that none of them imports torch or starts CUDA during its timed trials.
-        threading.Thread(target=self._send_when_pool_ready, args=(spare, run, request, starting),
+        threading.Thread(target=self._send_when_pool_ready, args=(spare, request, starting),
                          daemon=True, name=f"handover-{spare.pid}").start()
         return True
 
-    def _send_when_pool_ready(self, spare: _Child, run: RunProcess, request: str,
-                              starting: list[_Child]) -> None:
+    def _send_when_pool_ready(self, spare: _Child, request: str, starting: list[_Child]) -> None:
         for child in starting:
-            limit = child.started_at + SPARE_READY_TIMEOUT_S
-            while not (child.ready.is_set() or child.exited.is_set() or child.has_exited()):
-                if time.monotonic() >= limit:
-                    child.hung = True
-                    child.kill_now()
-                    break
-                child.ready.wait(0.05)
+            _wait_or_kill(child, child.ready, child.started_at + SPARE_READY_TIMEOUT_S)
         if not spare.send(request):
             return  # it exited meanwhile: _on_exit falls back to a fresh process
-        deadline = (spare.started_at + SPARE_READY_TIMEOUT_S if not spare.ready.is_set()
-                    else time.monotonic() + self.handover_timeout_s)
-        self._watch_handover(spare, run, deadline)
+        _wait_or_kill(spare, spare.accepted, self._acceptance_deadline(spare))
 
-    @staticmethod
-    def _watch_handover(spare: _Child, run: RunProcess, deadline: float) -> None:
-        while not spare.accepted.is_set() and not spare.exited.is_set():
-            if time.monotonic() >= deadline:
-                spare.hung = True
-                spare.kill_now()  # its exit restarts the run in a fresh process
-                return
-            spare.accepted.wait(0.05)
+    def _acceptance_deadline(self, spare: _Child) -> float:
+        """Until when a spare that was sent a run may take to accept it: the end of its warm-up
+        allowance while it still warms up, else the handover timeout from now."""
+        if not spare.ready.is_set():
+            return spare.started_at + SPARE_READY_TIMEOUT_S
+        return time.monotonic() + self.handover_timeout_s
 
     def _start_fresh(self, run: RunProcess, argv: list[str]) -> None:
         try:
@@ -711,6 +699,17 @@ class Launcher:
                                                   stdin_pipe=True))
             except OSError:
                 return  # runs then start in fresh processes, which say what failed
+
+
+def _wait_or_kill(child: _Child, event: threading.Event, deadline: float) -> None:
+    """Wait until ``event`` is set or ``child`` has exited; a child still waiting at ``deadline``
+    is taken for hung and killed (a spare's exit restarts its run in a fresh process)."""
+    while not (event.is_set() or child.exited.is_set() or child.has_exited()):
+        if time.monotonic() >= deadline:
+            child.hung = True
+            child.kill_now()
+            return
+        event.wait(0.05)
 
 
 def stop_all_runs(grace_s: float = 2.0) -> None:
