@@ -139,3 +139,17 @@ def test_what_torch_warns_while_a_mode_is_prepared_becomes_a_note_of_the_run(mon
     runner._prepare_modes(["eager"], prep)
     assert prep.notes == ["eager: torch warned while preparing it: The AccumulateGrad node's "
                           "stream does not match"]
+
+
+def test_the_summary_keeps_the_pairs_figures_under_the_headlines_names():
+    """The runner's summary keys for eager and the graph (read by the index, sweeps and the
+    prediction): <mode>_<metric>, or the older name the headline always had; other modes' figures
+    stay in metrics.csv only."""
+    from profiler_core import runner
+
+    headline = runner._pair_headline(
+        {"eager": {"span_us": 900.0, "peak_bytes": 10},
+         "graph": {"capture_ms": 12.0, "pool_bytes": 64, "break_even_iters": 3.0, "span_us": 300.0},
+         "compile": {"span_us": 450.0}}, {})
+    assert headline == {"eager_span_us": 900.0, "eager_peak_bytes": 10, "capture_ms": 12.0,
+                        "graph_pool_bytes": 64, "break_even_iters": 3.0, "graph_span_us": 300.0}
