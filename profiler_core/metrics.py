@@ -67,7 +67,7 @@ def build(modes: pd.DataFrame, stats: pd.DataFrame,
             continue
         put(mode, f"{method}_median_ms", median)
         eager = medians.get((BASELINE, method))
-        if eager is not None and method != "input_copy":
+        if eager is not None and method not in ("input_copy", "host_issue", "held_replay"):
             put(mode, f"{method}_speedup", eager / median if median else math.nan)
     for mode, metrics in figures.items():
         for metric, value in metrics.items():

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from profiler_core import metrics, schema
+from profiler_core import attribution, metrics, schema
 from profiler_core.config import RunConfig
 from profiler_core.errors import ConfigError, RunFormatError
 from profiler_core.index import record_run
@@ -334,6 +334,8 @@ class RunResult:
                 frame = _upgrade_v1_table(name, frame)
             if version < 3:
                 frame = _upgrade_v2_table(name, frame)
+            if name == "metrics":
+                frame = _upgrade_never_pays_back(frame)
             _refuse_booleans(name, frame, path)
             try:
                 tables[name] = coerce_table(name, frame)
@@ -345,8 +347,12 @@ class RunResult:
         if version == 1:
             headline, notes = _upgrade_v1_summary(headline, notes)
         if version < 3:
-            tables["metrics"] = coerce_table("metrics", metrics.from_saved_headline(
-                tables["modes"], tables["stats"], headline))
+            tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(
+                metrics.from_saved_headline(tables["modes"], tables["stats"], headline)))
+        headline = _headline_pay_back(headline, tables["metrics"])
+        if not (directory / schema.TABLE_FILES["attribution"][0]).is_file():
+            tables["attribution"] = coerce_table("attribution", attribution.build(
+                tables["stats"], tables["launch_split"], tables["latency"]))
         traces = {}
         for mode in dict.fromkeys([*schema.TRACE_FILES, *config.modes]):
             file_name = schema.trace_file(mode)
@@ -354,6 +360,44 @@ class RunResult:
             traces[mode] = plain if plain.is_file() else (packed if packed.is_file() else None)
         return cls(config=config, environment=summary["environment"], headline=headline,
                    tables=tables, notes=notes, complete=summary["complete"], trace_paths=traces)
+
+
+def _upgrade_never_pays_back(frame: pd.DataFrame) -> pd.DataFrame:
+    """metrics.csv as written before 2026-12-01 stored a mode that never pays back its one-time
+    cost as ``break_even_iters = inf``: today that is ``pays_back = 0`` with ``break_even_iters``
+    NaN (every stored figure finite or NaN). Modes without ``pays_back`` get it from their
+    break-even."""
+    if not {"mode", "metric", "value"} <= set(frame.columns) or frame.empty:
+        return frame
+    frame = frame.copy()
+    values = pd.to_numeric(frame["value"], errors="coerce")
+    is_break_even = frame["metric"].astype(str) == "break_even_iters"
+    never = is_break_even & (values == float("inf"))
+    frame.loc[never, "value"] = float("nan")
+    has_pay_back = set(frame.loc[frame["metric"].astype(str) == "pays_back", "mode"].astype(str))
+    added = []
+    for row, is_never in zip(frame[is_break_even].itertuples(), never[is_break_even]):
+        if str(row.mode) in has_pay_back:
+            continue
+        finite_steps = pd.notna(pd.to_numeric(row.value, errors="coerce"))
+        pays = 0.0 if is_never else (1.0 if finite_steps else float("nan"))
+        added.append({"mode": row.mode, "metric": "pays_back", "value": pays})
+    if added:
+        frame = pd.concat([frame, pd.DataFrame(added)], ignore_index=True)
+    return frame
+
+
+def _headline_pay_back(headline: dict[str, Any], metrics_table: pd.DataFrame) -> dict[str, Any]:
+    """The headline's break-even as stored today: ``break_even_iters`` finite or NaN, and
+    ``graph_pays_back`` (true, false, or absent when not measured) from metrics.csv."""
+    headline = dict(headline)
+    if headline.get("break_even_iters") == float("inf"):
+        headline["break_even_iters"] = float("nan")
+        headline.setdefault("graph_pays_back", 0.0)
+    rows = metrics_table[(metrics_table["mode"] == "graph") & (metrics_table["metric"] == "pays_back")]
+    if "graph_pays_back" not in headline and len(rows) and pd.notna(rows["value"].iloc[0]):
+        headline["graph_pays_back"] = float(rows["value"].iloc[0])
+    return headline
 
 
 # Schema 1 timed each iteration from an idle device only: its methods are today's cold start.

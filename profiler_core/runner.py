@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from profiler_core import metrics, predict, schema, stats, timing
+from profiler_core import attribution, metrics, predict, schema, stats, timing
 from profiler_core.capture import refuse_after_failed_capture
 from profiler_core.config import ALWAYS_MEASURED, RunConfig, is_user_spec
 from profiler_core.counters import counters_table
@@ -48,7 +48,7 @@ from profiler_core.modes import (CUDA_ONLY_MODES, REGISTRY, Preparation, Prepare
 from profiler_core.profiling import ProfiledWindow, kernels_were_recorded, profile_window
 from profiler_core.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.readiness import check_step
-from profiler_core.results import SCRATCH_PREFIX, RunResult, coerce_table
+from profiler_core.results import SCRATCH_PREFIX, RunResult, coerce_table, empty_table
 from profiler_core.telemetry import (NVML_UTILISATION_CAVEAT, NvmlSamplerProcess, PhaseRecorder,
                                      default_nvml)
 from profiler_core.timing import Mode
@@ -111,15 +111,18 @@ def _latency_table(rows: list[tuple]) -> pd.DataFrame:
 
 
 def _steady_trials(modes: list[Mode], iterations: dict[str, int], trials: int, clock: timing.Clock,
-                   phases: PhaseRecorder, progress: ProgressCounter, rows: list[tuple]) -> None:
+                   phases: PhaseRecorder, progress: ProgressCounter, rows: list[tuple],
+                   host_issue: list[tuple]) -> None:
     """The headline timing: each mode's iterations in ``trials`` back-to-back blocks, modes
-    interleaved ABBA. Rows are appended to ``rows`` block by block, so an interrupted run keeps them."""
+    interleaved ABBA. Rows are appended to ``rows`` block by block, so an interrupted run keeps them;
+    each block's host time to issue a step goes to ``host_issue`` as (mode, trial, ms)."""
     sizes = {mode.name: timing.split_evenly(iterations[mode.name], trials) for mode in modes}
     next_index = {mode.name: 0 for mode in modes}
     for trial, mode in timing.interleaved(modes, trials):
         count = sizes[mode.name][trial]
         with phases.phase(f"{mode.name} timed"):
-            timing.steady_block(mode, next_index[mode.name], count, trial, clock, rows)
+            issue_ms = timing.steady_block(mode, next_index[mode.name], count, trial, clock, rows)
+        host_issue.append((mode.name, trial, issue_ms))
         next_index[mode.name] += count
         progress.advance(count * mode.steps, f"trial {trial + 1}/{trials}, {mode.name}")
 
@@ -162,6 +165,8 @@ _LATENCY_METHODS = {
 }
 # Copies of a batch into the graph's static inputs timed together (one figure per run).
 INPUT_COPIES = 32
+# Replays of the graph timed together with the device held (no wait for the host).
+HELD_REPLAYS = 16
 # GPU clock cycles the device is held busy while those copies are enqueued (a few milliseconds).
 HOLD_DEVICE_CYCLES = 10_000_000
 
@@ -187,18 +192,30 @@ def _per_step(latency: pd.DataFrame, mode: str, method: str) -> np.ndarray:
 
 
 def _stats_table(latency: pd.DataFrame, loops: pd.DataFrame,
-                 copy_ms: dict[str, float] | None = None) -> pd.DataFrame:
-    """stats.csv: every method per mode; ``copy_ms`` is the batch copy per training step."""
+                 copy_ms: dict[str, float] | None = None,
+                 host_issue: list[tuple] | None = None,
+                 held_ms: dict[str, float] | None = None) -> pd.DataFrame:
+    """stats.csv: every method per mode; ``copy_ms`` is the batch copy per training step,
+    ``host_issue`` the steady-state trials' host time to issue a step, (mode, trial, ms),
+    ``held_ms`` a mode's replay on a held device per step."""
     rows = []
+    issue = pd.DataFrame(host_issue or [], columns=["mode", "trial", "ms"])
     for mode in latency["mode"].drop_duplicates():
         for method in ("steady_trial", *_LATENCY_METHODS):
             summary = stats.summarize(_per_step(latency, mode, method))
             if summary["count"]:
                 rows.append({"mode": mode, "method": method, **summary})
+        summary = stats.summarize(issue.loc[issue["mode"] == mode, "ms"].astype(float))
+        if summary["count"]:
+            rows.append({"mode": mode, "method": "host_issue", **summary})
     for mode, value in (copy_ms or {}).items():
         if math.isfinite(value):
             rows.append({"mode": mode, "method": "input_copy", **stats.summarize([value]),
                          "count": INPUT_COPIES})
+    for mode, value in (held_ms or {}).items():
+        if math.isfinite(value):
+            rows.append({"mode": mode, "method": "held_replay", **stats.summarize([value]),
+                         "count": HELD_REPLAYS})
     for (mode, method), group in loops.groupby(["mode", "method"], sort=False):
         rows.append({"mode": mode, "method": method, **stats.summarize(group["ms_per_step"])})
     frame = pd.DataFrame(rows, columns=schema.STATS_COLUMNS) if rows else pd.DataFrame(
@@ -320,13 +337,14 @@ def _profile_modes(config: RunConfig, device: torch.device, prepared: dict[str, 
 def _window_figures(windows: dict[str, ProfiledWindow], prepared: dict[str, Prepared],
                     table: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Each mode's split medians and the profiler's overhead: the profiled window's median
-    iteration (synchronised each, like the cold start) over the cold-start wall median."""
+    iteration (synchronised each) over the headline's steady-state time of an iteration, so it
+    says how far the profiled program is from the one the headline timed."""
     figures: dict[str, dict[str, float]] = {}
     for name, window in windows.items():
-        cold_wall_ms = _median(table, name, "cold_wall") * prepared[name].mode.steps  # per iteration
+        headline_ms = _median(table, name, "steady_trial") * prepared[name].mode.steps
         figures[name] = {**window.analysis.summary(),
                          "profiled_wall_median_ms": window.wall_median_ms,
-                         "profiler_overhead_pct": (window.wall_median_ms / cold_wall_ms - 1) * 100}
+                         "profiler_overhead_pct": (window.wall_median_ms / headline_ms - 1) * 100}
     return figures
 
 
@@ -354,6 +372,7 @@ class _RunState:
     traces: dict = field(default_factory=lambda: {"eager": None, "graph": None})  # mode -> path
     observed_counters: dict = field(default_factory=dict)
     latency_rows: list = field(default_factory=list)  # timed iterations, as they are measured
+    host_issue: list = field(default_factory=list)  # (mode, trial, host ms per step) per block
 
 
 def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progress) -> RunResult:
@@ -538,15 +557,19 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     modes = [ready.mode for ready in prepared.values()]
     progress.start_phase("timed trials", f"{config.total_eager_iters} steps per mode")
     _steady_trials(modes, {mode.name: config.total_eager_iters for mode in modes},
-                   config.trial_count, timing.HostClock(), phases, progress, state.latency_rows)
+                   config.trial_count, timing.HostClock(), phases, progress, state.latency_rows,
+                   state.host_issue)
     latency = state.tables["latency"] = _latency_table(state.latency_rows)
     observed["eager_after_timed"] = float(eager.step.counter.item())
     stats_table = state.tables["stats"] = _stats_table(latency, pd.DataFrame(
-        columns=["mode", "method", "ms_per_step"]))
+        columns=["mode", "method", "ms_per_step"]), host_issue=state.host_issue)
     state.headline.update(_timing_headline(config, latency, stats_table))
     modes_table = state.tables["modes"] = _modes_table(config, latency, stats_table, prepared)
-    state.tables["metrics"] = coerce_table("metrics", metrics.build(
-        modes_table, stats_table, {name: ready.figures for name, ready in prepared.items()}))
+    figures = {name: dict(ready.figures) for name, ready in prepared.items()}
+    _add_pay_back(figures, modes_table)
+    state.tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
+    state.tables["attribution"] = coerce_table("attribution", attribution.build(
+        stats_table, empty_table("launch_split"), latency))
     state.headline["modes"] = list(prepared)
     state.headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
 
@@ -596,6 +619,16 @@ def _warning_notes(mode: str, caught: list[warnings.WarningMessage]) -> list[str
     return notes
 
 
+def _held_replay_ms(graph: Mode, clock: timing.Clock) -> float:
+    """The graph's replay on the device alone (no batch copy, queued behind a few milliseconds of
+    GPU work so that no replay waits for the host), per training step; NaN without
+    ``torch.cuda._sleep``."""
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is None:
+        return math.nan
+    return timing.held_replay_ms(graph, HELD_REPLAYS, clock, lambda: sleep(HOLD_DEVICE_CYCLES))
+
+
 def _input_copy_ms(graph: Mode, clock: timing.Clock, notes: list[str]) -> float:
     """The graph's batch copy timed alone, queued behind a few milliseconds of GPU work
     (``torch.cuda._sleep``) so that the copies run back to back; NaN where torch lacks it."""
@@ -620,6 +653,19 @@ def _modes_table(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame,
                      "one_time_ms": ready.one_time_ms, "memory_bytes": float(ready.memory_bytes),
                      "graphs_recorded": ready.graphs_recorded})
     return coerce_table("modes", pd.DataFrame(rows, columns=schema.MODES_COLUMNS))
+
+
+def _add_pay_back(figures: dict[str, dict[str, float]], modes_table: pd.DataFrame) -> None:
+    """Every mode but eager: whether its one-time cost (warm-up and capture, or compile) is paid
+    back by its saving per step, and after how many steps (``stats.pay_back``)."""
+    table = modes_table.set_index("mode")
+    if "eager" not in table.index:
+        return
+    eager_ms = float(table.loc["eager", "median_ms"])
+    for name in figures:
+        if name != "eager" and name in table.index:
+            figures[name].update(stats.pay_back(float(table.loc[name, "one_time_ms"]), eager_ms,
+                                                float(table.loc[name, "median_ms"])))
 
 
 def _note_readiness(config: RunConfig, step: TrainingStep, state: _RunState) -> None:
@@ -678,11 +724,13 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     trials = config.trial_count
     with _nvml_quiet(sampler, state.notes):
         progress.start_phase("timed trials", f"{trials} interleaved steady-state trials per mode")
-        _steady_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
+        _steady_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows,
+                       state.host_issue)
         observed["after_replay"] = float(prepared["graph"].step.counter.item())
         observed["eager_after_timed"] = float(prepared["eager"].step.counter.item())
         with phases.phase("graph input copy"):
             copy_ms = _input_copy_ms(graph, clock, state.notes)
+            held_ms = _held_replay_ms(graph, clock)
         progress.start_phase("cold-start trials", "a synchronise before every iteration")
         _cold_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
         latency = tables["latency"] = _latency_table(state.latency_rows)
@@ -691,12 +739,12 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         loops = _article_loops(modes, {mode.name: block_steps // mode.steps for mode in modes},
                                trials, clock, phases, progress)
     stats_table = tables["stats"] = _stats_table(latency, loops,
-                                                 {"graph": copy_ms / config.capture_iters})
+                                                 {"graph": copy_ms / config.capture_iters},
+                                                 state.host_issue, {"graph": held_ms})
     headline.update(_timing_headline(config, latency, stats_table))
     modes_table = tables["modes"] = _modes_table(config, latency, stats_table, prepared)
     figures = {name: dict(ready.figures) for name, ready in prepared.items()}
-    figures["graph"]["break_even_iters"] = stats.break_even_iterations(
-        figures["graph"]["capture_ms"], headline["eager_median_ms"], headline["graph_median_ms"])
+    _add_pay_back(figures, modes_table)
     headline.update(modes=list(prepared), break_even_iters=figures["graph"]["break_even_iters"],
                     counters_match=bool(counters_table(config, observed)["match"].all()))
     windows: dict[str, ProfiledWindow] = {}
@@ -712,6 +760,9 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
             [decompose_speedup(windows["eager"].analysis, window.analysis)
              for name, window in windows.items() if name != "eager"], ignore_index=True))
         state.traces.update({mode: window.trace_path for mode, window in windows.items()})
+    tables["attribution"] = coerce_table("attribution", attribution.build(
+        stats_table, tables.get("launch_split", empty_table("launch_split")), latency))
+    state.notes.extend(attribution.stretched_kernel_notes(tables["attribution"]))
     headline.update(_pair_headline(figures, windows))
     tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
     if config.profile:

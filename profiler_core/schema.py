@@ -29,7 +29,11 @@ LATENCY_METHODS = ("steady", "cold")
 # trials is the headline), steady_event (every steady-state iteration on its own, CUDA events),
 # steady_wall (the same on the CPU, wall clock), input_copy (the graph's batch copy alone, part
 # of its steady iteration), cold_event, cold_wall, block_sync (the article's loop closed by a
-# synchronise), article_no_sync (the article's loop without one: CPU enqueue time only).
+# synchronise), article_no_sync (the article's loop without one: CPU enqueue time only),
+# host_issue (each steady-state trial's host time to issue its steps, per step: the launching
+# thread's cost, not a duration of the step; its median is over the trials), held_replay (a
+# graph's replays queued behind held GPU work, so none waits for the host: its kernels' time as
+# replayed, with no profiler; the check on the profiled window's kernel time).
 STATS_COLUMNS = [
     "mode", "method", "count", "mean_ms", "median_ms", "p10_ms", "p90_ms", "p99_ms",
     "iqr_ms", "min_ms", "max_ms",
@@ -51,6 +55,13 @@ LAUNCH_SPLIT_COLUMNS = [
 # total_span saving.
 BREAKDOWN_COLUMNS = ["mode", "component", "eager_us", "mode_us", "saving_us", "share_of_saving_pct"]
 BREAKDOWN_COMPONENTS = ["gpu_busy", "gpu_idle", "total_span", "cpu_launch", "cpu_other"]
+
+# The headline's saving per training step attributed to its parts, one block per mode other
+# than eager (``profiler_core.attribution``): components step = gpu_kernels + input_copy +
+# gpu_idle exactly, then host_issue (shown beside, not part of the sum). Times in microseconds
+# per training step; ``source`` says which measurement each figure comes from.
+ATTRIBUTION_COLUMNS = ["mode", "component", "eager_us", "mode_us", "saving_us",
+                       "share_of_saving_pct", "source"]
 
 KERNEL_COLUMNS = [
     "mode", "kernel", "kernel_full", "calls_per_iter", "total_us", "mean_us", "min_us",
@@ -83,7 +94,10 @@ MODES_COLUMNS = ["mode", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_h
 # torch's allocator; other processes on the GPU move it); the profiled
 # window's split medians (``span_us``, ``cpu_launch_us``... as in launch_split.csv),
 # ``profiled_wall_median_ms`` and ``profiler_overhead_pct``; the graph's warmup_ms, capture_ms,
-# pool_bytes, pool_allocated_bytes and break_even_iters.
+# pool_bytes, pool_allocated_bytes; for every mode but eager ``pays_back`` (1 when the mode is
+# faster than eager per step, 0 when it is not, NaN when not measured) and ``break_even_iters``
+# (training steps until its one-time cost, warm-up and capture or compile, is paid back by the
+# per-step saving; NaN when it never is: see ``pays_back``).
 METRIC_COLUMNS = ["mode", "metric", "value", "eager_value", "ratio_to_eager"]
 
 TABLE_FILES = {
@@ -97,6 +111,7 @@ TABLE_FILES = {
     "phases": ("phases.csv", PHASE_COLUMNS),
     "modes": ("modes.csv", MODES_COLUMNS),
     "metrics": ("metrics.csv", METRIC_COLUMNS),
+    "attribution": ("attribution.csv", ATTRIBUTION_COLUMNS),
 }
 TRACE_FILES = {"eager": "trace_eager.json", "graph": "trace_graph.json"}
 

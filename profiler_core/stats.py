@@ -66,3 +66,18 @@ def break_even_iterations(one_time_cost_ms: float, eager_ms: float, graph_ms: fl
     if saving <= 0:
         return math.inf
     return float(math.ceil(one_time_cost_ms / saving))
+
+
+def pay_back(one_time_cost_ms: float, eager_ms: float, mode_ms: float) -> dict[str, float]:
+    """A mode's one-time cost against its per-step saving, as stored in a run (every value finite
+    or NaN): ``pays_back`` 1.0 when the mode is faster per step, 0.0 when it is not (never pays
+    back), NaN when not measured; ``break_even_iters`` the steps until paid back, NaN unless it
+    pays back."""
+    steps = break_even_iterations(one_time_cost_ms, eager_ms, mode_ms)
+    if math.isnan(steps):
+        saving = eager_ms - mode_ms
+        pays = math.nan if not math.isfinite(saving) else (1.0 if saving > 0 else 0.0)
+        return {"pays_back": pays, "break_even_iters": math.nan}
+    if math.isinf(steps):
+        return {"pays_back": 0.0, "break_even_iters": math.nan}
+    return {"pays_back": 1.0, "break_even_iters": steps}

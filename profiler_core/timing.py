@@ -123,19 +123,23 @@ Row = tuple
 
 
 def steady_block(mode: Mode, first_iteration: int, count: int, trial: int, clock: Clock,
-                 rows: list[Row]) -> None:
+                 rows: list[Row], wall_clock: Callable[[], float] = time.perf_counter) -> float:
     """``count`` iterations back to back, one mark after each; appends rows for all but the first
     to ``rows`` (see the module docstring). Interrupted (Ctrl-C, SIGTERM), it still appends the
     iterations finished.
 
     With device timestamps a row's time is in ``gpu_ms`` (``wall_ms`` NaN); with host marks it is
-    in ``wall_ms`` (``gpu_ms`` NaN).
+    in ``wall_ms`` (``gpu_ms`` NaN). Returns the host's time to issue the block, per training
+    step: the host clock from before the first iteration's call to after the last one returned,
+    before the closing synchronise (what the launching thread spent; where the queue to the
+    device fills, it includes waiting for the device).
     """
     marks = clock.marks(1 + count)
     finished = 0
     load, run = mode.load, mode.run
     clock.synchronize()
     clock.record(marks[0])
+    started = wall_clock()
     try:
         for k in range(count):
             if load is not None:
@@ -147,8 +151,10 @@ def steady_block(mode: Mode, first_iteration: int, count: int, trial: int, clock
         clock.synchronize()
         rows += _steady_rows(mode, first_iteration, finished, trial, clock, marks)
         raise
+    issued = wall_clock()
     clock.synchronize()
     rows += _steady_rows(mode, first_iteration, finished, trial, clock, marks)
+    return (issued - started) * 1e3 / (count * mode.steps) if count else math.nan
 
 
 def _steady_rows(mode: Mode, first_iteration: int, finished: int, trial: int, clock: Clock,
@@ -176,6 +182,22 @@ def input_copy_ms(mode: Mode, count: int, clock: Clock, hold_device: Callable[[]
     clock.record(end)
     clock.synchronize()
     return clock.elapsed_ms(start, end) / count
+
+
+def held_replay_ms(mode: Mode, count: int, clock: Clock, hold_device: Callable[[], None]) -> float:
+    """The device time of one iteration of ``mode`` with no wait for the host: ``count`` iterations
+    (no batch copy) queued behind ``hold_device`` run back to back between two marks; their mean,
+    per training step. For a graph this is its kernels' time as replayed, measured with no
+    profiler: the check on the profiled window's kernel time."""
+    start, end = clock.marks(2)
+    clock.synchronize()
+    hold_device()
+    clock.record(start)
+    for i in range(count):
+        mode.run(i)
+    clock.record(end)
+    clock.synchronize()
+    return clock.elapsed_ms(start, end) / (count * mode.steps)
 
 
 def cold_iteration(mode: Mode, iteration: int, trial: int, clock: Clock,

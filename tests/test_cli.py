@@ -123,7 +123,7 @@ def test_device_cpu_end_to_end(tmp_path, capsys):
     assert counters.loc["eager_after_timed", "observed"] == 20
     assert counters["match"].all()
     stats = result.table("stats")
-    assert set(stats["method"]) == {"steady_trial", "steady_wall"}
+    assert set(stats["method"]) == {"steady_trial", "steady_wall", "host_issue"}
     assert result.headline["timing_method"] == "steady_trial"
     trial_means = (latency["wall_ms"] / latency["steps"]).groupby(latency["trial"]).mean()
     assert result.headline["eager_median_ms"] == pytest.approx(trial_means.median())
