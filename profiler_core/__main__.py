@@ -94,8 +94,7 @@ def format_summary(result: RunResult) -> str:
                   f"Capture {_ms(head.get('capture_ms', math.nan))}, graph pool "
                   f"{head.get('graph_pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
                   f"{head.get('eager_peak_bytes', 0) / 2**20:.1f} MiB / graph "
-                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, break-even after "
-                  f"{head.get('break_even_iters')} steps"]
+                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, {_break_even(head)}"]
         if "parity_max_abs_diff" in head:
             lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
                          f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
@@ -109,20 +108,55 @@ def format_summary(result: RunResult) -> str:
             memory_mib=modes["memory_bytes"] / 2**20)
         lines.append(shown[["mode", "median_ms", "speedup", "one_time_ms", "memory_mib",
                             "graphs_recorded"]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    lines += _attribution_lines(result.table("attribution"))
     breakdown = result.table("breakdown")
     graph_breakdown = breakdown[breakdown["mode"] == "graph"]
     if len(graph_breakdown):
-        lines += ["", "Per iteration, eager vs graph, medians of the profiled window (us)"]
+        lines += ["", "Under the profiler (a slower program than the timed one: see each mode's "
+                      "overhead below), per iteration, eager vs graph, medians of the profiled "
+                      "window (us)"]
         shown = graph_breakdown.drop(columns="mode").rename(columns={"mode_us": "graph_us"})
         lines.append(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
         for mode in ("eager", "graph"):
             if f"{mode}_launches" in head:
                 lines.append(f"{mode}: {head[f'{mode}_launches']:.0f} launches, "
-                             f"{head[f'{mode}_kernels']:.0f} kernels per iteration; profiler overhead "
-                             f"{head[f'{mode}_profiler_overhead_pct']:+.1f}%")
+                             f"{head[f'{mode}_kernels']:.0f} kernels per iteration; the profiled "
+                             f"window ran {head[f'{mode}_profiler_overhead_pct']:+.1f}% against "
+                             "the headline's time")
     lines += _every_mode_split(breakdown)
     lines += [""] + [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
+
+
+def _break_even(head: dict) -> str:
+    """The graph's break-even in words: steps until its one-time cost (warm-up and capture) is
+    paid back by the saving per step, or never."""
+    steps = head.get("break_even_iters")
+    if head.get("graph_pays_back") in (0, 0.0, False):
+        return "never pays back its one-time cost (warm-up + capture): the graph is not faster"
+    if isinstance(steps, (int, float)) and math.isfinite(steps):
+        return f"one-time cost (warm-up + capture) paid back after {steps:.0f} steps"
+    return "break-even not measured"
+
+
+def _attribution_lines(table: pd.DataFrame) -> list[str]:
+    """The headline's saving per step attributed to its parts, per mode (attribution.csv): the
+    parts add up to the step saving; host issue time is shown beside them."""
+    lines: list[str] = []
+    for mode, block in table.groupby("mode", sort=False):
+        step = block.loc[block["component"] == "step", "saving_us"]
+        if not (len(step) and pd.notna(step.iloc[0])):
+            continue
+        lines += ["", f"Why, {mode} against eager: the headline's time per step in parts (us; "
+                      "step = GPU kernels + batch copy + GPU idle; kernels from the profiled "
+                      "window, the rest timed without the profiler)"]
+        shown = block.drop(columns=["mode", "source"]).rename(
+            columns={"mode_us": f"{mode}_us", "share_of_saving_pct": "share_pct"})
+        lines.append(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+        lines.append("A negative saving is time the mode added (its batch copy, the extra kernels "
+                     "of a capturable optimizer); host_issue is the host's time to issue a step, "
+                     "why the GPU waited, not part of the sum.")
+    return lines
 
 
 def _every_mode_split(breakdown: pd.DataFrame) -> list[str]:
@@ -134,8 +168,8 @@ def _every_mode_split(breakdown: pd.DataFrame) -> list[str]:
     eager = breakdown.drop_duplicates("component").set_index("component")["eager_us"]
     wide.insert(0, "eager", eager.reindex(wide.index))
     wide = wide[["eager", *pd.unique(breakdown["mode"])]]
-    return ["", "Every mode's iteration, medians of the profiled window (us; each mode's "
-                "saving over eager is in breakdown.csv)",
+    return ["", "Every mode's iteration under the profiler, medians of the profiled window (us; "
+                "each mode's saving over eager is in breakdown.csv)",
             wide.rename_axis(None, axis=1).reset_index().to_string(
                 index=False, float_format=lambda v: f"{v:.1f}")]
 

@@ -21,8 +21,9 @@ takes to issue it. Per mode and per training step:
 up to the headline's saving exactly. ``host_issue`` (the launching thread's time to issue a step
 in the timed trials) is shown beside them: it is why idle time exists (a step the host needs
 longer to issue than the GPU needs to run leaves the GPU waiting), not another part of the sum.
-Shares are of the ``step`` saving; a negative share is time a mode added (a graph's batch copy,
-the extra kernels of a capturable optimizer).
+Shares are of the ``step`` saving (none for ``host_issue``, which is not a part of it); a part
+with a negative saving is time a mode added (a graph's batch copy, the extra kernels of a
+capturable optimizer).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def build(stats: pd.DataFrame, launch_split: pd.DataFrame, latency: pd.DataFrame
     """attribution.csv: one block of components per mode other than eager (ATTRIBUTION_COLUMNS,
     times in microseconds per training step). Empty when there is no eager timing."""
     modes = [str(m) for m in stats["mode"].dropna().drop_duplicates()] if len(stats) else []
-    if BASELINE not in modes:
+    if BASELINE not in modes or len(modes) < 2:
         return pd.DataFrame(columns=ATTRIBUTION_COLUMNS)
     eager = mode_parts(stats, launch_split, latency, BASELINE, headline_method)
     rows = []
@@ -106,7 +107,9 @@ def _block(mode: str, eager: Mapping[str, float], other: Mapping[str, float]) ->
     rows = []
     for component in COMPONENTS:
         saving = eager[component] - other[component]
-        share = saving / step_saving * 100 if step_saving and math.isfinite(step_saving) else math.nan
+        additive = component in (*PARTS, "step")
+        share = (saving / step_saving * 100 if additive and step_saving and math.isfinite(step_saving)
+                 else math.nan)
         rows.append({"mode": mode, "component": component,
                      "eager_us": eager[component] * 1e3, "mode_us": other[component] * 1e3,
                      "saving_us": saving * 1e3, "share_of_saving_pct": share,
@@ -121,7 +124,7 @@ def parts_sum_error(block: pd.DataFrame) -> float:
     if any(part not in saving.index for part in (*PARTS, "step")):
         return math.nan
     total = float(saving["step"])
-    parts = float(saving[list(PARTS)].sum())
+    parts = float(saving[list(PARTS)].sum(skipna=False))
     if not (math.isfinite(total) and math.isfinite(parts)) or total == 0:
         return math.nan
     return abs(parts - total) / abs(total)
