@@ -50,15 +50,49 @@ def run_one(prefix: list[str], env: dict[str, str]) -> tuple[dict, list[int]]:
     return json.loads(lines[-1]), seen
 
 
+def idlest_cpu(cpus: list[int], seconds: float = 0.3) -> int:
+    """The CPU with the most idle time over ``seconds`` (from /proc/stat)."""
+    def idle() -> dict[int, int]:
+        out = {}
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("cpu") and line[3:4].isdigit():
+                name, *values = line.split()
+                out[int(name[3:])] = int(values[3]) + int(values[4])
+        return out
+    before = idle()
+    time.sleep(seconds)
+    after = idle()
+    return max(cpus, key=lambda c: after.get(c, 0) - before.get(c, 0))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--scan", action="store_true",
+                        help="instead: pin to each CPU in turn, then alternate unpinned and "
+                             "pinned to the idlest CPU")
     args = parser.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     print(f"cpus {len(cpus)}, load {os.getloadavg()}", flush=True)
     rows = []
-    for r in range(args.rounds):
+    if args.scan:
+        plan = [(f"cpu{c}", ["taskset", "-c", str(c)], {}) for c in cpus]
+        for r in range(args.rounds):
+            plan.append(("unpinned", [], {}))
+            plan.append(("pin_idlest", None, {}))
+        for r, (name, prefix, env) in enumerate(plan):
+            if prefix is None:
+                prefix = ["taskset", "-c", str(idlest_cpu(cpus))]
+            result, seen = run_one(prefix, env)
+            row = {"condition": name, "round": r, "pinned": " ".join(prefix[2:]),
+                   "eager_ms": result.get("eager_ms"), "graph_ms": result.get("graph_ms"),
+                   "cpus_seen": " ".join(str(c) for c in sorted(set(seen))),
+                   "migrations": sum(1 for a, b in zip(seen, seen[1:]) if a != b),
+                   "error": result.get("error")}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    for r in range(0 if args.scan else args.rounds):
         one = cpus[(3 + 5 * r) % len(cpus)]
         conditions = {
             "unpinned": ([], {}),
