@@ -18,7 +18,7 @@ import pandas as pd
 
 from profiler_core import cli
 from profiler_core.config import is_user_spec
-from profiler_core.errors import ConfigError, NoCudaError, ProfilerError
+from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, SaveError
 from profiler_core.predict import headline_lines as prediction_lines
 from profiler_core.results import RunResult, check_output
 from profiler_core.workload_kinds import workload_of
@@ -224,6 +224,8 @@ def _keep_partial(partial: RunResult, args) -> None:
     try:
         kept = _save(partial, args)
         print(f"The incomplete run was kept in {kept} (marked incomplete).", file=sys.stderr)
+    except SaveError as error:  # kept elsewhere (it says where), or lost (it says why)
+        print(f"The incomplete run (marked incomplete): {_one_line(str(error))}", file=sys.stderr)
     except (ProfilerError, OSError) as error:
         print(f"The incomplete run could not be kept: {_one_line(str(error))}", file=sys.stderr)
     finally:

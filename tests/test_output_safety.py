@@ -601,3 +601,31 @@ def test_dot_dot_in_out_leaves_no_folder_behind(tmp_path, monkeypatch, capsys):
                     "not a run folder of this tool")
     check_output(tmp_path / "new" / "parents" / "run")  # accepted, and nothing made by the check
     assert not (tmp_path / "new").exists()
+
+
+def test_a_stopped_run_that_cannot_be_saved_says_where_it_was_kept(tmp_path, monkeypatch, capsys):
+    import errno
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(runner, "check_fits", lambda config, device: None)
+
+    def exhausted(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                           "68719476736 bytes.")
+
+    monkeypatch.setattr(runner, "_steady_trials", exhausted)
+    real = RunResult._write_into
+
+    def writer(self, directory):
+        if scratch not in Path(directory).parents:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, directory)
+
+    monkeypatch.setattr(RunResult, "_write_into", writer)
+    assert main(["run", "--out", str(tmp_path / "oom"), *TINY]) == 5  # the run's own error
+    err = capsys.readouterr().err
+    kept = next(scratch.glob("profiler_core_unsaved_*"))
+    assert "The incomplete run (marked incomplete): the run could not be saved in" in err
+    assert str(kept) in err and RunResult.load(kept).complete is False
