@@ -108,8 +108,8 @@ def _not_replaced(shown: str, why: NotOwned | OSError) -> ConfigError:
                                "nothing was written there", "choose a new folder name")
     return _refused_output(
         f"{shown} holds a run of this tool and more: {why}, so nothing was written there",
-        "move what you keep out of it, or choose a new folder name (--overwrite replaces only a "
-        "folder holding nothing but the files this tool wrote)")
+        "move what you keep out of it, or choose a new folder name; --overwrite replaces "
+        "only a folder holding nothing but files this tool wrote")
 
 
 def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:

@@ -503,8 +503,8 @@ def _not_replaced(shown: str, why: NotOwned | OSError) -> ConfigError:
     reason = f"cannot be read ({why.strerror})" if isinstance(why, OSError) else f"holds more: {why}"
     return ConfigError("out", f"{shown} holds a sweep of this tool but {reason}, so nothing was "
                               "written there",
-                       "move what you keep out of it, or choose a new folder name (--overwrite "
-                       "replaces only a folder holding nothing but the files this tool wrote)")
+                       "move what you keep out of it, or choose a new folder name; --overwrite "
+                       "replaces only a folder holding nothing but files this tool wrote")
 
 
 def _write_atomic(path: Path, text: str) -> None:
