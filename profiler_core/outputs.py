@@ -83,15 +83,22 @@ def make_parents(target: Path) -> list[Path]:
             break
         missing.append(parent)
     missing.reverse()
-    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    except BaseException:
+        remove_made(missing)  # those it made before it failed
+        raise
     return missing
 
 
 def remove_made(folders: list[Path]) -> None:
-    """Remove folders :func:`make_parents` created, innermost first, where they are still empty."""
+    """Remove folders :func:`make_parents` created, innermost first, where they are still empty
+    (one that is missing is skipped: it was never made)."""
     for folder in reversed(folders):
         try:
             os.rmdir(folder)
+        except FileNotFoundError:
+            continue
         except OSError:
             return
 
