@@ -35,6 +35,7 @@ from profiler_core import index as run_index
 from profiler_core.config import RunConfig
 from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
+from profiler_core.outputs import MANIFEST_FILE
 from profiler_core.results import RunResult
 from profiler_core.schema import READABLE_SCHEMA_VERSIONS, SUMMARY_FILE, TABLE_FILES, TRACE_FILES
 
@@ -409,13 +410,16 @@ def run_zip_bytes(path: Path, root: str | None = None) -> bytes:
 
     Its tables are made safe to open in a spreadsheet like every CSV download
     (:func:`inert_table_bytes`); the zip still uploads again, with the same numbers.
-    summary.json and the traces are copied as they are.
+    summary.json and the traces are copied as they are. The folder's manifest.json stays out:
+    it lists that folder's files with their sizes, and a table made safe changes size.
     """
     path = Path(path)
     root = root or path.name
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
         for file in run_files(path):
+            if file.name == MANIFEST_FILE:
+                continue
             data = file.read_bytes()
             if file.name in _TABLE_OF_FILE:
                 data = inert_table_bytes(data)

@@ -54,6 +54,7 @@ ERROR_TITLES = {
     "GpuMemoryError": "Not enough GPU memory for this run",
     "CudaFaultError": "The GPU reported a fault",
     "RunFormatError": "The worker could not read or write a run folder",
+    "SaveError": "The run could not be saved in the runs folder",
     "Interrupted": "The run was interrupted",
 }
 # What follows from each kind, beyond the worker's own hint.

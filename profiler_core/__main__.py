@@ -18,7 +18,7 @@ import pandas as pd
 
 from profiler_core import cli
 from profiler_core.config import is_user_spec
-from profiler_core.errors import ConfigError, NoCudaError, ProfilerError
+from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, SaveError
 from profiler_core.predict import headline_lines as prediction_lines
 from profiler_core.results import RunResult, check_output
 from profiler_core.workload_kinds import workload_of
@@ -213,7 +213,7 @@ def _command_run(args) -> int:
         if reporter is not None:
             reporter.close()
     try:
-        out = result.save(args.out, overwrite=args.overwrite)
+        out = _save(result, args)
     finally:
         result.release_scratch()
     if args.progress == "jsonl":
@@ -243,12 +243,23 @@ def _check_user_step(config) -> None:
         torch.cuda.empty_cache()
 
 
+def _save(result: RunResult, args) -> Path:
+    """Save a run into ``--out``. The folder was checked before the run: if it is refused now
+    (it changed while the run went on), the run is kept elsewhere and ``SaveError`` says where."""
+    try:
+        return result.save(args.out, overwrite=args.overwrite)
+    except ConfigError as error:
+        raise result.keep_elsewhere(args.out, f"refused: {error.message}") from None
+
+
 def _keep_partial(partial: RunResult, args) -> None:
     """Save what a run that stopped early measured; a failure to do so is said, not raised (the
     run's own error is the one to report)."""
     try:
-        kept = partial.save(args.out, overwrite=args.overwrite)
+        kept = _save(partial, args)
         print(f"The incomplete run was kept in {kept} (marked incomplete).", file=sys.stderr)
+    except SaveError as error:  # kept elsewhere (it says where), or lost (it says why)
+        print(f"The incomplete run (marked incomplete): {_one_line(str(error))}", file=sys.stderr)
     except (ProfilerError, OSError) as error:
         print(f"The incomplete run could not be kept: {_one_line(str(error))}", file=sys.stderr)
     finally:
@@ -294,26 +305,38 @@ def _command_serve(args) -> int:
 
 
 def _check_table_outputs(folder: Path, overwrite: bool) -> None:
-    """``trace-stats --out``: the folder may hold our two tables only if asked to replace them
-    (``--overwrite``) and only if they are ours (a plain file starting with our header); anything
-    else at those names is refused and left as it was."""
+    """``trace-stats --out``: a new or empty folder, or one holding nothing but the two tables an
+    earlier trace-stats wrote (plain files starting with our header), which are replaced only
+    when asked (``--overwrite``). Anything else in the folder refuses it, and it is left as it
+    was."""
+    from profiler_core.outputs import shown_name
     from profiler_core.schema import TABLE_FILES
 
-    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+    if not os.path.lexists(folder):
+        return
+    if folder.is_symlink() or not folder.is_dir():
         raise ConfigError("out", f"{str(folder)!r} exists and is not a folder",
                           "choose a folder for the tables")
-    for table in ("launch_split", "kernels"):
-        file_name, columns = TABLE_FILES[table]
-        path = folder / file_name
-        if not os.path.lexists(path):
-            continue
-        ours = path.is_file() and not path.is_symlink() and _first_line(path) == ",".join(columns)
-        if not ours:
+    headers = {TABLE_FILES[table][0]: ",".join(TABLE_FILES[table][1])
+               for table in ("launch_split", "kernels")}
+    try:
+        with os.scandir(folder) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+    except OSError as error:
+        raise ConfigError("out", f"{str(folder)!r} cannot be read ({error.strerror})",
+                          "choose another folder") from None
+    for entry in entries:
+        path = folder / entry.name
+        if entry.name not in headers:
+            raise ConfigError("out", f"{str(folder)!r} holds {shown_name(entry.name)}, which "
+                                     "trace-stats did not write, so nothing was written",
+                              "choose a new or empty folder for the tables")
+        if not entry.is_file(follow_symlinks=False) or _first_line(path) != headers[entry.name]:
             raise ConfigError("out", f"{str(path)!r} exists and is not a table written by this "
                                      "tool, so nothing was written", "choose another folder")
-        if not overwrite:
-            raise ConfigError("out", f"{str(path)!r} already holds a table",
-                              "choose another folder, or pass --overwrite to replace it")
+    if entries and not overwrite:
+        raise ConfigError("out", f"{str(folder / entries[0].name)!r} already holds a table",
+                          "choose another folder, or pass --overwrite to replace it")
 
 
 def _first_line(path: Path) -> str:
@@ -334,8 +357,11 @@ def _command_trace_stats(args) -> int:
         write_tables,
     )
 
-    if args.out:
-        _check_table_outputs(Path(args.out), args.overwrite)  # before any work: nothing is lost
+    from profiler_core.outputs import output_path
+
+    out = output_path(args.out) if args.out else None
+    if out is not None:
+        _check_table_outputs(out, args.overwrite)  # before any work: nothing is lost
     analysis = analyse_trace(load_trace(args.trace), mode=Path(args.trace).name)
     if analysis.launch_split.empty:
         raise RunFormatError(f"trace {shown(args.trace)} holds no events to analyse (no complete "
@@ -343,9 +369,9 @@ def _command_trace_stats(args) -> int:
                              "export the trace after the profiled steps ran, with "
                              "prof.export_chrome_trace(path)")
     print(format_report(analysis))
-    if args.out:
+    if out is not None:
         try:
-            written = write_tables(analysis, args.out)
+            written = write_tables(analysis, out)
         except OSError as error:
             raise ConfigError("out", f"cannot write the tables into {shown(args.out)}: "
                                      f"{shown(error.strerror or str(error), 200)}",

@@ -55,3 +55,10 @@ class CudaFaultError(ProfilerError):
     """The GPU reported an error that leaves this process's CUDA context unusable."""
 
     exit_code = 6
+
+
+class SaveError(ProfilerError):
+    """A run could not be written where asked (a full disk...): the message says where it was
+    saved instead, or that nothing could be saved and why."""
+
+    exit_code = 7

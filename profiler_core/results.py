@@ -1,11 +1,15 @@
 """``RunResult``: everything one run measured, as tidy DataFrames plus JSON-able metadata.
 
 Scope: the in-memory result and its run directory (``summary.json`` + one CSV per table + Chrome
-traces). Saving is atomic (a temporary sibling directory, then a rename) and never touches what is
-not the tool's own: it writes a new folder, or replaces a folder that holds one of this tool's runs
-when asked to (``overwrite``); anything else at the path is refused before a run starts
-(:func:`check_output`). Loading checks the schema version, the files, the columns and the values
-(finite, in range, of the right kind), and never executes anything from the directory (no pickle).
+traces + ``manifest.json``, written last, listing those files with their sizes). Saving is atomic
+(a temporary sibling directory, then a rename) and never touches what is not the tool's own: it
+writes a new folder, or replaces a folder that holds one of this tool's runs and nothing else
+when asked to (``overwrite``: :func:`run_files` says what that is, and exactly those files are
+removed); anything else at the path is refused before a run starts (:func:`check_output`). A run
+that cannot be written (a full disk) is written under the system's temporary folder instead and
+``SaveError`` says where. Loading needs no manifest (older runs have none) and checks the schema
+version, the files, the columns and the values (finite, in range, of the right kind), and never
+executes anything from the directory (no pickle).
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from typing import Any
 
 import pandas as pd
 
-from profiler_core import attribution, metrics, schema
+from profiler_core import attribution, metrics, outputs, schema
 from profiler_core.config import RunConfig
-from profiler_core.errors import ConfigError, RunFormatError
+from profiler_core.errors import ConfigError, RunFormatError, SaveError
 from profiler_core.index import record_run
+from profiler_core.outputs import (TOOL_NAME, NotOwned, Owned, is_version, make_parents,
+                                   output_path, owned_folder, read_folder_json, remove_made,
+                                   replace_folder, write_manifest)
 
-TOOL_NAME = "profiler_core"  # summary.json's "tool": how a folder is recognised as a run of ours
 # A summary larger than this is not one of ours (ours are a few kilobytes).
 _MAX_SUMMARY_BYTES = 4 * 2**20
 # Largest time a table may hold: a step of more than ~11 days is not a measurement.
@@ -53,50 +59,78 @@ _BOOL_COLUMNS = {"match"}
 
 
 SCRATCH_PREFIX = "profiler_core_traces_"  # the private folder a run keeps its traces in
+UNSAVED_PREFIX = "profiler_core_unsaved_"  # where a run goes when its folder cannot be written
+RUN_KIND = "run"  # a run folder's manifest kind
+_RUN_FILES = {schema.SUMMARY_FILE, *(file_name for file_name, _ in schema.TABLE_FILES.values())}
+_TRACE_NAME = re.compile(r"trace_[a-z][a-z0-9_+-]{0,39}\.json(\.gz)?")
 
 
 def _refused_output(message: str, hint: str) -> ConfigError:
     return ConfigError("out", message, hint)
 
 
-def read_folder_json(path: Path, file_name: str, max_bytes: int) -> Any:
-    """The JSON in ``path/file_name`` when ``path`` is a real folder and the file a real file of at
-    most ``max_bytes``; None otherwise (links, other kinds of file, unreadable or not JSON)."""
-    target = path / file_name
-    try:
-        if path.is_symlink() or not path.is_dir() or target.is_symlink() or not target.is_file():
-            return None
-        if target.stat().st_size > max_bytes:
-            return None
-        return json.loads(target.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
+def is_run_file_name(name: str) -> bool:
+    """Whether this tool writes a file of that name into a run folder: summary.json, a table of
+    ``schema.TABLE_FILES`` or a trace (``trace_<mode>.json``, ``.json.gz``)."""
+    return name in _RUN_FILES or _TRACE_NAME.fullmatch(name) is not None
 
 
 def is_tool_run(path: Path) -> bool:
     """Whether ``path`` is a real folder holding one of this tool's runs (its summary.json says
-    so); links, files and any other folder are not."""
-    content = read_folder_json(path, schema.SUMMARY_FILE, _MAX_SUMMARY_BYTES)
+    so, with a schema version this tool reads: a whole number, not true/false); links, files and
+    any other folder are not. Recognising a run is not owning its folder: see :func:`run_files`."""
+    content = read_folder_json(Path(path), schema.SUMMARY_FILE, _MAX_SUMMARY_BYTES)
     return (isinstance(content, dict) and content.get("tool") == TOOL_NAME
-            and content.get("schema_version") in schema.READABLE_SCHEMA_VERSIONS)
+            and is_version(content.get("schema_version"), schema.READABLE_SCHEMA_VERSIONS))
+
+
+def run_files(path: Path) -> Owned:
+    """What ``--overwrite`` removes from the run folder ``path``; ``NotOwned`` (naming the entry)
+    when the folder is not wholly one run of this tool.
+
+    The rule: ``path`` is a real folder holding one of this tool's runs (:func:`is_tool_run`) and
+    nothing else: every entry is a regular file (no links, no subfolders) named as this tool
+    names a run's files (:func:`is_run_file_name`) or ``manifest.json``. A run saved with a
+    manifest (this version on) must also match it: every file listed there, with the size it was
+    written with, so a file edited since is refused too. A run saved by an earlier version has no
+    manifest, and the names alone decide."""
+    if not is_tool_run(path):
+        raise NotOwned("", "is not a run folder of this tool")
+    return owned_folder(Path(path), RUN_KIND, is_run_file_name)
+
+
+def _not_replaced(shown: str, why: NotOwned | OSError) -> ConfigError:
+    if isinstance(why, OSError):
+        return _refused_output(f"{shown} cannot be read ({why.strerror or type(why).__name__}), "
+                               "so nothing was written there", "choose a new folder name")
+    if not why.entry:
+        return _refused_output(f"{shown} already exists and is not a run folder of this tool, so "
+                               "nothing was written there", "choose a new folder name")
+    return _refused_output(
+        f"{shown} holds a run of this tool and more: {why}, so nothing was written there",
+        "move what you keep out of it, or choose a new folder name; --overwrite replaces "
+        "only a folder holding nothing but files this tool wrote")
 
 
 def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
     """The run folder to write, checked before anything runs: a new folder whose parent can be
-    written, or (with ``overwrite``) a folder holding one of this tool's earlier runs. Anything
-    else is refused with ``ConfigError`` on ``out`` and left untouched. Creates missing parents."""
+    written, or (with ``overwrite``) a folder holding one of this tool's earlier runs and nothing
+    else (:func:`run_files`). Anything else is refused with ``ConfigError`` on ``out`` and left
+    untouched. The path is taken as :func:`outputs.output_path` reads it (``~`` expanded, ``..``
+    taken lexically); nothing is created (the parents made to probe the location are removed)."""
     text = os.fspath(directory)
     shown = repr(text)
     last = os.path.basename(text.rstrip(os.sep))
-    if not text.strip() or last in ("", ".", "..") or Path(text).name in ("", ".", ".."):
+    target = output_path(text)
+    if not text.strip() or last in ("", ".", "..") or Path(text).name in ("", ".", "..") or \
+            target.name in ("", ".", ".."):
         raise _refused_output(f"out must name a new folder for the run; got {shown}",
                               "give a folder name such as runs/seed")
-    target = Path(text)
     if os.path.lexists(target):
-        if not is_tool_run(target):
-            raise _refused_output(
-                f"{shown} already exists and is not a run folder of this tool, so nothing was "
-                "written there", "choose a new folder name")
+        try:
+            run_files(target)
+        except (NotOwned, OSError) as why:
+            raise _not_replaced(shown, why) from None
         if not overwrite:
             raise _refused_output(f"{shown} already holds a run",
                                   "choose a new folder, or pass --overwrite to replace that run")
@@ -112,16 +146,19 @@ def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
 
 
 def check_writable(target: Path, described: str) -> None:
-    """Refuse (``ConfigError`` on ``out``) a folder that could not be created at ``target``:
-    the missing parents are created, then a probe folder beside it is made and removed."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent)
-        os.rmdir(probe)
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise _refused_output(f"cannot write {described}: {reason}",
-                              "choose a folder on a writable disk") from None
+    """Refuse (``ConfigError`` on ``out``) a folder that could not be created at ``target``; the
+    probe leaves nothing behind (:func:`outputs.check_writable`)."""
+    outputs.check_writable(target, described, lambda reason: _refused_output(
+        reason, "choose a folder on a writable disk"))
+
+
+def _trace_name(mode: str, path: str | os.PathLike) -> str:
+    """The name a mode's trace has in a run folder: ``trace_<mode>.json``, ``.json.gz`` if packed."""
+    return schema.trace_file(mode) + (".gz" if os.fspath(path).endswith(".gz") else "")
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error) or type(error).__name__
 
 
 def _refuse_booleans(name: str, raw: pd.DataFrame, path: Path) -> None:
@@ -248,37 +285,82 @@ class RunResult:
         }
 
     def save(self, directory: str | os.PathLike, overwrite: bool = False) -> Path:
-        """Write the run directory atomically. A folder already there is replaced only when it
-        holds one of this tool's runs and ``overwrite`` is set; anything else is refused
-        (``ConfigError`` on ``out``) and left as it was."""
+        """Write the run directory atomically: a staging folder beside it (its manifest written
+        last), then a rename. A folder already there is replaced only when ``overwrite`` is set
+        and it holds one of this tool's runs and nothing else (:func:`run_files`); exactly that
+        run's files are then removed. Anything else is refused (``ConfigError`` on ``out``) and
+        left as it was. When the folder cannot be written (``OSError``: a full disk, a read-only
+        disk...), the run is written under the system's temporary folder instead and
+        ``SaveError`` says where, or that nothing could be saved and why."""
         target = check_output(directory, overwrite)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
-            self._write_into(staging)
-            if os.path.lexists(target):
-                check_output(target, overwrite)  # still one of our runs, just before it goes
-                retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-                os.replace(target, retired / target.name)
-                os.replace(staging, target)
-                shutil.rmtree(retired, ignore_errors=True)  # our own earlier run, replaced as asked
-            else:
-                os.replace(staging, target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        self.trace_paths = {mode: (target / path.name if path else None)
+            self._save_at(target, overwrite)
+        except OSError as error:
+            raise self.keep_elsewhere(directory, _reason(error)) from None
+        self.trace_paths = {mode: (target / _trace_name(mode, path) if path else None)
                             for mode, path in self.trace_paths.items()}
         record_run(target)  # never raises; a busy or damaged index catches up on the next listing
         return target
 
+    def _save_at(self, target: Path, overwrite: bool) -> None:
+        made = make_parents(target)
+        staging = None
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+            self._write_into(staging)
+            if os.path.lexists(target):
+                check_output(target, overwrite)  # still one of our runs, just before it goes
+                try:
+                    replace_folder(target, run_files, new=staging)  # checked again once aside
+                except NotOwned as why:
+                    raise _not_replaced(repr(str(target)), why) from None
+            else:
+                os.replace(staging, target)
+        except BaseException:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)  # our own staging folder only
+            remove_made(made)
+            raise
+
+    def keep_elsewhere(self, wanted: str | os.PathLike, reason: str) -> SaveError:
+        """Write the run into a new folder under the system's temporary folder, after it could
+        not be saved at ``wanted`` (``reason``), so that its measurements are not lost; returns
+        the ``SaveError`` to raise, which says where the run is, or that nothing could be saved
+        and why."""
+        shown = repr(os.fspath(wanted))
+        folder = None
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=UNSAVED_PREFIX))
+            self._write_into(folder)
+        except OSError as error:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)  # our own, just made
+            where = repr(str(folder or tempfile.gettempdir()))
+            return SaveError(f"the run could not be saved in {shown} ({reason}) nor in {where} "
+                             f"({_reason(error)}), so its measurements are lost",
+                             "free some disk space, or choose a folder on another disk with "
+                             "--out, and run again")
+        self.trace_paths = {mode: (folder / _trace_name(mode, path) if path else None)
+                            for mode, path in self.trace_paths.items()}
+        return SaveError(f"the run could not be saved in {shown} ({reason}); it was saved in "
+                         f"{str(folder)!r} instead",
+                         "free some disk space, then move that folder where you want it")
+
     def _write_into(self, directory: Path) -> None:
+        """Write every file of the run into ``directory`` (new, empty), then its manifest. Files
+        are written through open handles (pandas would expand a ``~`` in a path)."""
+        written = [schema.SUMMARY_FILE]
         with open(directory / schema.SUMMARY_FILE, "w", encoding="utf-8") as handle:
             json.dump(_json_safe(self.summary_dict()), handle, indent=2, sort_keys=False)
         for name, (file_name, _) in schema.TABLE_FILES.items():
-            coerce_table(name, self.table(name)).to_csv(directory / file_name, index=False)
+            with open(directory / file_name, "w", encoding="utf-8", newline="") as handle:
+                coerce_table(name, self.table(name)).to_csv(handle, index=False)
+            written.append(file_name)
         for mode, path in self.trace_paths.items():
-            if path is not None and Path(path).exists():
-                shutil.copyfile(path, directory / Path(path).name)
+            if path is not None and Path(path).is_file():
+                written.append(_trace_name(mode, path))
+                shutil.copyfile(path, directory / written[-1])
+        write_manifest(directory, RUN_KIND, written)
 
     def release_scratch(self) -> None:
         """Delete the private folder the run kept its traces in before saving (if any)."""

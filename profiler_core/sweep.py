@@ -10,8 +10,10 @@ Scope, in the order of the file:
 - **The sweep folder**: ``sweep.json`` (the plan and the sweep's status), ``points.csv`` (one
   row per planned point: its values, status, run folder, error, headline figures),
   ``point_modes.csv`` (each measured point's modes.csv, one row per mode) and one ordinary run
-  folder per point (``point-000``, ...). Only a new folder is written, or (``overwrite``) one of
-  this tool's own sweeps; ``resume`` continues one.
+  folder per point (``point-000``, ...), and ``manifest.json`` listing the sweep's own files
+  with their sizes and its point folders (rewritten after each of those files). Only a new
+  folder is written, or (``overwrite``) one holding one of this tool's sweeps and nothing else
+  (:func:`sweep_files`), whose files exactly are removed; ``resume`` continues one.
 - **Running it**: :class:`SweepRunner` measures every point in its own process through
   ``profiler_core.launcher.Launcher`` (warm workers), reports progress through a callback, keeps
   every finished point when stopped (``stop()``, Ctrl-C), records a failed point and goes on, and
@@ -33,9 +35,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
+import re
 import socket
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -51,8 +52,10 @@ from profiler_core.config import (ALWAYS_MEASURED, DTYPES, INT_LIMITS, MODE_NAME
                                   changed_from_preset, is_user_spec)
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, RunFormatError
 from profiler_core.fields import read_text, read_whole_number, spec
-from profiler_core.results import (TOOL_NAME, RunResult, check_writable, is_tool_run,
-                                   read_folder_json)
+from profiler_core.outputs import (TOOL_NAME, NotOwned, Owned, is_version, output_path,
+                                   owned_folder, read_folder_json, replace_file, replace_folder,
+                                   write_manifest)
+from profiler_core.results import RunResult, check_writable, is_tool_run, run_files
 
 # ----------------------------------------------------------------------------- the plan
 
@@ -409,6 +412,9 @@ POINT_FIGURES = ["eager_median_ms", "graph_median_ms", "speedup", "speedup_ci_lo
 POINT_TEXT = ["status", "run", "error_kind", "error_message"]
 POINT_MODE_COLUMNS = ["index", "mode", "median_ms", "speedup", "speedup_ci_low",
                       "speedup_ci_high", "one_time_ms", "memory_bytes"]
+SWEEP_KIND = "sweep"  # a sweep folder's manifest kind
+_SWEEP_FILES = (SWEEP_FILE, POINTS_FILE, POINT_MODES_FILE)
+_POINT_FOLDER = re.compile(r"point-[0-9]{3,}")
 _MAX_SWEEP_JSON_BYTES = 4 * 2**20
 _MAX_TABLE_BYTES = 64 * 2**20
 _MAX_MESSAGE = 400
@@ -422,7 +428,8 @@ def _read_sweep_json(path: Path) -> dict | None:
     """sweep.json's content if ``path`` is a real folder holding one of this tool's sweeps."""
     content = read_folder_json(path, SWEEP_FILE, _MAX_SWEEP_JSON_BYTES)
     if isinstance(content, dict) and content.get("tool") == TOOL_NAME and \
-            content.get("kind") == "sweep" and content.get("schema_version") == SWEEP_SCHEMA_VERSION:
+            content.get("kind") == "sweep" and is_version(content.get("schema_version"),
+                                                          (SWEEP_SCHEMA_VERSION,)):
         return content
     return None
 
@@ -432,18 +439,40 @@ def is_tool_sweep(path: str | os.PathLike) -> bool:
     return _read_sweep_json(Path(path)) is not None
 
 
+def sweep_files(path: Path) -> Owned:
+    """What ``--overwrite`` removes from the sweep folder ``path``; ``NotOwned`` (naming the
+    entry) when the folder is not wholly one sweep of this tool.
+
+    The rule: ``path`` is a real folder holding one of this tool's sweeps (:func:`is_tool_sweep`)
+    and nothing else: the sweep's own files (sweep.json, points.csv, point_modes.csv,
+    manifest.json: regular files, no links) and point folders (``point-NNN``), each holding
+    nothing but one run of this tool (``results.run_files``). With a manifest (this version on)
+    the files must have the sizes it lists and the point folders be among those it lists; a sweep
+    written by an earlier version has none, and the names decide. A point folder moved aside as
+    damaged (``point-NNN.damaged-K``), a temporary file left by a crash or anything else refuses
+    the folder."""
+    if not is_tool_sweep(path):
+        raise NotOwned("", "is not a sweep folder of this tool")
+    return owned_folder(Path(path), SWEEP_KIND, lambda name: name in _SWEEP_FILES,
+                        subfolder=run_files,
+                        folder_ok=lambda name: _POINT_FOLDER.fullmatch(name) is not None)
+
+
 def check_sweep_output(directory: str | os.PathLike, overwrite: bool = False,
                        resume: bool = False) -> Path:
     """The sweep folder, checked before anything runs: a new folder whose parent can be written;
-    with ``resume`` one of this tool's sweeps; with ``overwrite`` a new folder or one of this
-    tool's sweeps (replaced). Anything else is refused (``ConfigError`` on ``out``), untouched."""
+    with ``resume`` one of this tool's sweeps; with ``overwrite`` a new folder or one holding one
+    of this tool's sweeps and nothing else (:func:`sweep_files`; replaced). Anything else is
+    refused (``ConfigError`` on ``out``), untouched. The path is read as
+    ``outputs.output_path`` reads it (``~`` expanded, ``..`` taken lexically)."""
     text = os.fspath(directory)
     shown = repr(text)
+    target = output_path(text)
     if not text.strip() or Path(text).name in ("", ".", "..") or \
-            os.path.basename(text.rstrip(os.sep)) in ("", ".", ".."):
+            os.path.basename(text.rstrip(os.sep)) in ("", ".", "..") or \
+            target.name in ("", ".", ".."):
         raise ConfigError("out", f"out must name a folder for the sweep; got {shown}",
                           "give a folder name such as runs/sweep-batch")
-    target = Path(text)
     exists = os.path.lexists(target)
     ours = is_tool_sweep(target)
     if resume:
@@ -461,22 +490,25 @@ def check_sweep_output(directory: str | os.PathLike, overwrite: bool = False,
         raise ConfigError("out", f"{shown} already holds a sweep",
                           "pass --resume to continue it, --overwrite to replace it, or choose a "
                           "new folder")
+    if exists:
+        try:
+            sweep_files(target)
+        except (NotOwned, OSError) as why:
+            raise _not_replaced(shown, why) from None
     check_writable(target, f"the sweep folder {shown}")
     return target
 
 
+def _not_replaced(shown: str, why: NotOwned | OSError) -> ConfigError:
+    reason = f"cannot be read ({why.strerror})" if isinstance(why, OSError) else f"holds more: {why}"
+    return ConfigError("out", f"{shown} holds a sweep of this tool but {reason}, so nothing was "
+                              "written there",
+                       "move what you keep out of it, or choose a new folder name; --overwrite "
+                       "replaces only a folder holding nothing but files this tool wrote")
+
+
 def _write_atomic(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    replace_file(path, text.encode("utf-8"))
 
 
 def _one_line(text: object, limit: int = _MAX_MESSAGE) -> str:
@@ -562,10 +594,17 @@ class _SweepFolder:
         ordered = {key: self.info[key] for key in ("tool", "kind", "schema_version", "status")}
         ordered.update(self.info)
         _write_atomic(self.path / SWEEP_FILE, json.dumps(ordered, indent=2))
+        self.write_manifest()
 
     def write_points(self) -> None:
         _write_atomic(self.path / POINTS_FILE, self.points.to_csv(index=False))
         _write_atomic(self.path / POINT_MODES_FILE, self.point_modes.to_csv(index=False))
+        self.write_manifest()
+
+    def write_manifest(self) -> None:
+        """List the sweep's own files (their sizes now) and the plan's point folders."""
+        write_manifest(self.path, SWEEP_KIND, _SWEEP_FILES,
+                       [point.run_name for point in self.plan.points()])
 
 
 # ----------------------------------------------------------------------------- running a sweep
@@ -728,11 +767,12 @@ class SweepRunner:
         target = check_sweep_output(directory, overwrite=overwrite)
         claim = _claim(target, _read_sweep_json(target))
         try:
-            if os.path.lexists(target):  # one of our sweeps, replaced as asked
-                retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-                os.replace(target, retired / target.name)
-                shutil.rmtree(retired, ignore_errors=True)
-            target.mkdir()
+            if os.path.lexists(target):  # one of our sweeps, replaced as asked: its files only
+                try:
+                    replace_folder(target, sweep_files)  # checked again once moved aside
+                except NotOwned as why:
+                    raise _not_replaced(repr(str(target)), why) from None
+            target.mkdir(parents=True)
             folder = _SweepFolder(target, plan)
             folder.points = folder.blank_points()
             folder.write_points()
@@ -857,9 +897,10 @@ class SweepRunner:
         out = self.folder / point.run_name
         overwrite = False
         if os.path.lexists(out):
-            if is_tool_run(out):
-                overwrite = True  # this point's own earlier, incomplete run
-            else:
+            try:
+                run_files(out)  # this point's own earlier, incomplete run, and nothing else
+                overwrite = True
+            except (NotOwned, OSError):
                 _move_aside(out)
         points = self._folder.points
         points.at[point.index, "status"] = "running"

@@ -71,6 +71,7 @@ import pandas as pd
 
 from profiler_core.csvsafe import csv_bytes
 from profiler_core.errors import RunFormatError
+from profiler_core.outputs import replace_file
 from profiler_core.schema import (
     BREAKDOWN_COLUMNS,
     KERNEL_COLUMNS,
@@ -425,7 +426,9 @@ def format_report(analysis: TraceAnalysis) -> str:
 
 def write_tables(analysis: TraceAnalysis, out_dir: str | Path) -> list[Path]:
     """Write launch_split.csv and kernels.csv into ``out_dir`` (created if needed), as CSV for a
-    user: text that a spreadsheet would run as a formula is made inert (``csvsafe``)."""
+    user: text that a spreadsheet would run as a formula is made inert (``csvsafe``). Each file
+    is written beside its name and renamed over it, so a file hard-linked there from elsewhere is
+    replaced, never written through."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -433,7 +436,7 @@ def write_tables(analysis: TraceAnalysis, out_dir: str | Path) -> list[Path]:
                              ("kernels", analysis.kernels)):
         file_name, columns = TABLE_FILES[table_key]
         path = out_dir / file_name
-        path.write_bytes(csv_bytes(frame[columns]))
+        replace_file(path, csv_bytes(frame[columns]))
         written.append(path)
     return written
 

@@ -7,6 +7,7 @@ labelled as synthetic: the GPU name says so.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -119,12 +120,15 @@ def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: 
                    "started_at": started_at, "finished_at": started_at, "device_type": "cuda"}
     # metrics.csv, every figure per mode: here from the headline's per-mode keys and stats.csv
     tables["metrics"] = from_saved_headline(empty_table("modes"), tables["stats"], headline)
-    result = RunResult(config=config, environment=environment, headline=headline, notes=["synthetic run"],
-                       tables={k: coerce_table(k, v) for k, v in tables.items()}, trace_paths={})
-    saved = result.save(path)
-    for mode in modes:  # a small Chrome trace per mode, shaped as the profiler exports them
-        (saved / f"trace_{mode}.json").write_text(json.dumps(synthetic_trace(mode)))
-    return saved
+    with tempfile.TemporaryDirectory() as scratch:
+        traces = {}
+        for mode in modes:  # a small Chrome trace per mode, shaped as the profiler exports them
+            traces[mode] = Path(scratch) / f"trace_{mode}.json"
+            traces[mode].write_text(json.dumps(synthetic_trace(mode)))
+        result = RunResult(config=config, environment=environment, headline=headline,
+                           notes=["synthetic run"], trace_paths=traces,
+                           tables={k: coerce_table(k, v) for k, v in tables.items()})
+        return result.save(path)  # the traces in its manifest, as a real run's
 
 
 def synthetic_trace(mode: str, iterations: int = 4, kernel_names: list[str] | None = None) -> dict:

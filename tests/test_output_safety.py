@@ -333,3 +333,299 @@ def test_trace_stats_replaces_its_own_tables_only_when_asked(tmp_path, capsys):
     assert "--overwrite" in capsys.readouterr().err
     assert main(["trace-stats", str(trace), "--out", str(out), "--overwrite"]) == 0
     assert sorted(snapshot(out)) == sorted(first)
+
+
+# ----------------------------------------------------------------------------- issue 18: --overwrite
+# A folder counts as the tool's own only when everything in it was written by the tool (its
+# manifest says so; an older run without one: known run file names only); --overwrite removes
+# exactly those files, and anything else is refused with exit 2 and left as it was.
+
+
+def _quick_run(tmp_path: Path, name: str = "quick") -> RunResult:
+    """A small run in memory (no measuring), with a trace."""
+    trace = tmp_path / f"{name}-scratch" / "trace_eager.json"
+    trace.parent.mkdir()
+    trace.write_text(json.dumps({"traceEvents": []}))
+    return RunResult(config=RunConfig(device="cpu"), environment={}, headline={"speedup": 2.0},
+                     trace_paths={"eager": trace, "graph": None})
+
+
+def _refused_by_cli(argv: list[str], root: Path, capsys, *words: str) -> str:
+    before = snapshot(root)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out: ") and err.count("\n") == 1, err
+    for word in words:
+        assert word in err, err
+    assert snapshot(root) == before  # nothing deleted, changed or left behind
+    return err
+
+
+def test_a_folder_of_runs_with_a_copied_summary_is_not_a_run(tmp_path, saved_run, capsys):
+    import shutil
+
+    runs = tmp_path / "runs"
+    for name in ("a", "b"):
+        shutil.copytree(saved_run, runs / name)
+    shutil.copy(saved_run / "summary.json", runs / "summary.json")
+    (runs / "README.txt").write_text("x\n")
+    assert is_tool_run(runs)  # recognised by its summary, but not owned
+    _refused_by_cli(["run", "--out", str(runs), *TINY, "--overwrite"], tmp_path, capsys,
+                    "'README.txt' is not a file this tool wrote")
+
+
+@pytest.mark.parametrize("version", [3, True])
+def test_a_bare_summary_beside_a_users_file_is_refused(version, tmp_path, capsys):
+    folder = tmp_path / "F"
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps({"tool": "profiler_core",
+                                                     "schema_version": version}))
+    (folder / "thesis.tex").write_text("\\documentclass{article}\n")
+    words = ("'thesis.tex'",) if version is not True else ("is not a run folder of this tool",)
+    _refused_by_cli(["run", "--out", str(folder), *TINY, "--overwrite"], tmp_path, capsys, *words)
+    assert not is_tool_run(folder) if version is True else is_tool_run(folder)
+
+
+def test_a_sweep_json_beside_a_run_and_a_users_file_is_refused(tmp_path, saved_run, capsys):
+    import shutil
+
+    folder = tmp_path / "F"
+    folder.mkdir()
+    shutil.copy(REPO / "tests" / "data" / "sweep_batch_dtype" / "sweep.json", folder / "sweep.json")
+    shutil.copytree(saved_run, folder / "a-run")
+    (folder / "thesis.tex").write_text("\\documentclass{article}\n")
+    argv = ["sweep", "--out", str(folder), "--device", "cpu", "--d-in", "16", "--hidden", "16",
+            "--d-out", "8", "--param", "batch=8,16", "--progress", "none", "--overwrite"]
+    _refused_by_cli(argv, tmp_path, capsys, "holds a sweep of this tool", "'a-run'")
+    (folder / "a-run").rename(tmp_path / "moved-run")  # the point folders are fine; the file not
+    _refused_by_cli(argv, tmp_path, capsys, "'thesis.tex'")
+    info = json.loads((folder / "sweep.json").read_text())
+    (folder / "thesis.tex").unlink()
+    (folder / "sweep.json").write_text(json.dumps({**info, "schema_version": True}))
+    _refused_by_cli(argv, tmp_path, capsys, "not a sweep folder of this tool")
+
+
+def test_trace_stats_never_writes_through_a_hard_link(tmp_path, capsys):
+    trace, out = _trace(tmp_path), tmp_path / "out"
+    assert main(["trace-stats", str(trace), "--out", str(out)]) == 0
+    outside = tmp_path / "outside.csv"
+    os.link(out / "launch_split.csv", outside)  # the same file under another name
+    kept = outside.read_bytes() + b"0,1,2,3,4,5,6,7,8,9,10\n"  # different from what is written
+    outside.write_bytes(kept)
+    assert main(["trace-stats", str(trace), "--out", str(out), "--overwrite"]) == 0
+    assert outside.read_bytes() == kept  # the link elsewhere keeps its content
+    assert os.stat(out / "launch_split.csv").st_nlink == 1
+    assert sorted(p.name for p in out.iterdir()) == ["kernels.csv", "launch_split.csv"]
+
+
+def test_trace_stats_refuses_a_folder_holding_anything_else(tmp_path, capsys):
+    trace, out = _trace(tmp_path), tmp_path / "out"
+    assert main(["trace-stats", str(trace), "--out", str(out)]) == 0
+    (out / "notes.txt").write_text("mine\n")
+    for extra in ([], ["--overwrite"]):
+        _refused_by_cli(["trace-stats", str(trace), "--out", str(out), *extra], tmp_path, capsys,
+                        "'notes.txt', which trace-stats did not write")
+
+
+def test_a_saved_run_lists_every_file_it_wrote_in_its_manifest(tmp_path):
+    saved = _quick_run(tmp_path).save(tmp_path / "run")
+    manifest = json.loads((saved / "manifest.json").read_text())
+    assert manifest["tool"] == "profiler_core" and manifest["kind"] == "run"
+    on_disk = {p.name: p.stat().st_size for p in saved.iterdir() if p.name != "manifest.json"}
+    assert manifest["files"] == on_disk and "trace_eager.json" in on_disk
+    assert RunResult.load(saved).trace_paths["eager"] == saved / "trace_eager.json"
+
+
+def _what_is_there(kind: str, run: Path) -> str:
+    """Change a saved run as a user might; returns a word the refusal must hold ('' accepted)."""
+    if kind == "extra_file":
+        (run / "notes.txt").write_text("mine\n")
+        return "'notes.txt' is not a file this tool wrote"
+    if kind == "file_named_like_ours":  # a name this tool writes, but not written this time
+        (run / "trace_graph.json").write_text("{}")
+        return "'trace_graph.json' is not a file this tool wrote"
+    if kind == "edited":
+        with open(run / "latency.csv", "a") as handle:
+            handle.write("# my comment\n")
+        return "'latency.csv' was changed after this tool wrote it"
+    if kind == "subfolder":
+        (run / "plots").mkdir()
+        return "'plots' is a folder this tool did not write"
+    if kind == "link":
+        (run / "trace_graph.json").symlink_to(run / "summary.json")
+        return "'trace_graph.json' is a link"
+    if kind == "fifo":
+        os.mkfifo(run / "kernels.csv.fifo")
+        return "not a regular file"
+    if kind == "foreign_manifest":
+        (run / "manifest.json").write_text(json.dumps({"tool": "other", "files": {}}))
+        return "'manifest.json' is not a manifest of a run"
+    if kind == "boolean_manifest":
+        manifest = json.loads((run / "manifest.json").read_text())
+        (run / "manifest.json").write_text(json.dumps({**manifest, "manifest_version": True}))
+        return "'manifest.json' is not a manifest of a run"
+    if kind == "older_run":  # saved before manifests: the names alone decide
+        (run / "manifest.json").unlink()
+        (run / "trace_eager.json").rename(run / "trace_eager.json.gz")
+        return ""
+    if kind == "older_run_with_extra":
+        (run / "manifest.json").unlink()
+        (run / "thesis.tex").write_text("mine\n")
+        return "'thesis.tex' is not a file this tool wrote"
+    if kind == "untouched":
+        return ""
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["extra_file", "file_named_like_ours", "edited", "subfolder",
+                                  "link", "fifo", "foreign_manifest", "boolean_manifest",
+                                  "older_run", "older_run_with_extra", "untouched"])
+def test_overwrite_replaces_only_a_folder_holding_nothing_but_its_own_run(kind, tmp_path):
+    run = _quick_run(tmp_path).save(tmp_path / "runs" / "seed")
+    words = _what_is_there(kind, run)
+    second = _quick_run(tmp_path, "second")
+    second.notes = ["second"]
+    before = snapshot(tmp_path)
+    if words:
+        for attempt in (lambda: check_output(run, overwrite=True),
+                        lambda: second.save(run, overwrite=True)):
+            with pytest.raises(ConfigError) as refused:
+                attempt()
+            assert words in refused.value.message and "move what you keep" in refused.value.hint
+            assert snapshot(tmp_path) == before
+        return
+    second.save(run, overwrite=True)
+    assert RunResult.load(run).notes == ["second"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["seed"]  # nothing left aside
+
+
+def test_replacing_removes_only_the_files_it_checked(tmp_path):
+    from profiler_core.outputs import NotOwned, Owned, remove_owned, replace_folder
+
+    folder = tmp_path / "f"
+    folder.mkdir()
+    for name in ("ours", "theirs"):
+        (folder / name).write_text(name)
+    assert remove_owned(Owned(folder, ("ours",))) is False  # the folder stays: not empty
+    assert sorted(p.name for p in folder.iterdir()) == ["theirs"]
+
+    def refuse(path):
+        (path / "theirs").read_text()  # checked where it was moved
+        raise NotOwned("theirs", "is not a file this tool wrote")
+
+    before = snapshot(tmp_path)
+    with pytest.raises(NotOwned):
+        replace_folder(folder, refuse)
+    assert snapshot(tmp_path) == before  # moved back untouched, nothing left aside
+
+
+def test_a_full_disk_keeps_the_run_elsewhere_and_says_where(tmp_path, monkeypatch):
+    import errno
+
+    from profiler_core.errors import SaveError
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    real = RunResult._write_into
+    full = tmp_path / "full"
+
+    def writer(self, directory):
+        if full in Path(directory).parents:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, directory)
+
+    monkeypatch.setattr(RunResult, "_write_into", writer)
+    with pytest.raises(SaveError) as raised:
+        _quick_run(tmp_path).save(full / "a" / "run")
+    message = raised.value.message
+    kept = next(scratch.iterdir())
+    assert kept.name.startswith("profiler_core_unsaved_") and str(kept) in message
+    assert "No space left on device" in message and raised.value.exit_code == 7
+    assert RunResult.load(kept).headline["speedup"] == 2.0
+    assert (kept / "trace_eager.json").is_file() and (kept / "manifest.json").is_file()
+    assert not full.exists()  # no staging folder, no empty parents
+
+    def nowhere(self, directory):
+        (Path(directory) / "summary.json").write_text("{")  # partly written, then full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(RunResult, "_write_into", nowhere)
+    with pytest.raises(SaveError) as raised:
+        _quick_run(tmp_path, "again").save(full / "run")
+    assert "measurements are lost" in raised.value.message and "disk space" in raised.value.hint
+    assert sorted(p.name for p in scratch.iterdir()) == [kept.name] and not full.exists()
+
+
+def test_the_run_command_exits_7_naming_where_the_run_was_kept(tmp_path, monkeypatch, capsys):
+    import errno
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    real = RunResult._write_into
+
+    def writer(self, directory):
+        if scratch not in Path(directory).parents:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, directory)
+
+    monkeypatch.setattr(RunResult, "_write_into", writer)
+    assert main(["run", "--out", str(tmp_path / "runs" / "r"), *TINY]) == 7
+    err = capsys.readouterr().err
+    kept = next(p for p in scratch.iterdir() if p.name.startswith("profiler_core_unsaved_"))
+    assert err.count("\n") == 1 and f"saved in {str(kept)!r} instead" in err
+    assert RunResult.load(kept).complete and not (tmp_path / "runs").exists()
+
+
+def test_a_quoted_tilde_is_the_home_folder_and_no_literal_tilde_folder_is_made(
+        tmp_path, monkeypatch):
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    assert check_output("~/runs/x") == home / "runs" / "x"
+    assert snapshot(tmp_path) == {"cwd": "dir", "home": "dir"}  # the check made nothing
+    saved = _quick_run(tmp_path).save("~/runs/x")
+    assert saved == home / "runs" / "x" and RunResult.load(saved).headline["speedup"] == 2.0
+    assert list(cwd.iterdir()) == []
+
+
+def test_dot_dot_in_out_leaves_no_folder_behind(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert _quick_run(tmp_path).save("sub/../x") == Path("x")
+    assert (tmp_path / "x" / "summary.json").is_file() and not (tmp_path / "sub").exists()
+    (tmp_path / "a-file").write_text("keep\n")
+    _refused_by_cli(["run", "--out", "deep/er/../../a-file", *TINY], tmp_path, capsys,
+                    "not a run folder of this tool")
+    check_output(tmp_path / "new" / "parents" / "run")  # accepted, and nothing made by the check
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_stopped_run_that_cannot_be_saved_says_where_it_was_kept(tmp_path, monkeypatch, capsys):
+    import errno
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(runner, "check_fits", lambda config, device: None)
+
+    def exhausted(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                           "68719476736 bytes.")
+
+    monkeypatch.setattr(runner, "_steady_trials", exhausted)
+    real = RunResult._write_into
+
+    def writer(self, directory):
+        if scratch not in Path(directory).parents:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, directory)
+
+    monkeypatch.setattr(RunResult, "_write_into", writer)
+    assert main(["run", "--out", str(tmp_path / "oom"), *TINY]) == 5  # the run's own error
+    err = capsys.readouterr().err
+    kept = next(scratch.glob("profiler_core_unsaved_*"))
+    assert "The incomplete run (marked incomplete): the run could not be saved in" in err
+    assert str(kept) in err and RunResult.load(kept).complete is False

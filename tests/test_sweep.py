@@ -334,6 +334,72 @@ def test_only_a_new_folder_or_our_own_sweep_is_written(tmp_path):
     assert not (tmp_path / "s" / "point-001").exists()  # the replaced sweep's points went with it
 
 
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes())
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("kind", ["user_file", "file_in_a_point", "damaged_copy", "edited_points",
+                                  "older_sweep"])
+def test_overwrite_replaces_only_a_folder_holding_nothing_but_its_own_sweep(kind, tmp_path):
+    """Issue 18: --overwrite removes exactly the sweep's own files and its point runs; anything
+    else refuses the folder, which is left exactly as it was."""
+    SweepRunner.create(small_plan("8,16"), tmp_path / "s", launcher=FakeLauncher()).run()
+    folder = tmp_path / "s"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["kind"] == "sweep" and manifest["folders"] == ["point-000", "point-001"]
+    assert set(manifest["files"]) == {"sweep.json", "points.csv", "point_modes.csv"}
+    words = {"user_file": "'thesis.tex' is not a file this tool wrote",
+             "file_in_a_point": "'point-001/notes.txt' is not a file this tool wrote",
+             "damaged_copy": "'point-001.damaged-1' is a folder this tool did not write",
+             "edited_points": "'points.csv' was changed after this tool wrote it",
+             "older_sweep": ""}[kind]
+    if kind == "user_file":
+        (folder / "thesis.tex").write_text("mine")
+    elif kind == "file_in_a_point":
+        (folder / "point-001" / "notes.txt").write_text("mine")
+    elif kind == "damaged_copy":
+        (folder / "point-001").rename(folder / "point-001.damaged-1")
+    elif kind == "edited_points":
+        with open(folder / "points.csv", "a") as handle:
+            handle.write("\n")
+    else:  # written before manifests: the names decide
+        (folder / "manifest.json").unlink()
+        for point in ("point-000", "point-001"):
+            (folder / point / "manifest.json").unlink()
+    before = _tree(tmp_path)
+    if words:
+        for attempt in (lambda: sweep.check_sweep_output(folder, overwrite=True),
+                        lambda: SweepRunner.create(small_plan("32"), folder, overwrite=True,
+                                                   launcher=FakeLauncher())):
+            with pytest.raises(ConfigError, match="holds a sweep of this tool but holds more") as refused:
+                attempt()
+            assert words in refused.value.message
+            assert _tree(tmp_path) == before
+        assert SweepRunner.resume(folder, launcher=FakeLauncher()).run().status == "done"
+        return
+    SweepRunner.create(small_plan("32"), folder, overwrite=True, launcher=FakeLauncher()).run()
+    assert list(sweep.load_sweep(folder).points["batch"]) == [32]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # nothing left aside
+
+
+def test_a_point_folder_holding_a_users_file_is_moved_aside_not_overwritten(tmp_path):
+    runner = None
+
+    def stop_in_point_one(progress):
+        if progress.index == 1 and progress.phase == "timed trials":
+            threading.Timer(0.05, runner.stop).start()
+
+    runner = SweepRunner.create(small_plan("8,16"), tmp_path / "s", on_progress=stop_in_point_one,
+                                launcher=FakeLauncher(lambda c: "hang" if c.batch == 16 else "done"))
+    runner.run()
+    (tmp_path / "s" / "point-001" / "notes.txt").write_text("mine")
+    launcher = FakeLauncher()
+    SweepRunner.resume(tmp_path / "s", launcher=launcher).run()
+    assert launcher.started == [(16, "point-001", False)]  # a new folder, not --overwrite
+    assert (tmp_path / "s" / "point-001.damaged-1" / "notes.txt").read_text() == "mine"
+
+
 def test_a_sweep_without_the_newer_figures_still_opens(tmp_path):
     shutil_copy = __import__("shutil").copytree
     shutil_copy(RECORDED, tmp_path / "old")
