@@ -190,7 +190,7 @@ def test_the_summary_shows_the_graphs_block_of_the_breakdown(tmp_path):
     run.tables["breakdown"] = pd.concat([graph.assign(mode="compile", mode_us=987.5), graph],
                                         ignore_index=True)
     text = format_summary(run)
-    section = text.split("Per iteration, eager vs graph, medians of the profiled window (us)\n")[1]
+    section = text.split("per iteration, eager vs graph, medians of the profiled window (us)\n")[1]
     header, *rows = section.splitlines()[:6]
     assert header.split() == ["component", "eager_us", "graph_us", "saving_us", "share_of_saving_pct"]
     assert [row.split()[:3] for row in rows] == [["gpu_busy", "220.0", "225.0"],
@@ -199,6 +199,11 @@ def test_the_summary_shows_the_graphs_block_of_the_breakdown(tmp_path):
                                                  ["cpu_launch", "700.0", "22.0"],
                                                  ["cpu_other", "500.0", "30.0"]]
     assert "987.5" not in section.split("\n\n")[0]  # compile's times are not the graph's
-    every = text.split("Every mode's iteration, medians of the profiled window")[1].splitlines()
+    assert "Under the profiler (a slower program than the timed one" in text
+    why = text.split("Why, graph against eager")[1].split("\n\n")[0]  # the headline's parts first
+    assert text.index("Why, graph against eager") < text.index("Under the profiler")
+    assert "gpu_idle" in why and "input_copy" in why
+    every = text.split("Every mode's iteration under the profiler, medians of the profiled "
+                       "window")[1].splitlines()
     assert every[1].split() == ["component", "eager", "compile", "graph"]
     assert every[4].split() == ["total_span", "1200.0", "987.5", "250.0"]
