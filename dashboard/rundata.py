@@ -36,7 +36,8 @@ from profiler_core.config import RunConfig
 from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
 from profiler_core.results import RunResult
-from profiler_core.schema import READABLE_SCHEMA_VERSIONS, SUMMARY_FILE, TABLE_FILES, TRACE_FILES
+from profiler_core.schema import (READABLE_SCHEMA_VERSIONS, SUMMARY_FILE, TABLE_FILES, TRACE_FILES,
+                                  clean_text)
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
 RUNS_DIR_ENV = "PROFILER_RUNS_DIR"
@@ -344,13 +345,28 @@ RUN_LIST_COLUMNS = ["name", "started", "gpu", "preset", "dtype", "eager_ms", "gr
 
 def run_list_row(item: dict[str, Any]) -> dict[str, Any]:
     """A run of ``profiler_core.index.RunIndex.runs`` as a row of the runs list
-    (``RUN_LIST_COLUMNS``); a point of a sweep is named ``sweep/point``."""
-    return {"name": item["folder"], "path": item["path"], "started": _when(item["started_at"]),
-            "gpu": item["gpu"] or "", "preset": item["preset"] or "", "dtype": item["dtype"] or "",
-            "eager_ms": item["eager_median_ms"], "graph_ms": item["graph_median_ms"],
-            "speedup": item["speedup"], "speedup_ci_low": item["speedup_ci_low"],
-            "speedup_ci_high": item["speedup_ci_high"], "complete": item["complete"],
-            "problem": item["problem"]}
+    (``RUN_LIST_COLUMNS``); a point of a sweep is named ``sweep/point``. A folder whose name is
+    not valid UTF-8 is listed (its bytes as U+FFFD) as one that cannot be opened here: neither
+    pandas' text columns nor Streamlit take such a name."""
+    row = {"name": item["folder"], "path": item["path"], "started": _when(item["started_at"]),
+           "gpu": item["gpu"] or "", "preset": item["preset"] or "", "dtype": item["dtype"] or "",
+           "eager_ms": item["eager_median_ms"], "graph_ms": item["graph_median_ms"],
+           "speedup": item["speedup"], "speedup_ci_low": item["speedup_ci_low"],
+           "speedup_ci_high": item["speedup_ci_high"], "complete": item["complete"],
+           "problem": clean_text(item["problem"] or "")}
+    if not_utf8(item["path"]):
+        row.update(path=clean_text(item["path"]), complete=False,
+                   problem=NOT_UTF8_PROBLEM)
+    return row
+
+
+NOT_UTF8_PROBLEM = ("the folder name is not valid UTF-8 (shown with U+FFFD); rename the folder "
+                    "to open it in the dashboard")
+
+
+def not_utf8(path: str) -> bool:
+    """Whether ``path`` holds bytes that are not UTF-8 (``os.fsdecode``'s surrogate escapes)."""
+    return clean_text(path) != path
 
 
 def list_runs(folder: Path) -> pd.DataFrame:
@@ -365,6 +381,9 @@ def list_runs(folder: Path) -> pd.DataFrame:
     for item in indexed:
         child = Path(item["path"])
         row = run_list_row(item)
+        if not_utf8(item["path"]):
+            rows.append(row)
+            continue
         try:
             check_run_files(child)
             if item["problem"]:
@@ -375,6 +394,7 @@ def list_runs(folder: Path) -> pd.DataFrame:
                                                 "speedup_ci_low", "speedup_ci_high")})
         except Exception as exc:  # noqa: BLE001 - a damaged summary is listed, never a crash
             row["problem"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        row["problem"] = clean_text(row["problem"])
         rows.append(row)
     return pd.DataFrame(rows, columns=RUN_LIST_COLUMNS).reset_index(drop=True)
 

@@ -211,10 +211,13 @@ def _json_safe(value: Any) -> Any:
 
 
 def _from_json_safe(value: Any) -> Any:
-    if value in ("nan", "inf", "-inf"):
-        return float(value)
+    """summary.json as read back: "nan"/"inf" strings as floats, every text (keys too) with
+    lone surrogates (``\\udcff`` escapes) as U+FFFD, which pyarrow and Streamlit refuse."""
+    if isinstance(value, str):
+        return float(value) if value in ("nan", "inf", "-inf") else schema.clean_text(value)
     if isinstance(value, dict):
-        return {k: _from_json_safe(v) for k, v in value.items()}
+        return {schema.clean_text(k) if isinstance(k, str) else k: _from_json_safe(v)
+                for k, v in value.items()}
     if isinstance(value, list):
         return [_from_json_safe(v) for v in value]
     return value
