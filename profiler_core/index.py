@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Sequence
 from profiler_core import schema
 from profiler_core.config import ALWAYS_MEASURED, RunConfig
 from profiler_core.schema import clean_text
-from profiler_core.errors import ConfigError
+from profiler_core.errors import ConfigError, quoted, shown
 
 INDEX_FILE = ".profiler_index.sqlite"
 INDEX_SCHEMA_VERSION = 3  # PRAGMA user_version of an index this code reads
@@ -247,7 +247,7 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
         version = summary.get("schema_version")
         if (isinstance(version, bool) or not isinstance(version, int)
                 or version not in schema.READABLE_SCHEMA_VERSIONS):
-            raise ValueError(f"{schema.SUMMARY_FILE} has schema_version {str(version)[:40]!r}")
+            raise ValueError(f"{schema.SUMMARY_FILE} has schema_version {quoted(version)}")
         if not isinstance(summary.get("config"), dict):
             raise ValueError(f"{schema.SUMMARY_FILE} has no config")
         config = RunConfig.from_dict(summary["config"]).to_dict()
@@ -603,7 +603,7 @@ class RunIndex:
     def _check_field(self, field: str) -> None:
         fields = self.fields()
         if field not in fields:
-            raise ConfigError("where", f"there is no field {clean_text(field[:60])!r} to filter on",
+            raise ConfigError("where", f"there is no field {quoted(field)} to filter on",
                               "use a run setting (" + ", ".join(list(_FIELDS)[:6])
                               + ", ...), gpu, date, or a headline figure such as speedup")
 
@@ -647,10 +647,10 @@ class RunIndex:
                 if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
                     either[:1] = [f"({number} IS NULL AND {text} IS NULL)"]
                     continue
-                shown = _config_row("", field, value)[2]
+                as_text = _config_row("", field, value)[2]
                 numeric = _number(value) if not isinstance(value, str) else _parse_number(value)
-                if text != "NULL" and shown is not None:
-                    texts[shown] = None
+                if text != "NULL" and as_text is not None:
+                    texts[as_text] = None
                 if numeric is not None:
                     numbers[numeric] = None
             for column, wanted in ((text, texts), (number, numbers)):
@@ -662,8 +662,8 @@ class RunIndex:
             if bound is not None:
                 numeric = _number(bound) if not isinstance(bound, str) else _parse_number(bound)
                 if numeric is None:
-                    raise ConfigError("where", f"{field}: {str(bound)[:40]!r} is not a number",
-                                      f"write a range as {field}=LOW..HIGH with numbers")
+                    raise ConfigError("where", f"{shown(field)}: {quoted(bound)} is not a number",
+                                      f"write a range as {shown(field)}=LOW..HIGH with numbers")
                 clauses.append(f"{number} {op} ?")
                 args.append(numeric)
         inner = " AND ".join(clauses) or "1"
@@ -743,10 +743,10 @@ def check_filters(filters: Sequence[FieldFilter]) -> None:
                           "combine values of one field in one filter: FIELD=V1,V2")
     for spec in filters:
         if len(spec.values) > MAX_FILTER_VALUES:
-            raise ConfigError("where", f"{clean_text(str(spec.field)[:40])!r} lists "
+            raise ConfigError("where", f"{quoted(spec.field)} lists "
                                        f"{len(spec.values):,} values (at most "
                                        f"{MAX_FILTER_VALUES:,})", f"give a range instead: "
-                                       f"{clean_text(str(spec.field)[:40])}=LOW..HIGH")
+                                       f"{shown(spec.field)}=LOW..HIGH")
 
 
 def _parse_number(text: str) -> float | None:
@@ -778,7 +778,7 @@ def _day(value: Any) -> str:
     try:
         return date.fromisoformat(text[:10]).isoformat()
     except ValueError:
-        raise ConfigError("where", f"date: {text[:40]!r} is not a date",
+        raise ConfigError("where", f"date: {quoted(text)} is not a date",
                           "write dates as YYYY-MM-DD, a range as date=2026-11-30..2026-12-01") from None
 
 
@@ -935,7 +935,7 @@ def parse_where(text: str) -> FieldFilter:
     field, sep, value = text.partition("=")
     field = field.strip()
     if not sep or not field:
-        raise ConfigError("where", f"expected FIELD=VALUE, got {text[:60]!r}",
+        raise ConfigError("where", f"expected FIELD=VALUE, got {quoted(text)}",
                           "for example --where batch=64,128 --where speedup=2.. --where gpu='NVIDIA H200'")
     value = value.strip()
     if ".." in value:
