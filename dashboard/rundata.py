@@ -233,7 +233,8 @@ class OpenedRun:
 
     def __post_init__(self) -> None:
         self.name = self.name or self.path.name
-        self._tables = {name: _plain_table(frame) for name, frame in self.result.tables.items()}
+        self._tables = {name: _plain_table(_first_rows(name, frame))
+                        for name, frame in self.result.tables.items()}
 
     @property
     def config(self) -> RunConfig:
@@ -245,7 +246,10 @@ class OpenedRun:
 
     @property
     def headline(self) -> dict[str, Any]:
-        return self.result.headline or {}
+        """The summary's headline without the values no figure or label can be (a JSON object or
+        list, a whole number too large for a float): those are not measured."""
+        return {key: value for key, value in (self.result.headline or {}).items()
+                if _headline_value(value)}
 
     @property
     def notes(self) -> list[str]:
@@ -272,6 +276,25 @@ class OpenedRun:
     @property
     def label(self) -> str:
         return run_label(self.name, self.environment, self.config)
+
+
+def _headline_value(value: Any) -> bool:
+    if isinstance(value, (dict, list)):
+        return False
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            return False
+    return True
+
+
+def _first_rows(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """stats.csv holds one row per mode and method; of rows repeating one (an edited file), the
+    first is kept, as the views look each one up."""
+    if name == "stats" and frame.duplicated(["mode", "method"]).any():
+        return frame.drop_duplicates(["mode", "method"]).reset_index(drop=True)
+    return frame
 
 
 def _plain_table(frame: pd.DataFrame) -> pd.DataFrame:
