@@ -24,7 +24,7 @@ import pandas as pd
 
 from profiler_core import metrics, schema
 from profiler_core.config import RunConfig
-from profiler_core.errors import ConfigError, RunFormatError
+from profiler_core.errors import ConfigError, RunFormatError, shown
 from profiler_core.index import record_run
 
 TOOL_NAME = "profiler_core"  # summary.json's "tool": how a folder is recognised as a run of ours
@@ -210,6 +210,11 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _pandas_error(error: Exception) -> str:
+    """A pandas parse error's text on one line (its messages may end in a line break), shortened."""
+    return shown(" ".join(str(error).split()), 200)
+
+
 def _from_json_safe(value: Any) -> Any:
     """summary.json as read back: "nan"/"inf" strings as floats, every text (keys too) with
     lone surrogates (``\\udcff`` escapes) as U+FFFD, which pyarrow and Streamlit refuse."""
@@ -331,7 +336,7 @@ class RunResult:
             try:
                 frame = pd.read_csv(path)
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-                raise RunFormatError(f"{path} is not a readable CSV: {error}",
+                raise RunFormatError(f"{path} is not a readable CSV: {_pandas_error(error)}",
                                      "the file was damaged or edited; run again") from None
             if version == 1:
                 frame = _upgrade_v1_table(name, frame)
@@ -341,7 +346,8 @@ class RunResult:
             try:
                 tables[name] = coerce_table(name, frame)
             except (ValueError, TypeError, OverflowError) as error:
-                raise RunFormatError(f"{path} holds a non-numeric value (or one out of range): {error}",
+                raise RunFormatError(f"{path} holds a non-numeric value (or one out of range): "
+                                     f"{_pandas_error(error)}",
                                      "the file was damaged or edited; run again") from None
             _check_values(name, tables[name], path)
         headline, notes = summary["headline"], [str(n) for n in summary["notes"]]

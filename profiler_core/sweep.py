@@ -1164,7 +1164,7 @@ def _read_csv(path: Path, columns: Sequence[str], text_columns: Iterable[str],
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise RunFormatError(f"{path} is not a readable CSV: {type(error).__name__}",
+        raise RunFormatError(f"{path} is not a readable CSV: {_one_line(error, 200)}",
                              "the file was damaged or edited; resume the sweep") from None
     for column in optional:  # a figure an older sweep did not record: not measured
         if column not in frame.columns:

@@ -849,3 +849,16 @@ def test_sweep_page_shows_hostile_sweep_folders_without_crashing(fresh_app_state
         assert not at.exception, [e.value for e in at.exception]
         shown = " ".join(e.value for e in at.error).replace("\\", "")
         assert "This sweep cannot be opened" in shown and words in shown, shown
+
+
+def test_a_sweep_table_pandas_cannot_parse_is_refused_in_one_line(tmp_path):
+    folder = _stopped_sweep(tmp_path / "s")
+    for name in ("points.csv", "point_modes.csv"):
+        original = (folder / name).read_text()
+        (folder / name).write_text(original + "1," * 40 + "\n")
+        with pytest.raises(RunFormatError) as info:
+            sweep.load_sweep(folder)
+        text = str(info.value)
+        assert "\n" not in text and text.count("Expected") == 1, text
+        assert f"{name} is not a readable CSV: Error tokenizing data." in text, text
+        (folder / name).write_text(original)
