@@ -87,11 +87,15 @@ def no_profile_reason(config: RunConfig | None, environment: dict[str, Any] | No
 
 
 def number(values: dict[str, Any], key: str) -> float:
-    """``values[key]`` as a float; NaN when missing, None or not a number."""
+    """``values[key]`` as a float; NaN when missing, None, not a number (text, true/false, a JSON
+    object or list) or too large for a float."""
     value = values.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return math.nan
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # a whole number of hundreds of digits
+        return math.nan
 
 
 def finite(value: float) -> bool:
@@ -102,6 +106,7 @@ def headline_method(headline: dict[str, Any], stats: pd.DataFrame) -> str:
     """The timing method the speedup uses (the steady state per trial; cold-start events for runs
     recorded before steady-state timing existed)."""
     method = headline.get("timing_method")
+    method = method if isinstance(method, str) else None  # a JSON object or list says nothing
     present = set(stats["method"].dropna()) if not stats.empty else set()
     if method in present or (method in METHOD_LABELS and not present):
         return str(method)

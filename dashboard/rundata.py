@@ -37,7 +37,8 @@ from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
 from profiler_core.outputs import MANIFEST_FILE
 from profiler_core.results import RunResult
-from profiler_core.schema import READABLE_SCHEMA_VERSIONS, SUMMARY_FILE, TABLE_FILES, TRACE_FILES
+from profiler_core.schema import (READABLE_SCHEMA_VERSIONS, SUMMARY_FILE, TABLE_FILES, TRACE_FILES,
+                                  clean_text)
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
 RUNS_DIR_ENV = "PROFILER_RUNS_DIR"
@@ -233,7 +234,8 @@ class OpenedRun:
 
     def __post_init__(self) -> None:
         self.name = self.name or self.path.name
-        self._tables = {name: _plain_table(frame) for name, frame in self.result.tables.items()}
+        self._tables = {name: _plain_table(_first_rows(name, frame))
+                        for name, frame in self.result.tables.items()}
 
     @property
     def config(self) -> RunConfig:
@@ -245,7 +247,10 @@ class OpenedRun:
 
     @property
     def headline(self) -> dict[str, Any]:
-        return self.result.headline or {}
+        """The summary's headline without the values no figure or label can be (a JSON object or
+        list, a whole number too large for a float): those are not measured."""
+        return {key: value for key, value in (self.result.headline or {}).items()
+                if _headline_value(value)}
 
     @property
     def notes(self) -> list[str]:
@@ -272,6 +277,25 @@ class OpenedRun:
     @property
     def label(self) -> str:
         return run_label(self.name, self.environment, self.config)
+
+
+def _headline_value(value: Any) -> bool:
+    if isinstance(value, (dict, list)):
+        return False
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            return False
+    return True
+
+
+def _first_rows(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """stats.csv holds one row per mode and method; of rows repeating one (an edited file), the
+    first is kept, as the views look each one up."""
+    if name == "stats" and frame.duplicated(["mode", "method"]).any():
+        return frame.drop_duplicates(["mode", "method"]).reset_index(drop=True)
+    return frame
 
 
 def _plain_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -345,13 +369,28 @@ RUN_LIST_COLUMNS = ["name", "started", "gpu", "preset", "dtype", "eager_ms", "gr
 
 def run_list_row(item: dict[str, Any]) -> dict[str, Any]:
     """A run of ``profiler_core.index.RunIndex.runs`` as a row of the runs list
-    (``RUN_LIST_COLUMNS``); a point of a sweep is named ``sweep/point``."""
-    return {"name": item["folder"], "path": item["path"], "started": _when(item["started_at"]),
-            "gpu": item["gpu"] or "", "preset": item["preset"] or "", "dtype": item["dtype"] or "",
-            "eager_ms": item["eager_median_ms"], "graph_ms": item["graph_median_ms"],
-            "speedup": item["speedup"], "speedup_ci_low": item["speedup_ci_low"],
-            "speedup_ci_high": item["speedup_ci_high"], "complete": item["complete"],
-            "problem": item["problem"]}
+    (``RUN_LIST_COLUMNS``); a point of a sweep is named ``sweep/point``. A folder whose name is
+    not valid UTF-8 is listed (its bytes as U+FFFD) as one that cannot be opened here: neither
+    pandas' text columns nor Streamlit take such a name."""
+    row = {"name": item["folder"], "path": item["path"], "started": _when(item["started_at"]),
+           "gpu": item["gpu"] or "", "preset": item["preset"] or "", "dtype": item["dtype"] or "",
+           "eager_ms": item["eager_median_ms"], "graph_ms": item["graph_median_ms"],
+           "speedup": item["speedup"], "speedup_ci_low": item["speedup_ci_low"],
+           "speedup_ci_high": item["speedup_ci_high"], "complete": item["complete"],
+           "problem": clean_text(item["problem"] or "")}
+    if not_utf8(item["path"]):
+        row.update(path=clean_text(item["path"]), complete=False,
+                   problem=NOT_UTF8_PROBLEM)
+    return row
+
+
+NOT_UTF8_PROBLEM = ("the folder name is not valid UTF-8 (shown with U+FFFD); rename the folder "
+                    "to open it in the dashboard")
+
+
+def not_utf8(path: str) -> bool:
+    """Whether ``path`` holds bytes that are not UTF-8 (``os.fsdecode``'s surrogate escapes)."""
+    return clean_text(path) != path
 
 
 def list_runs(folder: Path) -> pd.DataFrame:
@@ -366,6 +405,9 @@ def list_runs(folder: Path) -> pd.DataFrame:
     for item in indexed:
         child = Path(item["path"])
         row = run_list_row(item)
+        if not_utf8(item["path"]):
+            rows.append(row)
+            continue
         try:
             check_run_files(child)
             if item["problem"]:
@@ -376,6 +418,7 @@ def list_runs(folder: Path) -> pd.DataFrame:
                                                 "speedup_ci_low", "speedup_ci_high")})
         except Exception as exc:  # noqa: BLE001 - a damaged summary is listed, never a crash
             row["problem"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        row["problem"] = clean_text(row["problem"])
         rows.append(row)
     return pd.DataFrame(rows, columns=RUN_LIST_COLUMNS).reset_index(drop=True)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from functools import partial
@@ -17,7 +18,7 @@ from profiler_core import fields
 from profiler_core.config import PRESETS, RunConfig, changed_from_preset
 
 CUSTOM = fields.CUSTOM_PRESET  # the label of a run whose values are not a preset's
-from profiler_core.errors import ConfigError
+from profiler_core.errors import ECHO_MAX_CHARS, ConfigError, shown
 from profiler_core.progress import Progress
 
 # The benchmark's reference configs (``bench.BENCH_CONFIGS``; named here so that parsing the
@@ -34,7 +35,18 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse would print usage and exit
-        raise UsageError(message)
+        raise UsageError(_short_values(message))
+
+
+_LONG_QUOTED = re.compile(r"'([^'\s]{%d,})'" % (ECHO_MAX_CHARS + 1))
+_LONG_BARE = re.compile(r"(?<!\S)[^\s']{%d,}" % (ECHO_MAX_CHARS + 1))
+
+
+def _short_values(message: str) -> str:
+    """argparse's message with each value it echoes from the command line ('quoted' or bare)
+    shortened by ``errors.shown``: a 5,000-character argument is not printed whole."""
+    message = _LONG_QUOTED.sub(lambda match: f"'{shown(match.group(1))}'", message)
+    return _LONG_BARE.sub(lambda match: shown(match.group()), message)
 
 
 def _argparse_type(read: Callable[[str], Any]) -> Callable[[str], Any]:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from profiler_core.errors import ConfigError
+from profiler_core.errors import ConfigError, quoted, shown, shown_int
 from profiler_core.workload_kinds import workload_of
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
@@ -43,6 +43,9 @@ DEFAULT_TRIALS = 10
 # The user's own step: "package.module:function" (see ``user_workload``).
 USER_WORKLOAD_PATTERN = re.compile(
     r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+MAX_USER_SPEC_CHARS = 256  # a package.module:function reference, at most
 
 
 def is_user_spec(text: object) -> bool:
@@ -158,7 +161,7 @@ class RunConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ConfigError(unknown[0], f"unknown setting {unknown[0]!r}",
+            raise ConfigError(str(unknown[0])[:40], f"unknown setting {quoted(unknown[0])}",
                               f"known settings: {', '.join(sorted(known))}")
         values = dict(values)
         if isinstance(values.get("modes"), list):
@@ -174,10 +177,10 @@ def _allowed_int(name: str) -> str:
 def _check_int(config: RunConfig, name: str) -> None:
     value = getattr(config, name)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(name, f"{name} must be {_allowed_int(name)}; got {value!r}")
+        raise ConfigError(name, f"{name} must be {_allowed_int(name)}; got {quoted(value)}")
     low, high = INT_LIMITS[name]
     if not low <= value <= high:
-        raise ConfigError(name, f"{name} must be {_allowed_int(name)}; got {value:,}")
+        raise ConfigError(name, f"{name} must be {_allowed_int(name)}; got {shown_int(value)}")
 
 
 def _check_float(config: RunConfig, name: str) -> None:
@@ -185,7 +188,7 @@ def _check_float(config: RunConfig, name: str) -> None:
     low, high = FLOAT_LIMITS[name]
     allowed = f"a number from {low:g} to {high:g}"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ConfigError(name, f"{name} must be {allowed}; got {value!r}")
+        raise ConfigError(name, f"{name} must be {allowed}; got {quoted(value)}")
     if not low <= value <= high:
         raise ConfigError(name, f"{name} must be {allowed}; got {value:g}")
 
@@ -193,7 +196,7 @@ def _check_float(config: RunConfig, name: str) -> None:
 def _check_choice(config: RunConfig, name: str, choices: tuple[str, ...]) -> None:
     value = getattr(config, name)
     if value not in choices:
-        raise ConfigError(name, f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        raise ConfigError(name, f"{name} must be one of {', '.join(choices)}; got {quoted(value)}")
 
 
 def _validate(config: RunConfig) -> None:
@@ -205,18 +208,22 @@ def _validate(config: RunConfig) -> None:
         _check_float(config, name)
     _check_choice(config, "dtype", DTYPES)
     _check_choice(config, "optimizer", OPTIMIZERS)
+    if is_user_spec(config.workload) and len(config.workload) > MAX_USER_SPEC_CHARS:
+        raise ConfigError("workload", f"workload {quoted(config.workload)} is longer than "
+                                      f"{MAX_USER_SPEC_CHARS} characters",
+                          "name your step by a shorter package.module:function")
     if not (config.workload in WORKLOADS or is_user_spec(config.workload)):
         raise ConfigError("workload", f"workload must be one of {', '.join(WORKLOADS)} or a "
-                                      f"package.module:function; got {config.workload!r}",
+                                      f"package.module:function; got {quoted(config.workload)}",
                           "see README, 'Your own training step'")
     for name in ("count_warmup", "profile", "nvml"):
         if not isinstance(getattr(config, name), bool):
-            raise ConfigError(name, f"{name} must be true or false; got {getattr(config, name)!r}")
+            raise ConfigError(name, f"{name} must be true or false; got {quoted(getattr(config, name))}")
     device = config.device
     if not isinstance(device, str) or not (
         device == "cpu" or (device.startswith("cuda:") and device[5:].isdigit() and len(device) < 9)
     ):
-        raise ConfigError("device", f"device must be 'cpu' or a CUDA index such as 0; got {device!r}")
+        raise ConfigError("device", f"device must be 'cpu' or a CUDA index such as 0; got {quoted(device)}")
     if config.dtype == "fp16" and config.capture_iters > 1:
         raise ConfigError("capture_iters", "with fp16, capture_iters must be 1",
                           "fp16's GradScaler step runs outside the graph, so a graph can hold only "
@@ -243,19 +250,19 @@ def _validate(config: RunConfig) -> None:
             )
     modes = config.modes
     if not isinstance(modes, tuple) or not all(isinstance(m, str) for m in modes):
-        raise ConfigError("modes", f"modes must be a list of names; got {modes!r}")
+        raise ConfigError("modes", f"modes must be a list of names; got {quoted(modes)}")
     unknown = [m for m in modes if m not in MODE_NAMES]
     if unknown:
         raise ConfigError("modes", f"modes must be some of {', '.join(MODE_NAMES)}; got "
-                                   f"{unknown[0]!r}")
+                                   f"{quoted(unknown[0])}")
     if len(set(modes)) != len(modes) or modes[:2] != ALWAYS_MEASURED:
         raise ConfigError("modes", f"modes must start with eager, graph and name each mode once; "
-                                   f"got {', '.join(modes)}",
+                                   f"got {shown(', '.join(modes))}",
                           "eager (the baseline) and graph (the article's capture) are always "
                           "measured: add the others after them")
     if config.preset not in PRESET_NAMES + ("custom",):
         raise ConfigError("preset", f"preset must be custom or one of {', '.join(PRESET_NAMES)}; "
-                          f"got {config.preset!r}")
+                          f"got {quoted(config.preset)}")
 
 
 PRESETS: dict[str, RunConfig] = {
@@ -305,5 +312,5 @@ def changed_from_preset(config: RunConfig) -> list[str]:
 def preset(name: str, **overrides: Any) -> RunConfig:
     """A preset's config with optional overrides (validated like any config)."""
     if name not in PRESETS:
-        raise ConfigError("preset", f"unknown preset {name!r}", f"choose one of {', '.join(PRESETS)}")
+        raise ConfigError("preset", f"unknown preset {quoted(name)}", f"choose one of {', '.join(PRESETS)}")
     return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]

@@ -2,6 +2,52 @@
 
 from __future__ import annotations
 
+import os
+
+ECHO_MAX_CHARS = 80  # characters of input text quoted in an error message
+
+
+def shown(value: object, limit: int = ECHO_MAX_CHARS) -> str:
+    """Text from input fit to quote in a one-line message: at most ``limit`` characters (then
+    "..."), unprintable characters escaped (a line break shows as ``\\n``). A list or object
+    is named, not printed; so is an integer too long to print."""
+    if isinstance(value, (str, os.PathLike)):
+        text = os.fspath(value)
+        text = text if isinstance(text, str) else os.fsdecode(text)
+    elif isinstance(value, list):
+        text = "a JSON list"
+    elif isinstance(value, dict):
+        text = "a JSON object"
+    else:
+        try:
+            text = repr(value)
+        except ValueError:  # an integer over Python's digit limit
+            text = "a number too long to print"
+    return printable(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def quoted(value: object) -> str:
+    """``value`` as ``{value!r}`` would quote it in a message ('text' in quotes, other values
+    as they print), shortened by :func:`shown`."""
+    return f"'{shown(value)}'" if isinstance(value, str) else shown(value)
+
+
+def shown_int(value: int) -> str:
+    """A whole number for a message, its digits grouped (1,048,576), shortened by :func:`shown`
+    (a 400-digit number is not echoed whole)."""
+    try:
+        return shown(f"{value:,}")
+    except ValueError:  # over Python's digit limit
+        return shown(value)
+
+
+def printable(text: str) -> str:
+    """``text`` with every unprintable character (control, line or paragraph separator, lone
+    surrogate) written as its escape, e.g. ``\\n`` or ``\\x1b``."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
 
 class ProfilerError(Exception):
     """Base class: ``message`` says what went wrong, ``hint`` what to change."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from profiler_core.config import (ALWAYS_MEASURED, DTYPES, FLOAT_LIMITS, INT_LIMITS, MODE_NAMES,
                                   OPTIMIZERS, PRESET_NAMES, WORKLOADS, is_user_spec)
-from profiler_core.errors import ConfigError
+from profiler_core.errors import ConfigError, quoted
 
 # What a field's value is, which decides how it is read from text, its option and its widget.
 INT = "int"
@@ -205,7 +205,7 @@ SPECS: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
 def spec(name: str) -> FieldSpec:
     """The declaration of one ``RunConfig`` field; ``ConfigError`` for a name that is not one."""
     if name not in SPECS:
-        raise ConfigError(name, f"unknown setting {name!r}",
+        raise ConfigError(name, f"unknown setting {quoted(name)}",
                           f"known settings: {', '.join(sorted(SPECS))}")
     return SPECS[name]
 
@@ -250,14 +250,14 @@ def read_whole_number(text: str) -> int:
     try:
         return int(text.replace("_", ""))
     except ValueError:
-        raise ValueError(f"expected a whole number, got {text!r}") from None
+        raise ValueError(f"expected a whole number, got {quoted(text)}") from None
 
 
 def read_number(text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise ValueError(f"expected a number, got {text!r}") from None
+        raise ValueError(f"expected a number, got {quoted(text)}") from None
 
 
 def read_device(text: str) -> str:
@@ -267,7 +267,7 @@ def read_device(text: str) -> str:
         return "cpu"
     index = text[5:] if text.startswith("cuda:") else ("0" if text == "cuda" else text)
     if not index.isdigit():
-        raise ValueError(f"expected 'cpu' or a CUDA index such as 0, got {text!r}")
+        raise ValueError(f"expected 'cpu' or a CUDA index such as 0, got {quoted(text)}")
     return f"cuda:{int(index)}"
 
 
@@ -285,21 +285,21 @@ def read_text(field: FieldSpec, text: str) -> Any:
         word = text.strip().lower()
         if word in _TRUE_WORDS or word in _FALSE_WORDS:
             return word in _TRUE_WORDS
-        raise ValueError(f"expected on or off, got {text!r}")
+        raise ValueError(f"expected on or off, got {quoted(text)}")
     if field.kind == LIST:
         names = [name.strip() for name in text.split(",") if name.strip()]
         unknown = [name for name in names if name not in MODE_NAMES]
         if unknown:
-            raise ValueError(f"expected modes among {', '.join(MODE_NAMES)}, got {unknown[0]!r}")
+            raise ValueError(f"expected modes among {', '.join(MODE_NAMES)}, got {quoted(unknown[0])}")
         return tuple(dict.fromkeys([*ALWAYS_MEASURED, *names]))
     if field.kind == WORKLOAD:
         if text in WORKLOADS or is_user_spec(text):
             return text
         raise ValueError(f"expected one of {', '.join(WORKLOADS)} or package.module:function, "
-                         f"got {text!r}")
+                         f"got {quoted(text)}")
     if text in field.choices:  # CHOICE, PRESET
         return text
-    raise ValueError(f"expected one of {', '.join(field.choices)}, got {text!r}")
+    raise ValueError(f"expected one of {', '.join(field.choices)}, got {quoted(text)}")
 
 
 def parse_value(name: str, text: str) -> Any:

@@ -35,7 +35,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from profiler_core import schema
 from profiler_core.config import ALWAYS_MEASURED, RunConfig
-from profiler_core.errors import ConfigError
+from profiler_core.schema import clean_text
+from profiler_core.errors import ConfigError, quoted, shown
 
 INDEX_FILE = ".profiler_index.sqlite"
 INDEX_SCHEMA_VERSION = 3  # PRAGMA user_version of an index this code reads
@@ -57,6 +58,9 @@ RUN_COLUMNS = {"gpu": "gpu", "gpu_name": "gpu_name", "device_type": "device_type
                "driver_version": "driver_version", "sweep": "sweep", "name": "name",
                "complete": "complete"}
 DATE_FIELD = "date"
+MAX_FILTERS = 32  # --where options in one query
+MAX_FILTER_VALUES = 1000  # values one --where may list (field=V1,V2,...)
+MAX_PLAN_CHARS = 100_000  # a sweep's plan as JSON; a longer one is not kept in the index
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +202,23 @@ def _number(value: Any) -> float | None:
 
 
 def _text(value: Any) -> str | None:
-    return None if value is None or value == "" else str(value)[:500]
+    return None if value is None or value == "" else clean_text(str(value)[:500])
+
+
+def _key(path: str) -> str:
+    """A folder path as the index stores it: the path itself, or, when it holds a lone surrogate
+    (SQLite takes only UTF-8), '/' and the hex of its bytes (a relative path never starts with
+    '/', so the two kinds cannot meet). :func:`_path_of` turns it back."""
+    if clean_text(path) == path:
+        return path
+    return "/" + path.encode("utf-8", "surrogatepass").hex()
+
+
+def _path_of(key: str) -> str:
+    """The folder path a stored key names (:func:`_key`'s inverse)."""
+    if key.startswith("/"):
+        return bytes.fromhex(key[1:]).decode("utf-8", "surrogatepass")
+    return key
 
 
 def read_run(folder: Path, relative: str) -> dict[str, Any]:
@@ -206,9 +226,9 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
     unreadable run gets ``problem`` (one line) and empty config and headline."""
     path = folder / relative
     name = relative.rsplit("/", 1)[-1]
-    run: dict[str, Any] = {"path": relative, "name": name,
-                           "sweep": relative.rsplit("/", 1)[0] if "/" in relative else "",
-                           "problem": "", "complete": 0, "tables": ""}
+    run: dict[str, Any] = {"path": relative, "name": clean_text(name),
+                           "sweep": clean_text(relative.rsplit("/", 1)[0]) if "/" in relative
+                           else "", "problem": "", "complete": 0, "tables": ""}
     for key in ("started_at", "finished_at", "gpu", "gpu_name", "device_type", "torch_version",
                 "cuda_version", "driver_version", *HEADLINE_COLUMNS):
         run[key] = None
@@ -227,16 +247,16 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
         version = summary.get("schema_version")
         if (isinstance(version, bool) or not isinstance(version, int)
                 or version not in schema.READABLE_SCHEMA_VERSIONS):
-            raise ValueError(f"{schema.SUMMARY_FILE} has schema_version {str(version)[:40]!r}")
+            raise ValueError(f"{schema.SUMMARY_FILE} has schema_version {quoted(version)}")
         if not isinstance(summary.get("config"), dict):
             raise ValueError(f"{schema.SUMMARY_FILE} has no config")
         config = RunConfig.from_dict(summary["config"]).to_dict()
         env = summary.get("environment") if isinstance(summary.get("environment"), dict) else {}
         headline = summary.get("headline") if isinstance(summary.get("headline"), dict) else {}
     except ConfigError as error:
-        run["problem"] = f"{schema.SUMMARY_FILE} holds an invalid config: {error}"[:500]
+        run["problem"] = clean_text(f"{schema.SUMMARY_FILE} holds an invalid config: {error}"[:500])
     except Exception as error:  # noqa: BLE001 - whatever a damaged file raises, list it, never crash
-        run["problem"] = f"{type(error).__name__}: {error}"[:500]
+        run["problem"] = clean_text(f"{type(error).__name__}: {error}"[:500])
     else:
         run["complete"] = int(summary.get("complete") is True)
         for key in ("started_at", "finished_at", "gpu_name", "device_type", "torch_version",
@@ -246,7 +266,7 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
         for key, value in headline.items():
             number = _number(value)
             if number is not None and isinstance(key, str):
-                headline_rows[key[:200]] = number
+                headline_rows[clean_text(key[:200])] = number
         for key, value in _other_modes_figures(path).items():
             headline_rows.setdefault(key, value)
         for key in HEADLINE_COLUMNS:
@@ -282,13 +302,13 @@ def _other_modes_figures(path: Path) -> dict[str, float]:
         except ValueError:
             continue
         if number is not None:
-            figures[f"{mode}_{metric}"[:200]] = number
+            figures[clean_text(f"{mode}_{metric}"[:200])] = number
     return figures
 
 
 def _config_row(relative: str, field: str, value: Any) -> tuple:
     if isinstance(value, (list, tuple)):
-        text, number = ",".join(str(v) for v in value), None
+        text, number = clean_text(",".join(str(v) for v in value)), None
     elif isinstance(value, bool):
         text, number = ("true" if value else "false"), float(value)
     else:
@@ -307,24 +327,33 @@ def read_sweep(folder: Path, name: str) -> dict[str, Any]:
                 and content.get("kind") == "sweep"):
             raise ValueError(f"{SWEEP_FILE} is not a sweep of this tool")
         sweep["status"] = _text(content.get("status"))
-        sweep["plan"] = json.dumps(content.get("plan"))[:100_000]
+        plan = json.dumps(content.get("plan"))
+        sweep["plan"] = plan if len(plan) <= MAX_PLAN_CHARS else None  # never cut, then parsed
         if os.path.lexists(path / POINTS_FILE):
             info = os.lstat(path / POINTS_FILE)
             if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SWEEP_FILE_BYTES:
                 raise ValueError(f"{POINTS_FILE} is not a regular file of a sweep")
             reader = csv.DictReader(io.StringIO((path / POINTS_FILE).read_text(encoding="utf-8")))
             for number, row in enumerate(reader):
-                index = row.get("index")
-                index = int(index) if index and str(index).strip().isdigit() else number
+                index = _row_index(row.get("index"), number)
                 run = next((row[k] for k in ("run", "run_dir", "folder", "run_folder")
                             if row.get(k)), None)
                 points.append((name, index, _text(row.get("status")), _text(run),
                                json.dumps(row)))
     except (OSError, ValueError, TypeError, RecursionError, UnicodeDecodeError, csv.Error) as error:
-        sweep["problem"] = f"{type(error).__name__}: {error}"[:500]
+        sweep["problem"] = clean_text(f"{type(error).__name__}: {error}"[:500])
     sweep["points"] = len(points)
     sweep["measured"] = sum(1 for p in points if p[3] and _is_run_dir(path / p[3]))
     return {"sweep": sweep, "points": points}
+
+
+def _row_index(text: Any, number: int) -> int:
+    """A points.csv row's index: its ``index`` column when that is a whole number SQLite can
+    hold (under 2**63), else the row's number."""
+    text = str(text or "").strip()
+    if text.isdecimal() and len(text) <= 18:
+        return int(text)
+    return number
 
 
 # ----------------------------------------------------------------------------- the database
@@ -418,42 +447,48 @@ def _is_locked(error: sqlite3.Error) -> bool:
 
 
 def _put_run(connection: sqlite3.Connection, rows: dict[str, Any], stamp: str) -> None:
+    """Write one run's rows (``read_run``); its path is stored as its key (:func:`_key`)."""
     run = dict(rows["run"], stamp=stamp)
     _delete_runs(connection, [run["path"]])
+    key = run["path"] = _key(run["path"])
     columns = ", ".join(run)
     connection.execute(f"INSERT INTO runs ({columns}) VALUES ({', '.join('?' * len(run))})",
                        list(run.values()))
     connection.executemany("INSERT INTO run_config VALUES (?, ?, ?, ?, ?)",
-                           [_config_row(run["path"], f, v) for f, v in rows["config"].items()])
+                           [_config_row(key, f, v) for f, v in rows["config"].items()])
     connection.executemany("INSERT INTO run_headline VALUES (?, ?, ?)",
-                           [(run["path"], k, v) for k, v in rows["headline"].items()])
+                           [(key, k, v) for k, v in rows["headline"].items()])
 
 
 def _delete_runs(connection: sqlite3.Connection, paths: Iterable[str]) -> None:
+    keys = [(_key(p),) for p in paths]
     for table in ("runs", "run_config", "run_headline"):
-        connection.executemany(f"DELETE FROM {table} WHERE path = ?", [(p,) for p in paths])
+        connection.executemany(f"DELETE FROM {table} WHERE path = ?", keys)
 
 
 def _put_sweep(connection: sqlite3.Connection, rows: dict[str, Any], stamp: str) -> None:
+    """Write one sweep's rows (``read_sweep``); its name is stored as its key (:func:`_key`)."""
     sweep = dict(rows["sweep"], stamp=stamp)
     _delete_sweeps(connection, [sweep["name"]])
+    sweep["name"] = _key(sweep["name"])
     connection.execute(f"INSERT INTO sweeps ({', '.join(sweep)}) VALUES "
                        f"({', '.join('?' * len(sweep))})", list(sweep.values()))
     connection.executemany("INSERT OR REPLACE INTO sweep_points VALUES (?, ?, ?, ?, ?)",
-                           rows["points"])
+                           [(sweep["name"], *point[1:]) for point in rows["points"]])
 
 
 def _delete_sweeps(connection: sqlite3.Connection, names: Iterable[str]) -> None:
+    keys = [(_key(n),) for n in names]
     for table, column in (("sweeps", "name"), ("sweep_points", "sweep")):
-        connection.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(n,) for n in names])
+        connection.executemany(f"DELETE FROM {table} WHERE {column} = ?", keys)
 
 
 def _stale(connection: sqlite3.Connection, found: tuple[dict[str, str], dict[str, str]]
            ) -> tuple[list[str], list[str], list[str], list[str]]:
     """(runs to read, runs to drop, sweeps to read, sweeps to drop) against what was found."""
     runs, sweeps = found
-    stored_runs = dict(connection.execute("SELECT path, stamp FROM runs"))
-    stored_sweeps = dict(connection.execute("SELECT name, stamp FROM sweeps"))
+    stored_runs = {_path_of(p): s for p, s in connection.execute("SELECT path, stamp FROM runs")}
+    stored_sweeps = {_path_of(n): s for n, s in connection.execute("SELECT name, stamp FROM sweeps")}
     return ([p for p, s in runs.items() if stored_runs.get(p) != s],
             [p for p in stored_runs if p not in runs],
             [n for n, s in sweeps.items() if stored_sweeps.get(n) != s],
@@ -568,13 +603,15 @@ class RunIndex:
     def _check_field(self, field: str) -> None:
         fields = self.fields()
         if field not in fields:
-            raise ConfigError("where", f"there is no field {field[:60]!r} to filter on",
+            raise ConfigError("where", f"there is no field {quoted(field)} to filter on",
                               "use a run setting (" + ", ".join(list(_FIELDS)[:6])
                               + ", ...), gpu, date, or a headline figure such as speedup")
 
     def _condition(self, spec: FieldFilter) -> tuple[str, list[Any]]:
         field = spec.field
         self._check_field(field)
+        spec = dataclasses.replace(spec, values=tuple(
+            clean_text(v) if isinstance(v, str) else v for v in spec.values))
         if field == DATE_FIELD:
             clauses, args = ["started_at IS NOT NULL"], []
             for bound, op in ((spec.low, ">="), (spec.high, "<=")):
@@ -589,7 +626,8 @@ class RunIndex:
             column = RUN_COLUMNS[field]
             clauses, args = [], []
             if spec.values:
-                wanted = [_truth(v) if field == "complete" else (None if v is None else str(v))
+                wanted = [_truth(v) if field == "complete" else (None if v is None else
+                                                                  clean_text(str(v)))
                           for v in spec.values]
                 clauses.append(f"({column} IN ({', '.join('?' * len(wanted))})"
                                + (f" OR {column} IS NULL)" if None in wanted else ")"))
@@ -601,26 +639,31 @@ class RunIndex:
             table, key, text, number = "run_headline", "key", "NULL", "value"
         clauses, args = [], []
         if spec.values:
+            # One IN list per column (an OR per value would nest past SQLite's expression depth).
+            texts: dict[str, None] = {}
+            numbers: dict[float, None] = {}
             either = []
             for value in spec.values:
                 if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-                    either.append(f"({number} IS NULL AND {text} IS NULL)")
+                    either[:1] = [f"({number} IS NULL AND {text} IS NULL)"]
                     continue
-                shown = _config_row("", field, value)[2]
+                as_text = _config_row("", field, value)[2]
                 numeric = _number(value) if not isinstance(value, str) else _parse_number(value)
-                if text != "NULL" and shown is not None:
-                    either.append(f"{text} = ?")
-                    args.append(shown)
+                if text != "NULL" and as_text is not None:
+                    texts[as_text] = None
                 if numeric is not None:
-                    either.append(f"{number} = ?")
-                    args.append(numeric)
+                    numbers[numeric] = None
+            for column, wanted in ((text, texts), (number, numbers)):
+                if wanted:
+                    either.append(f"{column} IN ({', '.join('?' * len(wanted))})")
+                    args += list(wanted)
             clauses.append("(" + (" OR ".join(either) or "0") + ")")
         for bound, op in ((spec.low, ">="), (spec.high, "<=")):
             if bound is not None:
                 numeric = _number(bound) if not isinstance(bound, str) else _parse_number(bound)
                 if numeric is None:
-                    raise ConfigError("where", f"{field}: {str(bound)[:40]!r} is not a number",
-                                      f"write a range as {field}=LOW..HIGH with numbers")
+                    raise ConfigError("where", f"{shown(field)}: {quoted(bound)} is not a number",
+                                      f"write a range as {shown(field)}=LOW..HIGH with numbers")
                 clauses.append(f"{number} {op} ?")
                 args.append(numeric)
         inner = " AND ".join(clauses) or "1"
@@ -632,6 +675,7 @@ class RunIndex:
         ``path`` absolute, ``folder`` relative, every config field; with ``headline`` every
         numeric headline key too). Unreadable runs are kept (``problem``) unless a filter on a
         setting or figure leaves them out."""
+        check_filters(filters)
         where, args = [], []
         if not sweep_points:
             where.append("sweep = ''")
@@ -645,11 +689,11 @@ class RunIndex:
         rows = [dict(zip(names, values)) for values in found]
         out = []
         for row in rows:
-            relative = row.pop("path")
+            relative = _path_of(row.pop("path"))
             row.pop("stamp")
             values = json.loads(row.pop("config_json"))
             figures = json.loads(row.pop("headline_json")) if headline else {}
-            item = {"name": row.pop("name"), "folder": relative,
+            item = {"name": row.pop("name"), "folder": clean_text(relative),
                     "path": str(self.folder / relative), **row}
             item["complete"] = bool(item["complete"])
             item["mtime"] = (item.pop("mtime_ns") or 0) / 1e9
@@ -665,23 +709,44 @@ class RunIndex:
         return out
 
     def sweeps(self) -> list[dict[str, Any]]:
-        """Every sweep folder: name, path, status, plan (a dict), points, measured, problem."""
+        """Every sweep folder: name (as shown: bytes that are not UTF-8 as U+FFFD), path,
+        status, plan (a dict; None when unreadable or too long to keep), points, measured,
+        problem."""
         names, found = self._query("SELECT * FROM sweeps ORDER BY name")
         out = []
         for values in found:
             item = dict(zip(names, values))
             item.pop("stamp")
-            item["path"] = str(self.folder / item["name"])
-            item["plan"] = json.loads(item["plan"]) if item["plan"] else None
+            name = _path_of(item["name"])
+            item["name"], item["path"] = clean_text(name), str(self.folder / name)
+            try:
+                item["plan"] = json.loads(item["plan"]) if item["plan"] else None
+            except (ValueError, RecursionError):  # an index written before plans were kept whole
+                item["plan"] = None
             out.append(item)
         return out
 
     def sweep_points(self, sweep: str) -> list[dict[str, Any]]:
-        """The rows of one sweep's points.csv, in order (``row``: every column as text)."""
+        """The rows of one sweep's points.csv, in order (``row``: every column as text);
+        ``sweep`` is the sweep folder's name."""
         return [{"index": idx, "status": status, "run": run, "row": json.loads(row)}
                 for idx, status, run, row in self._query(
                     "SELECT idx, status, run, row_json FROM sweep_points WHERE sweep = ? "
-                    "ORDER BY idx", (sweep,))[1]]
+                    "ORDER BY idx", (_key(sweep),))[1]]
+
+
+def check_filters(filters: Sequence[FieldFilter]) -> None:
+    """``ConfigError`` on ``where`` for more filters than ``MAX_FILTERS``, or a filter listing
+    more values than ``MAX_FILTER_VALUES``."""
+    if len(filters) > MAX_FILTERS:
+        raise ConfigError("where", f"{len(filters):,} filters were given (at most {MAX_FILTERS})",
+                          "combine values of one field in one filter: FIELD=V1,V2")
+    for spec in filters:
+        if len(spec.values) > MAX_FILTER_VALUES:
+            raise ConfigError("where", f"{quoted(spec.field)} lists "
+                                       f"{len(spec.values):,} values (at most "
+                                       f"{MAX_FILTER_VALUES:,})", f"give a range instead: "
+                                       f"{shown(spec.field)}=LOW..HIGH")
 
 
 def _parse_number(text: str) -> float | None:
@@ -713,7 +778,7 @@ def _day(value: Any) -> str:
     try:
         return date.fromisoformat(text[:10]).isoformat()
     except ValueError:
-        raise ConfigError("where", f"date: {text[:40]!r} is not a date",
+        raise ConfigError("where", f"date: {quoted(text)} is not a date",
                           "write dates as YYYY-MM-DD, a range as date=2026-11-30..2026-12-01") from None
 
 
@@ -866,10 +931,11 @@ def scan_one(folder: Path, relative: str) -> str:
 def parse_where(text: str) -> FieldFilter:
     """``field=value``, ``field=v1,v2`` (any of them), ``field=LOW..HIGH`` (either end may be
     left out), ``date=2026-11-30..2026-12-01``. ``ConfigError`` on ``where`` otherwise."""
-    field, sep, value = str(text).partition("=")
+    text = clean_text(str(text))  # bytes that are not UTF-8 match as U+FFFD, as stored
+    field, sep, value = text.partition("=")
     field = field.strip()
     if not sep or not field:
-        raise ConfigError("where", f"expected FIELD=VALUE, got {str(text)[:60]!r}",
+        raise ConfigError("where", f"expected FIELD=VALUE, got {quoted(text)}",
                           "for example --where batch=64,128 --where speedup=2.. --where gpu='NVIDIA H200'")
     value = value.strip()
     if ".." in value:
@@ -877,7 +943,9 @@ def parse_where(text: str) -> FieldFilter:
         return FieldFilter(field, low=low.strip() or None, high=high.strip() or None)
     if field in RUN_COLUMNS and field not in ("complete",):
         return FieldFilter(field, values=(value,))
-    return FieldFilter(field, values=tuple(v.strip() for v in value.split(",")))
+    values = tuple(dict.fromkeys(v.strip() for v in value.split(",")))
+    check_filters([FieldFilter(field, values=values)])
+    return FieldFilter(field, values=values)
 
 
 LISTING_COLUMNS = ("name", "started", "gpu", "workload", "preset", "dtype", "batch", "eager_ms",
@@ -887,7 +955,7 @@ LISTING_COLUMNS = ("name", "started", "gpu", "workload", "preset", "dtype", "bat
 def _cell(value: Any, digits: str = ".4f") -> str:
     if isinstance(value, float):
         return "n/a" if math.isnan(value) else format(value, digits)
-    return "" if value is None else str(value).translate({c: " " for c in range(32)})[:60]
+    return "" if value is None else clean_text(str(value).translate({c: " " for c in range(32)})[:60])
 
 
 def listing_rows(rows: Sequence[dict[str, Any]], fields: Sequence[str] = ()) -> list[list[str]]:
@@ -929,4 +997,4 @@ def format_listing(index: RunIndex, filters: Sequence[FieldFilter] = ()) -> str:
             lines.append(f"  {_cell(sweep['name'])}: {state}")
     lines += ["", f"Index: {index.folder / INDEX_FILE}" if index.persistent
               else f"Index kept in memory: {index.note or 'the runs folder does not exist'}"]
-    return "\n".join(lines)
+    return clean_text("\n".join(lines))  # a folder name that is not UTF-8 prints, as U+FFFD

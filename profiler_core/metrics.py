@@ -54,7 +54,11 @@ def build(modes: pd.DataFrame, stats: pd.DataFrame,
     def put(mode: str, metric: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             return
-        values.setdefault(mode, {}).setdefault(metric, float(value))
+        try:
+            number = float(value)
+        except OverflowError:  # an integer of hundreds of digits (an edited summary): not a figure
+            return
+        values.setdefault(mode, {}).setdefault(metric, number)
 
     for row in modes.to_dict("records"):
         for column, value in row.items():

@@ -28,7 +28,7 @@ import pandas as pd
 
 from profiler_core import attribution, metrics, outputs, schema
 from profiler_core.config import RunConfig
-from profiler_core.errors import ConfigError, RunFormatError, SaveError
+from profiler_core.errors import ConfigError, RunFormatError, SaveError, shown
 from profiler_core.index import record_run
 from profiler_core.outputs import (TOOL_NAME, NotOwned, Owned, is_version, make_parents,
                                    output_path, owned_folder, read_folder_json, remove_made,
@@ -247,11 +247,19 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _pandas_error(error: Exception) -> str:
+    """A pandas parse error's text on one line (its messages may end in a line break), shortened."""
+    return shown(" ".join(str(error).split()), 200)
+
+
 def _from_json_safe(value: Any) -> Any:
-    if value in ("nan", "inf", "-inf"):
-        return float(value)
+    """summary.json as read back: "nan"/"inf" strings as floats, every text (keys too) with
+    lone surrogates (``\\udcff`` escapes) as U+FFFD, which pyarrow and Streamlit refuse."""
+    if isinstance(value, str):
+        return float(value) if value in ("nan", "inf", "-inf") else schema.clean_text(value)
     if isinstance(value, dict):
-        return {k: _from_json_safe(v) for k, v in value.items()}
+        return {schema.clean_text(k) if isinstance(k, str) else k: _from_json_safe(v)
+                for k, v in value.items()}
     if isinstance(value, list):
         return [_from_json_safe(v) for v in value]
     return value
@@ -410,7 +418,7 @@ class RunResult:
             try:
                 frame = pd.read_csv(path)
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-                raise RunFormatError(f"{path} is not a readable CSV: {error}",
+                raise RunFormatError(f"{path} is not a readable CSV: {_pandas_error(error)}",
                                      "the file was damaged or edited; run again") from None
             if version == 1:
                 frame = _upgrade_v1_table(name, frame)
@@ -422,7 +430,8 @@ class RunResult:
             try:
                 tables[name] = coerce_table(name, frame)
             except (ValueError, TypeError, OverflowError) as error:
-                raise RunFormatError(f"{path} holds a non-numeric value (or one out of range): {error}",
+                raise RunFormatError(f"{path} holds a non-numeric value (or one out of range): "
+                                     f"{_pandas_error(error)}",
                                      "the file was damaged or edited; run again") from None
             _check_values(name, tables[name], path)
         headline, notes = summary["headline"], [str(n) for n in summary["notes"]]

@@ -7,6 +7,8 @@ An empty table keeps its columns.
 
 from __future__ import annotations
 
+import re
+
 SCHEMA_VERSION = 3
 # Older versions this tool still reads (``results.RunResult.load`` brings them up to date).
 # Version 1 timed every iteration from an idle device only (today's cold start). Version 2 had no
@@ -126,3 +128,13 @@ ERROR_KINDS = {
     "NoCudaError": 3, "CaptureError": 4, "GpuMemoryError": 5, "CudaFaultError": 6,
     "RunFormatError": 2, "SaveError": 7, "Interrupted": 130,
 }
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Text read from a run's files (or a folder's name) fit for SQLite, pyarrow, Streamlit and a
+    terminal: each lone surrogate (a byte of a folder name that is not UTF-8, as ``os.fsdecode``
+    gives it, or a ``\\udcff`` escape in a JSON string) becomes U+FFFD."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)

@@ -37,6 +37,7 @@ import math
 import os
 import re
 import socket
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -50,12 +51,14 @@ import pandas as pd
 from profiler_core import stats
 from profiler_core.config import (ALWAYS_MEASURED, DTYPES, INT_LIMITS, MODE_NAMES, RunConfig,
                                   changed_from_preset, is_user_spec)
-from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, RunFormatError
+from profiler_core.errors import (ConfigError, NoCudaError, ProfilerError, RunFormatError, quoted,
+                                  shown, shown_int)
 from profiler_core.fields import read_text, read_whole_number, spec
 from profiler_core.outputs import (TOOL_NAME, NotOwned, Owned, is_version, output_path,
                                    owned_folder, read_folder_json, replace_file, replace_folder,
                                    write_manifest)
 from profiler_core.results import RunResult, check_writable, is_tool_run, run_files
+from profiler_core.schema import clean_text
 
 # ----------------------------------------------------------------------------- the plan
 
@@ -109,31 +112,55 @@ def _refuse(name: str, message: str, hint: str = RANGE_EXAMPLE) -> ConfigError:
     return ConfigError("param", f"{name}: {message}", hint)
 
 
-def _int_value(name: str, text: str) -> int:
+def _limits(name: str) -> tuple[int, int]:
+    """The whole numbers a numeric parameter may take (``width`` sets the layer widths)."""
+    return INT_LIMITS.get(name, INT_LIMITS["hidden"])
+
+
+def _whole(name: str, text: str) -> int:
     try:
         return read_whole_number(text.strip())
     except ValueError:
-        raise _refuse(name, f"expected a whole number, got {text.strip()[:40]!r}") from None
+        raise _refuse(name, f"expected a whole number, got {quoted(text.strip())}") from None
+
+
+def _within(name: str, value: int) -> int:
+    """``value`` if the parameter may take it; checked before any arithmetic (a 400-digit bound
+    would overflow a float)."""
+    low, high = _limits(name)
+    if not low <= value <= high:
+        raise _refuse(name, f"{shown_int(value)} is outside {low:,} to {high:,}",
+                      f"keep every value from {low:,} to {high:,}")
+    return value
+
+
+def _int_value(name: str, text: str) -> int:
+    """A whole number of the value grammar, within the parameter's own limits."""
+    return _within(name, _whole(name, text))
 
 
 def _range_values(name: str, text: str) -> list[int]:
     parts = text.split(":")
     if len(parts) not in (2, 3):
-        raise _refuse(name, f"a range is start:stop or start:stop:step; got {text[:40]!r}")
-    start, stop = _int_value(name, parts[0]), _int_value(name, parts[1])
+        raise _refuse(name, f"a range is start:stop or start:stop:step; got {quoted(text)}")
+    start, stop = _whole(name, parts[0]), _whole(name, parts[1])
     step = parts[2].strip().lower() if len(parts) == 3 else "+1"
     if start < 1 or stop < start:
-        raise _refuse(name, f"a range must run upwards from 1 or more; got {start:,} to {stop:,}")
+        raise _refuse(name, f"a range must run upwards from 1 or more; got {shown_int(start)} "
+                            f"to {shown_int(stop)}")
+    _within(name, start), _within(name, stop)
     if step[:1] in ("x", "*"):
         try:
             factor = float(step[1:])
         except ValueError:
-            raise _refuse(name, f"the step {step!r} must be x followed by a number, e.g. x2") from None
+            raise _refuse(name, f"the step {quoted(step)} must be x followed by a number, "
+                                "e.g. x2") from None
         if not math.isfinite(factor) or factor <= 1.0:
-            raise _refuse(name, f"a multiplying step must be above 1; got {step!r}")
+            raise _refuse(name, f"a multiplying step must be above 1 (and finite); got "
+                                f"{quoted(step)}")
         count = math.floor(math.log(stop / start) / math.log(factor) + 1e-9) + 1
         if count > MAX_POINTS:
-            raise _refuse(name, f"{text} gives {count:,} values (at most {MAX_POINTS:,})",
+            raise _refuse(name, f"{shown(text)} gives {count:,} values (at most {MAX_POINTS:,})",
                           "use a larger step or a narrower range")
         values, value = [], float(start)
         while round(value) <= stop:
@@ -142,12 +169,16 @@ def _range_values(name: str, text: str) -> list[int]:
             value *= factor
         return values
     step_text = step[1:] if step[:1] == "+" else step
-    increment = _int_value(name, step_text)
-    if increment < 1:
-        raise _refuse(name, f"an adding step must be 1 or more; got {step!r}")
+    try:
+        increment = read_whole_number(step_text.strip())
+    except ValueError:
+        raise _refuse(name, f"the step {quoted(step)} must be a whole number, e.g. +64") from None
+    if not 1 <= increment <= _limits(name)[1]:
+        raise _refuse(name, f"an adding step must be from 1 to {_limits(name)[1]:,}; got "
+                            f"{quoted(step)}")
     count = (stop - start) // increment + 1
     if count > MAX_POINTS:
-        raise _refuse(name, f"{text} gives {count:,} values (at most {MAX_POINTS:,})",
+        raise _refuse(name, f"{shown(text)} gives {count:,} values (at most {MAX_POINTS:,})",
                       "use a larger step (or x2 for log steps) or a narrower range")
     return list(range(start, stop + 1, increment))
 
@@ -218,12 +249,12 @@ class SweepAxis:
         if len(set(self.values)) != len(self.values):
             raise _refuse(self.name, "a value is given twice", "name each value once")
         if self.numeric:
-            low, high = INT_LIMITS.get(self.name, INT_LIMITS["hidden"])
+            low, high = _limits(self.name)
             for value in self.values:
                 if isinstance(value, bool) or not isinstance(value, int):
-                    raise _refuse(self.name, f"expected whole numbers, got {value!r}")
+                    raise _refuse(self.name, f"expected whole numbers, got {quoted(value)}")
                 if not low <= value <= high:
-                    raise _refuse(self.name, f"{value:,} is outside {low:,} to {high:,}",
+                    raise _refuse(self.name, f"{shown_int(value)} is outside {low:,} to {high:,}",
                                   f"keep every value from {low:,} to {high:,}")
 
     @property
@@ -522,7 +553,7 @@ def _number(value: Any) -> float:
         return math.nan
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer of 400 digits
         return math.nan
     return number
 
@@ -668,6 +699,19 @@ def _process_start(pid: int) -> str | None:
         return None
 
 
+MAX_PID = 2**22  # Linux's largest process id (PID_MAX_LIMIT)
+
+
+def _runner_pid(runner: Any) -> int | None:
+    """The process id that sweep.json's runner record names: a whole number from 1 to MAX_PID
+    (not a boolean, not Infinity, not a list), else None: an edited or damaged record names no
+    process."""
+    pid = runner.get("pid") if isinstance(runner, dict) else None
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid <= MAX_PID:
+        return None
+    return pid
+
+
 def _runner_record() -> dict[str, Any]:
     return {"pid": os.getpid(), "host": socket.gethostname(), "start": _process_start(os.getpid())}
 
@@ -677,11 +721,12 @@ def _claim(target: Path, info: Mapping[str, Any] | None) -> str:
     this host named in its sweep.json); otherwise mark it as this process's until released."""
     shown = repr(str(target))
     runner = (info or {}).get("runner")
-    if (info or {}).get("status") == "running" and isinstance(runner, dict) and \
-            runner.get("host") == socket.gethostname() and runner.get("pid") != os.getpid():
-        start = _process_start(runner.get("pid") or 0)
+    pid = _runner_pid(runner)
+    if (info or {}).get("status") == "running" and pid is not None and \
+            runner.get("host") == socket.gethostname() and pid != os.getpid():
+        start = _process_start(pid)
         if start is not None and start == runner.get("start"):
-            raise ConfigError("out", f"{shown} is being measured by process {runner['pid']}",
+            raise ConfigError("out", f"{shown} is being measured by process {pid}",
                               "stop that sweep first (Ctrl-C there), or wait for it to end")
     key = str(target.resolve())
     with _ACTIVE_GUARD:
@@ -701,11 +746,11 @@ def measured_now(directory: str | os.PathLike) -> bool:
             return True
     info = _read_sweep_json(target) or {}
     runner = info.get("runner")
-    if info.get("status") != "running" or not isinstance(runner, dict) or \
-            runner.get("host") != socket.gethostname():
+    pid = _runner_pid(runner)
+    if info.get("status") != "running" or pid is None or runner.get("host") != socket.gethostname():
         return False
-    start = _process_start(runner.get("pid") or 0)
-    return start is not None and start == runner.get("start") and runner.get("pid") != os.getpid()
+    start = _process_start(pid)
+    return start is not None and start == runner.get("start") and pid != os.getpid()
 
 
 def _release(key: str) -> None:
@@ -794,9 +839,13 @@ class SweepRunner:
         plan = SweepPlan.from_dict(info.get("plan") or {})
         if threshold is not None:
             plan = replace(plan, threshold=threshold)
+        _check_resumable(target)
         claim = _claim(target, info)
         try:
             return cls._resumed(target, plan, info, claim=claim, **options)
+        except OSError as error:  # written to while resuming: a disk that filled or went away
+            _release(claim)
+            raise _unwritable(target, error) from None
         except BaseException:
             _release(claim)
             raise
@@ -981,6 +1030,24 @@ class SweepRunner:
         self._folder.point_modes = pd.concat(frames, ignore_index=True) if frames else kept
 
 
+def _check_resumable(target: Path) -> None:
+    """Refuse (``ConfigError`` on ``out``) to resume a sweep whose folder cannot be written (a
+    read-only mount): resuming rewrites points.csv and sweep.json there. A file is made and
+    removed to find out."""
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".resume-check.", dir=target)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise _unwritable(target, error) from None
+
+
+def _unwritable(target: Path, error: OSError) -> ConfigError:
+    return ConfigError("out", f"cannot resume the sweep in {quoted(str(target))}: the folder "
+                              f"cannot be written ({error.strerror or type(error).__name__})",
+                       "copy the sweep folder to a writable disk and resume it there")
+
+
 def _set_row(points: pd.DataFrame, index: int, *, state: str, figures: dict | None,
              error: Mapping[str, Any] | None) -> None:
     points.at[index, "status"] = state
@@ -1139,7 +1206,7 @@ def _read_csv(path: Path, columns: Sequence[str], text_columns: Iterable[str],
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise RunFormatError(f"{path} is not a readable CSV: {type(error).__name__}",
+        raise RunFormatError(f"{path} is not a readable CSV: {_one_line(error, 200)}",
                              "the file was damaged or edited; resume the sweep") from None
     for column in optional:  # a figure an older sweep did not record: not measured
         if column not in frame.columns:
@@ -1174,8 +1241,17 @@ def _read_points(folder: Path, plan: SweepPlan) -> pd.DataFrame:
                              "the file was damaged or edited")
     frame["index"] = frame["index"].astype(int)
     for axis in plan.axes:
-        if axis.numeric:
-            frame[axis.name] = frame[axis.name].astype(int)
+        if not axis.numeric:
+            continue
+        planned = [dict(point.values)[axis.name] for point in plan.points()]
+        wrong = frame[axis.name].to_numpy(dtype=float) != np.asarray(planned, dtype=float)
+        if wrong.any():  # blank, nan, inf or another number: not the point the plan measures
+            at = int(np.flatnonzero(wrong)[0])
+            raise RunFormatError(
+                f"{folder / POINTS_FILE}: point {at} has {axis.name} "
+                f"{shown(float(frame[axis.name].iloc[at]))}, not the plan's {planned[at]:,}",
+                "the file was damaged or edited; resume the sweep to rebuild it")
+        frame[axis.name] = planned
     return frame
 
 
@@ -1217,16 +1293,24 @@ def list_sweeps(runs_folder: str | os.PathLike) -> pd.DataFrame:
         info = _read_sweep_json(child)
         if info is None:
             continue
-        row = {"name": child.name, "path": str(child), "status": str(info.get("status", "")),
-               "axes": "", "points": 0, "done": 0, "failed": 0,
-               "updated": str(info.get("updated_at", ""))[:19], "problem": ""}
+        row = {"name": clean_text(child.name), "path": clean_text(str(child)),
+               "status": clean_text(str(info.get("status", ""))), "axes": "", "points": 0,
+               "done": 0, "failed": 0, "updated": clean_text(str(info.get("updated_at", ""))[:19]),
+               "problem": ""}
+        if row["path"] != str(child):  # pandas' text columns and Streamlit take only UTF-8
+            row["problem"] = ("the folder name is not valid UTF-8 (shown with U+FFFD); rename "
+                              "the folder to open it")
+            rows.append(row)
+            continue
         try:
             data = load_sweep(child)
             row.update(axes=" x ".join(data.plan.axis_names), points=len(data.points),
                        done=int((data.points["status"] == "done").sum()),
                        failed=int((data.points["status"] == "failed").sum()), status=data.status)
         except ProfilerError as exc:
-            row["problem"] = _one_line(str(exc), 200)
+            row["problem"] = _one_line(clean_text(str(exc)), 200)
+        except Exception as exc:  # noqa: BLE001 - a damaged sweep is listed, never a crash
+            row["problem"] = _one_line(clean_text(f"{type(exc).__name__}: {exc}"), 200)
         rows.append(row)
     frame = pd.DataFrame(rows, columns=SWEEP_LIST_COLUMNS)
     return frame.sort_values("updated", ascending=False, kind="stable").reset_index(drop=True)

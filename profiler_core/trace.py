@@ -70,7 +70,8 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.csvsafe import csv_bytes
-from profiler_core.errors import RunFormatError
+from profiler_core.errors import RunFormatError, shown
+from profiler_core.errors import printable as _printable
 from profiler_core.outputs import replace_file
 from profiler_core.schema import (
     BREAKDOWN_COLUMNS,
@@ -151,7 +152,6 @@ MAX_TRACE_MB_ENV = "PROFILER_CORE_MAX_TRACE_MB"  # overrides MAX_TRACE_MB
 READ_CHUNK_BYTES = 1 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_TIME_US = 1e18  # |ts| and dur beyond this (31,700 years) are refused: sums stay finite
-ECHO_MAX_CHARS = 80  # characters of input text quoted in an error message
 TRACE_HINT = "pass the file written by torch.profiler's prof.export_chrome_trace(path)"
 EVENT_HINT = "the file is not a torch.profiler Chrome trace, or it was edited by hand"
 REPORT_TOP_KERNELS = 10
@@ -226,32 +226,6 @@ def max_trace_bytes() -> int:
                              f"unset it for the default of {MAX_TRACE_MB} MiB, or set it to a "
                              "number such as 2048")
     return max(1, int(megabytes * 2**20))
-
-
-def shown(value: object, limit: int = ECHO_MAX_CHARS) -> str:
-    """Text from input fit to quote in a one-line message: at most ``limit`` characters (then
-    "..."), unprintable characters escaped (a line break shows as ``\\n``). A list or object
-    is named, not printed."""
-    if isinstance(value, (str, Path)):
-        text = str(value)
-    elif isinstance(value, list):
-        text = "a JSON list"
-    elif isinstance(value, dict):
-        text = "a JSON object"
-    else:
-        try:
-            text = repr(value)
-        except ValueError:  # an integer over Python's digit limit
-            text = "a number too long to print"
-    return _printable(text[:limit]) + ("..." if len(text) > limit else "")
-
-
-def _printable(text: str) -> str:
-    """``text`` with every unprintable character (control, line or paragraph separator, lone
-    surrogate) written as its escape, e.g. ``\\n`` or ``\\x1b``."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _read_regular_file(path: Path, limit: int) -> bytes:

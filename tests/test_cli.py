@@ -207,3 +207,29 @@ def test_the_summary_shows_the_graphs_block_of_the_breakdown(tmp_path):
                        "window")[1].splitlines()
     assert every[1].split() == ["component", "eager", "compile", "graph"]
     assert every[4].split() == ["total_span", "1200.0", "987.5", "250.0"]
+
+
+LONG = "m" * 5000
+BIG = "1" + "0" * 400
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "--out", "x", "--batch", BIG], "--batch: batch must be a whole number from 1 to "
+                                            "1,048,576; got 10,000,000,000,"),
+    (["run", "--out", "x", "--batch", "9" * 5000], "argument --batch: expected a whole number"),
+    (["run", "--out", "x", "--workload", LONG + ":step"], "is longer than 256 characters"),
+    (["run", "--out", "x", "--workload", LONG], "or package.module:function, got 'mmm"),
+    (["run", "--out", "x", "--dtype", LONG], "(choose from 'fp32', 'tf32', 'bf16', 'fp16')"),
+    (["run", "--out", "x", "--device", LONG], "argument --device: expected 'cpu'"),
+    (["run", "--out", "x", "--modes", LONG], "argument --modes: expected modes among"),
+    (["run", "--out", "x", LONG], "unrecognized arguments: mmm"),
+    (["run", "--out", "x", "--" + LONG], "unrecognized arguments: --mmm"),
+    ([LONG], "argument command: invalid choice: 'mmm"),
+    (["sweep", "--out", "x", "--param", "batch=1", "--threshold", LONG], "expected a number"),
+])
+def test_an_error_echoes_a_long_value_shortened(argv, words, capsys):
+    """A 400-digit number or a 5,000-character name is quoted shortened, never whole."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and words in err, err[:300]
+    assert len(err) < 400 and "..." in err and "...." not in err, err[:300]

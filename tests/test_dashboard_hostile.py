@@ -527,3 +527,89 @@ def test_a_bomb_uploaded_in_the_page_is_refused_in_one_line(good_members, tmp_pa
     assert "\n" not in error
     session = at.session_state[state.UPLOADS]
     assert session.paths() == [] and [p for p in session.dir.rglob("*") if p.is_file()] == []
+
+
+# ----------------------------------------------------------------------------- wrong types and names (issue 18)
+
+
+WRONG_VALUES = [{"a": 1}, [1, 2], "fast", True, 10**400]  # objects, lists, text, true, 401 digits
+
+
+def _edit_summary(path: Path, edit) -> None:
+    summary = json.loads((path / "summary.json").read_text())
+    edit(summary)
+    (path / "summary.json").write_text(json.dumps(summary))
+
+
+def _wrong_headline(path: Path, every: object | None = None) -> None:
+    """Every headline value of the wrong type: ``every`` one, or the WRONG_VALUES in turn (the
+    keys the views read first get an object, a list, a 400-digit number and text)."""
+    def edit(summary):
+        head = summary["headline"]
+        first = {"timing_method": {"a": 1}, "speedup": [1, 2], "eager_median_ms": 10**400,
+                 "graph_median_ms": "fast", "counters_match": "yes"}
+        for i, key in enumerate(head):
+            head[key] = every if every is not None else first.get(
+                key, WRONG_VALUES[i % len(WRONG_VALUES)])
+
+    _edit_summary(path, edit)
+
+
+def _duplicate_stats_rows(path: Path) -> None:
+    """Each (mode, method) of stats.csv twice, the second time with other numbers."""
+    stats = pd.read_csv(path / "stats.csv")
+    again = stats.assign(median_ms=stats["median_ms"] * 9, count=stats["count"] + 1)
+    pd.concat([stats, again]).to_csv(path / "stats.csv", index=False)
+
+
+@pytest.mark.parametrize("every", [None, {"a": 1}, 10**400], ids=["mixed", "objects", "400-digits"])
+def test_headline_values_of_the_wrong_type_are_not_measured_on_every_view(tmp_path, every):
+    runs = tmp_path / "runs"
+    wrong = write_synthetic_run(runs / "wrong", started_at="2026-11-30T10:00:00")
+    _wrong_headline(wrong, every)
+    _duplicate_stats_rows(wrong)
+    write_synthetic_run(runs / "plain", started_at="2026-11-29T10:00:00")  # Runs compares both
+    at = _app(runs)
+    at.session_state[state.OPEN_RUN] = str(wrong.resolve())
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        if page == "views/overview.py":
+            shown = {metric.label: metric.value for metric in at.metric}
+            assert shown["Speedup"] == "n/a" and shown["Eager median per step"] == "n/a"
+            captions = " ".join(c.value for c in at.caption)
+            assert "counter lesson" not in captions  # "yes" says nothing about the counters
+    opened = rundata.open_run(wrong, "folder")
+    assert not {"timing_method", "speedup", "eager_median_ms"} & set(opened.headline)
+    stats = opened.table("stats")
+    assert not stats.duplicated(["mode", "method"]).any()
+    first = pd.read_csv(wrong / "stats.csv").drop_duplicates(["mode", "method"])
+    assert stats["median_ms"].tolist() == first["median_ms"].tolist()  # the first row of each
+
+
+def test_a_folder_name_that_is_not_utf8_and_lone_surrogates_open_every_view(tmp_path):
+    runs = tmp_path / "runs"
+    odd = write_synthetic_run(runs / "odd", started_at="2026-11-30T10:00:00")
+
+    def surrogates(summary):
+        summary["environment"].update(gpu_name="GPU \udcff", torch_version="\ud800")
+        summary["headline"]["odd_\udcff_ms"] = 1.0
+        summary["notes"] = ["a note \udcff"]
+
+    _edit_summary(odd, surrogates)
+    write_synthetic_run(runs / os.fsdecode(b"run-\xff"), started_at="2026-11-29T10:00:00")
+    at = _app(runs)
+    assert not at.exception, [e.value for e in at.exception]
+    labels = at.sidebar.selectbox[0].options
+    assert any(label.startswith("run-\ufffd") and label.endswith("unreadable") for label in labels)
+    at.session_state[state.OPEN_RUN] = str(odd.resolve())
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+    overview = at.switch_page("views/overview.py").run()
+    assert "GPU \ufffd" in " ".join(c.value for c in overview.caption)
+    at.session_state[state.OPEN_RUN] = str(runs / "run-\ufffd")  # the listed (unreadable) run
+    at.switch_page("views/overview.py").run()
+    assert not at.exception and at.error  # said in one line, never a crash
+    table = rundata.list_runs(runs).set_index("name")
+    assert table.loc["run-\ufffd", "problem"] == rundata.NOT_UTF8_PROBLEM

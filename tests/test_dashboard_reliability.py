@@ -1050,3 +1050,19 @@ def test_the_real_worker_argv_is_a_list_of_validated_values(tmp_path):
     argv = worker.worker_argv(PRESETS["seed"].replace(device="cpu"), nasty, python="python")
     assert isinstance(argv, list) and argv[argv.index("--out") + 1] == str(nasty)
     assert argv.count(str(nasty)) == 1 and argv[:4] == ["python", "-m", "profiler_core", "run"]
+
+
+@pytest.mark.parametrize("table", list(TABLE_FILES))
+def test_a_table_pandas_cannot_parse_is_refused_in_one_line_saying_it_once(tmp_path, table):
+    """pandas' tokenizer message ends in a line break; the refusal is one line, said once."""
+    run = write_synthetic_run(tmp_path / "runs" / "synthetic-seed")
+    path = run / TABLE_FILES[table][0]
+    header = path.read_text().splitlines()[0]
+    width = header.count(",") + 1
+    path.write_text(f"{header}\n{','.join('1' * width)}\n{','.join('1' * (width + 3))}\n")
+    for opening in (lambda: RunResult.load(run), lambda: rundata.open_run(run, "folder")):
+        with pytest.raises(RunFormatError) as info:
+            opening()
+        text = str(info.value)
+        assert text.count("\n") == 0 and text.count("Expected") == 1, text
+        assert f"{path} is not a readable CSV: Error tokenizing data." in text, text

@@ -622,3 +622,125 @@ def test_the_dashboard_shows_a_first_index_build_as_a_progress_bar(tmp_path, mon
     shown.clear()
     state._build_index_with_progress(folder)  # up to date: nothing to show
     assert shown == []
+
+
+# ----------------------------------------------------------------------------- hostile names and values (issue 18)
+
+
+NOT_UTF8 = os.fsdecode(b"run-\xff")  # a folder name whose byte 0xff is not UTF-8
+
+
+def _summary_edit(run: Path, edit) -> None:
+    summary = json.loads((run / "summary.json").read_text())
+    edit(summary)
+    (run / "summary.json").write_text(json.dumps(summary))  # lone surrogates as \ud... escapes
+
+
+def _one_error_line(capsys, start: str) -> str:
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: " + start), captured.err
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    return captured.err
+
+
+def test_a_folder_name_that_is_not_utf8_is_indexed_listed_and_kept(runs, capsys):
+    from dashboard import rundata
+
+    shutil.copytree(runs / "run-0", runs / NOT_UTF8)
+    sweep = _sweep(runs)
+    shutil.copytree(runs / "run-1", sweep / os.fsdecode(b"point-\xfe"))
+    sweep.rename(runs / os.fsdecode(b"sweep-\xfd"))
+    read = []
+    with index.open_index(runs, progress=lambda done, total: read.append(done)) as ix:
+        rows = {row["folder"]: row for row in ix.runs()}
+        assert rows["run-\ufffd"]["path"] == str(runs / NOT_UTF8)  # the real folder, to open
+        assert rows["run-\ufffd"]["complete"] and rows["run-\ufffd"]["problem"] == ""
+        assert "sweep-\ufffd/point-\ufffd" in rows and len(rows) == 7
+        (swept,) = ix.sweeps()
+        assert swept["name"] == "sweep-\ufffd" and swept["path"] == str(runs / os.fsdecode(b"sweep-\xfd"))
+        assert [p["index"] for p in ix.sweep_points(os.fsdecode(b"sweep-\xfd"))] == [0, 1, 2]
+        assert _names(ix.runs([index.parse_where("name=" + NOT_UTF8)])) == ["run-\ufffd"]
+    assert read  # built once ...
+    read.clear()
+    with index.open_index(runs, progress=lambda done, total: read.append(done)) as ix:
+        assert len(ix.runs()) == 7
+    assert read == []  # ... and found up to date: the stored names are the folders' names
+    assert main(["index", "--runs", str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert "7 of 7 run(s) match" in out and "run-\ufffd " in out and "sweep-\ufffd: stopped" in out
+    listed = rundata.list_runs(runs).set_index("name")
+    assert listed.loc["run-\ufffd", "problem"] == rundata.NOT_UTF8_PROBLEM
+    assert listed.loc["run-\ufffd", "path"] == str(runs / "run-\ufffd")  # text pandas can hold
+    shutil.rmtree(runs / NOT_UTF8)
+    with index.open_index(runs) as ix:
+        assert "run-\ufffd" not in _names(ix.runs())
+
+
+def test_lone_surrogates_in_json_strings_are_indexed_as_replacement_characters(runs, capsys):
+    def edit(summary):
+        summary["environment"].update(gpu_name="GPU \udcff", torch_version="\ud800")
+        summary["headline"]["odd_\udcff_ms"] = 1.5
+
+    _summary_edit(runs / "run-0", edit)
+    sweep = _sweep(runs)
+    info = json.loads((sweep / "sweep.json").read_text())
+    (sweep / "sweep.json").write_text(json.dumps(dict(info, status="\udcff")))
+    with index.open_index(runs) as ix:
+        row = next(r for r in ix.runs(headline=True) if r["folder"] == "run-0")
+        assert (row["gpu_name"], row["torch_version"]) == ("GPU \ufffd", "\ufffd")
+        assert row["odd_\ufffd_ms"] == 1.5 and "odd_\ufffd_ms" in ix.fields()
+        assert ix.sweeps()[0]["status"] == "\ufffd"
+        assert _names(ix.runs([index.parse_where("gpu=GPU \udcff")])) == ["run-0"]
+    assert main(["index", "--runs", str(runs), "--where", "odd_\udcff_ms=1..2"]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 5 run(s) match" in out and "GPU \ufffd" in out
+
+
+def test_a_points_index_beyond_sqlite_and_a_plan_too_long_to_keep_are_indexed(runs):
+    sweep = _sweep(runs)
+    (sweep / "points.csv").write_text(
+        f"index,replays,status,run\n{2**63},100,done,point-000\n{'9' * 5000},200,done,point-001\n"
+        "\u00b2,300,planned,\n7,400,planned,\n")
+    info = json.loads((sweep / "sweep.json").read_text())
+    info["plan"] = {"parameters": {"replays": list(range(30_000))}}  # over 100,000 characters
+    (sweep / "sweep.json").write_text(json.dumps(info))
+    with index.open_index(runs) as ix:
+        (swept,) = ix.sweeps()
+        assert swept["problem"] == "" and swept["plan"] is None and swept["points"] == 4
+        assert [p["index"] for p in ix.sweep_points("batch-sweep")] == [0, 1, 2, 7]
+    # an index written before long plans were left out held one cut at 100,000 characters
+    with sqlite3.connect(runs / index.INDEX_FILE) as connection:
+        connection.execute("UPDATE sweeps SET plan = ?", ('{"parameters": {"replays": [1, 2',))
+    with index.open_index(runs) as ix:
+        assert ix.sweeps()[0]["plan"] is None
+
+
+def test_where_takes_many_values_refuses_too_many_and_matches_undecodable_text(runs, capsys):
+    many = ",".join(str(n) for n in range(700)) + ",640"
+    assert main(["index", "--runs", str(runs), "--where", f"batch={many}"]) == 0
+    assert "3 of 3 run(s) match" in capsys.readouterr().out
+    others = ",".join(str(n) for n in range(700) if n not in (100, 300))
+    assert main(["index", "--runs", str(runs), "--where", "replays=" + others]) == 0
+    assert "1 of 3 run(s) match" in capsys.readouterr().out  # replays 200 only
+    assert main(["index", "--runs", str(runs), "--where",
+                 "batch=" + ",".join(str(n) for n in range(index.MAX_FILTER_VALUES + 1))]) == 2
+    _one_error_line(capsys, "--where: 'batch' lists 1,001 values (at most 1,000)")
+    assert main(["index", "--runs", str(runs),
+                 *[f"--where=batch={n}" for n in range(index.MAX_FILTERS + 1)]]) == 2
+    _one_error_line(capsys, "--where: 33 filters were given (at most 32)")
+    with index.open_index(runs) as ix:
+        with pytest.raises(ConfigError, match="lists 1,001 values"):
+            ix.runs([index.FieldFilter("speedup", values=tuple(range(1001)))])
+    for where in ("dtype=\udcff", "gpu=\udcff", "date=\udcff", "name=\udcff,x"):
+        code = main(["index", "--runs", str(runs), "--where", where])
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err and "surrogates" not in captured.err
+        assert code == 0 and "0 of 3 run(s) match" in captured.out or code == 2 and \
+            captured.err.count("\n") == 1, (where, captured)
+    assert main(["index", "--runs", str(runs), "--where", "\udcff=1"]) == 2
+    _one_error_line(capsys, "--where: there is no field '\ufffd'")
+    for sql in ("fp32' OR '1'='1", "fp32\" OR 1=1 --", "x'); DROP TABLE runs; --"):
+        assert main(["index", "--runs", str(runs), "--where", f"dtype={sql}"]) == 0
+        assert "0 of 3 run(s) match" in capsys.readouterr().out  # values, never SQL
+    assert main(["index", "--runs", str(runs)]) == 0
+    assert "3 of 3 run(s) match" in capsys.readouterr().out

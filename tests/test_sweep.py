@@ -167,7 +167,8 @@ def test_plan_round_trips_through_json():
     (["seq_len=64,128"], {}, ["seq_len changes nothing", "--preset transformer"]),
     (["batch=0:8:x2"], {}, ["batch: a range must run upwards"]),
     (["batch=1:8:x1"], {}, ["multiplying step must be above 1"]),
-    (["batch=1:100000000"], {}, ["100,000,000 values", "larger step"]),
+    (["batch=1:1000000"], {}, ["1,000,000 values", "larger step"]),
+    (["batch=1:100000000"], {}, ["100,000,000 is outside 1 to 1,048,576"]),
     (["dtype=fp32,fp8"], {}, ["unknown precision 'fp8'"]),
     (["modes=graph,turbo"], {}, ["unknown mode 'turbo'"]),
     (["batch=1,2", "batch=4"], {}, ["batch is swept twice"]),
@@ -776,3 +777,154 @@ def test_a_points_modes_are_read_as_the_modes_option_reads_them():
         sweep._modes_value("modes", "+turbo")
     assert "unknown mode 'turbo'" in str(refused.value)
     assert sweep._int_value("batch", " 1_024 ") == 1024
+
+
+# ----------------------------------------------------------------------------- hostile values (issue 18)
+
+BIG = "1" + "0" * 400  # a 401-digit whole number
+
+
+@pytest.mark.parametrize("values, words", [
+    (f"1:{BIG}:x2", "batch: 10,000,000,000,000"),
+    (f"{BIG}:1{'0' * 401}:x2", "is outside 1 to 1,048,576"),
+    (f"{BIG}:1:x2", "a range must run upwards from 1 or more; got 10,000,000"),
+    (f"1,{BIG}", "is outside 1 to 1,048,576"),
+    (f"1:8:+{BIG}", "an adding step must be from 1 to 1,048,576; got '+10000"),
+    (f"1:8:x{BIG}", "a multiplying step must be above 1 (and finite)"),
+    (f"1:{'9' * 5000}", "expected a whole number, got '99999"),
+    (f"1:{'9' * 5000}:x2", "expected a whole number"),
+])
+def test_values_beyond_a_fields_limits_are_refused_before_any_arithmetic(tmp_path, capsys, values,
+                                                                        words):
+    assert main(["sweep", "--out", str(tmp_path / "s"), "--device", "cpu",
+                 "--param", f"batch={values}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --param: batch: ") and words in err, err
+    assert len(err) < 400 and "..." in err  # the value is echoed shortened, never whole
+    assert not (tmp_path / "s").exists()
+
+
+def _stopped_sweep(folder: Path, values: str = "8,16,32") -> Path:
+    """A sweep of TINY CPU points stopped after its first point (fake launcher)."""
+    runner = None
+
+    def stop_after_one(progress):
+        if progress.points_finished == 1:
+            runner.stop()
+
+    runner = SweepRunner.create(small_plan(values), folder, launcher=FakeLauncher(),
+                                on_progress=stop_after_one)
+    assert runner.run().status == "stopped"
+    return folder
+
+
+@pytest.mark.parametrize("pid", [math.inf, [1], True, -5, 0, 2**40, "12", None, 1e3])
+def test_a_runner_pid_that_names_no_process_is_no_obstacle_to_resuming(tmp_path, pid):
+    folder = _stopped_sweep(tmp_path / "s")
+    info = json.loads((folder / "sweep.json").read_text())
+    info.update(status="running", runner=dict(info["runner"], pid=pid))
+    (folder / "sweep.json").write_text(json.dumps(info))  # inf is written as Infinity
+    assert not sweep.measured_now(folder)
+    launcher = FakeLauncher()
+    assert SweepRunner.resume(folder, launcher=launcher).run().status == "done"
+    assert [batch for batch, _, _ in launcher.started] == [16, 32]
+
+
+@pytest.mark.parametrize("cell", ["", "nan", "inf", "-inf", "1e400", "9" * 30, "7"])
+def test_an_axis_value_in_points_csv_that_is_not_the_plans_is_a_damaged_table(tmp_path, cell):
+    folder = _stopped_sweep(tmp_path / "s")
+    points = pd.read_csv(folder / "points.csv", dtype=str, keep_default_na=False)
+    points.loc[1, "batch"] = cell
+    points.to_csv(folder / "points.csv", index=False)
+    with pytest.raises(RunFormatError, match=r"points\.csv: point 1 has batch .*not the plan's 16"):
+        sweep.load_sweep(folder)
+    (listed,) = sweep.list_sweeps(tmp_path).itertuples(index=False)
+    assert "point 1 has batch" in listed.problem
+    launcher = FakeLauncher()
+    outcome = SweepRunner.resume(folder, launcher=launcher).run()  # rebuilt from the folders
+    assert outcome.status == "done" and [batch for batch, _, _ in launcher.started] == [16, 32]
+    assert list(sweep.load_sweep(folder).points["batch"]) == [8, 16, 32]
+
+
+def test_a_schema_2_point_whose_headline_holds_a_400_digit_integer_counts_as_measured(tmp_path):
+    folder = _stopped_sweep(tmp_path / "s")
+    point = folder / "point-000"
+    summary = json.loads((point / "summary.json").read_text())
+    summary["schema_version"] = 2
+    summary["headline"].update(graph_pool_bytes=int(BIG), capture_ms=-int(BIG),
+                               compile_warmup_ms=int(BIG))
+    (point / "summary.json").write_text(json.dumps(summary))
+    (point / "metrics.csv").unlink()  # schema 2 had none: derived from the headline on loading
+    metrics = RunResult.load(point).table("metrics")
+    assert "pool_bytes" not in set(metrics["metric"]) and metrics["value"].notna().any()
+    launcher = FakeLauncher()
+    outcome = SweepRunner.resume(folder, launcher=launcher).run()
+    assert outcome.status == "done" and [batch for batch, _, _ in launcher.started] == [16, 32]
+    first = outcome.points.iloc[0]
+    assert first["status"] == "done" and math.isnan(first["capture_ms"])
+    assert first["speedup"] > 1
+
+
+def test_resuming_a_sweep_on_a_read_only_disk_is_refused_in_one_line(tmp_path, capsys,
+                                                                      monkeypatch):
+    import errno
+    import tempfile
+
+    folder = _stopped_sweep(tmp_path / "s")
+    before = {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(sweep, "_default_launcher", lambda pending: FakeLauncher())
+    with monkeypatch.context() as patched:
+        patched.setattr(tempfile, "mkstemp", read_only)
+        patched.setattr(tempfile, "mkdtemp", read_only)
+        assert main(["sweep", "--out", str(folder), "--resume", "--progress", "none"]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"error: --out: cannot resume the sweep in '{folder}': the folder cannot "
+                       "be written (Read-only file system) (copy the sweep folder to a writable "
+                       "disk and resume it there)\n")
+        with pytest.raises(ConfigError, match="cannot be written"):
+            SweepRunner.resume(folder, launcher=FakeLauncher())
+    assert {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()} == before
+    assert main(["sweep", "--out", str(folder), "--resume", "--progress", "none"]) == 0  # released
+
+
+def test_sweep_page_shows_hostile_sweep_folders_without_crashing(fresh_app_state, tmp_path):
+    runs = tmp_path / "runs"
+    running = _stopped_sweep(runs / "a-pid")
+    info = json.loads((running / "sweep.json").read_text())
+    info.update(status="running", runner=dict(info["runner"], pid=math.inf))
+    (running / "sweep.json").write_text(json.dumps(info))
+    damaged = _stopped_sweep(runs / "b-nan")
+    points = pd.read_csv(damaged / "points.csv", dtype=str, keep_default_na=False)
+    points.loc[0, "batch"] = "nan"
+    points.to_csv(damaged / "points.csv", index=False)
+    _stopped_sweep(runs / os.fsdecode(b"c-\xff"))
+    at = _sweep_page(runs)
+    assert not at.exception, [e.value for e in at.exception]
+    options = at.selectbox(key="sweep_open").options
+    assert len(options) == 3 and "c-\ufffd · stopped · 0/0 measured · unreadable" in options
+    at.selectbox(key="sweep_open").set_value("a-pid").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Resume" in [button.label for button in at.button]  # no live process is named
+    for name, words in (("b-nan", "point 0 has batch nan, not the plan"),
+                        ("c-\ufffd", "not valid UTF-8")):
+        at.selectbox(key="sweep_open").set_value(name).run()
+        assert not at.exception, [e.value for e in at.exception]
+        shown = " ".join(e.value for e in at.error).replace("\\", "")
+        assert "This sweep cannot be opened" in shown and words in shown, shown
+
+
+def test_a_sweep_table_pandas_cannot_parse_is_refused_in_one_line(tmp_path):
+    folder = _stopped_sweep(tmp_path / "s")
+    for name in ("points.csv", "point_modes.csv"):
+        original = (folder / name).read_text()
+        (folder / name).write_text(original + "1," * 40 + "\n")
+        with pytest.raises(RunFormatError) as info:
+            sweep.load_sweep(folder)
+        text = str(info.value)
+        assert "\n" not in text and text.count("Expected") == 1, text
+        assert f"{name} is not a readable CSV: Error tokenizing data." in text, text
+        (folder / name).write_text(original)

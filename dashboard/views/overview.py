@@ -63,7 +63,7 @@ with right:
                  column_order=["quantity", "shown"],
                  column_config={"shown": st.column_config.TextColumn("value")})
     match = h.get("counters_match")
-    if match is not None:
+    if isinstance(match, bool):  # anything else says nothing about the counters
         st.caption(("The article's counter lessons all matched." if match else
                     "A counter lesson did not match: see Counters."))
 

@@ -132,7 +132,7 @@ with run_index.open_index(folder) as index:
 for item in everything:
     if item["sweep"]:
         row = rundata.run_list_row(item)
-        point_options[str(Path(item["path"]).resolve())] = " · ".join(
+        point_options[str(Path(row["path"]).resolve())] = " · ".join(
             b for b in (row["name"], row["gpu"], row["started"]) if b)
 if everything:
     by_path = runs.set_index("path") if not runs.empty else runs
