@@ -16,7 +16,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from profiler_core import cli
+from profiler_core import cli, stability
 from profiler_core.config import is_user_spec
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError
 from profiler_core.predict import headline_lines as prediction_lines
@@ -121,7 +121,8 @@ def format_summary(result: RunResult) -> str:
                              f"{head[f'{mode}_kernels']:.0f} kernels per iteration; profiler overhead "
                              f"{head[f'{mode}_profiler_overhead_pct']:+.1f}%")
     lines += _every_mode_split(breakdown)
-    lines += [""] + [f"Note: {note}" for note in result.notes]
+    lines += [""] + [f"Warning: {text}" for text in stability.warnings(stats, head)]
+    lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
 
 
