@@ -16,7 +16,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from profiler_core import cli, stability
+from profiler_core import cli, hostinfo, stability
 from profiler_core.config import is_user_spec
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError
 from profiler_core.predict import headline_lines as prediction_lines
@@ -158,13 +158,15 @@ def _interrupt(signum, frame) -> None:
 
 
 def _command_run(args) -> int:
-    from profiler_core.runner import run_experiment
-
     # SIGTERM (the dashboard's Cancel) stops the run like Ctrl-C, so the partial run is kept.
     signal.signal(signal.SIGTERM, _interrupt)
 
     config = cli.config_from_args(args)
     check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
+    if config.cpu_affinity is not None:
+        hostinfo.pin(config.cpu_affinity)  # before torch is imported: its threads follow it
+    from profiler_core.runner import run_experiment
+
     if is_user_spec(config.workload):
         _check_user_step(config)
     reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
