@@ -73,6 +73,7 @@ INT_LIMITS: dict[str, tuple[int, int]] = {
     "seq_len": (1, 65_536),
     "channels": (1, 4_096),
     "image_size": (4, 2_048),
+    "repeats": (1, 15),
 }
 FLOAT_LIMITS: dict[str, tuple[float, float]] = {
     "dropout1": (0.0, 0.99),
@@ -115,6 +116,7 @@ class RunConfig:
     modes: tuple[str, ...] = ALWAYS_MEASURED  # eager, graph, then any of MODE_NAMES' others
     workload: str = "mlp"  # "mlp", a deliberately broken step (WORKLOADS), or "package.module:function"
     preset: str = "custom"  # informational: which preset the values came from
+    repeats: int = 1  # fresh processes measuring this config; the headline is their median
     cpu_affinity: str | None = None  # CPUs the timing process is pinned to, as taskset writes
     #                                  them ("3", "2-5", "0,2,4"); None: not pinned
 
@@ -305,9 +307,9 @@ PRESET_DESCRIPTIONS = {
 # Fields that say where a run ran, not which values it used: a preset run on the CPU is still that
 # preset.
 NOT_PRESET_FIELDS = ("device", "preset")
-# Fields that say how a run is measured (on which CPUs), not which values it used: the seed step
-# pinned to a CPU is still the seed preset.
-HOW_MEASURED_FIELDS = ("cpu_affinity",)
+# Fields that say how a run is measured (in how many fresh processes, on which CPUs), not which
+# values it used: the seed step measured five times, pinned, is still the seed preset.
+HOW_MEASURED_FIELDS = ("repeats", "cpu_affinity")
 
 
 def changed_from_preset(config: RunConfig) -> list[str]:

@@ -200,6 +200,14 @@ FIELDS: tuple[FieldSpec, ...] = (
               "Replays compared with eager steps for numerical parity (0 skips it).",
               "steps compared for parity (0: skip)", INT, MEASUREMENT, graph_only=True,
               cpu_value=0),
+    FieldSpec("repeats", "Fresh processes",
+              "Measure the same settings in this many fresh processes, one after another. The "
+              "headline is the run whose speedup is the median, with the spread between processes "
+              "beside its own confidence interval: where a process lands on the host moves a "
+              "host-bound eager step by 10-40%.",
+              "measure in this many fresh processes, one after another; the saved run is the "
+              "median one, with repeats.csv and the between-process interval", INT, MEASUREMENT,
+              metavar="N"),
     FieldSpec("cpu_affinity", "Pin to CPUs",
               f"Pin the timing process to these CPUs, as taskset writes them ({CPU_LIST_EXAMPLE}). "
               "Empty: not pinned (wherever the system runs it).",

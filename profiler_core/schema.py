@@ -86,6 +86,13 @@ MODES_COLUMNS = ["mode", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_h
 # pool_bytes, pool_allocated_bytes and break_even_iters.
 METRIC_COLUMNS = ["mode", "metric", "value", "eager_value", "ratio_to_eager"]
 
+# A run measured in several fresh processes (``--repeats N``): one row per process, in the order
+# they ran (``repeat`` from 1), with its headline figures, how long it took (``run_wall_s``, start
+# to exit) and whether it is the one whose tables the run folder holds (``shown``: the median
+# speedup). Empty for a run of one process.
+REPEAT_COLUMNS = ["repeat", "pid", "eager_median_ms", "graph_median_ms", "speedup",
+                  "speedup_ci_low", "speedup_ci_high", "run_wall_s", "shown"]
+
 TABLE_FILES = {
     "counters": ("counters.csv", COUNTER_COLUMNS),
     "latency": ("latency.csv", LATENCY_COLUMNS),
@@ -97,6 +104,7 @@ TABLE_FILES = {
     "phases": ("phases.csv", PHASE_COLUMNS),
     "modes": ("modes.csv", MODES_COLUMNS),
     "metrics": ("metrics.csv", METRIC_COLUMNS),
+    "repeats": ("repeats.csv", REPEAT_COLUMNS),
 }
 TRACE_FILES = {"eager": "trace_eager.json", "graph": "trace_graph.json"}
 

@@ -41,6 +41,7 @@ def test_a_single_run_records_the_host_and_pins_itself(tmp_path, monkeypatch):
         assert key in env, key
     assert env["logical_cores"] == os.cpu_count() and env["torch_num_threads"] >= 1
     assert len(env["load_avg_start"]) == 3 and len(env["load_avg_end"]) == 3
+    assert result.table("repeats").empty  # one process: no repeats table rows
 
 
 @pytest.mark.parametrize("text, cpus, compact", [
@@ -66,10 +67,12 @@ def test_bad_cpu_lists_are_refused(text, said):
 def test_the_config_keeps_one_spelling_and_how_it_measures_is_not_a_preset_change():
     assert RunConfig(cpu_affinity="2,3,4").cpu_affinity == "2-4"
     assert RunConfig(cpu_affinity=" ").cpu_affinity is None
-    assert changed_from_preset(PRESETS["seed"].replace(cpu_affinity="3")) == []
-    args = cli.parse(["run", "--out", "x", "--preset", "seed", "--cpu-affinity", "3"])
+    with pytest.raises(ConfigError, match="repeats must be a whole number from 1 to 15"):
+        RunConfig(repeats=16)
+    assert changed_from_preset(PRESETS["seed"].replace(repeats=5, cpu_affinity="3")) == []
+    args = cli.parse(["run", "--out", "x", "--preset", "seed", "--repeats", "5", "--cpu-affinity", "3"])
     config = cli.config_from_args(args)
-    assert (config.preset, config.cpu_affinity) == ("seed", "3")
+    assert (config.preset, config.repeats, config.cpu_affinity) == ("seed", 5, "3")
     assert cli.config_from_args(cli.parse(["run", "--out", "x", *cli.config_to_argv(config)])) == config
 
 
@@ -85,7 +88,7 @@ def test_cpus_this_machine_does_not_have_are_refused_with_a_hint(monkeypatch):
 
 def test_the_cli_refuses_an_unavailable_cpu_before_anything_runs(tmp_path, capsys):
     beyond = max(os.sched_getaffinity(0)) + 1
-    for extra in ([],):
+    for extra in ([], ["--repeats", "3"]):
         assert main(["run", "--out", str(tmp_path / "r"), "--device", "cpu", *TINY,
                      "--cpu-affinity", str(beyond), *extra]) == 2
         err = capsys.readouterr().err.strip()
