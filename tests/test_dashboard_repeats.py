@@ -187,3 +187,13 @@ def test_the_sweep_page_makes_every_point_a_repeats_run(tmp_path, monkeypatch):
     at.button(key="sweep_start").click().run()
     assert at.session_state["sweep_job"].wait(30)
     assert [config.repeats for config in started] == [3, 3]
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_the_repeats_chart_leaves_out_values_that_are_not_finite(bad):
+    table = _repeats_table([4.8, 5.5, 6.2], shown=1)
+    table.loc[0, "speedup"] = bad
+    table.loc[2, "speedup_ci_high"] = bad
+    figure = charts.repeats_chart(table)
+    assert "Infinity" not in figure.to_json()
+    assert [list(trace.x) for trace in figure.data] == [["#3"], ["#2"]]
