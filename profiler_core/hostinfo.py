@@ -101,16 +101,30 @@ def check_cpus(text: str) -> tuple[int, ...]:
 
 
 def pin(text: str) -> tuple[int, ...]:
-    """Pin this process (every thread it starts from now on) to the CPUs of ``text``, checked by
-    :func:`check_cpus`. Call it before torch is imported: its thread pools are sized from the
-    affinity at import. When torch is already imported (a warm worker), its intra-op threads are
-    capped at the number of CPUs, so that they do not crowd the pinned CPUs."""
+    """Pin this process to the CPUs of ``text``, checked by :func:`check_cpus`: every thread
+    running now and every thread started later. Call it before torch is imported: its thread
+    pools are sized from the affinity at import. When torch is already imported (a warm worker),
+    its intra-op threads are capped at the number of CPUs, so that they do not crowd them."""
     cpus = check_cpus(text)
-    os.sched_setaffinity(0, cpus)
+    os.sched_setaffinity(0, cpus)  # this thread, and every thread it starts from now on
+    for thread in _thread_ids():  # and the threads already running (numpy's, a warm torch's)
+        try:
+            os.sched_setaffinity(thread, cpus)
+        except OSError:
+            pass  # it ended meanwhile
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "get_num_threads") and torch.get_num_threads() > len(cpus):
         torch.set_num_threads(len(cpus))
     return cpus
+
+
+def _thread_ids() -> list[int]:
+    """The ids of this process's threads (Linux: /proc/self/task); [] where not listed. Linux
+    gives each thread its own affinity: pinning the process means pinning each of them."""
+    try:
+        return [int(name) for name in os.listdir("/proc/self/task") if name.isdigit()]
+    except OSError:
+        return []
 
 
 def cpu_model() -> str | None:

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +37,7 @@ def test_a_single_run_records_the_host_and_pins_itself(tmp_path, monkeypatch):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(threads)
-    assert pinned == [(cpu,)]
+    assert pinned[0] == (cpu,) and set(pinned) == {(cpu,)}  # this thread, then every thread
     result = RunResult.load(out)
     env = result.environment
     for key in HOST_KEYS:
@@ -126,3 +129,20 @@ def test_host_figures_read_cpuinfo_and_the_governor(monkeypatch, tmp_path):
     figures = hostinfo.host_environment()
     assert figures["cpu_model"] == "Test CPU @ 3GHz" and figures["cpu_affinity"] == "0-2"
     assert figures["cpu_governor"] == "performance,powersave"  # cpu2 has none: left out
+
+
+def test_pinning_pins_the_threads_already_running():
+    """Linux gives each thread its own affinity: a thread started before the pin (numpy's pool,
+    a warm worker's torch threads) is pinned too. In a child process, so that pytest is not."""
+    cpu = min(os.sched_getaffinity(0))
+    code = ("import os, threading, time\n"
+            "from profiler_core import hostinfo\n"
+            "ready = threading.Event()\n"
+            "def work():\n"
+            "    ready.set(); time.sleep(2)\n"
+            "thread = threading.Thread(target=work, daemon=True); thread.start(); ready.wait()\n"
+            f"hostinfo.pin('{cpu}')\n"
+            "print(sorted(os.sched_getaffinity(thread.native_id)), sorted(os.sched_getaffinity(0)))\n")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           cwd=Path(__file__).resolve().parent.parent, check=True).stdout.split("] [")
+    assert shown[0].strip("[]\n ") == str(cpu) and shown[1].strip("[]\n ") == str(cpu)
