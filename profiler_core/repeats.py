@@ -111,8 +111,8 @@ def between_headline(table: pd.DataFrame) -> dict[str, Any]:
                          f"{prefix}_between_min{unit}": min(values),
                          f"{prefix}_between_max{unit}": max(values),
                          f"{prefix}_between_low{unit}": low, f"{prefix}_between_high{unit}": high})
-    if math.isfinite(coverage):
-        n = len(table)
+    n = len(table)
+    if math.isfinite(coverage) and n >= 2:  # one process has no spread to speak of
         headline["between_coverage_pct"] = round(100.0 * coverage, 1)
         headline["between_interval"] = (
             f"order statistics of {n} processes: a {100 * coverage:.1f}% interval of the median"
@@ -179,7 +179,6 @@ class _Finished:
     repeat: int  # from 1
     pid: int | None
     wall_s: float
-    folder: Path
     result: RunResult
 
 
@@ -314,7 +313,7 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
                         failure = ProfilerError(f"repeat {repeat} of {total} wrote a run that "
                                                 f"cannot be read: {error.message}", error.hint)
                     else:
-                        finished.append(_Finished(repeat, pid, wall_s, folder, result))
+                        finished.append(_Finished(repeat, pid, wall_s, result))
                         continue
                 else:
                     failure = _child_error(ending, repeat, total)

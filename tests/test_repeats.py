@@ -192,6 +192,7 @@ def test_ctrl_c_kills_the_running_repeat_and_keeps_the_finished_ones(tmp_path):
     assert launcher.processes[1].killed and caught.value.kept == tmp_path / "r"
     result = RunResult.load(tmp_path / "r")
     assert not result.complete and result.headline["repeats"] == 1
+    assert "between_interval" not in result.headline  # one process: no spread to describe
     assert sorted(os.listdir(tmp_path)) == ["r"]
 
 
