@@ -1110,3 +1110,56 @@ def prediction_bars(parts: pd.DataFrame) -> go.Figure:
     layout = _layout(fig, title, height=260, barmode="stack")
     layout.update_layout(legend_traceorder="normal")
     return layout
+
+
+# ----------------------------------------------------------------------------- repeats
+
+SHOWN_COLOR = "#2E86AB"  # the process whose tables the run folder holds
+OTHER_PROCESS_COLOR = "#8A94A6"
+
+
+def repeats_chart(repeats: pd.DataFrame) -> go.Figure:
+    """A run measured in several fresh processes (repeats.csv): each process's speedup with its
+    own 95% CI as whiskers, the one the run folder holds (the median) marked, a line at the median
+    over processes. A run without a graph (CPU) shows each process's eager time per step."""
+    data = _finite_frame(repeats, ("repeat", "speedup", "speedup_ci_low", "speedup_ci_high",
+                                   "eager_median_ms")) if not repeats.empty else repeats
+    with_speedup = not data.empty and data["speedup"].notna().any()
+    column = "speedup" if with_speedup else "eager_median_ms"
+    title = ("Speedup in each fresh process (whiskers: that process's own 95% CI)" if with_speedup
+             else "Eager time per step in each fresh process")
+    data = data.dropna(subset=[column, "repeat"]) if not data.empty else data
+    if data.empty:
+        return empty_figure(title, "this run was measured in one process (repeats.csv is empty)")
+    shown = data["shown"].fillna(False).astype(bool).to_numpy()
+    value = data[column].to_numpy(dtype=float)
+    fig = go.Figure()
+    for mask, name, color, symbol in ((~shown, "other processes", OTHER_PROCESS_COLOR, "circle"),
+                                      (shown, "shown: the median process", SHOWN_COLOR, "diamond")):
+        if not mask.any():
+            continue
+        part = data[mask]
+        y = value[mask]
+        error = None
+        if with_speedup:
+            high = part["speedup_ci_high"].to_numpy(dtype=float)
+            low = part["speedup_ci_low"].to_numpy(dtype=float)
+            error = {"type": "data", "symmetric": False,
+                     "array": np.nan_to_num(np.clip(high - y, 0, None)),
+                     "arrayminus": np.nan_to_num(np.clip(y - low, 0, None))}
+        fig.add_trace(go.Scatter(
+            x=[f"#{int(r)}" for r in part["repeat"]], y=y, mode="markers", name=name,
+            marker={"color": color, "size": 12 if symbol == "diamond" else 9, "symbol": symbol},
+            error_y=error,
+            hovertemplate=("process %{x}: %{y:.2f}x<extra></extra>" if with_speedup
+                           else "process %{x}: %{y:.4f} ms per step<extra></extra>")))
+    middle = float(np.median(value))
+    fig.add_hline(y=middle, line_dash="dot", line_color="#888",
+                  annotation_text=f"median {middle:.2f}x" if with_speedup else f"median {middle:.4f} ms",
+                  annotation_position="top left")
+    fig.update_xaxes(title_text="fresh process, in the order they ran", type="category",
+                     categoryorder="array",
+                     categoryarray=[f"#{int(r)}" for r in sorted(data["repeat"])])
+    fig.update_yaxes(title_text="speedup over eager (x)" if with_speedup else "ms per step",
+                     rangemode="tozero")
+    return _layout(fig, title, showlegend=True)

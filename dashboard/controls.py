@@ -22,6 +22,7 @@ from dashboard import devices
 from profiler_core import fields
 from profiler_core.config import (
     ALWAYS_MEASURED,
+    HOW_MEASURED_FIELDS,
     INT_LIMITS,
     MODE_LABELS,
     NOT_PRESET_FIELDS,
@@ -82,6 +83,8 @@ def apply_preset() -> None:
         return
     config = PRESETS[name]
     for field in PRESET_FIELDS:
+        if field in HOW_MEASURED_FIELDS and key(field) in st.session_state:
+            continue  # how to measure is not the preset's: a chosen preset keeps it
         st.session_state[key(field)] = getattr(config, field)
     st.session_state[key("modes")] = list(config.extra_modes)
     if on_cpu():
@@ -157,6 +160,9 @@ def _widget(field: fields.FieldSpec, cpu: bool = False) -> None:
             st.text_input(USER_WORKLOAD_LABEL, value=mine or "", key=key(USER_WORKLOAD),
                           help=USER_WORKLOAD_HELP,
                           placeholder="e.g. profiler_core.examples.user_step:build")
+    elif field.kind == fields.CPUS:
+        st.text_input(label, value=current or "", key=k, help=help_text,
+                      placeholder=field.empty or None)
     elif field.kind == fields.FLOAT:
         low, high = field.limits
         st.number_input(label, min_value=float(low), max_value=float(high), step=field.step,
@@ -212,7 +218,8 @@ def config_values() -> dict[str, Any]:
         for field in ("replays", *CPU_FIXED):
             st.session_state[key(field)] = values[field]
     chosen = st.session_state.get(PRESET_KEY, "seed")
-    same = chosen in PRESETS and all(values[f] == getattr(PRESETS[chosen], f) for f in PRESET_FIELDS)
+    same = chosen in PRESETS and all(values[f] == getattr(PRESETS[chosen], f) for f in PRESET_FIELDS
+                                     if f not in HOW_MEASURED_FIELDS)
     values["preset"] = chosen if same else "custom"
     return values
 

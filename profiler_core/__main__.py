@@ -16,7 +16,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from profiler_core import cli
+from profiler_core import cli, hostinfo, stability
 from profiler_core.config import is_user_spec
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, SaveError
 from profiler_core.predict import headline_lines as prediction_lines
@@ -124,7 +124,8 @@ def format_summary(result: RunResult) -> str:
                              f"window ran {head[f'{mode}_profiler_overhead_pct']:+.1f}% against "
                              "the headline's time")
     lines += _every_mode_split(breakdown)
-    lines += [""] + [f"Note: {note}" for note in result.notes]
+    lines += [""] + [f"Warning: {text}" for text in stability.warnings(stats, head)]
+    lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
 
 
@@ -191,13 +192,17 @@ def _interrupt(signum, frame) -> None:
 
 
 def _command_run(args) -> int:
-    from profiler_core.runner import run_experiment
-
     # SIGTERM (the dashboard's Cancel) stops the run like Ctrl-C, so the partial run is kept.
     signal.signal(signal.SIGTERM, _interrupt)
 
     config = cli.config_from_args(args)
     check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
+    if config.repeats > 1:
+        return _command_repeats(config, args)
+    if config.cpu_affinity is not None:
+        hostinfo.pin(config.cpu_affinity)  # before torch is imported: its threads follow it
+    from profiler_core.runner import run_experiment
+
     if is_user_spec(config.workload):
         _check_user_step(config)
     reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
@@ -221,6 +226,36 @@ def _command_run(args) -> int:
     else:
         print(format_summary(result))
         print(f"\nWrote {out}")
+    return 0
+
+
+def _command_repeats(config, args) -> int:
+    """``run --repeats N``: N fresh processes of the config, the median one saved with every
+    process's figures (``profiler_core.repeats``)."""
+    from profiler_core.repeats import run_repeats, summary_lines
+
+    if config.cpu_affinity is not None:
+        hostinfo.check_cpus(config.cpu_affinity)  # refused here, before any process starts
+    reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
+        cli.BarProgress() if args.progress == "bar" else None)
+    try:
+        result = run_repeats(config, args.out, overwrite=args.overwrite,
+                             progress=reporter or (lambda progress: None))
+    except BaseException as error:
+        kept = getattr(error, "kept", None)
+        if kept is not None:
+            print(f"The processes that finished were kept in {kept} (marked incomplete).",
+                  file=sys.stderr)
+        raise
+    finally:
+        if reporter is not None:
+            reporter.close()
+    if args.progress == "jsonl":
+        reporter.emit({"event": "done", "out": str(args.out)})
+    else:
+        print(format_summary(result))
+        print("\n".join(summary_lines(result.headline)))
+        print(f"\nWrote {args.out}")
     return 0
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from profiler_core.errors import ConfigError, quoted, shown, shown_int
+from profiler_core.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
 from profiler_core.workload_kinds import workload_of
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
@@ -75,6 +76,7 @@ INT_LIMITS: dict[str, tuple[int, int]] = {
     "seq_len": (1, 65_536),
     "channels": (1, 4_096),
     "image_size": (4, 2_048),
+    "repeats": (1, 15),
 }
 FLOAT_LIMITS: dict[str, tuple[float, float]] = {
     "dropout1": (0.0, 0.99),
@@ -117,8 +119,19 @@ class RunConfig:
     modes: tuple[str, ...] = ALWAYS_MEASURED  # eager, graph, then any of MODE_NAMES' others
     workload: str = "mlp"  # "mlp", a deliberately broken step (WORKLOADS), or "package.module:function"
     preset: str = "custom"  # informational: which preset the values came from
+    repeats: int = 1  # fresh processes measuring this config; the headline is their median
+    cpu_affinity: str | None = None  # CPUs the timing process is pinned to, as taskset writes
+    #                                  them ("3", "2-5", "0,2,4"); None: not pinned
 
     def __post_init__(self) -> None:
+        if isinstance(self.cpu_affinity, str):  # one spelling per set of CPUs: "2,3,4" is "2-4"
+            try:
+                compact = format_cpu_list(parse_cpu_list(self.cpu_affinity))
+            except ValueError as error:
+                raise ConfigError("cpu_affinity", f"cpu_affinity: {error}",
+                                  f"give CPU numbers as taskset does: {CPU_LIST_EXAMPLE}, or "
+                                  "leave it empty: not pinned") from None
+            object.__setattr__(self, "cpu_affinity", compact or None)
         _validate(self)
 
     @property
@@ -216,6 +229,9 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("workload", f"workload must be one of {', '.join(WORKLOADS)} or a "
                                       f"package.module:function; got {quoted(config.workload)}",
                           "see README, 'Your own training step'")
+    if config.cpu_affinity is not None and not isinstance(config.cpu_affinity, str):
+        raise ConfigError("cpu_affinity", f"cpu_affinity must be a list of CPUs such as "
+                                          f"{CPU_LIST_EXAMPLE}; got {config.cpu_affinity!r}")
     for name in ("count_warmup", "profile", "nvml"):
         if not isinstance(getattr(config, name), bool):
             raise ConfigError(name, f"{name} must be true or false; got {quoted(getattr(config, name))}")
@@ -298,12 +314,15 @@ PRESET_DESCRIPTIONS = {
 # Fields that say where a run ran, not which values it used: a preset run on the CPU is still that
 # preset.
 NOT_PRESET_FIELDS = ("device", "preset")
+# Fields that say how a run is measured (in how many fresh processes, on which CPUs), not which
+# values it used: the seed step measured five times, pinned, is still the seed preset.
+HOW_MEASURED_FIELDS = ("repeats", "cpu_affinity")
 
 
 def changed_from_preset(config: RunConfig) -> list[str]:
     """The fields whose values differ from the preset ``config`` names (all of them: no preset)."""
     base = PRESETS.get(config.preset)
-    names = [f for f in config.to_dict() if f not in NOT_PRESET_FIELDS]
+    names = [f for f in config.to_dict() if f not in NOT_PRESET_FIELDS + HOW_MEASURED_FIELDS]
     if base is None:
         return names
     return [f for f in names if getattr(config, f) != getattr(base, f)]

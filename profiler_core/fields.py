@@ -15,6 +15,7 @@ from typing import Any
 from profiler_core.config import (ALWAYS_MEASURED, DTYPES, FLOAT_LIMITS, INT_LIMITS, MODE_NAMES,
                                   OPTIMIZERS, PRESET_NAMES, WORKLOADS, is_user_spec)
 from profiler_core.errors import ConfigError, quoted
+from profiler_core.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
 
 # What a field's value is, which decides how it is read from text, its option and its widget.
 INT = "int"
@@ -25,7 +26,8 @@ LIST = "list"  # modes: names separated by commas (eager and graph always first)
 DEVICE = "device"  # "cpu" or a CUDA index ("0", "cuda:1")
 WORKLOAD = "workload"  # a built-in or deliberately broken workload, or "package.module:function"
 PRESET = "preset"  # a preset's name, or custom: where the other fields start from
-KINDS = (INT, FLOAT, BOOL, CHOICE, LIST, DEVICE, WORKLOAD, PRESET)
+CPUS = "cpus"  # CPUs as taskset writes them ("3", "2-5", "0,2,4"); empty: not pinned
+KINDS = (INT, FLOAT, BOOL, CHOICE, LIST, DEVICE, WORKLOAD, PRESET, CPUS)
 
 # The sidebar's sections, in order. Device and preset have their own selectors above them.
 MODEL = "Model"
@@ -198,6 +200,20 @@ FIELDS: tuple[FieldSpec, ...] = (
               "Replays compared with eager steps for numerical parity (0 skips it).",
               "steps compared for parity (0: skip)", INT, MEASUREMENT, graph_only=True,
               cpu_value=0),
+    FieldSpec("repeats", "Fresh processes",
+              "Measure the same settings in this many fresh processes, one after another. The "
+              "headline is the run whose speedup is the median, with the spread between processes "
+              "beside its own confidence interval: where a process lands on the host moves a "
+              "host-bound eager step by 10-40%.",
+              "measure in this many fresh processes, one after another; the saved run is the "
+              "median one, with repeats.csv and the between-process interval", INT, MEASUREMENT,
+              metavar="N"),
+    FieldSpec("cpu_affinity", "Pin to CPUs",
+              f"Pin the timing process to these CPUs, as taskset writes them ({CPU_LIST_EXAMPLE}). "
+              "Empty: not pinned (wherever the system runs it).",
+              f"pin the timing process to these CPUs, as taskset -c takes them ({CPU_LIST_EXAMPLE}); "
+              "checked against the CPUs this machine allows (default: not pinned)", CPUS,
+              MEASUREMENT, metavar="CPUS", empty="not pinned"),
 )
 SPECS: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
 
@@ -237,6 +253,8 @@ def allowed_text(name: str) -> str:
         return f"Allowed: {low:g} to {high:g}."
     if field.kind in (CHOICE, WORKLOAD):
         return f"Allowed: {', '.join(field.choices)}."
+    if field.kind == CPUS:
+        return f"Allowed: CPU numbers as taskset writes them, {CPU_LIST_EXAMPLE} (empty: not pinned)."
     return ""
 
 
@@ -292,6 +310,8 @@ def read_text(field: FieldSpec, text: str) -> Any:
         if unknown:
             raise ValueError(f"expected modes among {', '.join(MODE_NAMES)}, got {quoted(unknown[0])}")
         return tuple(dict.fromkeys([*ALWAYS_MEASURED, *names]))
+    if field.kind == CPUS:
+        return format_cpu_list(parse_cpu_list(text)) or None
     if field.kind == WORKLOAD:
         if text in WORKLOADS or is_user_spec(text):
             return text

@@ -49,13 +49,14 @@ _NON_NEGATIVE = {
     "kernels": ("calls_per_iter", "total_us", "mean_us", "min_us", "max_us", "share_of_gpu_pct"),
     "breakdown": ("eager_us", "mode_us"),
     "modes": ("median_ms", "one_time_ms", "graphs_recorded"),
+    "repeats": ("repeat", "pid", "eager_median_ms", "graph_median_ms", "run_wall_s"),
 }
 
 # Column dtypes that are not float: everything else in a table is read as a float.
 _TEXT_COLUMNS = {"mode", "method", "phase", "rule", "component", "kernel", "kernel_full", "metric",
                  "source"}
-_INT_COLUMNS = {"trial", "iteration", "steps", "count", "launches", "kernels"}
-_BOOL_COLUMNS = {"match"}
+_INT_COLUMNS = {"trial", "iteration", "steps", "count", "launches", "kernels", "repeat", "pid"}
+_BOOL_COLUMNS = {"match", "shown"}
 
 
 SCRATCH_PREFIX = "profiler_core_traces_"  # the private folder a run keeps its traces in

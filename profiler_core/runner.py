@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from profiler_core import attribution, metrics, predict, schema, stats, timing
+from profiler_core import attribution, hostinfo, metrics, predict, schema, stats, timing
 from profiler_core.capture import refuse_after_failed_capture
 from profiler_core.config import ALWAYS_MEASURED, RunConfig, is_user_spec
 from profiler_core.counters import counters_table
@@ -90,6 +90,10 @@ def describe_environment(device: torch.device, driver_version: str | None) -> di
         "platform": platform.platform(),
         "driver_version": driver_version,
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        # What moves a host-bound eager step between processes (None where it cannot be read).
+        **hostinfo.host_environment(),
+        "torch_num_threads": torch.get_num_threads(),
+        "torch_num_interop_threads": torch.get_num_interop_threads(),
     }
     if device.type == "cuda":
         properties = torch.cuda.get_device_properties(device)
@@ -442,6 +446,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
                 state.notes.append(NVML_UTILISATION_CAVEAT)
             state.tables["phases"] = coerce_table("phases", phases.frame())
             environment["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            environment["load_avg_end"] = hostinfo.load_average()
             result = _detach_traces(RunResult(
                 config=config, environment=environment, headline=state.headline,
                 tables=state.tables, notes=state.notes, complete=failure is None,

@@ -102,6 +102,13 @@ MODES_COLUMNS = ["mode", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_h
 # per-step saving; NaN when it never is: see ``pays_back``).
 METRIC_COLUMNS = ["mode", "metric", "value", "eager_value", "ratio_to_eager"]
 
+# A run measured in several fresh processes (``--repeats N``): one row per process, in the order
+# they ran (``repeat`` from 1), with its headline figures, how long it took (``run_wall_s``, start
+# to exit) and whether it is the one whose tables the run folder holds (``shown``: the median
+# speedup). Empty for a run of one process.
+REPEAT_COLUMNS = ["repeat", "pid", "eager_median_ms", "graph_median_ms", "speedup",
+                  "speedup_ci_low", "speedup_ci_high", "run_wall_s", "shown"]
+
 TABLE_FILES = {
     "counters": ("counters.csv", COUNTER_COLUMNS),
     "latency": ("latency.csv", LATENCY_COLUMNS),
@@ -114,6 +121,7 @@ TABLE_FILES = {
     "modes": ("modes.csv", MODES_COLUMNS),
     "metrics": ("metrics.csv", METRIC_COLUMNS),
     "attribution": ("attribution.csv", ATTRIBUTION_COLUMNS),
+    "repeats": ("repeats.csv", REPEAT_COLUMNS),
 }
 TRACE_FILES = {"eager": "trace_eager.json", "graph": "trace_graph.json"}
 

@@ -92,7 +92,7 @@ def test_every_control_has_its_allowed_range_in_the_help(tmp_path):
     assert "from 1 to 1,048,576" in helps["cfg_batch"]
     assert "0 to 0.99" in helps["cfg_dropout1"]
     assert "from 1 to 100" in helps["cfg_capture_iters"]
-    assert len(helps) == 17  # 16 numeric RunConfig fields + the worker timeout
+    assert len(helps) == 18  # 17 numeric RunConfig fields + the worker timeout
     assert {t.key for t in at.sidebar.toggle} == {"cfg_count_warmup", "cfg_profile", "cfg_nvml"}
 
 

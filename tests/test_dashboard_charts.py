@@ -289,7 +289,7 @@ def test_config_diff_and_tables():
 def test_schema_tables_all_have_a_chart_or_table():
     # Every table of the run directory is shown somewhere (guards against a new table nobody draws).
     shown = {"counters", "latency", "stats", "launch_split", "breakdown", "kernels", "nvml", "phases",
-             "modes", "metrics"}
+             "modes", "metrics", "repeats"}
     assert shown == set(TABLE_FILES)
 
 
@@ -330,6 +330,7 @@ def _all_figures(run, transform=lambda name, frame: frame) -> dict[str, go.Figur
         "compare": charts.compare_medians(compare),
         "compare_log": charts.compare_medians(compare, log_scale=True),
         "timeline": charts.iteration_timeline(timeline, "eager", 40.0),
+        "repeats": charts.repeats_chart(t["repeats"]),
     }
 
 

@@ -45,7 +45,7 @@ from dashboard import (
 )
 from dashboard.gpulock import GpuLock
 from dashboard.worker import ERROR_TITLES, KIND_OF_EXIT, REFUSALS, RunJob
-from profiler_core import launcher
+from profiler_core import launcher, repeats, stability
 from profiler_core.config import PRESETS
 from profiler_core.errors import ProfilerError, RunFormatError
 from profiler_core.results import RunResult, coerce_table
@@ -617,6 +617,9 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
             "counters.csv": lambda: charts.counter_bars(lessons),
             "modes.csv": lambda: (charts.modes_speedup_bars(opened.table("modes")),
                                   analysis.modes_table(opened.table("modes"))),
+            "metrics.csv": lambda: rundata.table_csv_bytes(opened.table("metrics")),
+            "repeats.csv": lambda: (charts.repeats_chart(opened.table("repeats")),
+                                    repeats.between_table(h), stability.spread_beyond_ci(h)),
         }
         draw[file.name]()
         assert isinstance(opened.complete, bool)

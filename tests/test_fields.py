@@ -30,7 +30,8 @@ EVERY_FIELD_CHANGED = RunConfig(
     image_size=12, dropout1=0.05, dropout2=0.3, dtype="bf16", optimizer="adamw", warmup_iters=2,
     capture_iters=2, replays=30, eager_iters=50, count_warmup=False, seed=7, device="cuda:1",
     trials=3, profile=False, profile_iters=4, nvml=False, nvml_interval_ms=12.5, parity_steps=0,
-    modes=("eager", "graph", "compile"), workload="transformer", preset="custom")
+    modes=("eager", "graph", "compile"), workload="transformer", preset="custom", repeats=4,
+    cpu_affinity="0,2-3")
 
 
 def _config_field_names() -> list[str]:

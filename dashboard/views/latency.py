@@ -4,7 +4,7 @@ Every chart shows one timing method at a time: steady state (the headline) or co
 
 import streamlit as st
 
-from dashboard import analysis, article, charts, state, ui
+from dashboard import analysis, article, charts, repeats_panel, state, ui
 
 run = state.require_run()
 ui.run_header(run, "Latency per training step")
@@ -20,6 +20,7 @@ series = st.radio("Timing", available, index=available.index(default) if default
                        "step, so each pays its first launch's latency. A replay covering several "
                        "captured steps is divided by their number.")
 st.caption(analysis.METHOD_MEANING[series].capitalize() + ".")
+repeats_panel.stability_warnings(run)
 steps, column = analysis.series_steps(all_steps, series)
 if steps.empty:
     st.info("This run has no per-iteration latency table (it stopped before the timed trials, or "

@@ -4,7 +4,7 @@ the launch split (launch-bound or GPU-bound, and why), the GPU, the config and t
 
 import streamlit as st
 
-from dashboard import analysis, charts, state, ui
+from dashboard import analysis, charts, repeats_panel, state, ui
 from profiler_core import predict
 
 gpus, no_gpu_reason = state.device_list()
@@ -40,6 +40,7 @@ cols[3].metric("The article's 'speedup' (no sync)", ui.fmt(analysis.number(h, "a
                     "time, not training time. See the Latency view.")
 st.caption(f"Every time on this page is per training step, timed by {method_label}: "
            f"{analysis.METHOD_MEANING.get(method, '')}. The Latency view shows the other methods.")
+repeats_panel.stability_warnings(run)
 
 no_split = analysis.no_profile_reason(run.config, run.environment, run.complete)
 verdict = analysis.verdict(h, run.table("launch_split"), run.config.capture_iters, no_split)
@@ -101,6 +102,8 @@ if len(modes) > 2:  # more than eager and the article's graph: how each way of g
         ui.table(analysis.modes_table(modes), f"{run.name}-modes.csv", key="overview_modes_table",
                  label="modes CSV")
         st.caption("Every figure per mode, in long form: the Downloads below (metrics.csv).")
+
+repeats_panel.between_processes(run, key="overview_repeats")
 
 left, right = st.columns(2)
 with left:

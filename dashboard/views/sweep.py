@@ -18,8 +18,8 @@ import streamlit as st
 
 from dashboard import charts, controls, devices, state, ui
 from dashboard.gpulock import Ticket
-from profiler_core import sweep
-from profiler_core.config import PRESET_DESCRIPTIONS, PRESETS, RunConfig
+from profiler_core import fields, sweep
+from profiler_core.config import INT_LIMITS, PRESET_DESCRIPTIONS, PRESETS, RunConfig
 from profiler_core.errors import ProfilerError
 
 JOB = "sweep_job"
@@ -117,6 +117,9 @@ with st.expander("New sweep", expanded=not active and job is None):
                                          key="sweep_profile_iters", disabled=not profile)
     threshold = st.number_input("Crossover threshold (speedup)", 1.0, 100.0, sweep.DEFAULT_THRESHOLD,
                                 step=0.05, key="sweep_threshold_new")
+    processes = st.number_input("Fresh processes per point", *INT_LIMITS["repeats"], 1,
+                                key="sweep_repeats", help=fields.spec("repeats").help)
+    base = base.replace(repeats=int(processes))
     name = st.text_input("Sweep folder name (in the runs folder)",
                          value=f"sweep-{first}" + (f"-{second}" if second != NONE else ""),
                          key="sweep_name", max_chars=80)

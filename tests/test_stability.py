@@ -1,0 +1,66 @@
+"""Unstable measurements said so (``profiler_core.stability``; issue 17, item 3): a headline far
+from the median single step, trials that spread."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from profiler_core import stability
+from profiler_core.config import PRESETS
+from profiler_core.results import RunResult
+
+
+def _stats(rows):
+    from profiler_core.schema import STATS_COLUMNS
+
+    return pd.DataFrame([[mode, method, count, median, median, median * 0.9, median * 1.1,
+                          median * 1.2, iqr, median * 0.8, median * 1.3]
+                         for mode, method, count, median, iqr in rows], columns=STATS_COLUMNS)
+
+
+def test_a_headline_far_from_the_median_step_is_flagged_naming_both():
+    """The issue's CPU run: 21.0 ms on the Overview (median of trial means), 6.43 ms in the
+    Latency view (median of single steps), with no warning."""
+    found = stability.unstable_timing(_stats([("eager", "steady_trial", 4, 21.0, 0.5),
+                                              ("eager", "steady_wall", 76, 6.43, 0.3)]))
+    assert len(found) == 1 and found[0].mode == "eager" and found[0].step_method == "steady_wall"
+    text = found[0].text()
+    assert "21 ms per step is the median of the 4 trials' mean step times" in text
+    assert "the median single step is 6.43 ms (+227%)" in text and "unstable" in text
+
+
+def test_trials_that_spread_are_flagged_and_steady_ones_are_not():
+    spread = stability.unstable_timing(_stats([("graph", "steady_trial", 10, 0.25, 0.05),
+                                               ("graph", "steady_event", 190, 0.25, 0.01)]))
+    assert [f.mode for f in spread] == ["graph"] and spread[0].trial_iqr_pct == pytest.approx(20.0)
+    steady = _stats([("eager", "steady_trial", 10, 1.20, 0.02), ("eager", "steady_event", 190, 1.18, 0.1),
+                     ("graph", "steady_trial", 2, 0.25, 0.05), ("graph", "steady_event", 190, 0.25, 0.01)])
+    assert stability.unstable_timing(steady) == []  # 2 trials: their IQR says too little
+    assert stability.unstable_timing(_stats([])) == []
+    assert stability.unstable_timing(_stats([("eager", "cold_event", 10, 1.0, 0.5)])) == []
+
+
+def test_the_cli_summary_warns_about_an_unstable_run():
+    from profiler_core.__main__ import format_summary
+
+    result = RunResult(config=PRESETS["seed"].replace(device="cpu"), environment={},
+                       headline={"eager_median_ms": 21.0},
+                       tables={"stats": _stats([("eager", "steady_trial", 4, 21.0, 0.5),
+                                                ("eager", "steady_wall", 76, 6.43, 0.3)])})
+    assert "Warning: eager: the headline's 21 ms per step" in format_summary(result)
+
+
+def test_a_spread_between_processes_is_compared_with_the_runs_own_ci():
+    head = {"repeats": 3, "speedup_ci_low": 5.3, "speedup_ci_high": 5.7,
+            "speedup_between_min": 5.35, "speedup_between_max": 5.6}
+    assert stability.spread_beyond_ci(head) is None  # 0.25x apart, inside a 0.4x-wide CI
+    wider = stability.spread_beyond_ci({**head, "speedup_between_max": 6.62})
+    assert (wider.figure, wider.low, wider.high) == ("speedup", 5.35, 6.62)
+    assert stability.spread_beyond_ci({**head, "repeats": 1, "speedup_between_max": 6.62}) is None
+    cpu = {"repeats": 3, "eager_between_min_ms": 0.21, "eager_between_max_ms": 0.91,
+           "eager_between_median_ms": 0.22}  # no speedup on the CPU: eager against its median
+    assert stability.spread_beyond_ci(cpu).figure == "eager median"
+    assert "0.21 ms to 0.91 ms, over 10% of its median" in stability.spread_beyond_ci(cpu).text()
+    assert stability.spread_beyond_ci({**cpu, "eager_between_max_ms": 0.225}) is None
+    assert stability.warnings(pd.DataFrame(), {}) == []
