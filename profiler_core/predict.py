@@ -17,14 +17,20 @@ copy once per S steps)::
 - ``kernels``: the eager window's median kernel count per step; each becomes a graph node.
 - ``launch_us`` and ``per_node_us``: what a replay adds on the GPU beyond its kernels' own run
   time, once per graph and per node. :func:`calibrate` measures them on this GPU: graphs of k
-  dependent one-element ``add_`` kernels (k in ``CALIBRATION_NODE_COUNTS``) are replayed back to
-  back, queued behind a held GPU (``torch.cuda._sleep``) so that the host's launch time is hidden
-  as it is behind a real step, and timed with CUDA events; the kernels' own busy time in those
-  replays, from ``torch.profiler``, is subtracted; a least-squares line through (k, what is
-  left) gives the launch cost (intercept) and the per-node cost (slope).
+  dependent ``add_`` kernels over a tensor large enough to fill every SM, as a step's kernels do
+  (k in ``CALIBRATION_NODE_COUNTS``), are replayed back to back, queued behind a held GPU
+  (``torch.cuda._sleep``) so that the host's launch time is hidden as it is behind a real step,
+  and timed with CUDA events; the kernels' own busy time in those replays, from
+  ``torch.profiler``, is subtracted; a least-squares line through (k, what is left) gives the
+  per-node cost (slope). The launch cost is what a one-node replay adds right after a batch copy
+  (a loop's replay waits for its copy), or the line's intercept if larger.
 - ``copy_us``: copying a new batch into the graph's static inputs, which a real loop must do per
-  replay; :func:`calibrate` times copies of the batch's own tensors (queued back to back the same
-  way). ``predict`` leaves it out unless ``--copy-us`` gives it, and says so.
+  replay; :func:`calibrate` times copies of the run's batches in turn (queued back to back the
+  same way). ``predict`` leaves it out unless ``--copy-us`` gives it, and says so.
+- ``gpu_busy_us`` and ``kernels`` come from the step the graph will capture: a run whose
+  optimizer is Adam or AdamW profiles an eager window of the capturable twin too (the graphed
+  replica's optimizer runs more kernels: +37 per step and +187 us on a 6-layer AdamW step on an
+  H200) and predicts from it (``capture_twin_gpu_busy_us``, ``capture_twin_kernels``).
 
 What the model ignores: the host. It assumes the GPU is the bottleneck once the step is graphed
 (a replay costs the host about 10-25 us, so steps with less GPU work than that are bounded by the
@@ -226,7 +232,9 @@ def calibrate(device: Any, batch: Sequence[Any] = (),
               node_counts: Sequence[int] = CALIBRATION_NODE_COUNTS,
               replays: int = CALIBRATION_REPLAYS) -> Calibration:
     """Measure the launch and per-node costs on ``device`` (module docstring), and the copy of
-    ``batch`` (its tensors, as a graph's static inputs would receive them) when given.
+    ``batch`` (its tensors, as a graph's static inputs would receive them) when given: a
+    sequence of tensors, or of batches (tuples of tensors) copied in turn, as a training loop
+    copies a new batch before every replay.
 
     Run it after every timed trial: it uses torch.profiler, which slows later launches of the
     process. It takes well under a second on an H200.
@@ -242,7 +250,8 @@ def calibrate(device: Any, batch: Sequence[Any] = (),
     held = "queued behind a held GPU (torch.cuda._sleep)" if hold else (
         "back to back (this PyTorch has no torch.cuda._sleep to hold the GPU, so the host's "
         "launch time may be included)")
-    graphs = [_trivial_graph(torch, device, count) for count in node_counts]
+    elements = _calibration_elements(torch, device)
+    graphs = [_trivial_graph(torch, device, count, elements) for count in node_counts]
     timed = [max(1, min(replays, CALIBRATION_TIMED_NODES // count)) for count in node_counts]
     replay_us = []
     for (graph, _), count in zip(graphs, timed):
@@ -264,24 +273,45 @@ def calibrate(device: Any, batch: Sequence[Any] = (),
     launch_us, per_node_us = fit_graph_costs(
         node_counts, [replay - busy for replay, busy in zip(replay_us, subtracted)])
     copy_us = math.nan
-    tensors = [tensor for tensor in batch if isinstance(tensor, torch.Tensor)]
-    if tensors:
-        targets = [torch.empty_like(tensor) for tensor in tensors]
+    batches = [[t for t in item if isinstance(t, torch.Tensor)] for item in batch
+               if isinstance(item, (tuple, list))] or [
+        [t for t in batch if isinstance(t, torch.Tensor)]]
+    batches = [tensors for tensors in batches if tensors]
+    if batches:
+        targets = [torch.empty_like(tensor) for tensor in batches[0]]
+        turn = [0]
 
         def copy_batch() -> None:
+            tensors = batches[turn[0] % len(batches)]
+            turn[0] += 1
             for target, tensor in zip(targets, tensors):
                 target.copy_(tensor)
 
         copy_batch()
         copy_us = _held_mean_us(copy_batch, CALIBRATION_COPIES, clock, hold)
+        # A loop copies a batch, then replays: what a replay costs after a copy (the graph's
+        # launch waits for the copy) beyond the copy and the graph's own nodes is its launch cost.
+        single = graphs[0][0]
+
+        def copy_then_replay() -> None:
+            copy_batch()
+            single.replay()
+
+        after_copy_us = _held_mean_us(copy_then_replay, CALIBRATION_COPIES, clock, hold)
+        after_copy_launch = (after_copy_us - copy_us - busy_us[0] * (1.0 if recorded else 0.0)
+                             - per_node_us * node_counts[0])
+        if math.isfinite(after_copy_launch) and after_copy_launch > launch_us:
+            launch_us = after_copy_launch
     del graphs
     minus = (f"minus their kernels' busy time from torch.profiler ({CALIBRATION_PROFILED_REPLAYS} "
              "replays each)" if recorded else
              "with nothing subtracted: torch.profiler recorded none of their kernels, so the "
              "per-node cost includes a one-element kernel's own run time and is overstated")
     method = (f"CUDA events around {'/'.join(str(t) for t in timed)} replays of graphs of "
-              f"{'/'.join(str(c) for c in node_counts)} one-element add kernels, {held}, {minus}; "
-              "least-squares line: launch = intercept, per node = slope")
+              f"{'/'.join(str(c) for c in node_counts)} dependent add kernels over "
+              f"{elements:,} elements (enough to fill every SM), {held}, {minus}; "
+              "least-squares line: per node = slope; launch = the larger of the intercept and "
+              "what a one-node replay adds after a batch copy, as a loop runs it")
     source = (f"measured on {torch.cuda.get_device_name(device)} in this process: {method}")
     return Calibration(costs=GraphCosts(launch_us, per_node_us, source),
                        node_counts=tuple(int(c) for c in node_counts),
@@ -289,10 +319,19 @@ def calibrate(device: Any, batch: Sequence[Any] = (),
                        wall_ms=(time.perf_counter() - started) * 1e3)
 
 
-def _trivial_graph(torch: Any, device: Any, kernels: int) -> tuple[Any, Any]:
-    """A graph of ``kernels`` dependent one-element adds, and the tensor it reads and writes
-    (kept alive beside it). Warmed up on a side stream before capture, as PyTorch advises."""
-    value = torch.zeros(1, device=device)
+def _calibration_elements(torch: Any, device: Any) -> int:
+    """Elements of the calibration kernels' tensor: 64 Ki per SM, so each add fills the GPU as a
+    training step's kernels do. Between such kernels a graph leaves about 0.34 us per node on an
+    H200, against 0.064 us between one-element adds (tests/gpu/node_gaps.py, 2026-12-01); the
+    gaps measured in real steps' graphs were 0.23-0.74 us per node."""
+    return int(torch.cuda.get_device_properties(device).multi_processor_count) * 65536
+
+
+def _trivial_graph(torch: Any, device: Any, kernels: int, elements: int = 1) -> tuple[Any, Any]:
+    """A graph of ``kernels`` dependent adds over ``elements`` values, and the tensor it reads
+    and writes (kept alive beside it). Warmed up on a side stream before capture, as PyTorch
+    advises."""
+    value = torch.zeros(elements, device=device)
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
@@ -349,7 +388,8 @@ def prediction_from_headline(headline: dict[str, Any]) -> dict[str, float]:
     """The prediction and its errors from a run's headline alone (``PREDICTION_KEYS``; NaN
     where the run lacks the eager window or the constants). Pure: for sweeps, per point.
 
-    Reads ``eager_gpu_busy_us``, ``eager_kernels`` (the eager window, per step),
+    Reads ``eager_gpu_busy_us``, ``eager_kernels`` (the eager window, per step; the capturable
+    twin's ``capture_twin_gpu_busy_us`` and ``capture_twin_kernels`` instead where the run has them),
     ``prediction_launch_us``, ``prediction_per_node_us``, ``prediction_copy_us`` and
     ``prediction_steps_per_graph`` (the calibration), ``eager_median_ms`` and
     ``graph_median_ms`` (measured). Errors are (predicted - measured) / measured in percent.
@@ -358,7 +398,11 @@ def prediction_from_headline(headline: dict[str, Any]) -> dict[str, float]:
     steps_per_graph = number("prediction_steps_per_graph")
     if not (steps_per_graph >= 1):
         steps_per_graph = 1.0
-    step = EagerStep(gpu_busy_us=number("eager_gpu_busy_us"), kernels=number("eager_kernels"),
+    twin_busy, twin_kernels = number("capture_twin_gpu_busy_us"), number("capture_twin_kernels")
+    busy, kernels = ((twin_busy, twin_kernels) if math.isfinite(twin_busy) and twin_busy > 0
+                     and math.isfinite(twin_kernels) else
+                     (number("eager_gpu_busy_us"), number("eager_kernels")))
+    step = EagerStep(gpu_busy_us=busy, kernels=kernels,
                      span_us=math.nan, iterations=0, steps_per_iteration=1,
                      iteration_source="headline")
     costs = GraphCosts(number("prediction_launch_us"), number("prediction_per_node_us"), "headline")

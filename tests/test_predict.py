@@ -235,9 +235,11 @@ class _FakeGraph:
         self.replayed.append(self.nodes)
 
 
-def _fake_gpu(monkeypatch, busy_per_node_us: float) -> tuple[list, list]:
+def _fake_gpu(monkeypatch, busy_per_node_us: float,
+              after_copy_extra_us: float = 0.0) -> tuple[list, list]:
     """calibrate() on fakes: a replay of k nodes takes 2 + 1.5 k us on the 'GPU', of which the
-    profiler sees ``busy_per_node_us`` x k as kernel time; a batch copy takes 11 us."""
+    profiler sees ``busy_per_node_us`` x k as kernel time; a batch copy takes 11 us; a one-node
+    replay right after a copy takes ``after_copy_extra_us`` more than the two apart."""
     import torch
 
     from profiler_core import profiling
@@ -253,6 +255,8 @@ def _fake_gpu(monkeypatch, busy_per_node_us: float) -> tuple[list, list]:
         graph = getattr(action, "__self__", None)
         if isinstance(graph, _FakeGraph):
             return 2.0 + 1.5 * graph.nodes
+        if action.__name__ == "copy_then_replay":  # a copy, then a one-node graph's replay
+            return 11.0 + (2.0 + 1.5 * 1) + after_copy_extra_us
         action()
         copied.append(count)
         return 11.0
@@ -266,7 +270,8 @@ def _fake_gpu(monkeypatch, busy_per_node_us: float) -> tuple[list, list]:
         return Window([busy_per_node_us * nodes for nodes in replayed[start:]])
 
     monkeypatch.setattr(predict, "_trivial_graph",
-                        lambda torch, device, nodes: (_FakeGraph(nodes, replayed), None))
+                        lambda torch, device, nodes, elements: (_FakeGraph(nodes, replayed), None))
+    monkeypatch.setattr(predict, "_calibration_elements", lambda torch, device: 1024)
     monkeypatch.setattr(predict, "_held_mean_us", held_mean_us)
     monkeypatch.setattr(profiling, "profile_window", profile_window)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "Fake GPU")
@@ -289,6 +294,21 @@ def test_calibration_subtracts_the_kernels_busy_time_and_fits_the_rest(monkeypat
                          for _ in range(predict.CALIBRATION_PROFILED_REPLAYS)]]
     assert calibration.costs.source.startswith("measured on Fake GPU in this process: CUDA events")
     assert "minus their kernels' busy time from torch.profiler" in calibration.costs.source
+    assert "1,024 elements" in calibration.costs.source
+
+
+def test_a_replay_after_a_copy_sets_the_launch_cost_when_it_costs_more(monkeypatch):
+    """A loop's replay waits for its batch copy: what a one-node replay adds after a copy, beyond
+    the copy, its kernel and its node, is the launch cost when above the fitted intercept."""
+    import torch
+
+    _fake_gpu(monkeypatch, busy_per_node_us=1.2, after_copy_extra_us=3.0)
+    batches = [(torch.zeros(4, 3), torch.zeros(4)), (torch.ones(4, 3), torch.ones(4))]
+    calibration = predict.calibrate("cuda:0", batches)
+    # after copy: 11 + 3.5 + 3 = 17.5 us; minus copy 11, kernel 1.2, one node 0.3 -> 5.0 us
+    assert calibration.costs.launch_us == pytest.approx(5.0)
+    assert calibration.costs.per_node_us == pytest.approx(0.3)
+    assert calibration.copy_us == 11.0
 
 
 def test_calibration_says_so_when_the_profiler_saw_no_kernels(monkeypatch):
