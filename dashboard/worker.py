@@ -55,6 +55,8 @@ ERROR_TITLES = {
     "CudaFaultError": "The GPU reported a fault",
     "RunFormatError": "The worker could not read or write a run folder",
     "Interrupted": "The run was interrupted",
+    "WorkloadError": "Your training step failed",
+    "TimeLimit": "The run reached its own time limit",
 }
 # What follows from each kind, beyond the worker's own hint.
 ERROR_AFTERMATH = {

@@ -55,3 +55,10 @@ class CudaFaultError(ProfilerError):
     """The GPU reported an error that leaves this process's CUDA context unusable."""
 
     exit_code = 6
+
+
+class TimeLimitReached(KeyboardInterrupt):
+    """The run's time limit (``run --timeout``) was reached: raised in the main thread like
+    Ctrl-C, so the engine stops and keeps what it measured (marked incomplete)."""
+
+    exit_code = 124  # as GNU timeout's

@@ -92,9 +92,10 @@ def left_timed_phases(phase: str) -> bool:
 
 def run_argv(config: RunConfig, out_dir: Path | str, *, python: str = sys.executable,
              overwrite: bool = False) -> list[str]:
-    """The command line of one run of ``config`` writing into ``out_dir``, JSON-lines progress."""
-    return [python, "-m", "profiler_core", "run", *cli.config_to_argv(config), "--out",
-            str(out_dir), "--progress", "jsonl", *(["--overwrite"] if overwrite else [])]
+    """The command line of one run of ``config`` writing into ``out_dir``, JSON-lines progress.
+    ``--timeout 0``: the run sets itself no time limit, its launcher's caller does (``timeout_s``)."""
+    return [python, "-m", "profiler_core", "run", *cli.config_to_argv(config), "--timeout", "0",
+            "--out", str(out_dir), "--progress", "jsonl", *(["--overwrite"] if overwrite else [])]
 
 
 def run_env(base: Mapping[str, str] | None = None) -> dict[str, str]:

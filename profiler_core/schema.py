@@ -109,5 +109,6 @@ def trace_file(mode: str) -> str:
 ERROR_KINDS = {
     "UsageError": 2, "ConfigError": 2,  # refused input: nothing ran
     "NoCudaError": 3, "CaptureError": 4, "GpuMemoryError": 5, "CudaFaultError": 6,
-    "RunFormatError": 2, "Interrupted": 130,
+    "RunFormatError": 2, "WorkloadError": 2,  # the user's own step failed or is unusable
+    "Interrupted": 130, "TimeLimit": 124,  # run --timeout was reached (exit code as GNU timeout's)
 }

@@ -162,6 +162,7 @@ def test_the_contract_command_line_and_environment(tmp_path):
     argv = run_argv(config, tmp_path / "o", python="py", overwrite=True)
     assert argv[:4] == ["py", "-m", "profiler_core", "run"]
     assert argv[-5:] == ["--out", str(tmp_path / "o"), "--progress", "jsonl", "--overwrite"]
+    assert argv[-7:-5] == ["--timeout", "0"]  # the launcher's caller sets the limit (timeout_s)
     env = run_env({"PYTHONPATH": "/x"})
     assert env["PYTHONUNBUFFERED"] == "1" and env["PYTHONPATH"].endswith(os.pathsep + "/x")
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
