@@ -9,6 +9,11 @@ marked incomplete.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the heavy imports: a launcher's child ends with it
+    from profiler_core.parent import end_with_parent
+
+    end_with_parent()
+
 import contextlib
 import math
 import os

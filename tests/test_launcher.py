@@ -17,7 +17,10 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
+import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -25,10 +28,11 @@ import pytest
 import torch
 from conftest import process_alive, wait_for
 
-from profiler_core import serve
+from profiler_core import parent, serve
 from profiler_core.config import PRESETS
 from profiler_core.launcher import (STATUSES, Launcher, describe_exit, left_timed_phases,
                                     run_argv, run_env)
+from profiler_core.results import RunResult
 
 SAFETY_NET_S = 120  # only stops a broken test from hanging; nothing waits this long when it works
 NEEDS_STREAMLIT = pytest.mark.skipif(importlib.util.find_spec("streamlit") is None,
@@ -429,6 +433,128 @@ def test_close_stops_the_spare(tmp_path, fake_python):
     assert until(lambda: not process_alive(spare))
     with pytest.raises(RuntimeError, match="closed"):
         launcher.start(CPU_RUN, tmp_path / "b")
+
+
+# ----------------------------------------------------------------------------- the launcher dies
+
+# A launcher in a process of its own; it prints the pids of what it started, one JSON line, then
+# waits to be killed. Children that honour the contract call parent.end_with_parent() first.
+LAUNCHER_SCRIPT = r'''
+import json, sys, threading, time
+from profiler_core.launcher import Launcher
+argv = json.loads(sys.argv[1])
+launcher = Launcher(warm=False)
+started = []
+watching = threading.Event()
+def start():  # from a thread that ends once the child watches: the child must outlive it
+    started.append(launcher.start_argv(argv, on_event=lambda record: watching.set()))
+    assert watching.wait(60)
+thread = threading.Thread(target=start)
+thread.start()
+thread.join()
+while not started[0].pid:
+    time.sleep(0.01)
+print(json.dumps([started[0].pid]), flush=True)
+time.sleep(120)
+'''
+
+# A stand-in child: watches its parent (the death signal off where "no-prctl" is given, to test
+# the pipe alone), ignores SIGTERM where "ignore-term" is given, then sleeps.
+WATCHING_CHILD = textwrap.dedent('''
+    import signal, sys, time
+    from profiler_core import parent
+    if "no-prctl" in sys.argv:
+        parent._arm_death_signal = lambda: False
+    if "ignore-term" in sys.argv:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent.end_with_parent(grace_s=0.5)
+    print('{"event": "progress", "phase": "watching"}', flush=True)
+    time.sleep(120)
+''')
+
+
+def _launcher_process(argv: list[str]) -> tuple[subprocess.Popen, list[int]]:
+    process = subprocess.Popen([sys.executable, "-c", LAUNCHER_SCRIPT, json.dumps(argv)],
+                               stdout=subprocess.PIPE, text=True, env=run_env(),
+                               cwd=Path(__file__).parents[1])
+    line = process.stdout.readline()
+    assert line, "the launcher process did not start its child"
+    return process, json.loads(line)
+
+
+@pytest.mark.parametrize("how", ["death-signal", "no-prctl", "no-prctl ignore-term"])
+def test_a_child_ends_when_its_launcher_is_killed(how):
+    """SIGKILL the launcher's process: its child ends, through Linux's parent-death signal, or
+    the pipe alone (SIGTERM, then SIGKILL after the grace period for one that ignores SIGTERM).
+    The child was started from a thread that ended once the child watched: that alone must not
+    end it (the death signal follows the forking thread, hence the launcher's spawning thread)."""
+    launcher, (child,) = _launcher_process([sys.executable, "-c", WATCHING_CHILD, *how.split()])
+    try:
+        time.sleep(0.5)  # the starting thread has ended; the child must still be there
+        assert process_alive(child)
+        launcher.kill()
+        launcher.wait(SAFETY_NET_S)
+        assert wait_for(lambda: not process_alive(child), 10), "the child outlived its launcher"
+    finally:
+        launcher.kill()
+        launcher.wait(SAFETY_NET_S)
+        if process_alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_child_whose_launcher_died_before_it_could_watch_stops_at_once():
+    read_end, write_end = os.pipe()
+    try:
+        env = {**run_env(), parent.PARENT_ENV: f"{os.getpid() + 10**7}:{read_end}"}  # not its parent
+        child = subprocess.run([sys.executable, "-c", WATCHING_CHILD], env=env,
+                               pass_fds=(read_end,), timeout=SAFETY_NET_S,
+                               cwd=Path(__file__).parents[1])
+        assert child.returncode == -signal.SIGTERM
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert parent.end_with_parent() is False  # not started by a launcher: nothing to watch
+
+
+def test_a_real_run_and_a_warm_spare_end_when_their_launcher_is_killed(tmp_path):
+    """The issue's case: a launcher (the dashboard, a sweep) is SIGKILLed while a run is in its
+    timed trials and a spare waits; both end within seconds, and the run keeps what it measured."""
+    script = textwrap.dedent('''
+        import json, sys, threading, time
+        from pathlib import Path
+        from profiler_core.config import PRESETS
+        from profiler_core.launcher import Launcher
+        spares = Launcher(warm=True)
+        spares._wanted_device = "cpu"  # as after a CPU run: a spare for the CPU
+        with spares._guard:
+            spares._maybe_start_spare()
+        timed = threading.Event()
+        config = PRESETS["seed"].replace(device="cpu", batch=64, d_in=256, hidden=256, d_out=64,
+                                         replays=100_000, trials=10, preset="custom")
+        run = Launcher(warm=False).start(config, Path(sys.argv[1]), on_event=lambda r: (
+            timed.set() if r.get("phase") == "timed trials" else None))
+        assert timed.wait(120) and spares._pool.children[0].ready.wait(120)
+        print(json.dumps([run.pid, spares.spare_pid]), flush=True)
+        time.sleep(120)
+    ''')
+    out = tmp_path / "run"
+    launcher = subprocess.Popen([sys.executable, "-c", script, str(out)], stdout=subprocess.PIPE,
+                                text=True, env=run_env(), cwd=Path(__file__).parents[1])
+    pids: list[int] = []
+    try:
+        pids = json.loads(launcher.stdout.readline())
+        assert all(process_alive(pid) for pid in pids)
+        launcher.kill()
+        launcher.wait(SAFETY_NET_S)
+        assert wait_for(lambda: not any(process_alive(pid) for pid in pids), 20)
+        assert until(lambda: (out / "summary.json").is_file())
+        assert RunResult.load(out).complete is False  # stopped as by Cancel: what it measured kept
+    finally:
+        launcher.kill()
+        launcher.wait(SAFETY_NET_S)
+        for pid in pids:
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 # ----------------------------------------------------------------------------- the warm worker
