@@ -468,7 +468,7 @@ class RunProcess:
         if child.exited.is_set():
             self._on_exit(child)  # exited before it was attached (a dead spare)
 
-    def _fail_to_start(self, error: OSError) -> None:
+    def _fail_to_start(self, error: Exception) -> None:
         self._finish(Ending("crashed", None, None, "", False,
                             f"the worker could not start: {error}"))
 
@@ -487,8 +487,8 @@ class RunProcess:
 
     def _on_line(self, child: _Child, line: str) -> None:
         line = line.strip()
-        if not line:
-            return
+        if not line or (self._warm and not child.accepted.is_set()):
+            return  # a warm worker's lines before it took the run are not the run's
         try:
             record = json.loads(line) if line.startswith("{") else None
         except ValueError:
@@ -756,7 +756,7 @@ class Launcher:
     def _start_fresh(self, run: RunProcess, argv: list[str]) -> None:
         try:
             child = _Child(argv, self.env, self.cwd, listener=None)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: a NUL byte in an argument
             run._fail_to_start(error)
             return
         run._attach(child, warm=False)
@@ -780,7 +780,7 @@ class Launcher:
             try:
                 self._pool.children.append(_Child(argv, self.env, self.cwd, listener=None,
                                                   stdin_pipe=True))
-            except OSError:
+            except (OSError, ValueError):
                 return  # runs then start in fresh processes, which say what failed
 
 

@@ -562,9 +562,57 @@ def test_a_real_run_and_a_warm_spare_end_when_their_launcher_is_killed(tmp_path)
 
 def test_the_request_must_be_a_run_command():
     assert serve.read_request('{"argv": ["run", "--device", "cpu"]}') == ["run", "--device", "cpu"]
-    for bad in ("not json", "[]", '{"argv": ["bench"]}', '{"argv": ["run", 3]}', '{"x": 1}'):
+    for bad in ("not json", "[]", '{"argv": ["bench"]}', '{"argv": ["run", 3]}', '{"x": 1}',
+                "[" * 100_000, '{"argv": ["run", "--out", "a\\u0000b"]}',
+                '{"argv": ["run", "' + "x" * serve.MAX_REQUEST_CHARS + '"]}'):
         with pytest.raises(ValueError, match="request"):
             serve.read_request(bad)
+
+
+class _EndlessLine:
+    """stdin whose one line never ends: a 200 MB line, or an endless one, without the memory."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+        self.buffer = self
+
+    def readline(self, size: int = -1) -> bytes:
+        self.asked.append(size)
+        assert 0 < size < 1_000_000, "an unbounded read"
+        return b"[" * size
+
+
+@pytest.mark.parametrize("stdin, message", [
+    (io.StringIO("[" * 100_000 + "\n"), "longer than 65,536 characters"),
+    (io.StringIO("[" * 1_000 + "\n"), "nested more than 8 deep"),
+    (io.StringIO('{"argv": ["run", "--out", "a\\u0000b"]}\n'), "NUL character"),
+    (io.StringIO('{"argv": ["run"], "x": [[[[[[[[1]]]]]]]]}\n'), "nested more than 8 deep"),
+    (io.StringIO('"run"\n'), "must be {"),
+    (io.TextIOWrapper(io.BytesIO(b"\xff\xfe\n")), "not UTF-8"),
+    (_EndlessLine(), "longer than 65,536 characters"),
+])
+def test_a_bad_request_is_one_json_error_record_and_exit_2(stdin, message, capsys):
+    calls = []
+    stdout = io.StringIO()
+    assert serve.serve("cpu", calls.append, stdin=stdin, stdout=stdout) == 2
+    assert not calls
+    ready, refused = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    assert ready["state"] == "ready"
+    assert refused["event"] == "error" and refused["kind"] == "UsageError"
+    assert message in refused["message"]
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+
+
+def test_serve_refuses_a_nul_request_in_a_real_process_without_a_traceback():
+    worker = subprocess.run([sys.executable, "-m", "profiler_core", "serve", "--device", "cpu"],
+                            input='{"argv": ["run", "--out", "a\\u0000b"]}\n', text=True,
+                            capture_output=True, timeout=SAFETY_NET_S, env=run_env(),
+                            cwd=Path(__file__).parents[1])
+    assert worker.returncode == 2, worker.stderr
+    records = [json.loads(line) for line in worker.stdout.splitlines()]
+    assert [r["event"] for r in records] == ["worker", "error"]
+    assert "Traceback" not in worker.stderr and "NUL" in worker.stderr
 
 
 def test_serve_says_ready_then_runs_one_request_through_main():
