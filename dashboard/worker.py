@@ -56,6 +56,8 @@ ERROR_TITLES = {
     "RunFormatError": "The worker could not read or write a run folder",
     "SaveError": "The run could not be saved in the runs folder",
     "Interrupted": "The run was interrupted",
+    "WorkloadError": "Your training step failed",
+    "TimeLimit": "The run reached its own time limit",
 }
 # What follows from each kind, beyond the worker's own hint.
 ERROR_AFTERMATH = {

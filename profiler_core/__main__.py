@@ -1,12 +1,20 @@
 """The command line: ``python -m profiler_core {run,bench,trace-stats,predict}``.
 
-Exit codes: 0 success; 2 bad input (one line naming the option and what is allowed); 3 no CUDA
-device; 4 the step could not be captured; 5 not enough GPU memory; 6 a GPU fault; 130 interrupted.
-A run that stops early keeps what it measured in its run directory, marked incomplete.
+Exit codes: 0 success; 2 bad input (one line naming the option and what is allowed), or the
+user's own step failed (one line naming their file, line and function); 3 no CUDA device; 4 the
+step could not be captured; 5 not enough GPU memory; 6 a GPU fault; 124 ``run --timeout`` was
+reached; 130 interrupted. A run that stops early keeps what it measured in its run directory,
+marked incomplete.
 """
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the heavy imports: a launcher's child ends with it
+    from profiler_core.parent import end_with_parent
+
+    end_with_parent()
+
+import contextlib
 import math
 import os
 import signal
@@ -18,9 +26,10 @@ import pandas as pd
 
 from profiler_core import cli, hostinfo, stability
 from profiler_core.config import is_user_spec
-from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, SaveError
+from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, SaveError, TimeLimitReached
 from profiler_core.predict import headline_lines as prediction_lines
 from profiler_core.results import RunResult, check_output
+from profiler_core.stopping import RunStopper
 from profiler_core.workload_kinds import workload_of
 
 
@@ -191,10 +200,15 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _command_run(args) -> int:
-    # SIGTERM (the dashboard's Cancel) stops the run like Ctrl-C, so the partial run is kept.
-    signal.signal(signal.SIGTERM, _interrupt)
-
+def _command_run(args, stopper: RunStopper | None = None) -> int:
+    """``run``: Ctrl-C, SIGTERM (the dashboard's Cancel) and ``--timeout`` stop it through
+    ``stopper`` (``stopping.RunStopper``, entered by ``main``), keeping what it measured."""
+    if stopper is None:
+        with RunStopper() as own:
+            return _command_run(args, own)
+    if not 0 <= args.timeout <= cli.MAX_TIMEOUT_S:
+        raise ConfigError("timeout", f"timeout must be from 0 to {cli.MAX_TIMEOUT_S:,.0f} seconds; "
+                                     f"got {args.timeout:g}", "0 means no limit")
     config = cli.config_from_args(args)
     check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
     if config.repeats > 1:
@@ -203,20 +217,32 @@ def _command_run(args) -> int:
         hostinfo.pin(config.cpu_affinity)  # before torch is imported: its threads follow it
     from profiler_core.runner import run_experiment
 
-    if is_user_spec(config.workload):
-        _check_user_step(config)
+    stopper.limit(args.timeout)  # loading the user's step included
+    user_step = is_user_spec(config.workload)
     reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
         cli.BarProgress() if args.progress == "bar" else None)
+    loading = True
     try:
+        if user_step:
+            _check_user_step(config)
+        loading = False
         result = run_experiment(config, progress=reporter or (lambda progress: None))
     except BaseException as error:
+        if reporter is not None:
+            reporter.close()  # the bar's line ends before the messages
+            reporter = None
         partial = getattr(error, "partial_result", None)
         if partial is not None:
+            stopper.saving()
             _keep_partial(partial, args)
-        raise
+        explained = _explained(error, config, loading)
+        if explained is error:
+            raise
+        raise explained from None
     finally:
         if reporter is not None:
             reporter.close()
+    stopper.saving()  # measured: a Ctrl-C from now on waits until the run is written
     try:
         out = _save(result, args)
     finally:
@@ -259,17 +285,39 @@ def _command_repeats(config, args) -> int:
     return 0
 
 
+def _explained(error: BaseException, config, loading: bool) -> BaseException:
+    """The error to report for a run that failed: the time limit says where it stopped; anything
+    the user's own step raised (an exception, ``sys.exit``, any ``BaseException``) becomes one
+    line naming their file, line and function (exit 2), never a traceback or an exit code that
+    means something else. Ctrl-C and the tool's own errors are reported as they are."""
+    from profiler_core.user_workload import user_code_error, user_frame
+
+    user_step = is_user_spec(config.workload)
+    if isinstance(error, TimeLimitReached):
+        where = user_frame(error) if user_step else None
+        doing = (f"; it was loading your step {config.workload}" if loading and user_step else "")
+        inside = f"; it was in your code at {where}" if where else ""
+        return TimeLimitReached(f"{error} (--timeout){doing}{inside}")
+    if isinstance(error, (KeyboardInterrupt, ProfilerError)) or not user_step:
+        return error
+    return user_code_error(config.workload, error)
+
+
 def _check_user_step(config) -> None:
-    """Load the user's step once before running (a bad module, function or return value is a
-    one-line error, exit 2) and print what would break under capture."""
+    """Load the user's step once before running and draw one batch (a bad module, function,
+    return value or batch is a one-line error, exit 2), then print what would break under
+    capture. The random number generators are left as they were."""
     import torch
 
     from profiler_core.readiness import check_step
     from profiler_core.runner import resolve_device
-    from profiler_core.user_workload import build_parts, find_function
+    from profiler_core.user_workload import build_parts, check_batch, find_function
 
     device = resolve_device(config)
     parts = build_parts(config.workload, device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        generator = torch.Generator(device=device).manual_seed(config.seed)
+        check_batch(config.workload, parts.batch(generator), device)
     for finding in check_step(find_function(config.workload), parts.model, parts.loss,
                               parts.optimizer):
         print(f"capture readiness: {finding.one_line()}", file=sys.stderr)
@@ -479,17 +527,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {message}" + (f" ({hint})" if hint else ""), file=sys.stderr)
         return code
 
-    try:
-        args = cli.parse(argv)
-        return COMMANDS[args.command](args)
-    except cli.UsageError as error:
-        return fail(2, "UsageError", str(error))
-    except ConfigError as error:
-        return fail(2, "ConfigError", cli.describe_config_error(error), error.hint, error.field)
-    except ProfilerError as error:
-        return fail(error.exit_code, type(error).__name__, error.message, error.hint)
-    except KeyboardInterrupt:
-        return fail(130, "Interrupted", "interrupted")
+    # A run's stop signals are handled until its error is reported (stopping.RunStopper).
+    with (RunStopper() if argv[:1] == ["run"] else contextlib.nullcontext()) as stopper:
+        try:
+            args = cli.parse(argv)
+            if args.command == "run":
+                return _command_run(args, stopper)
+            return COMMANDS[args.command](args)
+        except cli.UsageError as error:
+            return fail(2, "UsageError", str(error))
+        except ConfigError as error:
+            return fail(2, "ConfigError", cli.describe_config_error(error), error.hint, error.field)
+        except ProfilerError as error:
+            return fail(error.exit_code, type(error).__name__, error.message, error.hint)
+        except TimeLimitReached as error:
+            return fail(TimeLimitReached.exit_code, "TimeLimit", str(error),
+                        "pass a larger --timeout, or --timeout 0 for no limit")
+        except KeyboardInterrupt:
+            return fail(130, "Interrupted", "interrupted")
 
 
 def exit_now(code: int) -> None:

@@ -25,6 +25,10 @@ from profiler_core.progress import Progress
 # command line imports no benchmark code).
 BENCH_CONFIG_NAMES = ("seed-fp32", "seed-bf16", "launch-bound-fp32")
 
+# ``run --timeout``: the run's time limit by default (the dashboard's default too), and its range.
+RUN_TIMEOUT_S = 900.0
+MAX_TIMEOUT_S = 86_400.0
+
 # RunConfig field -> command-line option (declared in ``fields``).
 OPTION_OF_FIELD = {field.name: field.cli_option for field in fields.FIELDS}
 
@@ -160,6 +164,10 @@ def build_parser() -> _Parser:
     run.add_argument("--progress", choices=("bar", "jsonl", "none"), default="bar",
                      help="progress as a text bar (stderr), JSON lines (stdout) or nothing "
                           "(default: bar)")
+    run.add_argument("--timeout", type=_float_text, default=RUN_TIMEOUT_S, metavar="S",
+                     help="stop the run if it has no result after S seconds, loading your "
+                          "--workload included: what it measured is kept, exit code 124; 0 for "
+                          f"no limit (default: {RUN_TIMEOUT_S:g})")
     _with_defaults(run)
     bench = commands.add_parser(
         "bench", help="the tool's default run vs a bare hand-written loop, fresh processes, on a GPU")

@@ -108,3 +108,10 @@ class SaveError(ProfilerError):
     saved instead, or that nothing could be saved and why."""
 
     exit_code = 7
+
+
+class TimeLimitReached(KeyboardInterrupt):
+    """The run's time limit (``run --timeout``) was reached: raised in the main thread like
+    Ctrl-C, so the engine stops and keeps what it measured (marked incomplete)."""
+
+    exit_code = 124  # as GNU timeout's

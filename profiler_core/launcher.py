@@ -21,6 +21,11 @@ A run's process:
    ``on_event``: the process is then killed at once).
 Stopping sends SIGTERM to the group (the run keeps what it measured, marked incomplete), then
 SIGKILL after a grace period. Runs still going when the interpreter exits are stopped (atexit).
+Runs and spares also end when the launcher's process dies without stopping them (SIGKILL, a
+crash): each child watches it (``profiler_core.parent``: Linux's parent-death signal, and a pipe
+whose write end only the launcher holds). Every child is forked from one thread that lives as long
+as the process (``_SPAWNER``), because Linux sends that signal when the forking *thread* ends, and
+the launcher's callers and reader threads come and go.
 
 Warm workers (``Launcher(warm=True)``): a spare ``serve`` process has imported torch and the
 engine, brought the CUDA context up on the device of the last run and run a tiny training step
@@ -50,6 +55,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -61,7 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from profiler_core import cli
+from profiler_core import cli, parent
 from profiler_core.config import RunConfig
 from profiler_core.schema import ERROR_KINDS
 
@@ -92,9 +98,10 @@ def left_timed_phases(phase: str) -> bool:
 
 def run_argv(config: RunConfig, out_dir: Path | str, *, python: str = sys.executable,
              overwrite: bool = False) -> list[str]:
-    """The command line of one run of ``config`` writing into ``out_dir``, JSON-lines progress."""
-    return [python, "-m", "profiler_core", "run", *cli.config_to_argv(config), "--out",
-            str(out_dir), "--progress", "jsonl", *(["--overwrite"] if overwrite else [])]
+    """The command line of one run of ``config`` writing into ``out_dir``, JSON-lines progress.
+    ``--timeout 0``: the run sets itself no time limit, its launcher's caller does (``timeout_s``)."""
+    return [python, "-m", "profiler_core", "run", *cli.config_to_argv(config), "--timeout", "0",
+            "--out", str(out_dir), "--progress", "jsonl", *(["--overwrite"] if overwrite else [])]
 
 
 def run_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -139,6 +146,63 @@ class Ending:
     warm: bool = False
 
 
+class _Spawner:
+    """Starts every child process from one daemon thread that lives as long as this process.
+
+    Linux's parent-death signal, which each child asks for (``profiler_core.parent``), is sent when
+    the *thread* that forked the child ends, not the process: a child forked from a caller's
+    thread, or from the reader thread that restarts a run, would be killed when that thread ends.
+    """
+
+    def __init__(self) -> None:
+        self._requests: "queue.SimpleQueue[tuple]" = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+        if hasattr(os, "register_at_fork"):  # a forked copy of this process has no such thread
+            os.register_at_fork(after_in_child=self._forget_thread)
+
+    def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen:
+        """``subprocess.Popen(*args, **kwargs)`` run on the spawning thread; its errors raised here."""
+        if threading.current_thread() is self._thread:
+            return subprocess.Popen(*args, **kwargs)
+        try:
+            self._ensure_thread()
+        except RuntimeError:  # no new thread at interpreter shutdown: fork from this one
+            return subprocess.Popen(*args, **kwargs)
+        done = threading.Event()
+        box: dict[str, Any] = {}
+        self._requests.put((args, kwargs, box, done))
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box["process"]
+
+    def _ensure_thread(self) -> None:
+        with self._guard:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, daemon=True,
+                                                name="launcher-spawner")
+                self._thread.start()
+
+    def _forget_thread(self) -> None:
+        self._thread = None
+        self._guard = threading.Lock()
+        self._requests = queue.SimpleQueue()
+
+    def _serve(self) -> None:
+        while True:
+            args, kwargs, box, done = self._requests.get()
+            try:
+                box["process"] = subprocess.Popen(*args, **kwargs)
+            except BaseException as error:  # handed to the caller, which raises it
+                box["error"] = error
+            finally:
+                done.set()
+
+
+_SPAWNER = _Spawner()
+
+
 class _Child:
     """One process in a session of its own: stdout read on a thread, stderr into a temporary
     file, its group killed once it exits. ``{"event": "worker"}`` records (a warm worker's
@@ -156,19 +220,31 @@ class _Child:
         self._guard = threading.Lock()
         self._stderr: IO[bytes] = tempfile.TemporaryFile(mode="w+b")
         self._stderr_from = 0
-        popen_extra: dict[str, Any] = (
-            {"start_new_session": True} if os.name == "posix"
-            else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
+        env = dict(env)
+        # The pipe the child watches for this process's death: only this process holds its write
+        # end (non-inheritable), closed once the child has exited.
+        self._parent_pipe: int | None = None
+        popen_extra: dict[str, Any] = {"creationflags": getattr(subprocess,
+                                                                "CREATE_NEW_PROCESS_GROUP", 0)}
+        read_end = None
+        if os.name == "posix":
+            read_end, self._parent_pipe = os.pipe()
+            env = parent.child_environment(env, read_end)
+            popen_extra = {"start_new_session": True, "pass_fds": (read_end,)}
         try:
             # An argv list, never a shell string: nothing a user typed is parsed by a shell.
-            self.proc = subprocess.Popen(
+            self.proc = _SPAWNER.popen(
                 [str(a) for a in argv], stdout=subprocess.PIPE, stderr=self._stderr,
                 stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL, cwd=cwd,
-                env=dict(env), text=True, encoding="utf-8", errors="replace", bufsize=1,
+                env=env, text=True, encoding="utf-8", errors="replace", bufsize=1,
                 shell=False, **popen_extra)
         except BaseException:
             self._stderr.close()
+            self._close_parent_pipe()
             raise
+        finally:
+            if read_end is not None:
+                os.close(read_end)  # the child's copy is its own
         self.pid = self.proc.pid
         self._reaper = threading.Thread(target=self._reap_leftovers, daemon=True,
                                         name=f"reap-{self.pid}")
@@ -276,11 +352,18 @@ class _Child:
         finally:
             if self.proc.stdout is not None:
                 self.proc.stdout.close()
+            self._close_parent_pipe()
             self.exited.set()
             with self._guard:
                 listener = self._listener
             if listener is not None:
                 listener._on_exit(self)
+
+    def _close_parent_pipe(self) -> None:
+        with self._guard:
+            fd, self._parent_pipe = self._parent_pipe, None
+        if fd is not None:
+            os.close(fd)
 
     def _handshake(self, line: str) -> bool:
         if '"worker"' not in line:
@@ -385,7 +468,7 @@ class RunProcess:
         if child.exited.is_set():
             self._on_exit(child)  # exited before it was attached (a dead spare)
 
-    def _fail_to_start(self, error: OSError) -> None:
+    def _fail_to_start(self, error: Exception) -> None:
         self._finish(Ending("crashed", None, None, "", False,
                             f"the worker could not start: {error}"))
 
@@ -404,8 +487,8 @@ class RunProcess:
 
     def _on_line(self, child: _Child, line: str) -> None:
         line = line.strip()
-        if not line:
-            return
+        if not line or (self._warm and not child.accepted.is_set()):
+            return  # a warm worker's lines before it took the run are not the run's
         try:
             record = json.loads(line) if line.startswith("{") else None
         except ValueError:
@@ -673,7 +756,7 @@ class Launcher:
     def _start_fresh(self, run: RunProcess, argv: list[str]) -> None:
         try:
             child = _Child(argv, self.env, self.cwd, listener=None)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: a NUL byte in an argument
             run._fail_to_start(error)
             return
         run._attach(child, warm=False)
@@ -697,7 +780,7 @@ class Launcher:
             try:
                 self._pool.children.append(_Child(argv, self.env, self.cwd, listener=None,
                                                   stdin_pipe=True))
-            except OSError:
+            except (OSError, ValueError):
                 return  # runs then start in fresh processes, which say what failed
 
 

@@ -462,7 +462,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
 
 
 def _one_line(error: BaseException) -> str:
-    if isinstance(error, KeyboardInterrupt):
+    if isinstance(error, KeyboardInterrupt) and not str(error):  # a time limit says what it is
         return "interrupted (Ctrl-C, or SIGTERM: the dashboard's Cancel or its time limit)"
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

@@ -134,7 +134,8 @@ def trace_file(mode: str) -> str:
 ERROR_KINDS = {
     "UsageError": 2, "ConfigError": 2,  # refused input: nothing ran
     "NoCudaError": 3, "CaptureError": 4, "GpuMemoryError": 5, "CudaFaultError": 6,
-    "RunFormatError": 2, "SaveError": 7, "Interrupted": 130,
+    "RunFormatError": 2, "SaveError": 7, "WorkloadError": 2,  # the user's step failed or is unusable
+    "Interrupted": 130, "TimeLimit": 124,  # run --timeout was reached (exit code as GNU timeout's)
 }
 
 

@@ -7,7 +7,11 @@ cuDNN handles, the first kernels),
 prints ``{"event": "worker", "state": "ready"}``, then reads one request from stdin,
 ``{"argv": ["run", ...]}``, prints ``{"event": "worker", "state": "accepted"}`` and runs it through
 the same ``main`` as ``python -m profiler_core run`` (same records, outputs and exit code), and
-exits with its code. End of stdin before a request: exit 0 without running anything.
+exits with its code. End of stdin before a request: exit 0 without running anything. A request
+that is not one line of UTF-8 JSON of at most ``MAX_REQUEST_CHARS`` characters, nested at most
+``MAX_REQUEST_DEPTH`` deep, of the form ``{"argv": ["run", ...]}`` with strings free of NUL
+characters, is refused with one JSON error record on stdout (``{"event": "error", "kind":
+"UsageError", ...}``) and a line on stderr, exit 2: never a traceback.
 
 The warm-up leaves nothing that a run measures: the random number generators are restored, the
 cuBLAS workspaces and the cached memory are given back and the peak-memory statistics reset, so a
@@ -27,6 +31,10 @@ import time
 from typing import IO, Callable, Sequence
 
 WARM_BATCH, WARM_WIDTH, WARM_IMAGE = 32, 64, 8
+# A request is one run's command line: a few hundred characters. Longer lines are refused after
+# this many characters are read (the rest is never read into memory).
+MAX_REQUEST_CHARS = 65_536
+MAX_REQUEST_DEPTH = 8  # {"argv": [...]} is 2 deep; json.loads would recurse much deeper
 
 
 def _record(stream: IO[str], **record) -> None:
@@ -85,14 +93,59 @@ def _tiny_steps(torch, device, autocast_dtypes) -> None:
 
 def read_request(line: str) -> list[str]:
     """The run's argv from one request line; ValueError (one line) for anything else."""
+    if len(line) > MAX_REQUEST_CHARS:
+        raise ValueError(f"the request is longer than {MAX_REQUEST_CHARS:,} characters")
+    if _nesting(line) > MAX_REQUEST_DEPTH:
+        raise ValueError(f"the request is nested more than {MAX_REQUEST_DEPTH} deep")
     try:
         request = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ValueError("the request is not JSON") from None
     argv = request.get("argv") if isinstance(request, dict) else None
     if not (isinstance(argv, list) and argv[:1] == ["run"] and all(isinstance(a, str) for a in argv)):
         raise ValueError('the request must be {"argv": ["run", ...]} with strings only')
+    if any("\x00" in a for a in argv):
+        raise ValueError("the request's argv holds a NUL character, which no argument can hold")
     return argv
+
+
+def _nesting(text: str) -> int:
+    """How deep ``[`` and ``{`` nest in ``text`` (brackets inside strings count too: an upper
+    bound, enough to refuse before ``json.loads`` recurses)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_line(stdin: IO[str], limit: int = MAX_REQUEST_CHARS) -> str:
+    """One line of at most ``limit`` characters (one more is read to tell a longer one); bytes
+    that are not UTF-8 are a ValueError."""
+    raw = getattr(stdin, "buffer", None)
+    if raw is None:
+        return stdin.readline(limit + 1)
+    cap = 4 * limit + 4  # a character is at most 4 bytes in UTF-8
+    data = raw.readline(cap)
+    if len(data) >= cap and not data.endswith(b"\n"):
+        raise ValueError(f"the request is longer than {limit:,} characters")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("the request is not UTF-8 text") from None
+
+
+def _refuse(stdout: IO[str], message: str) -> int:
+    """A refused request: one JSON error record on stdout, one line on stderr, exit 2."""
+    hint = 'send one line: {"argv": ["run", ...]}, the arguments of python -m profiler_core run'
+    stdout.write(json.dumps({"event": "error", "kind": "UsageError", "field": None,
+                             "message": message, "hint": hint}) + "\n")
+    stdout.flush()
+    print(f"error: {message} ({hint})", file=sys.stderr)
+    return 2
 
 
 def serve(device_name: str, run_main: Callable[[Sequence[str]], int],
@@ -108,13 +161,12 @@ def serve(device_name: str, run_main: Callable[[Sequence[str]], int],
         return 1
     _record(stdout, state="ready", pid=os.getpid(), device=device_name,
             warm_s=round(time.perf_counter() - started, 3))
-    line = stdin.readline()
-    if not line:
-        return 0  # the launcher let this spare go
     try:
-        argv = read_request(line)
+        line = read_line(stdin)
+        if not line:
+            return 0  # the launcher let this spare go
+        argv = read_request(line.rstrip("\r\n") if line.endswith("\n") else line)
     except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return _refuse(stdout, str(error))
     _record(stdout, state="accepted")
     return run_main(argv)

@@ -762,13 +762,43 @@ def _release(key: str) -> None:
 # sweep waits for one warm-up per this many points (on the H200 one warm-up took about 10 s and a
 # seed-size point about 1.5 s, so with one spare a sweep managed only 4.4 points per minute).
 SWEEP_SPARES = 8
+# A point's cost for the up-front estimate (rough, and said to be): seconds per point, and per
+# warm-up of the pool. CUDA: a seed-size point and a warm-up on the H200 (above). CPU: a small
+# point on a warm worker (0.7 s, README "Fast repeated runs") and a warm-up on a 2-core machine
+# (about 3 s); larger steps take longer.
+POINT_SECONDS = {"cuda": 1.5, "cpu": 0.7}
+WARM_UP_SECONDS = {"cuda": 10.0, "cpu": 3.0}
 
 
-def _default_launcher(pending_points: int) -> Any:
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def sweep_spares(pending_points: int, device: str, cores: int | None = None) -> int:
+    """Warm workers for a sweep's remaining points: one per point after the first (which runs in a
+    fresh process), at most ``SWEEP_SPARES``, at most one per two cores (they warm up together,
+    each importing torch on a core), and one for the CPU device, whose points use every core."""
+    cores = _cores() if cores is None else cores
+    limit = 1 if device == "cpu" else min(SWEEP_SPARES, max(1, cores // 2))
+    return max(1, min(limit, pending_points - 1))
+
+
+def expected_seconds(points: int, device: str, spares: int) -> float:
+    """A sweep's expected time before it starts: ``POINT_SECONDS`` a point and a pool warm-up
+    (``WARM_UP_SECONDS``) per ``spares`` points."""
+    kind = "cpu" if device == "cpu" else "cuda"
+    return points * POINT_SECONDS[kind] + math.ceil(points / max(1, spares)) * WARM_UP_SECONDS[kind]
+
+
+def _default_launcher(pending_points: int, device: str = "cuda:0") -> Any:
     from profiler_core.launcher import Launcher
 
     # The first point runs in a fresh process; each later one takes a spare.
-    return Launcher(warm=True, spares=max(1, min(SWEEP_SPARES, pending_points - 1)))
+    return Launcher(warm=True, spares=sweep_spares(pending_points, device))
 
 
 class SweepRunner:
@@ -919,7 +949,7 @@ class SweepRunner:
         try:
             if self._launcher is None:
                 pending = int((~self._folder.points["status"].isin(FINISHED)).sum())
-                self._launcher = _default_launcher(pending)
+                self._launcher = _default_launcher(pending, self.plan.base.device)
             self._report()
             for point in self.plan.points():
                 if self._stop.is_set():
@@ -1537,6 +1567,15 @@ def _bar_callback(bar: Any) -> ProgressCallback:
     return report
 
 
+def _duration(seconds: float) -> str:
+    """"45 s", "12 min", "2.5 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def command_sweep(args: Any) -> int:
     """``python -m profiler_core sweep``: plan (or resume), run with a progress bar, print the
     table and the crossover. Exit codes: 0 every point measured; 2 a refused plan or folder;
@@ -1579,6 +1618,13 @@ def command_sweep(args: Any) -> int:
     finished = int(runner._folder.points["status"].isin(FINISHED).sum())
     print(f"Sweep of {' x '.join(plan.axis_names)}: {len(plan.points())} points"
           + (f" ({finished} already finished)" if finished else "") + f", into {runner.folder}",
+          file=sys.stderr)
+    pending = len(plan.points()) - finished
+    spares = sweep_spares(pending, plan.base.device)
+    print(f"Expected time: about {_duration(expected_seconds(pending, plan.base.device, spares))} "
+          f"for {pending:,} point(s), {spares} warm worker(s) at once ({_cores()} cores); a rough "
+          f"estimate from a {'small CPU' if plan.base.device == 'cpu' else 'seed-size H200'} point"
+          ": larger steps take longer, and the progress bar's ETA follows the real pace",
           file=sys.stderr)
     for name in runner.rerun_damaged:
         print(f"{name}: its folder was damaged, moved aside ({name}.damaged-N) and is measured "

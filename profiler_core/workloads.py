@@ -17,7 +17,7 @@ from torch import nn
 
 from profiler_core.config import RunConfig, is_user_spec
 from profiler_core.errors import ConfigError
-from profiler_core.user_workload import build_parts
+from profiler_core.user_workload import build_parts, check_batch
 from profiler_core.workload_kinds import workload_of
 
 LEARNING_RATES = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
@@ -64,7 +64,7 @@ def make_batches(config: RunConfig, count: int,
     generator = torch.Generator(device=device).manual_seed(config.seed)
     if is_user_spec(config.workload):
         draw = build_parts(config.workload, device).batch
-        return [tuple(draw(generator)) for _ in range(count)]
+        return [check_batch(config.workload, draw(generator), device) for _ in range(count)]
     workload = workload_of(config)
     return [workload.random_batch(config, device, generator) for _ in range(count)]
 

@@ -130,3 +130,106 @@ def takes_no_arguments():
 
 
 NOT_A_FUNCTION = 42
+
+
+# Failures inside the user's own code (each names its line in the one-line error).
+class RaisesInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(16, 4)
+
+    def forward(self, x):
+        raise ValueError("forward is broken")  # raises: forward
+
+
+def raises_in_forward(device):
+    return {"model": RaisesInForward().to(device), "batch": _batch(device)}
+
+
+def raises_in_build(device):
+    model = nn.Linear(16, 4).to(device)
+    return {"model": model, "batch": _batch(device), "extra": 1 / 0}  # raises: build
+
+
+def type_error_in_build(device):
+    return len(device)  # raises: build-type-error
+
+
+def raises_in_batch(device):
+    def batch(generator):
+        raise RuntimeError("no data")  # raises: batch
+    return {"model": nn.Linear(16, 4).to(device), "batch": batch}
+
+
+def raises_in_loss(device):
+    def loss(output, target):
+        return output.sum() + target.no_such_attribute  # raises: loss
+    return {"model": nn.Linear(16, 4).to(device), "batch": _batch(device), "loss": loss}
+
+
+def torch_loss_fails(device):  # a torch loss given a target it cannot take: no line of the user's
+    def batch(generator):
+        return (torch.randn(8, 16, device=device, generator=generator),
+                torch.randn(8, 3, device=device, generator=generator))
+    return {"model": nn.Linear(16, 4).to(device), "batch": batch,
+            "loss": nn.functional.cross_entropy}
+
+
+def batch_three_values(device):
+    def batch(generator):
+        x = torch.randn(8, 16, device=device, generator=generator)
+        return x, x[:, :4], x
+    return {"model": nn.Linear(16, 4).to(device), "batch": batch}
+
+
+def batch_generator(device):
+    def batch(generator):
+        yield torch.randn(8, 16, device=device, generator=generator)
+        yield torch.randn(8, 4, device=device, generator=generator)
+    return {"model": nn.Linear(16, 4).to(device), "batch": batch}
+
+
+def batch_not_tensors(device):
+    return {"model": nn.Linear(16, 4).to(device), "batch": lambda generator: ([1.0] * 16, 0)}
+
+
+class ExitsInForward(nn.Module):
+    def __init__(self, code):
+        super().__init__()
+        self.layer = nn.Linear(16, 4)
+        self.code = code
+
+    def forward(self, x):
+        raise SystemExit(self.code)  # raises: exit
+
+
+def exits_3_in_forward(device):
+    return {"model": ExitsInForward(3).to(device), "batch": _batch(device)}
+
+
+def exits_0_in_build(device):
+    raise SystemExit(0)  # raises: exit-build
+
+
+class Abort(BaseException):
+    """A user's own BaseException (not an Exception)."""
+
+
+def base_exception_in_batch(device):
+    def batch(generator):
+        raise Abort("stop everything")  # raises: base
+    return {"model": nn.Linear(16, 4).to(device), "batch": batch}
+
+
+class HangsInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(16, 4)
+
+    def forward(self, x):
+        while True:  # raises: hang
+            x = x + 0
+
+
+def hangs_in_forward(device):
+    return {"model": HangsInForward().to(device), "batch": _batch(device)}

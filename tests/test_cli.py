@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +32,10 @@ TINY = ["--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4", "--rep
     (["run", "--out", "x", "--nvml-interval-ms", "0"], "--nvml-interval-ms"),
     (["run", "--out", "x", "--preset", "lesson9"], "--preset"),
     (["run"], "--out"),
+    (["run", "--out", "x", "--timeout", "-1"], "--timeout"),
+    (["run", "--out", "x", "--timeout", "nan"], "--timeout"),
+    (["run", "--out", "x", "--timeout", "1e9"], "--timeout"),
+    (["run", "--out", "x", "--timeout", "soon"], "--timeout"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, option, capsys):
     assert main(argv) == 2
@@ -94,7 +99,8 @@ def test_run_help_shows_every_default(capsys):
         cli.build_parser().parse_args(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for shown in ("batch size N (default: 640)", "(default: 0.2 0.1)", "precision (default: fp32)",
-                  "timed graph replays (default: 200)", "(default: bar)", "(default: 20)"):
+                  "timed graph replays (default: 200)", "(default: bar)", "(default: 20)",
+                  "exit code 124; 0 for no limit (default: 900)"):
         assert shown in text
 
 
@@ -177,6 +183,54 @@ def test_sigterm_keeps_the_incomplete_run(tmp_path):
     assert loaded.complete is False
     assert any("incomplete" in note and "timed trials" in note for note in loaded.notes)
     assert len(loaded.table("latency")) > 0  # the iterations timed before the signal are kept
+
+
+def test_a_second_interrupt_waits_until_the_incomplete_run_is_kept(tmp_path):
+    """Ctrl-C twice in quick succession (then SIGTERM too): the first stops the run, the others
+    wait until what it measured is saved, and say so; exit 130."""
+    import signal
+    import time
+
+    out = tmp_path / "twice"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "profiler_core", "run", "--out", str(out), "--device", "cpu",
+         "--progress", "jsonl", "--batch", "64", "--d-in", "256", "--hidden", "256", "--d-out", "64",
+         "--replays", "100000", "--trials", "10"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    for line in worker.stdout:  # wait until the timed trials have started
+        if '"timed trials"' in line:
+            break
+    time.sleep(0.3)
+    for sig in (signal.SIGINT, signal.SIGINT, signal.SIGTERM):
+        worker.send_signal(sig)
+        time.sleep(0.02)
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 130, err
+    assert "interrupted again: the run is already stopping and saves what it measured first" in err
+    assert err.count("interrupted again") == 1 and "Traceback" not in err
+    assert f"The incomplete run was kept in {out}" in err
+    assert err.strip().splitlines()[-1] == "error: interrupted"
+    assert RunResult.load(out).complete is False
+
+
+def test_the_time_limit_stops_a_run_and_keeps_what_it_measured(tmp_path, capsys):
+    out = tmp_path / "limited"
+    started = time.monotonic()
+    assert main(["run", "--out", str(out), "--device", "cpu", "--progress", "jsonl", "--batch",
+                 "64", "--d-in", "256", "--hidden", "256", "--d-out", "64", "--replays", "100000",
+                 "--timeout", "2.5"]) == 124
+    assert time.monotonic() - started < 60
+    printed = capsys.readouterr()
+    record = json.loads(printed.out.strip().splitlines()[-1])
+    assert record == {"event": "error", "kind": "TimeLimit", "field": None,
+                      "message": "no result within the time limit of 2.5 s (--timeout)",
+                      "hint": "pass a larger --timeout, or --timeout 0 for no limit"}
+    assert schema.ERROR_KINDS["TimeLimit"] == 124
+    assert f"The incomplete run was kept in {out}" in printed.err
+    run = RunResult.load(out)
+    assert run.complete is False and len(run.table("latency")) > 0
+    assert any("incomplete: the run stopped during " in note and "no result within the time limit"
+               in note for note in run.notes), run.notes
 
 
 def test_the_summary_shows_the_graphs_block_of_the_breakdown(tmp_path):

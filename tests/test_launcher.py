@@ -17,7 +17,10 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
+import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -25,10 +28,11 @@ import pytest
 import torch
 from conftest import process_alive, wait_for
 
-from profiler_core import serve
+from profiler_core import parent, serve
 from profiler_core.config import PRESETS
 from profiler_core.launcher import (STATUSES, Launcher, describe_exit, left_timed_phases,
                                     run_argv, run_env)
+from profiler_core.results import RunResult
 
 SAFETY_NET_S = 120  # only stops a broken test from hanging; nothing waits this long when it works
 NEEDS_STREAMLIT = pytest.mark.skipif(importlib.util.find_spec("streamlit") is None,
@@ -162,6 +166,7 @@ def test_the_contract_command_line_and_environment(tmp_path):
     argv = run_argv(config, tmp_path / "o", python="py", overwrite=True)
     assert argv[:4] == ["py", "-m", "profiler_core", "run"]
     assert argv[-5:] == ["--out", str(tmp_path / "o"), "--progress", "jsonl", "--overwrite"]
+    assert argv[-7:-5] == ["--timeout", "0"]  # the launcher's caller sets the limit (timeout_s)
     env = run_env({"PYTHONPATH": "/x"})
     assert env["PYTHONUNBUFFERED"] == "1" and env["PYTHONPATH"].endswith(os.pathsep + "/x")
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
@@ -366,7 +371,8 @@ def test_a_ready_spare_waits_through_runs_it_cannot_serve(tmp_path, fake_python,
     make, log, _ = fake_python
     launcher = make()
     _run(launcher, tmp_path / "a")
-    assert until(lambda: "serve-ready" in order_of(log()))
+    # ready as the launcher sees it: the stand-in logs "serve-ready" just before it says so
+    assert until(lambda: launcher._pool.children and launcher._pool.children[0].ready.is_set())
     spare = launcher.spare_pid
     other = tmp_path / "other"
     assert launcher.start_argv(fake_worker("done", other, synthetic_run), other).wait(
@@ -430,14 +436,184 @@ def test_close_stops_the_spare(tmp_path, fake_python):
         launcher.start(CPU_RUN, tmp_path / "b")
 
 
+# ----------------------------------------------------------------------------- the launcher dies
+
+# A launcher in a process of its own; it prints the pids of what it started, one JSON line, then
+# waits to be killed. Children that honour the contract call parent.end_with_parent() first.
+LAUNCHER_SCRIPT = r'''
+import json, sys, threading, time
+from profiler_core.launcher import Launcher
+argv = json.loads(sys.argv[1])
+launcher = Launcher(warm=False)
+started = []
+watching = threading.Event()
+def start():  # from a thread that ends once the child watches: the child must outlive it
+    started.append(launcher.start_argv(argv, on_event=lambda record: watching.set()))
+    assert watching.wait(60)
+thread = threading.Thread(target=start)
+thread.start()
+thread.join()
+while not started[0].pid:
+    time.sleep(0.01)
+print(json.dumps([started[0].pid]), flush=True)
+time.sleep(120)
+'''
+
+# A stand-in child: watches its parent (the death signal off where "no-prctl" is given, to test
+# the pipe alone), ignores SIGTERM where "ignore-term" is given, then sleeps.
+WATCHING_CHILD = textwrap.dedent('''
+    import signal, sys, time
+    from profiler_core import parent
+    if "no-prctl" in sys.argv:
+        parent._arm_death_signal = lambda: False
+    if "ignore-term" in sys.argv:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent.end_with_parent(grace_s=0.5)
+    print('{"event": "progress", "phase": "watching"}', flush=True)
+    time.sleep(120)
+''')
+
+
+def _launcher_process(argv: list[str]) -> tuple[subprocess.Popen, list[int]]:
+    process = subprocess.Popen([sys.executable, "-c", LAUNCHER_SCRIPT, json.dumps(argv)],
+                               stdout=subprocess.PIPE, text=True, env=run_env(),
+                               cwd=Path(__file__).parents[1])
+    line = process.stdout.readline()
+    assert line, "the launcher process did not start its child"
+    return process, json.loads(line)
+
+
+@pytest.mark.parametrize("how", ["death-signal", "no-prctl", "no-prctl ignore-term"])
+def test_a_child_ends_when_its_launcher_is_killed(how):
+    """SIGKILL the launcher's process: its child ends, through Linux's parent-death signal, or
+    the pipe alone (SIGTERM, then SIGKILL after the grace period for one that ignores SIGTERM).
+    The child was started from a thread that ended once the child watched: that alone must not
+    end it (the death signal follows the forking thread, hence the launcher's spawning thread)."""
+    launcher, (child,) = _launcher_process([sys.executable, "-c", WATCHING_CHILD, *how.split()])
+    try:
+        time.sleep(0.5)  # the starting thread has ended; the child must still be there
+        assert process_alive(child)
+        launcher.kill()
+        launcher.wait(SAFETY_NET_S)
+        assert wait_for(lambda: not process_alive(child), 10), "the child outlived its launcher"
+    finally:
+        launcher.kill()
+        launcher.wait(SAFETY_NET_S)
+        if process_alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_child_whose_launcher_died_before_it_could_watch_stops_at_once():
+    read_end, write_end = os.pipe()
+    try:
+        env = {**run_env(), parent.PARENT_ENV: f"{os.getpid() + 10**7}:{read_end}"}  # not its parent
+        child = subprocess.run([sys.executable, "-c", WATCHING_CHILD], env=env,
+                               pass_fds=(read_end,), timeout=SAFETY_NET_S,
+                               cwd=Path(__file__).parents[1])
+        assert child.returncode == -signal.SIGTERM
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert parent.end_with_parent() is False  # not started by a launcher: nothing to watch
+
+
+def test_a_real_run_and_a_warm_spare_end_when_their_launcher_is_killed(tmp_path):
+    """The issue's case: a launcher (the dashboard, a sweep) is SIGKILLed while a run is in its
+    timed trials and a spare waits; both end within seconds, and the run keeps what it measured."""
+    script = textwrap.dedent('''
+        import json, sys, threading, time
+        from pathlib import Path
+        from profiler_core.config import PRESETS
+        from profiler_core.launcher import Launcher
+        spares = Launcher(warm=True)
+        spares._wanted_device = "cpu"  # as after a CPU run: a spare for the CPU
+        with spares._guard:
+            spares._maybe_start_spare()
+        timed = threading.Event()
+        config = PRESETS["seed"].replace(device="cpu", batch=64, d_in=256, hidden=256, d_out=64,
+                                         replays=100_000, trials=10, preset="custom")
+        run = Launcher(warm=False).start(config, Path(sys.argv[1]), on_event=lambda r: (
+            timed.set() if r.get("phase") == "timed trials" else None))
+        assert timed.wait(120) and spares._pool.children[0].ready.wait(120)
+        print(json.dumps([run.pid, spares.spare_pid]), flush=True)
+        time.sleep(120)
+    ''')
+    out = tmp_path / "run"
+    launcher = subprocess.Popen([sys.executable, "-c", script, str(out)], stdout=subprocess.PIPE,
+                                text=True, env=run_env(), cwd=Path(__file__).parents[1])
+    pids: list[int] = []
+    try:
+        pids = json.loads(launcher.stdout.readline())
+        assert all(process_alive(pid) for pid in pids)
+        launcher.kill()
+        launcher.wait(SAFETY_NET_S)
+        assert wait_for(lambda: not any(process_alive(pid) for pid in pids), 20)
+        assert until(lambda: (out / "summary.json").is_file())
+        assert RunResult.load(out).complete is False  # stopped as by Cancel: what it measured kept
+    finally:
+        launcher.kill()
+        launcher.wait(SAFETY_NET_S)
+        for pid in pids:
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 # ----------------------------------------------------------------------------- the warm worker
 
 
 def test_the_request_must_be_a_run_command():
     assert serve.read_request('{"argv": ["run", "--device", "cpu"]}') == ["run", "--device", "cpu"]
-    for bad in ("not json", "[]", '{"argv": ["bench"]}', '{"argv": ["run", 3]}', '{"x": 1}'):
+    for bad in ("not json", "[]", '{"argv": ["bench"]}', '{"argv": ["run", 3]}', '{"x": 1}',
+                "[" * 100_000, '{"argv": ["run", "--out", "a\\u0000b"]}',
+                '{"argv": ["run", "' + "x" * serve.MAX_REQUEST_CHARS + '"]}'):
         with pytest.raises(ValueError, match="request"):
             serve.read_request(bad)
+
+
+class _EndlessLine:
+    """stdin whose one line never ends: a 200 MB line, or an endless one, without the memory."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+        self.buffer = self
+
+    def readline(self, size: int = -1) -> bytes:
+        self.asked.append(size)
+        assert 0 < size < 1_000_000, "an unbounded read"
+        return b"[" * size
+
+
+@pytest.mark.parametrize("stdin, message", [
+    (io.StringIO("[" * 100_000 + "\n"), "longer than 65,536 characters"),
+    (io.StringIO("[" * 1_000 + "\n"), "nested more than 8 deep"),
+    (io.StringIO('{"argv": ["run", "--out", "a\\u0000b"]}\n'), "NUL character"),
+    (io.StringIO('{"argv": ["run"], "x": [[[[[[[[1]]]]]]]]}\n'), "nested more than 8 deep"),
+    (io.StringIO('"run"\n'), "must be {"),
+    (io.TextIOWrapper(io.BytesIO(b"\xff\xfe\n")), "not UTF-8"),
+    (_EndlessLine(), "longer than 65,536 characters"),
+])
+def test_a_bad_request_is_one_json_error_record_and_exit_2(stdin, message, capsys):
+    calls = []
+    stdout = io.StringIO()
+    assert serve.serve("cpu", calls.append, stdin=stdin, stdout=stdout) == 2
+    assert not calls
+    ready, refused = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    assert ready["state"] == "ready"
+    assert refused["event"] == "error" and refused["kind"] == "UsageError"
+    assert message in refused["message"]
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+
+
+def test_serve_refuses_a_nul_request_in_a_real_process_without_a_traceback():
+    worker = subprocess.run([sys.executable, "-m", "profiler_core", "serve", "--device", "cpu"],
+                            input='{"argv": ["run", "--out", "a\\u0000b"]}\n', text=True,
+                            capture_output=True, timeout=SAFETY_NET_S, env=run_env(),
+                            cwd=Path(__file__).parents[1])
+    assert worker.returncode == 2, worker.stderr
+    records = [json.loads(line) for line in worker.stdout.splitlines()]
+    assert [r["event"] for r in records] == ["worker", "error"]
+    assert "Traceback" not in worker.stderr and "NUL" in worker.stderr
 
 
 def test_serve_says_ready_then_runs_one_request_through_main():

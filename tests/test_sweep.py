@@ -544,9 +544,25 @@ def test_sweep_without_cuda_exits_3(tmp_path, capsys):
 
 
 def test_a_sweep_keeps_up_to_eight_warm_workers_for_its_remaining_points():
-    assert sweep._default_launcher(1).spares == 1  # one point: it runs fresh, one spare at most
-    assert sweep._default_launcher(4).spares == 3
-    assert sweep._default_launcher(27).spares == sweep.SWEEP_SPARES == 8
+    assert sweep.sweep_spares(1, "cuda:0", cores=64) == 1  # one point: it runs fresh, one spare at most
+    assert sweep.sweep_spares(4, "cuda:0", cores=64) == 3
+    assert sweep.sweep_spares(27, "cuda:0", cores=64) == sweep.SWEEP_SPARES == 8
+    # never more than one per two cores, and one for CPU points, which use every core
+    assert sweep.sweep_spares(27, "cuda:0", cores=2) == 1
+    assert sweep.sweep_spares(27, "cuda:0", cores=6) == 3
+    assert sweep.sweep_spares(2_000, "cpu", cores=64) == 1
+    assert sweep._default_launcher(27, "cpu").spares == 1
+
+
+def test_a_sweep_says_its_expected_time_up_front(tmp_path, capsys, monkeypatch):
+    # 2,000 CPU points, one warm worker: 2,000 x (0.7 s a point + 3 s a warm-up), about 2 h
+    assert sweep.expected_seconds(2_000, "cpu", 1) == pytest.approx(7_400)
+    assert sweep.expected_seconds(16, "cuda:0", 8) == pytest.approx(16 * 1.5 + 2 * 10)
+    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: FakeLauncher())
+    assert main(["sweep", "--out", str(tmp_path / "s"), "--device", "cpu", "--param",
+                 "batch=1:9:+1", "--progress", "none"]) == 0
+    assert "Expected time: about 33 s for 9 point(s), 1 warm worker(s) at once (" in (
+        capsys.readouterr().err)
 
 
 def test_sweep_exit_codes_failed_point_stopped_and_resumed(tmp_path, capsys, monkeypatch):
@@ -554,7 +570,8 @@ def test_sweep_exit_codes_failed_point_stopped_and_resumed(tmp_path, capsys, mon
         ([f"--{k.replace('_', '-')}", str(v)] for k, v in TINY.items() if k != "device"), []),
         "--param", "batch=8,16,32", "--progress", "none"]
     monkeypatch.setattr(sweep, "_default_launcher",
-                        lambda pending: FakeLauncher(lambda c: "error:GpuMemoryError" if c.batch == 16 else "done"))
+                        lambda pending, device=None: FakeLauncher(
+                            lambda c: "error:GpuMemoryError" if c.batch == 16 else "done"))
     assert main(argv) == 5  # the sweep finished; a point ran out of memory
     out = capsys.readouterr()
     assert "point 1 failed (GpuMemoryError)" in out.out and "1 point(s) failed" in out.err
@@ -562,7 +579,7 @@ def test_sweep_exit_codes_failed_point_stopped_and_resumed(tmp_path, capsys, mon
     assert main(["sweep", "--out", str(tmp_path / "s"), "--resume", "--batch", "4"]) == 2
     assert "--batch cannot change it" in capsys.readouterr().err
 
-    def interrupted(pending):
+    def interrupted(pending, device=None):
         launcher = FakeLauncher()
         real = launcher.start
 
@@ -577,7 +594,7 @@ def test_sweep_exit_codes_failed_point_stopped_and_resumed(tmp_path, capsys, mon
     monkeypatch.setattr(sweep, "_default_launcher", interrupted)
     assert main(argv[:-2] + ["--overwrite", "--progress", "none"]) == 130
     assert "--resume" in capsys.readouterr().err
-    monkeypatch.setattr(sweep, "_default_launcher", lambda pending: FakeLauncher())
+    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: FakeLauncher())
     assert main(["sweep", "--out", str(tmp_path / "s"), "--resume", "--progress", "none"]) == 0
     assert "(1 already finished)" in capsys.readouterr().err
     assert (sweep.load_sweep(tmp_path / "s").points["status"] == "done").all()
@@ -664,7 +681,7 @@ def test_sweep_page_runs_stops_and_resumes_a_sweep(fresh_app_state, tmp_path, mo
 
     hang = {"on": True}
     launcher = FakeLauncher(lambda c: "hang" if hang["on"] and c.batch == 16 else "done")
-    monkeypatch.setattr(sweep, "_default_launcher", lambda pending: launcher)  # the sweep's own
+    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: launcher)  # own
     at = _sweep_page(tmp_path / "runs")
     assert not at.exception and "No sweep in" in " ".join(i.value for i in at.info)
     at.text_input(key="sweep_v1_batch").set_value("8,16,32").run()

@@ -4,6 +4,8 @@ end to end, and the capture-readiness checks on purpose-built bad steps."""
 from __future__ import annotations
 
 import re
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,122 @@ def test_findings_name_file_line_code_and_fix(capsys, tmp_path):
     assert any("`scale = y.abs().max().item()  # expect: host-sync`" in l for l in lines)
     notes = RunResult.load(tmp_path / "r").notes
     assert sum("capture readiness" in n for n in notes) == 3
+
+
+# ----------------------------------------------------------------------------- the user's code fails
+
+
+def _line(tag: str) -> int:
+    """The line of tests/bad_steps.py marked ``# raises: <tag>``."""
+    lines = Path(bad_steps.__file__).read_text().splitlines()
+    return next(n for n, line in enumerate(lines, start=1) if line.endswith(f"# raises: {tag}"))
+
+
+def _error_line(err: str) -> str:
+    """The run's one error line (the last line; a kept partial run and the user's own warnings may
+    come before it), checked to be the only one and no traceback."""
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and err.rstrip("\n").endswith(errors[0]), err
+    return errors[0]
+
+
+@pytest.mark.parametrize("name, tag, function, raised", [
+    ("raises_in_forward", "forward", "forward", "raised ValueError: forward is broken"),
+    ("raises_in_build", "build", "raises_in_build", "raised ZeroDivisionError: division by zero"),
+    ("type_error_in_build", "build-type-error", "type_error_in_build", "raised TypeError: object "),
+    ("raises_in_batch", "batch", "batch", "raised RuntimeError: no data"),
+    ("raises_in_loss", "loss", "loss", "raised AttributeError: 'Tensor' object has no attribute"),
+    ("exits_3_in_forward", "exit", "forward", "called sys.exit(3)"),
+    ("exits_0_in_build", "exit-build", "exits_0_in_build", "called sys.exit(0)"),
+    ("base_exception_in_batch", "base", "batch",
+     "raised Abort (a BaseException, not an Exception): stop everything"),
+])
+def test_an_error_in_the_users_code_names_their_line_and_exits_2(name, tag, function, raised,
+                                                                 tmp_path, capsys):
+    """Build, batch, loss or forward raising, calling sys.exit or raising a BaseException: one line
+    with the user's file, line and function, exit 2 (never the exit code of another meaning)."""
+    assert main(["run", "--workload", f"tests.bad_steps:{name}", "--out", str(tmp_path / "r"),
+                 *CPU]) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert line.startswith(f"error: your step tests.bad_steps:{name} {raised}"), line
+    assert f"bad_steps.py:{_line(tag)} in {function} " in line, line
+
+
+def test_a_torch_loss_that_fails_names_the_tools_call(tmp_path, capsys):
+    """No frame of the user's own: the line says which call of the tool ran their part."""
+    assert main(["run", "--workload", "tests.bad_steps:torch_loss_fails", "--out",
+                 str(tmp_path / "r"), *CPU]) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert "raised RuntimeError:" in line and "while the tool ran `loss = self.loss_fn(" in line
+
+
+@pytest.mark.parametrize("name, message", [
+    ("batch_three_values", "batch(generator) returned 3 values, not 2 (input, target)"),
+    ("batch_generator", "batch(generator) returned a generator, not an (input, target) pair"),
+    ("batch_not_tensors", "batch(generator)'s input is a list, not a tensor"),
+])
+def test_a_batch_of_the_wrong_shape_is_refused_before_anything_runs(name, message, tmp_path,
+                                                                    capsys):
+    out = tmp_path / "r"
+    assert main(["run", "--workload", f"tests.bad_steps:{name}", "--out", str(out), *CPU]) == 2
+    err = capsys.readouterr().err
+    assert message in _error_line(err) and err.count("\n") == 1
+    assert not out.exists()  # checked up front: no run folder
+
+
+@pytest.mark.parametrize("source, message", [
+    ("import sys\nsys.exit(0)\n", "called sys.exit(0) at {name}.py:2 in <module>"),
+    ("import sys\nsys.exit(3)\n", "called sys.exit(3) at {name}.py:2 in <module>"),
+    ("import sys\nsys.exit(6)\n", "called sys.exit(6) at {name}.py:2 in <module>"),
+    ("class Stop(BaseException):\n    pass\n\n\nraise Stop('no')\n",
+     "raised Stop (a BaseException, not an Exception): no at {name}.py:5 in <module>"),
+])
+def test_a_module_that_exits_at_import_is_refused_with_exit_2(source, message, tmp_path,
+                                                             monkeypatch, capsys):
+    name = f"exits_at_import_{abs(hash(source))}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", "--workload", f"{name}:build", "--out", str(tmp_path / "r"), *CPU]) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert f"importing '{name}' {message.format(name=name)}" in line, line
+    assert not (tmp_path / "r").exists()
+
+
+# ----------------------------------------------------------------------------- the time limit
+
+
+@pytest.mark.parametrize("source, line", [
+    ("x = 0\nwhile True:\n    x += 1\n", 3),  # a loop
+    ("import time\n\ntime.sleep(3600)\n", 3),  # a wait
+])
+def test_a_hang_while_importing_the_users_module_ends_at_the_time_limit(source, line, tmp_path,
+                                                                        monkeypatch, capsys):
+    name = f"hangs_at_import_{line}_{len(source)}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    started = time.monotonic()
+    assert main(["run", "--workload", f"{name}:build", "--out", str(tmp_path / "r"), *CPU,
+                 "--timeout", "0.5"]) == 124
+    assert time.monotonic() - started < 30
+    error = _error_line(capsys.readouterr().err)
+    assert error.startswith("error: no result within the time limit of 0.5 s (--timeout); it was "
+                            f"loading your step {name}:build; it was in your code at {name}.py:")
+    assert "(pass a larger --timeout, or --timeout 0 for no limit)" in error
+    assert name not in sys.modules  # the half-imported module is not left behind
+
+
+def test_a_hang_in_forward_ends_at_the_time_limit_and_keeps_the_run(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["run", "--workload", "tests.bad_steps:hangs_in_forward", "--out", str(out), *CPU,
+                 "--timeout", "1.5"]) == 124
+    err = capsys.readouterr().err
+    assert f"The incomplete run was kept in {out}" in err
+    lines = f"({_line('hang')}|{_line('hang') + 1})"  # the loop's two lines
+    assert re.search(rf"; it was in your code at tests/bad_steps.py:{lines} in forward \(",
+                     _error_line(err)), err
+    run = RunResult.load(out)
+    assert run.complete is False
+    assert any("no result within the time limit of 1.5 s" in note for note in run.notes), run.notes
