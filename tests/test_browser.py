@@ -36,7 +36,7 @@ VIEWS = {
     "Overview": ("Overview", 1),
     "Counters": ("Counters: the article's lessons", 1),
     "Latency": ("Latency per training step", 4),
-    "Launch split": ("Launch split: CPU launch vs GPU work", 5),  # + one iteration per mode
+    "Launch split": ("Launch split: CPU launch vs GPU work", 6),  # + one iteration per mode
     "GPU": ("GPU telemetry (NVML)", 1),
     "Kernels": ("Kernels", 3),  # eager vs graph, then the top kernels of each mode
 }
