@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.attribution import stretched_kernel_notes
 from profiler_core.config import MODE_LABELS, MODE_NAMES, PRESETS, RunConfig, changed_from_preset
 from profiler_core.schema import BREAKDOWN_COMPONENTS
 from profiler_core.trace import decompose_medians
@@ -260,6 +261,236 @@ def split_medians(launch_split: pd.DataFrame) -> pd.DataFrame:
     return out[SPLIT_MEDIAN_COLUMNS].reset_index(drop=True)
 
 
+# ----------------------------------------------------------------------------- the headline's saving
+
+# One definition of break-even wherever it is shown (Overview, modes table, Runs page), the one the
+# sweep's break-even table uses for runs that record warm-up + capture as the one-time cost.
+BREAK_EVEN_DEFINITION = ("steps until the one-time cost (warm-up + capture) is paid back by the "
+                         "saving per step")
+# What a negative share of the saving means (the saving table, the waterfall's caption).
+NEGATIVE_SHARE_TEXT = ("A negative share is time the graph added, e.g. its batch copy or extra "
+                       "kernels of a capturable optimizer; the other parts then add up to more "
+                       "than 100%.")
+# The attribution's components in words (profiler_core.attribution: the three parts add up to the
+# step; host issue is shown beside them).
+ATTRIBUTION_LABELS = {
+    "gpu_kernels": "GPU kernels",
+    "input_copy": "batch copy into the static inputs",
+    "gpu_idle": "GPU idle",
+    "step": "step (the headline: timed, no profiler)",
+    "host_issue": "host time to issue a step",
+}
+ATTRIBUTION_ROLES = {
+    "gpu_kernels": "part of the sum",
+    "input_copy": "part of the sum",
+    "gpu_idle": "part of the sum",
+    "step": "the sum: the headline's saving",
+    "host_issue": "not part of the sum: why the GPU waited",
+}
+SAVING_TABLE_COLUMNS = ["component", "what", "eager_us", "mode_us", "saving_us",
+                        "share_of_saving_pct", "in_the_sum", "source"]
+
+
+def attribution_modes(attribution: pd.DataFrame) -> list[str]:
+    """The modes with a block in attribution.csv, in the order a run measures them."""
+    if attribution.empty:
+        return []
+    return [m for m in ordered_modes(attribution) if m != "eager"]
+
+
+def attribution_block(attribution: pd.DataFrame, mode: str = "graph") -> pd.DataFrame:
+    """One mode's block of attribution.csv, its times as floats (non-finite ones NaN), in the
+    order step, the three parts, host issue; empty with the columns when the run has none."""
+    columns = list(attribution.columns) if len(attribution.columns) else [
+        "mode", "component", "eager_us", "mode_us", "saving_us", "share_of_saving_pct", "source"]
+    if attribution.empty:
+        return pd.DataFrame(columns=columns)
+    block = attribution[attribution["mode"].astype(str) == mode]
+    block = block.assign(component=block["component"].astype(str),
+                         **{c: _float_column(block, c) for c in
+                            ("eager_us", "mode_us", "saving_us", "share_of_saving_pct")})
+    order = {c: i for i, c in enumerate(ATTRIBUTION_LABELS)}
+    block = block[block["component"].isin(order)]
+    block = block.iloc[block["component"].map(order).argsort(kind="stable")]
+    return block.drop_duplicates("component").reset_index(drop=True)
+
+
+def attribution_parts(attribution: pd.DataFrame, mode: str = "graph") -> dict[str, tuple[float, float]]:
+    """component -> (eager_us, mode_us) of one mode's block; NaN pairs for what is missing."""
+    block = attribution_block(attribution, mode).set_index("component") if len(attribution) else None
+    out = {}
+    for component in ATTRIBUTION_LABELS:
+        if block is not None and component in block.index:
+            out[component] = (float(block.at[component, "eager_us"]),
+                              float(block.at[component, "mode_us"]))
+        else:
+            out[component] = (math.nan, math.nan)
+    return out
+
+
+def saving_table(attribution: pd.DataFrame, mode: str = "graph") -> pd.DataFrame:
+    """The headline's saving per step by component (``SAVING_TABLE_COLUMNS``): the three parts
+    (GPU kernels, batch copy, GPU idle), whose savings add up to the step's, the step itself, and
+    the host's time to issue a step, marked as not part of the sum. Times in us per training step;
+    a share is of the step's saving (negative: time the mode added); none for host issue (outside
+    the sum) nor when the mode is not faster (no saving to share). The host issue row is left
+    out when the run did not time it (runs recorded before 2026-12-01)."""
+    block = attribution_block(attribution, mode)
+    if block.empty:
+        return pd.DataFrame(columns=SAVING_TABLE_COLUMNS)
+    untimed = (block["component"] == "host_issue") & block[["eager_us", "mode_us"]].isna().all(axis=1)
+    block = block[~untimed]
+    step_saving = block.loc[block["component"] == "step", "saving_us"]
+    no_saving = not len(step_saving) or not finite(float(step_saving.iloc[0])) or float(
+        step_saving.iloc[0]) <= 0
+    # a share of a saving that is not there, or of a time outside the sum, means nothing
+    block = block.assign(share_of_saving_pct=block["share_of_saving_pct"].where(
+        (block["component"] != "host_issue") & (not no_saving)))
+    out = block.assign(what=block["component"].map(ATTRIBUTION_LABELS),
+                       in_the_sum=block["component"].map(ATTRIBUTION_ROLES))
+    order = ["gpu_kernels", "input_copy", "gpu_idle", "step", "host_issue"]
+    out = out.iloc[out["component"].map(order.index).argsort(kind="stable")]
+    return out[SAVING_TABLE_COLUMNS].reset_index(drop=True)
+
+
+def kernel_floor(attribution: pd.DataFrame) -> pd.DataFrame:
+    """Each mode's GPU kernel time per training step (columns mode, gpu_busy_us): the floor a
+    launch strategy cannot beat, from the attribution (eager's from any block)."""
+    rows = {}
+    for mode in attribution_modes(attribution):
+        kernels = attribution_parts(attribution, mode)["gpu_kernels"]
+        rows.setdefault("eager", kernels[0])
+        rows[mode] = kernels[1]
+    frame = pd.DataFrame({"mode": list(rows), "gpu_busy_us": list(rows.values())})
+    return frame[np.isfinite(frame["gpu_busy_us"].astype(float))].reset_index(drop=True)
+
+
+PROFILER_OVERHEAD_COLUMNS = ["mode", "profiled_ms", "headline_ms", "overhead_pct"]
+
+
+def _steps_of(latency: pd.DataFrame, mode: str) -> float:
+    if latency.empty:
+        return 1.0
+    steps = pd.to_numeric(latency.loc[latency["mode"].astype(str) == mode, "steps"],
+                          errors="coerce").dropna()
+    return float(steps.iloc[0]) if len(steps) and float(steps.iloc[0]) >= 1 else 1.0
+
+
+def profiler_overheads(metrics: pd.DataFrame, stats: pd.DataFrame,
+                       latency: pd.DataFrame) -> pd.DataFrame:
+    """How much slower each mode ran under the profiler than in the headline: the profiled
+    window's median iteration (wall clock, ``profiled_wall_median_ms``) against the headline's
+    steady-state time of an iteration (the median per step x the steps of an iteration).
+    Worked out here for every run, so a run recorded when the overhead was stored against the
+    cold start says the same thing as today's. Columns ``PROFILER_OVERHEAD_COLUMNS``."""
+    if metrics.empty or stats.empty:
+        return pd.DataFrame(columns=PROFILER_OVERHEAD_COLUMNS)
+    wall = metrics[metrics["metric"].astype(str) == "profiled_wall_median_ms"]
+    rows = []
+    for mode in ordered_modes(wall):
+        profiled = float(_float_column(wall[wall["mode"].astype(str) == mode], "value").iloc[0])
+        median = stats[(stats["mode"].astype(str) == mode)
+                       & (stats["method"].astype(str) == "steady_trial")]
+        per_step = float(_float_column(median, "median_ms").iloc[0]) if len(median) else math.nan
+        headline_ms = per_step * _steps_of(latency, mode)
+        if finite(profiled) and finite(headline_ms) and headline_ms > 0:
+            rows.append([mode, profiled, headline_ms, (profiled / headline_ms - 1) * 100])
+    return pd.DataFrame(rows, columns=PROFILER_OVERHEAD_COLUMNS)
+
+
+def profiler_overhead_text(overheads: pd.DataFrame) -> str:
+    """One sentence: how far the profiled window is from the headline (empty without figures)."""
+    if overheads.empty:
+        return ""
+    rows = overheads.set_index("mode")
+    first = "eager" if "eager" in rows.index else str(rows.index[0])
+    row = rows.loc[first]
+    text = (f"Under the profiler, {first}'s median iteration took {row['profiled_ms'] * 1e3:,.0f} us "
+            f"against the headline's {row['headline_ms'] * 1e3:,.0f} us: the profiled window ran "
+            f"{first} {row['overhead_pct']:.0f}% slower than the timed trials")
+    others = [f"{mode} {r['overhead_pct']:.0f}% slower ({r['profiled_ms'] * 1e3:,.0f} vs "
+              f"{r['headline_ms'] * 1e3:,.0f} us)" for mode, r in rows.iterrows() if mode != first]
+    if others:
+        text += ", and the " + ", the ".join(others)
+    return text + ", so its totals are not the headline."
+
+
+@dataclass(frozen=True)
+class PayBack:
+    """A mode's one-time cost against its saving per step (``BREAK_EVEN_DEFINITION``)."""
+    mode: str
+    one_time_ms: float  # warm-up + capture (or compilation); NaN when not recorded
+    warmup_ms: float  # NaN when the one-time cost is not split (modes.csv only)
+    capture_ms: float
+    saving_ms: float  # eager's median step minus the mode's; NaN when not timed
+    pays_back: float  # 1: faster per step; 0: not faster (never pays back); NaN: not measured
+    steps: float  # steps until paid back; NaN unless it pays back and the cost is known
+
+    @property
+    def short(self) -> str:
+        """'13 steps', 'never' or 'n/a' (a tile's value; ``note`` says why)."""
+        if self.pays_back == 0:
+            return "never"
+        if finite(self.steps):
+            return f"{self.steps:,.0f} step" + ("" if self.steps == 1 else "s")
+        return "n/a"
+
+    @property
+    def note(self) -> str:
+        """Why ``short`` says what it says: 'one-time cost 16.3 ms', 'graph not faster', ..."""
+        if self.pays_back == 0:
+            return f"{self.mode} not faster"
+        if finite(self.steps):
+            return f"one-time cost {self.one_time_ms:,.1f} ms"
+        return "one-time cost not recorded" if self.pays_back == 1 else "not measured"
+
+    @property
+    def text(self) -> str:
+        """'13 steps', 'never (graph not faster)', or 'n/a (...)' saying what is missing."""
+        return self.short if finite(self.steps) else f"{self.short} ({self.note})"
+
+    @property
+    def cost_text(self) -> str:
+        """The one-time cost in words: 'warm-up 11.6 ms + capture 4.7 ms = 16.3 ms'."""
+        if finite(self.warmup_ms) and finite(self.capture_ms):
+            return (f"warm-up {self.warmup_ms:,.1f} ms + capture {self.capture_ms:,.1f} ms = "
+                    f"{self.one_time_ms:,.1f} ms")
+        return f"{self.one_time_ms:,.1f} ms" if finite(self.one_time_ms) else "not recorded"
+
+
+def pay_back(headline: dict[str, Any], modes: pd.DataFrame, mode: str = "graph") -> PayBack:
+    """``mode``'s break-even by ``BREAK_EVEN_DEFINITION``, worked out here for every run: modes.csv's
+    one-time cost and medians when it has them, else (the graph of a run recorded before
+    modes.csv) the headline's warm-up + capture and medians. A run recorded when break-even counted
+    the capture alone thus says the same as today's; one not faster never pays back."""
+    table = modes.set_index(modes["mode"].astype(str)) if len(modes) else pd.DataFrame()
+
+    def from_modes(row: str, column: str) -> float:
+        if row not in table.index or column not in table.columns:
+            return math.nan
+        value = pd.to_numeric(pd.Series([table.at[row, column]]), errors="coerce").iloc[0]
+        return float(value) if pd.notna(value) and math.isfinite(float(value)) else math.nan
+
+    eager_ms, mode_ms = from_modes("eager", "median_ms"), from_modes(mode, "median_ms")
+    warmup, capture = (number(headline, "warmup_ms"), number(headline, "capture_ms")) if (
+        mode == "graph") else (math.nan, math.nan)
+    if mode == "graph" and not (finite(eager_ms) and finite(mode_ms)):
+        eager_ms, mode_ms = number(headline, "eager_median_ms"), number(headline, "graph_median_ms")
+    one_time = from_modes(mode, "one_time_ms")
+    if not finite(one_time) and finite(warmup) and finite(capture):
+        one_time = warmup + capture
+    if not (finite(one_time) and finite(warmup) and finite(capture)
+            and abs(warmup + capture - one_time) <= 0.01 * max(one_time, 1e-9)):
+        warmup = capture = math.nan  # only a split that adds up to the cost is shown
+    saving = eager_ms - mode_ms if finite(eager_ms) and finite(mode_ms) else math.nan
+    pays = math.nan if not finite(saving) else (1.0 if saving > 0 else 0.0)
+    if not finite(pays) and mode == "graph" and number(headline, "graph_pays_back") == 0:
+        pays = 0.0  # recorded as never paying back, medians not kept
+    steps = (float(math.ceil(one_time / saving)) if pays == 1 and finite(one_time)
+             else math.nan)
+    return PayBack(mode, one_time, warmup, capture, saving, pays, steps)
+
+
 @dataclass(frozen=True)
 class Verdict:
     kind: str  # "launch-bound", "gpu-bound", "mixed", "unknown"
@@ -269,70 +500,132 @@ class Verdict:
 
 LAUNCH_BOUND_IDLE = 0.35  # eager GPU idle share at or above this: launch-bound
 GPU_BOUND_IDLE = 0.15  # at or below this: GPU-bound
+# A change in kernel time worth its own sentence: above this share of eager's and this many us.
+KERNEL_CHANGE_SHARE, KERNEL_CHANGE_US = 0.05, 10.0
 
 
-def verdict(headline: dict[str, Any], launch_split: pd.DataFrame, steps_per_graph: int = 1,
-            no_split_reason: str | None = None) -> Verdict:
-    """Plain words: the timed speedup and medians (the headline method), and why, from the
-    profiled window's launch split (is eager launch-bound or GPU-bound). Every figure says which
-    measurement it comes from: the profiler adds CPU time to each launch, so its times are not
-    the timed ones."""
-    speedup = number(headline, "speedup")
+def _us(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 10 else f"{value:,.1f}"
+
+
+def _share(part: float, saving: float) -> str:
+    """' (101% of the saving)'; nothing when there is no saving to share (a mode not faster)."""
+    if not finite(saving) or saving <= 0:
+        return ""
+    pct = part / saving * 100
+    return f" ({pct:.0f}% of the saving)" if abs(pct) >= 100 else f" ({pct:.1f}% of the saving)"
+
+
+def verdict(headline: dict[str, Any], attribution: pd.DataFrame,
+            no_split_reason: str | None = None, mode: str = "graph",
+            pay: PayBack | None = None) -> Verdict:
+    """Plain words: how much ``mode`` saves per step (the headline, timed with no profiler) and
+    why, from the attribution of that saving (``profiler_core.attribution``): how long the eager
+    GPU sat idle, how much idle the mode removed, and what it added (its batch copy, a change in
+    kernel time). Every figure is per training step of the headline; the profiled window's totals
+    (slower: the profiler slows every launch) are never quoted as the step. ``pay``: the mode's
+    break-even, said when the mode is not faster."""
+    parts = attribution_parts(attribution, mode)
+    (eager, other), (e_kernels, m_kernels) = parts["step"], parts["gpu_kernels"]
+    (e_copy, m_copy), (e_idle, m_idle) = parts["input_copy"], parts["gpu_idle"]
+    e_host = parts["host_issue"][0]
+    if mode == "graph" and not (finite(eager) and finite(other)):
+        eager = number(headline, "eager_median_ms") * 1e3
+        other = number(headline, "graph_median_ms") * 1e3
+    speedup = eager / other if finite(eager) and finite(other) and other > 0 else (
+        number(headline, "speedup") if mode == "graph" else math.nan)
     speedup_text = f"{speedup:.2f}x" if finite(speedup) else "unknown"
-    eager_ms, graph_ms = number(headline, "eager_median_ms"), number(headline, "graph_median_ms")
-    timed = (f"Timed in a training loop (steady state), an eager step took {eager_ms:.3f} ms and a "
-             f"graph step {graph_ms:.3f} ms. " if finite(eager_ms) and finite(graph_ms) else "")
-    medians = split_medians(launch_split).set_index("mode")
-    if "eager" not in medians.index or not finite(float(medians.loc["eager", "span_us"])):
-        if no_split_reason and no_split_reason.startswith("a CPU run"):
-            eager_text = (f"Timed in a training loop on the CPU, an eager step took {eager_ms:.3f} "
-                          "ms (wall clock). " if finite(eager_ms) else "")
-            return Verdict(
-                "unknown", "A CPU run: eager only, no graph and no launch split",
-                f"{eager_text}CUDA graphs, the graph timing and the profiler's launch split need "
-                "a CUDA GPU, so a CPU run times the eager step only and cannot say what a graph "
-                "would save. Run on a GPU (or open the bundled H200 sample) to see why.")
+    saving = eager - other
+    net = (f"a saving of {_us(saving)} us per step" if saving > 0 else
+           f"the {mode} step is {_us(-saving)} us slower")
+    timed = (f"Timed in a training loop with no profiler, an eager step took {_us(eager)} us and a "
+             f"{mode} step {_us(other)} us: {speedup_text}, {net}. "
+             if finite(eager) and finite(other) else "")
+    if no_split_reason and no_split_reason.startswith("a CPU run"):
+        eager_ms = number(headline, "eager_median_ms")
+        eager_text = (f"Timed in a training loop on the CPU, an eager step took {eager_ms:.3f} "
+                      "ms (wall clock). " if finite(eager_ms) else "")
+        return Verdict(
+            "unknown", "A CPU run: eager only, no graph and no launch split",
+            f"{eager_text}CUDA graphs, the graph timing and the profiler's launch split need "
+            "a CUDA GPU, so a CPU run times the eager step only and cannot say what a graph "
+            "would save. Run on a GPU (or open the bundled H200 sample) to see why.")
+    if not (finite(eager) and finite(other)):
+        return Verdict(
+            "unknown", f"No {mode} timing in this run",
+            f"This run has no steady-state timing of both eager and {mode} "
+            f"({no_split_reason or 'not recorded'}), so it cannot say what the {mode} saves.")
+    if not (finite(e_kernels) and finite(m_kernels)):
         reason = no_split_reason or "profiler off or not recorded"
         return Verdict(
             "unknown", "No launch split in this run",
-            f"{timed}The speedup is {speedup_text}, but this run has no profiled window "
-            f"({reason}), so it cannot say whether the eager step was waiting on the CPU or the "
-            "GPU. Turn the profiler on to see why.")
-    eager = medians.loc["eager"]
-    span, busy, idle = float(eager["span_us"]), float(eager["gpu_busy_us"]), float(eager["gpu_idle_us"])
-    launch, launches = float(eager["cpu_launch_us"]), float(eager["launches"])
-    other = float(eager["cpu_other_us"])
-    idle_share = idle / span if span > 0 else math.nan
-    window = "In the profiled window (torch.profiler on, which slows every launch)"
-    floor = ""
-    if "graph" in medians.index and float(medians.loc["graph", "gpu_busy_us"]) > 0 and finite(graph_ms):
-        busy_ms = float(medians.loc["graph", "gpu_busy_us"]) / 1000.0 / max(1, steps_per_graph)
-        floor = (f" The graph step's {graph_ms:.3f} ms is {graph_ms / busy_ms:.2f}x the GPU's own "
-                 f"work per step ({busy_ms:.3f} ms busy in the profiled window), which is the floor "
-                 "no launch strategy can beat.")
+            f"{timed}This run has no profiled window ({reason}), so it cannot say how much of the "
+            "saving was GPU idle time removed and how much a change in kernel time. Turn the "
+            "profiler on to see why.")
+    e_copy = e_copy if finite(e_copy) else 0.0
+    m_copy = m_copy if finite(m_copy) else 0.0
+    idle_share = e_idle / eager if eager > 0 else math.nan
+    idle_removed = e_idle - m_idle
+    if finite(e_host) and e_host >= e_kernels + e_copy:
+        host = (f"; the host needed {_us(e_host)} us to issue the step, so it set the pace and the "
+                "GPU waited for it")
+    elif finite(e_host):
+        host = f"; the host needed only {_us(e_host)} us to issue the step"
+    else:
+        host = ""
+    added = []
+    kernel_change = m_kernels - e_kernels
+    if abs(kernel_change) >= 0.05:
+        added.append(f"its kernels took {_us(abs(kernel_change))} us "
+                     f"{'longer' if kernel_change > 0 else 'less'}{_share(-kernel_change, saving)}")
+    if m_copy - e_copy > 0:
+        added.append(f"its batch copy added {_us(m_copy - e_copy)} us"
+                     f"{_share(e_copy - m_copy, saving)}")
+    added_text = ((", but " if saving <= 0 else "; ") + " and ".join(added)) if added else ""
+    kernels_differ = ""
+    if abs(kernel_change) > max(KERNEL_CHANGE_SHARE * abs(e_kernels), KERNEL_CHANGE_US):
+        kernels_differ = (f" The {mode} step runs other GPU work than eager's ({_us(m_kernels)} vs "
+                          f"{_us(e_kernels)} us of kernels per step): a capturable optimizer, for "
+                          "one, adds kernels (see Kernels).")
+    work = m_kernels + m_copy
+    floor = (f" The {mode} step is {other / work:.2f}x its GPU work ({_us(m_kernels)} us of kernels"
+             + (f" + {_us(m_copy)} us of batch copy" if m_copy else "")
+             + "), the floor no launch strategy can beat." if work > 0 else "")
+    removed = (f"The {mode} removed {_us(idle_removed)} us of idle{_share(idle_removed, saving)}"
+               f"{added_text}.")
+    never = ""
+    if saving <= 0:
+        cost = f" ({pay.cost_text})" if pay is not None and finite(pay.one_time_ms) else ""
+        never = f" Its one-time cost{cost} is never paid back."
+    stretched = ""
+    notes = [] if attribution.empty else stretched_kernel_notes(
+        attribution[attribution["mode"].astype(str) == mode])
+    if notes:
+        stretched = " Note: " + "; ".join(notes) + "."
     if idle_share >= LAUNCH_BOUND_IDLE:
-        return Verdict(
-            "launch-bound", f"Launch-bound: eager mode kept the GPU waiting ({speedup_text} speedup)",
-            f"{timed}{window}, the GPU sat idle {idle_share:.0%} of each eager step ({idle:,.0f} of "
-            f"{span:,.0f} us): the CPU needed {launch + other:,.0f} us to issue the step "
-            f"({launch:,.0f} us in {launches:,.0f} launch calls, {other:,.0f} us in the framework "
-            f"and Python code around them) while the GPU's work took only {busy:,.0f} us. The CPU "
-            "sets the pace. A CUDA graph replays the whole step with one launch, which removes "
-            f"that idle time.{floor}")
-    if idle_share <= GPU_BOUND_IDLE:
-        return Verdict(
-            "gpu-bound", f"GPU-bound: the kernels set the pace ({speedup_text} speedup)",
-            f"{timed}{window}, kernels kept the GPU busy {1 - idle_share:.0%} of each eager step "
-            f"({busy:,.0f} of {span:,.0f} us). The CPU queued work faster than the GPU ran it, so "
-            f"removing launch overhead can save at most the idle time; a speedup near 1x is the "
-            "expected result. To go faster, shrink the GPU work first (TF32, bf16, smaller layers)."
-            f"{floor}")
-    return Verdict(
-        "mixed", f"Partly launch-bound ({speedup_text} speedup)",
-        f"{timed}{window}, the GPU was idle {idle_share:.0%} of each eager step ({idle:,.0f} of "
-        f"{span:,.0f} us) and busy for {busy:,.0f} us; the CPU spent {launch:,.0f} us on "
-        f"{launches:,.0f} launch calls and {other:,.0f} us in the framework and Python. "
-        f"A graph removes the launch gaps but not the kernel time.{floor}")
+        kind, title = "launch-bound", f"Launch-bound: eager mode kept the GPU waiting ({speedup_text} speedup)"
+        text = (f"{timed}The GPU sat idle {_us(e_idle)} of the eager step's {_us(eager)} us "
+                f"({idle_share:.0%}): its kernels ran {_us(e_kernels)} us{host}. A CUDA graph "
+                f"replays the whole step with one launch. {removed}{kernels_differ}{floor}")
+    elif idle_share <= GPU_BOUND_IDLE:
+        kind, title = "gpu-bound", f"GPU-bound: the kernels set the pace ({speedup_text} speedup)"
+        text = (f"{timed}The GPU was busy {1 - idle_share:.0%} of the eager step "
+                f"({_us(eager - e_idle)} of {_us(eager)} us){host}, so a graph can save at most "
+                f"the {_us(e_idle)} us of idle. {removed}{kernels_differ}")
+        if saving > 0:
+            text += (" A speedup near 1x is the expected result. To go faster, shrink the GPU work "
+                     "first (TF32, bf16, smaller layers).")
+    else:
+        kind, title = "mixed", f"Partly launch-bound ({speedup_text} speedup)"
+        text = (f"{timed}The GPU sat idle {_us(e_idle)} of the eager step's {_us(eager)} us "
+                f"({idle_share:.0%}) and ran kernels for {_us(e_kernels)} us{host}. {removed} A "
+                f"graph removes the launch gaps but not the kernel time.{kernels_differ}{floor}")
+    if saving <= 0:
+        title = (f"{title.split(':')[0]}: the {mode} is not faster ({speedup_text}), so it never "
+                 "pays back" if kind != "mixed" else
+                 f"Partly launch-bound, but the {mode} is not faster ({speedup_text}): it never "
+                 "pays back")
+    return Verdict(kind, title, text + never + stretched)
 
 
 # The article's lessons, one line each, keyed by words in the counter's phase name.
@@ -450,27 +743,36 @@ def kernel_table(kernels: pd.DataFrame, mode: str | None = None) -> pd.DataFrame
     return frame[KERNEL_TABLE_COLUMNS].reset_index(drop=True)
 
 
-def one_time_costs(headline: dict[str, Any]) -> pd.DataFrame:
+def one_time_costs(headline: dict[str, Any], pay: PayBack | None = None,
+                   overheads: pd.DataFrame | None = None) -> pd.DataFrame:
     """Capture cost, memory and parity in one table (quantity, value, unit, and ``shown``: the
-    value with its unit, as text)."""
+    value with its unit, as text). ``pay``: the graph's break-even (``pay_back``; worked out from
+    the headline alone when not given), shown as 'never (graph not faster)' when it never pays
+    back. ``overheads`` (``profiler_overheads``): the profiler's overhead per mode against the
+    headline; without it no overhead is shown (a run's stored figure may be against the cold
+    start)."""
     mib = 2**20
+    pay = pay if pay is not None else pay_back(headline, pd.DataFrame(), "graph")
     rows = [
+        ("warm-up time", number(headline, "warmup_ms"), "ms"),
         ("capture time", number(headline, "capture_ms"), "ms"),
+        ("one-time cost (warm-up + capture)", pay.one_time_ms, "ms"),
         ("batch copy into the static inputs, per step", number(headline, "graph_input_copy_ms"), "ms"),
         ("graph memory pool", number(headline, "graph_pool_bytes") / mib, "MiB"),
         ("peak memory, eager", number(headline, "eager_peak_bytes") / mib, "MiB"),
         ("peak memory, graph", number(headline, "graph_peak_bytes") / mib, "MiB"),
-        ("break-even", number(headline, "break_even_iters"), "iterations"),
+        ("break-even (see below)", pay.steps, "steps"),
         ("parity: max abs diff", number(headline, "parity_max_abs_diff"), ""),
         ("parity: max rel diff", number(headline, "parity_max_rel_diff"), ""),
     ]
-    for mode in ("", "eager_", "graph_"):
-        if f"{mode}profiler_overhead_pct" in headline:
-            rows.append((f"profiler overhead{', ' + mode[:-1] if mode else ''}",
-                         number(headline, f"{mode}profiler_overhead_pct"), "%"))
+    for row in (overheads if overheads is not None else pd.DataFrame(
+            columns=PROFILER_OVERHEAD_COLUMNS)).itertuples():
+        rows.append((f"profiler overhead vs headline, {row.mode}",
+                     float(row.overhead_pct), "%"))
     out = pd.DataFrame(rows, columns=["quantity", "value", "unit"])
     out["shown"] = [("n/a" if not finite(v) or not math.isfinite(v) else f"{v:.4g} {u}".strip())
                     for v, u in zip(out["value"], out["unit"])]
+    out.loc[out["quantity"].str.startswith("break-even"), "shown"] = pay.text
     return out
 
 
@@ -593,7 +895,7 @@ def filter_by_name(frame: pd.DataFrame, text: str, columns: tuple[str, ...] = ("
 
 COMPARE_COLUMNS = ["run", "mode", "method", "median_ms", "p10_ms", "p90_ms"]
 COMPARE_SUMMARY_COLUMNS = ["tag", "run", "device", "preset", "speedup", "eager_ms", "graph_ms",
-                           "timed_by", "verdict", "complete"]
+                           "break_even", "timed_by", "verdict", "complete"]
 # When a run's headline method has no finite median (a damaged or very old run), compare by the
 # first of these it has; the wall-clock ones need no CUDA events.
 COMPARE_FALLBACKS = ("steady_trial", "steady_event", "steady_wall", "cold_event", "cold_wall",
@@ -695,29 +997,33 @@ def default_phase_range(summary: pd.DataFrame) -> tuple[str, str] | None:
 
 def compare_summary(tag: str, label: str, config: RunConfig, environment: dict[str, Any],
                     headline: dict[str, Any], stats: pd.DataFrame, verdict_title: str,
-                    complete: bool) -> dict[str, Any]:
-    """One row of the comparison's summary table (``COMPARE_SUMMARY_COLUMNS``)."""
+                    complete: bool, break_even: str = "") -> dict[str, Any]:
+    """One row of the comparison's summary table (``COMPARE_SUMMARY_COLUMNS``); ``break_even``:
+    the graph's ``PayBack.text`` ('' for a run without a graph)."""
     cpu = is_cpu_run(config, environment)
     method = compare_method(headline, stats)
     return {"tag": tag, "run": label,
             "device": "CPU" if cpu else str(environment.get("gpu_name") or config.device),
             "preset": preset_text(config), "speedup": number(headline, "speedup"),
             "eager_ms": number(headline, "eager_median_ms"),
-            "graph_ms": number(headline, "graph_median_ms"),
+            "graph_ms": number(headline, "graph_median_ms"), "break_even": break_even,
             "timed_by": method_label(method, cpu) if method else "no timing",
             "verdict": verdict_title, "complete": bool(complete)}
 
 
 MODES_TABLE_COLUMNS = ["mode", "what", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
-                       "one_time_ms", "memory_mib", "graphs_recorded"]
+                       "one_time_ms", "break_even", "memory_mib", "graphs_recorded"]
 
 
-def modes_table(modes: pd.DataFrame) -> pd.DataFrame:
-    """modes.csv for people: what each mode is, memory in MiB."""
+def modes_table(modes: pd.DataFrame, headline: dict[str, Any] | None = None) -> pd.DataFrame:
+    """modes.csv for people: what each mode is, its break-even (``BREAK_EVEN_DEFINITION``, as
+    text: '13 steps', 'never (graph not faster)'; '' for eager), memory in MiB."""
     if modes.empty:
         return pd.DataFrame(columns=MODES_TABLE_COLUMNS)
     out = modes.copy()
     out["what"] = [MODE_LABELS.get(str(mode), str(mode)) for mode in out["mode"]]
+    out["break_even"] = ["" if str(mode) == "eager" else pay_back(headline or {}, modes, str(mode)).text
+                         for mode in out["mode"]]
     out["memory_mib"] = pd.to_numeric(out["memory_bytes"], errors="coerce") / 2**20
     return out[MODES_TABLE_COLUMNS].reset_index(drop=True)
 

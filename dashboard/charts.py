@@ -34,6 +34,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dashboard import analysis
 from dashboard.analysis import (RESIDUAL_COMPONENTS, TIMELINE_OF_COMPONENT, TOTAL_COMPONENT,
                                 ordered_modes)
 from profiler_core.schema import BREAKDOWN_COMPONENTS
@@ -131,7 +132,9 @@ def _plural(count: int, one: str, many: str) -> str:
 
 def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
                 method: str = "steady_event", method_label: str | None = None) -> go.Figure:
-    """Median time per step per mode with p10-p90 whiskers; the GPU busy time as the floor."""
+    """Median time per step per mode with p10-p90 whiskers; ``medians`` (columns mode and
+    gpu_busy_us, per training step: ``analysis.kernel_floor``) draws each mode's GPU kernel time as
+    the floor."""
     title = "Median time per training step"
     subtitle = f"{escape(method_label or method)}; whiskers: p10-p90"
     part = stats[stats["method"] == method] if not stats.empty else stats
@@ -155,10 +158,10 @@ def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
         floor = _finite_frame(medians, ("gpu_busy_us",)).dropna(subset=["gpu_busy_us"])
         fig.add_trace(go.Scatter(
             x=[escape(m) for m in floor["mode"]], y=floor["gpu_busy_us"] / 1000.0, mode="markers",
-            name="GPU busy (floor)",
+            name="GPU kernel time (floor)",
             marker={"symbol": "line-ew-open", "size": 60, "color": SPLIT_COLORS["gpu_busy_us"],
                     "line": {"width": 4, "color": SPLIT_COLORS["gpu_busy_us"]}},
-            hovertemplate="%{x}: GPU busy %{y:.4f} ms<extra></extra>"))
+            hovertemplate="%{x}: GPU kernels %{y:.4f} ms per step<extra></extra>"))
     fig.update_yaxes(title_text="ms per step", rangemode="tozero")
     return _layout(fig, title, subtitle=subtitle, showlegend=True,
                    margin={"l": 60, "r": 20, "t": 100, "b": 50})
@@ -368,7 +371,7 @@ def _number_text(values: np.ndarray, pattern: str = "{:,.0f}") -> list[str]:
 def split_bars(medians: pd.DataFrame, empty_message: str = "no profiled window in this run "
                "(profiler off)") -> go.Figure:
     """Per mode, two stacked bars: the CPU side (launch + other) and the GPU side (busy + idle)."""
-    title = "Where a step's time goes (median per iteration, profiled window)"
+    title = "Under the profiler: where an iteration's time goes (medians)"
     if medians.empty:
         return empty_figure(title, empty_message)
     medians = _finite_frame(medians, SPLIT_COLORS)
@@ -412,7 +415,7 @@ def _step_label(component: str, side: str) -> str:
     return name.replace("_", " ")
 
 
-def waterfall_steps(breakdown: pd.DataFrame, other: str = "graph") -> dict[str, pd.DataFrame]:
+def profiled_waterfall_steps(breakdown: pd.DataFrame, other: str = "graph") -> dict[str, pd.DataFrame]:
     """The decompositions in ``other``'s block of a breakdown table (``mode_us`` holds its times),
     one per timeline.
 
@@ -467,20 +470,22 @@ def _step_color(component: str) -> str:
     return SPLIT_COLORS.get(f"{component}_us", REST_COLOR)
 
 
-def speedup_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdown in this run "
-                      "(profiler off)", other: str = "graph") -> go.Figure:
-    """From the eager step to ``other`` mode's step, from that mode's block of a breakdown table
-    (whose ``mode_us`` holds its times): what each component saved (us per iteration),
-    one panel per timeline (GPU: busy + idle; CPU: launch calls + other).
+def profiled_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdown in this run "
+                       "(profiler off)", other: str = "graph") -> go.Figure:
+    """Under the profiler: from the eager iteration's span to ``other`` mode's, from that mode's
+    block of a breakdown table (whose ``mode_us`` holds its times): what each component saved (us
+    per profiled iteration), one panel per timeline (GPU: busy + idle; CPU: launch calls + other).
+    The profiler slows every launch, so these totals are not the headline's (``speedup_waterfall``
+    draws the headline's saving).
 
     Drawn as floating bars (not Plotly's Waterfall, whose colours can only say up or down): the
     eager and ``other`` totals in their mode colours, each step in its part's colour, its sign in its
     direction and its +/- label. Labels are never clipped (the axis leaves room above the
     tallest bar and below the lowest)."""
-    title = f"The speedup decomposed: eager step -> {escape(other)} step"
+    title = f"Under the profiler: the profiled iteration decomposed, eager -> {escape(other)}"
     if not (breakdown["mode"].astype(str) == other).any():
         return empty_figure(title, empty_message)
-    sides = waterfall_steps(breakdown, other)
+    sides = profiled_waterfall_steps(breakdown, other)
     if not sides:
         return empty_figure(title, "no component of this breakdown is known to this dashboard")
     fig = make_subplots(rows=1, cols=len(sides), shared_yaxes=True, horizontal_spacing=0.05,
@@ -517,10 +522,118 @@ def speedup_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdow
     top, bottom = max(tops), min(bottoms)
     pad = 0.14 * max(top - bottom, 1e-9)
     fig.update_yaxes(range=[bottom - (pad if bottom < 0 else 0), top + pad])
-    fig.update_yaxes(title_text="us per iteration", row=1, col=1)
+    fig.update_yaxes(title_text="us per profiled iteration", row=1, col=1)
     fig.update_layout(bargap=0.35)
     return _layout(fig, title, height=420, showlegend=False,
                    margin={"l": 60, "r": 20, "t": 80, "b": 60})
+
+
+# The attribution's parts (``profiler_core.attribution.PARTS``) as waterfall steps: label, colour.
+ATTRIBUTION_STEPS = {
+    "gpu_kernels": ("kernel time changed", SPLIT_COLORS["gpu_busy_us"]),
+    "input_copy": ("batch copy added", TIMELINE_KIND_COLORS["memcpy/memset"]),
+    "gpu_idle": ("GPU idle removed", SPLIT_COLORS["gpu_idle_us"]),
+}
+
+
+def waterfall_steps(attribution: pd.DataFrame, other: str = "graph") -> pd.DataFrame:
+    """The headline's saving per step as a walk, from ``other``'s block of attribution.csv: eager's
+    step (absolute), then each part's change from eager to ``other`` (kernel time, batch copy,
+    GPU idle; relative: negative is time saved, positive time the mode added), then ``other``'s
+    step (total). The parts add up to the step exactly (idle is the rest of the step), so the walk
+    ends on the headline's median. A batch copy neither mode has is left out. Columns: step,
+    component, value (us per training step), measure. Empty when the block lacks either step or
+    the kernel time (no profiled window)."""
+    columns = ["step", "component", "value", "measure"]
+    parts = analysis.attribution_parts(attribution, other)
+    eager, mode = parts["step"]
+    if not all(math.isfinite(v) for v in (eager, mode, *parts["gpu_kernels"])):
+        return pd.DataFrame(columns=columns)
+    rows = [["eager step", "eager", eager, "absolute"]]
+    level = eager
+    for component, (label, _) in ATTRIBUTION_STEPS.items():
+        before, after = parts[component]
+        if component == "gpu_idle" and not (math.isfinite(before) and math.isfinite(after)):
+            change = mode - level  # idle is the rest of the step
+        else:
+            before, after = (v if math.isfinite(v) else 0.0 for v in (before, after))
+            change = after - before
+        if component == "input_copy" and before == 0 and after == 0:
+            continue
+        rows.append([label, component, change, "relative"])
+        level += change
+    rows.append([f"{other} step", other, mode, "total"])
+    return pd.DataFrame(rows, columns=columns)
+
+
+def speedup_waterfall(attribution: pd.DataFrame, empty_message: str = "no attribution in this "
+                      "run", other: str = "graph") -> go.Figure:
+    """The headline's saving per training step, attributed (``waterfall_steps``): eager's step ->
+    kernel time changed -> batch copy added -> GPU idle removed -> ``other``'s step, the two ends
+    the headline's medians (timed, no profiler). A part the mode added is drawn as an increase.
+    Beside it, when the run timed it, the host's time to issue a step in each mode: not part of the
+    sum, it is why the GPU waited.
+
+    Drawn as floating bars (not Plotly's Waterfall, whose colours can only say up or down): the
+    eager and ``other`` totals in their mode colours, each part in its colour (kernels green as
+    GPU busy everywhere, idle grey), its sign in its direction and its +/- label. Labels are never
+    clipped (the axis leaves room above the tallest bar and below the lowest)."""
+    title = f"The headline's saving per step, attributed: eager -> {escape(other)}"
+    steps = waterfall_steps(attribution, other)
+    if steps.empty:
+        return empty_figure(title, empty_message)
+    host = analysis.attribution_parts(attribution, other)["host_issue"]
+    beside = all(math.isfinite(v) for v in host)
+    fig = make_subplots(rows=1, cols=2 if beside else 1, shared_yaxes=True,
+                        horizontal_spacing=0.06, column_widths=[0.76, 0.24] if beside else None,
+                        subplot_titles=["parts of the step (add up to it)",
+                                        "host time to issue a step<br>(not part of the sum)"]
+                        if beside else None)
+    bases, heights, level = [], [], 0.0
+    for value, measure in zip(steps["value"].astype(float), steps["measure"]):
+        if measure == "relative":
+            bases.append(level)
+            heights.append(value)
+            level += value
+        else:
+            bases.append(0.0)
+            heights.append(value)
+            level = value
+    colors = {c: color for c, (_, color) in ATTRIBUTION_STEPS.items()}
+    text = [f"{v:+,.0f}" if m == "relative" and abs(v) >= 10 else
+            f"{v:+,.1f}" if m == "relative" else f"{v:,.0f}"
+            for v, m in zip(heights, steps["measure"])]
+    ends = np.asarray(bases, dtype=float) + np.asarray(heights, dtype=float)
+    fig.add_trace(go.Bar(
+        x=[escape(s) for s in steps["step"]], y=heights, base=bases,
+        marker_color=[colors.get(c, _color(c)) for c in steps["component"]],
+        marker_line_width=0, text=text, textposition="outside", cliponaxis=False,
+        customdata=np.stack([ends], axis=1),
+        hovertemplate="%{x}: %{text} us (to %{customdata[0]:,.1f} us)<extra></extra>",
+        showlegend=False), row=1, col=1)
+    for i in range(len(heights) - 1):  # connectors at the running level
+        fig.add_shape(type="line", x0=i + 0.32, x1=i + 0.68, y0=ends[i], y1=ends[i],
+                      line={"color": "#999999", "width": 1, "dash": "dot"}, row=1, col=1)
+    tops = [0.0, *np.maximum(bases, ends)]
+    bottoms = [0.0, *np.minimum(bases, ends)]
+    if beside:
+        names = ["eager", escape(other)]
+        fig.add_trace(go.Bar(
+            x=names, y=list(host), base=[0.0, 0.0], marker_color=[_color("eager"), _color(other, 1)],
+            marker_pattern_shape="/", marker_line_width=0, opacity=0.75,
+            text=[f"{v:,.0f}" for v in host], textposition="outside", cliponaxis=False,
+            hovertemplate="%{x}: host needed %{y:,.1f} us to issue a step<extra></extra>",
+            showlegend=False), row=1, col=2)
+        tops += list(host)
+    top, bottom = max(tops), min(bottoms)
+    pad = 0.14 * max(top - bottom, 1e-9)
+    fig.update_yaxes(range=[bottom - (pad if bottom < 0 else 0), top + pad])
+    fig.update_yaxes(title_text="us per training step", row=1, col=1)
+    fig.update_layout(bargap=0.3)
+    return _layout(fig, title, height=440, showlegend=False,
+                   subtitle="timed with no profiler (the headline's medians); kernel time from the "
+                            "profiled window; above zero: time the mode added",
+                   margin={"l": 60, "r": 20, "t": 110, "b": 60})
 
 
 def launch_count_bars(medians: pd.DataFrame, empty_message: str = "no profiled window in this "

@@ -21,6 +21,7 @@ SYNTHETIC_GPU = "Synthetic GPU (test fixture)"
 
 def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: int = 10,
                         started_at: str = "2026-11-30T14:02:11") -> Path:
+    from profiler_core import attribution
     from profiler_core.config import PRESETS
     from profiler_core.metrics import from_saved_headline
     from profiler_core.results import RunResult, coerce_table, empty_table
@@ -110,7 +111,7 @@ def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: 
                 "cold_eager_median_ms": eager_ms * 1.08 + 0.01, "cold_graph_median_ms": graph_ms * 1.08 + 0.01,
                 "cold_speedup": (eager_ms * 1.08 + 0.01) / (graph_ms * 1.08 + 0.01),
                 "graph_input_copy_ms": 0.01,
-                "capture_ms": 35.2, "graph_pool_bytes": 64 * 2**20, "eager_peak_bytes": 310 * 2**20,
+                "warmup_ms": 12.0, "capture_ms": 35.2, "graph_pool_bytes": 64 * 2**20, "eager_peak_bytes": 310 * 2**20,
                 "graph_peak_bytes": 380 * 2**20, "break_even_iters": 38.0, "parity_max_abs_diff": 0.0,
                 "parity_max_rel_diff": 0.0, "counters_match": True, "eager_cpu_launch_us": 700.0,
                 "graph_cpu_launch_us": 22.0, "eager_gpu_busy_us": 220.0, "graph_gpu_busy_us": 225.0,
@@ -120,6 +121,8 @@ def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: 
                    "started_at": started_at, "finished_at": started_at, "device_type": "cuda"}
     # metrics.csv, every figure per mode: here from the headline's per-mode keys and stats.csv
     tables["metrics"] = from_saved_headline(empty_table("modes"), tables["stats"], headline)
+    # attribution.csv, as the runner writes it: the headline's saving attributed to its parts
+    tables["attribution"] = attribution.build(tables["stats"], launch, tables["latency"])
     with tempfile.TemporaryDirectory() as scratch:
         traces = {}
         for mode in modes:  # a small Chrome trace per mode, shaped as the profiler exports them

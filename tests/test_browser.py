@@ -36,7 +36,7 @@ VIEWS = {
     "Overview": ("Overview", 1),
     "Counters": ("Counters: the article's lessons", 1),
     "Latency": ("Latency per training step", 4),
-    "Launch split": ("Launch split: CPU launch vs GPU work", 5),  # + one iteration per mode
+    "Launch split": ("Launch split: CPU launch vs GPU work", 6),  # + one iteration per mode
     "GPU": ("GPU telemetry (NVML)", 1),
     "Kernels": ("Kernels", 3),  # eager vs graph, then the top kernels of each mode
 }
@@ -327,7 +327,7 @@ def test_tables_show_every_row_and_column(page):
     assert len(overview) == 3, overview  # costs, GPU and software, configuration
     assert all(t["hidden_down"] <= 2 and t["hidden_right"] <= 2 for t in overview), overview
     _open(page, "Launch split", VIEWS["Launch split"][0])
-    page.get_by_role("heading", name="Medians per iteration").wait_for()
+    page.get_by_role("heading", name="Under the profiler: medians per profiled iteration").wait_for()
     page.wait_for_function("() => document.querySelectorAll('.dvn-scroller').length >= 2")
     page.wait_for_timeout(500)
     split = _table_overflow(page)

@@ -125,8 +125,10 @@ VIEWS = {
     "views/latency.py": ([["bar", "bar"], ["scatter", "scatter"], ["scattergl"] * 4, ["bar", "bar"]],
                          [analysis.PERCENTILE_COLUMNS, analysis.TIMING_COLUMNS,
                           TABLE_FILES["stats"][1]]),
-    "views/launch_split.py": ([["bar"] * 4, ["bar", "bar"], ["bar", "bar"], ["bar"] * 3, ["bar"] * 2],
-                              [analysis.SPLIT_MEDIAN_COLUMNS, analysis.BREAKDOWN_TABLE_COLUMNS]),
+    "views/launch_split.py": ([["bar"], ["bar"] * 4, ["bar", "bar"], ["bar", "bar"], ["bar"] * 3,
+                               ["bar"] * 2],
+                              [analysis.SAVING_TABLE_COLUMNS, analysis.SPLIT_MEDIAN_COLUMNS,
+                               analysis.BREAKDOWN_TABLE_COLUMNS]),
     "views/gpu.py": ([["scattergl"] * 5 + ["scatter"] * 8],
                      [analysis.PHASE_SUMMARY_COLUMNS,
                       ["metric", "source", "count", "mean", "min", "max"]]),
@@ -165,6 +167,7 @@ def test_overview_headline_verdict_and_downloads(shared_run):
     ci = next(m for m in at.metric if m.label == "Speedup").proto.delta
     assert ci.startswith("95% CI ")
     assert "Launch-bound" in _texts(at.success)
+    assert metrics["Break-even"] == "50 steps"  # (warm-up 12 + capture 35.2 ms) / 0.95 ms per step
     labels = {b.label for b in at.download_button}
     assert {"Download run (zip)", "Download summary.json", "Trace: eager (Perfetto)",
             "Trace: graph (Perfetto)"} <= labels

@@ -47,7 +47,8 @@ def test_every_chart_from_the_run(run):
     timing = analysis.timing_comparison(run.table("stats"), run.headline)
     assert _types(charts.timing_methods_bars(timing)) == ["bar", "bar"]
     assert _types(charts.split_bars(medians)) == ["bar"] * 4
-    assert _types(charts.speedup_waterfall(run.table("breakdown"))) == ["bar", "bar"]  # one per timeline
+    assert _types(charts.speedup_waterfall(run.table("attribution"))) == ["bar"]  # no host issue timed
+    assert _types(charts.profiled_waterfall(run.table("breakdown"))) == ["bar", "bar"]  # per timeline
     assert _types(charts.launch_count_bars(medians)) == ["bar", "bar"]
     nvml = charts.nvml_timeseries(run.table("nvml"), run.table("phases"))
     assert _types(nvml).count("scattergl") == 5  # 4 polled panels + the driver's samples
@@ -66,7 +67,8 @@ def test_every_chart_from_the_run(run):
     lambda: charts.latency_series(analysis.per_step_latency(empty_table("latency"))),
     lambda: charts.timing_methods_bars(analysis.timing_comparison(empty_table("stats"), {})),
     lambda: charts.split_bars(analysis.split_medians(empty_table("launch_split"))),
-    lambda: charts.speedup_waterfall(empty_table("breakdown")),
+    lambda: charts.speedup_waterfall(empty_table("attribution")),
+    lambda: charts.profiled_waterfall(empty_table("breakdown")),
     lambda: charts.launch_count_bars(analysis.split_medians(empty_table("launch_split"))),
     lambda: charts.nvml_timeseries(empty_table("nvml"), empty_table("phases")),
     lambda: charts.kernel_top_bar(empty_table("kernels"), "eager"),
@@ -154,8 +156,8 @@ def test_100k_latency_samples_render_server_side_in_well_under_a_second():
     assert payload < 1_000_000  # what goes to the browser stays small
 
 
-def test_waterfall_walks_from_eager_to_graph_on_each_timeline(run):
-    fig = charts.speedup_waterfall(run.table("breakdown"))
+def test_the_profiled_waterfall_walks_from_eager_to_graph_on_each_timeline(run):
+    fig = charts.profiled_waterfall(run.table("breakdown"))
     gpu, cpu = fig.data
     assert list(gpu.x) == ["eager", "busy", "idle", "graph"]
     assert list(gpu.y) == [1200, 5, -955, 250]
@@ -165,25 +167,30 @@ def test_waterfall_walks_from_eager_to_graph_on_each_timeline(run):
     assert list(cpu.x) == ["eager", "launch", "other", "waiting on GPU", "graph"]
     assert cpu.y[0] + sum(cpu.y[1:4]) == pytest.approx(250) and cpu.y[3] == pytest.approx(198)
     assert [a.text for a in fig.layout.annotations] == ["GPU timeline", "CPU timeline"]
-    steps = charts.waterfall_steps(run.table("breakdown"))
+    assert fig.layout.title.text.startswith("Under the profiler")
+    steps = charts.profiled_waterfall_steps(run.table("breakdown"))
     assert list(steps["GPU"]["measure"]) == ["absolute", "relative", "relative", "total"]
     unattributed = pd.DataFrame({"mode": "graph", "component": ["gpu_idle", "total_span"],
                                  "eager_us": [900, 1200], "mode_us": [20, 250],
                                  "saving_us": [880, 950], "share_of_saving_pct": [92.6, 100]})
-    trace = charts.speedup_waterfall(unattributed).data[0]
+    trace = charts.profiled_waterfall(unattributed).data[0]
     assert list(trace.x) == ["eager", "idle", "not attributed", "graph"]
     assert trace.y[0] + sum(trace.y[1:3]) == pytest.approx(250)
 
 
 def test_waterfall_labels_are_never_clipped(run):
     """Every bar's label is drawn outside its bar with clipping off, and the y axis reaches past
-    the tallest bar and below the lowest one (the '-1,414' label was cut off)."""
-    for breakdown in (run.table("breakdown"),
-                      pd.DataFrame({"mode": "graph", "component": ["gpu_busy", "gpu_idle", "total_span"],
-                                    "eager_us": [100, 1500, 1600], "mode_us": [110, 76, 186],
-                                    "saving_us": [-10, 1424, 1414],
-                                    "share_of_saving_pct": [-0.7, 100.7, 100]})):
-        fig = charts.speedup_waterfall(breakdown)
+    the tallest bar and below the lowest one (the '-1,414' label was cut off), in the profiled
+    waterfall and in the headline's."""
+    figures = [charts.profiled_waterfall(breakdown) for breakdown in (
+        run.table("breakdown"),
+        pd.DataFrame({"mode": "graph", "component": ["gpu_busy", "gpu_idle", "total_span"],
+                      "eager_us": [100, 1500, 1600], "mode_us": [110, 76, 186],
+                      "saving_us": [-10, 1424, 1414], "share_of_saving_pct": [-0.7, 100.7, 100]}))]
+    figures += [charts.speedup_waterfall(run.table("attribution")),
+                charts.speedup_waterfall(_attribution(**ADAMW6)),
+                charts.speedup_waterfall(_attribution(**FP32_B2048))]
+    for fig in figures:
         low, high = fig.layout.yaxis.range
         for trace in fig.data:
             assert trace.cliponaxis is False and trace.textposition == "outside"
@@ -206,29 +213,204 @@ def test_kernel_top_bar_is_sorted_and_limited(run):
     assert len(trace.y) == 3 and list(trace.x) == sorted(trace.x)  # biggest drawn on top
 
 
-def test_verdicts():
-    launch = pd.DataFrame({"mode": ["eager", "graph"], "iteration": [0, 0], "span_us": [1200, 250],
-                           "cpu_launch_us": [700, 22], "cpu_other_us": [450, 30],
-                           "gpu_busy_us": [220, 225], "gpu_idle_us": [980, 25],
-                           "launches": [45, 1], "kernels": [40, 40], "launch_delay_us": [15, 9]})
+def _attribution(eager_ms, graph_ms, eager_busy_us, graph_busy_us, copy_ms, eager_host_ms=np.nan,
+                 graph_host_ms=np.nan, mode="graph") -> pd.DataFrame:
+    """attribution.csv as the runner writes it (``profiler_core.attribution.build``) from a run's
+    medians: the steady-state step, the profiled GPU busy time, the batch copy, the host issue."""
+    from profiler_core import attribution
+
+    stats = pd.DataFrame([["eager", "steady_trial", eager_ms], [mode, "steady_trial", graph_ms],
+                          [mode, "input_copy", copy_ms], ["eager", "host_issue", eager_host_ms],
+                          [mode, "host_issue", graph_host_ms]],
+                         columns=["mode", "method", "median_ms"]).dropna()
+    split = pd.DataFrame({"mode": ["eager", mode], "gpu_busy_us": [eager_busy_us, graph_busy_us]})
+    latency = pd.DataFrame({"mode": ["eager", mode], "steps": [1, 1]})
+    return attribution.build(stats, split, latency)
+
+
+# Medians of real H200 runs (2026-12-01): the graphed 6-layer AdamW step runs 187 us more kernels
+# than eager (a capturable optimizer); fp32 at batch 2048 is GPU-bound and the graph is slower.
+ADAMW6 = {"eager_ms": 2.796500224816172, "graph_ms": 1.445986531282726,
+          "eager_busy_us": 1239.216797, "graph_busy_us": 1426.317871, "copy_ms": 0.011487,
+          "eager_host_ms": 2.837659325, "graph_host_ms": 0.044320225}
+FP32_B2048 = {"eager_ms": 2.0163250408674545, "graph_ms": 2.028384836096513,
+              "eager_busy_us": 1983.84375, "graph_busy_us": 1985.014648, "copy_ms": 0.026309,
+              "eager_host_ms": 1.551690825, "graph_host_ms": 0.0774712}
+FP32_B2048_HEADLINE = {"eager_median_ms": FP32_B2048["eager_ms"],
+                       "graph_median_ms": FP32_B2048["graph_ms"], "speedup": 0.9940544836391764,
+                       "warmup_ms": 11.899387, "capture_ms": 4.958399, "graph_pays_back": 0.0,
+                       "break_even_iters": float("nan")}
+FP32_B2048_MODES = pd.DataFrame({"mode": ["eager", "graph"],
+                                 "median_ms": [FP32_B2048["eager_ms"], FP32_B2048["graph_ms"]],
+                                 "speedup": [1.0, 0.994], "speedup_ci_low": [0.99, 0.99],
+                                 "speedup_ci_high": [1.01, 0.997], "one_time_ms": [0.0, 16.857786],
+                                 "memory_bytes": [0.0, 320864256.0],
+                                 "graphs_recorded": [np.nan, 1.0]})
+
+
+def test_verdicts_explain_the_headline_from_its_attribution():
+    """The verdict quotes the headline's steps (timed, no profiler) and attributes their saving:
+    idle removed, kernel time changed, batch copy added; never a profiled span as the step."""
+    launch = _attribution(eager_ms=1.2, graph_ms=0.25, eager_busy_us=220, graph_busy_us=225,
+                          copy_ms=0.01, eager_host_ms=1.25, graph_host_ms=0.04)
     v = analysis.verdict({"speedup": 4.8}, launch)
-    assert v.kind == "launch-bound" and "82%" in v.text and "700 us in 45 launch calls" in v.text
-    assert "the CPU needed 1,150 us" in v.text and "only 220 us" in v.text
-    assert "1.11x the GPU busy time" not in v.text  # no timed graph median: no floor claimed
-    v = analysis.verdict({"speedup": 4.8, "eager_median_ms": 1.2, "graph_median_ms": 0.25}, launch)
-    assert "an eager step took 1.200 ms and a graph step 0.250 ms" in v.text
-    assert "profiled window" in v.text
-    assert "is 1.11x the GPU's own work per step (0.225 ms busy" in v.text
-    v = analysis.verdict({"speedup": 4.8, "eager_median_ms": 1.2, "graph_median_ms": 0.25}, launch,
-                         steps_per_graph=3)  # a replay holds three steps: busy per step is a third
-    assert "(0.075 ms busy" in v.text
-    gpu_bound = launch.assign(span_us=[930, 920], gpu_busy_us=[900, 900], gpu_idle_us=[30, 20])
-    v = analysis.verdict({"speedup": 1.01}, gpu_bound)
+    assert v.kind == "launch-bound" and "(4.80x speedup)" in v.title
+    assert "an eager step took 1,200 us and a graph step 250 us: 4.80x, a saving of 950 us" in v.text
+    assert "The GPU sat idle 980 of the eager step's 1,200 us (82%): its kernels ran 220 us" in v.text
+    assert "the host needed 1,250 us to issue the step, so it set the pace" in v.text
+    assert "The graph removed 965 us of idle (102% of the saving)" in v.text
+    assert "its kernels took 5.0 us longer (-0.5% of the saving)" in v.text
+    assert "its batch copy added 10 us (-1.1% of the saving)" in v.text
+    assert "1.06x its GPU work (225 us of kernels + 10 us of batch copy)" in v.text
+    assert "profiled window" not in v.text and "other GPU work" not in v.text
+    adamw = analysis.verdict({}, _attribution(**ADAMW6))
+    assert adamw.kind == "launch-bound"
+    assert "its kernels took 187 us longer (-13.9% of the saving)" in adamw.text
+    assert "runs other GPU work than eager's (1,426 vs 1,239 us of kernels per step)" in adamw.text
+    gpu_bound = _attribution(eager_ms=0.93, graph_ms=0.92, eager_busy_us=900, graph_busy_us=900,
+                             copy_ms=0.0)
+    v = analysis.verdict({}, gpu_bound)
     assert v.kind == "gpu-bound" and "97%" in v.text and "1.01x" in v.title
-    mixed = launch.assign(span_us=[1000, 700], gpu_busy_us=[750, 680], gpu_idle_us=[250, 20])
+    assert "a graph can save at most the 30 us of idle" in v.text
+    mixed = _attribution(eager_ms=1.0, graph_ms=0.75, eager_busy_us=750, graph_busy_us=740,
+                         copy_ms=0.0)
     assert analysis.verdict({}, mixed).kind == "mixed"
-    none = analysis.verdict({"speedup": 2.0}, empty_table("launch_split"))
-    assert none.kind == "unknown" and "profiler" in none.text
+    no_window = _attribution(eager_ms=1.2, graph_ms=0.25, eager_busy_us=np.nan,
+                             graph_busy_us=np.nan, copy_ms=0.01)
+    none = analysis.verdict({"speedup": 4.8}, no_window, "the profiler was off for this run")
+    assert none.kind == "unknown" and "profiler was off" in none.text
+    assert "a saving of 950 us per step" in none.text  # the how-much still said
+    cpu = analysis.verdict({"eager_median_ms": 2.0}, empty_table("attribution"),
+                           "a CPU run: the profiler's launch split ... need a CUDA GPU")
+    assert cpu.title == "A CPU run: eager only, no graph and no launch split"
+    assert "2.000 ms (wall clock)" in cpu.text
+    nothing = analysis.verdict({}, empty_table("attribution"), "the run stopped before profiling")
+    assert nothing.kind == "unknown" and nothing.title == "No graph timing in this run"
+
+
+def test_a_graph_that_is_not_faster_never_pays_back_and_says_so_everywhere():
+    """fp32 at batch 2048 on an H200: GPU-bound, the graph 12 us slower per step (its batch copy
+    added more than the idle it removed). The verdict, the break-even in every table and the
+    waterfall say so; no 'n/a', no number of steps."""
+    attribution = _attribution(**FP32_B2048)
+    pay = analysis.pay_back(FP32_B2048_HEADLINE, FP32_B2048_MODES)
+    assert (pay.pays_back, pay.text) == (0.0, "never (graph not faster)")
+    assert pay.cost_text == "warm-up 11.9 ms + capture 5.0 ms = 16.9 ms"
+    assert analysis.pay_back(FP32_B2048_HEADLINE, empty_table("modes")).text == pay.text
+    v = analysis.verdict(FP32_B2048_HEADLINE, attribution, None, "graph", pay)
+    assert v.kind == "gpu-bound"
+    assert v.title == "GPU-bound: the graph is not faster (0.99x), so it never pays back"
+    assert "0.99x, the graph step is 12 us slower" in v.text
+    assert ("The graph removed 15 us of idle, but its kernels took 1.2 us longer and its batch "
+            "copy added 26 us") in v.text
+    assert "one-time cost (warm-up 11.9 ms + capture 5.0 ms = 16.9 ms) is never paid back" in v.text
+    assert "the expected result" not in v.text
+    costs = analysis.one_time_costs(FP32_B2048_HEADLINE, pay).set_index("quantity")["shown"]
+    assert costs["break-even (see below)"] == "never (graph not faster)"
+    assert costs["one-time cost (warm-up + capture)"] == "16.86 ms"
+    shares = analysis.saving_table(attribution)["share_of_saving_pct"]
+    assert shares.isna().all()  # no saving to share: a share of -12 us would flip every sign
+    table = analysis.modes_table(FP32_B2048_MODES, FP32_B2048_HEADLINE)
+    assert table["break_even"].tolist() == ["", "never (graph not faster)"]
+    from profiler_core.config import PRESETS
+    row = analysis.compare_summary("A", "fp32-b2048", PRESETS["seed"], {"gpu_name": "H200"},
+                                   FP32_B2048_HEADLINE, empty_table("stats"), v.title, True,
+                                   pay.text)
+    assert row["break_even"] == "never (graph not faster)"
+    assert list(row) == analysis.COMPARE_SUMMARY_COLUMNS
+    # the waterfall walks up: eager's step, the parts (idle removed, copy added), the graph's step
+    trace = charts.speedup_waterfall(attribution).data[0]
+    assert trace.y[0] == pytest.approx(2016.325, abs=0.01)
+    assert trace.y[-1] == pytest.approx(2028.385, abs=0.01) and trace.y[-1] > trace.y[0]
+    assert sum(trace.y[1:-1]) == pytest.approx(trace.y[-1] - trace.y[0], rel=0.01)
+
+
+def _waterfall_sum(fig) -> tuple[float, float, float]:
+    """(eager's bar, the parts' sum, the graph's bar) of the headline waterfall's figure JSON."""
+    spec = json.loads(fig.to_json())
+    trace = spec["data"][0]
+    values = list(_numbers(trace["y"]))
+    return values[0], sum(values[1:-1]), values[-1]
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parent.parent / "dashboard" / "sample_run").is_dir(),
+                    reason="dashboard/sample_run/ is not in this checkout")
+def test_the_bundled_samples_saving_is_attributed_to_the_headline_not_the_profiled_window():
+    """Issue 17: the sample's headline is 1.593 -> 0.237 ms, a saving of 1,356 us per step; the
+    profiled window spans 2,757 -> 326 us. The waterfall and the saving table explain the headline:
+    their parts add up to 1,356 us (within 1%), the ends are the headline's medians."""
+    run = RunResult.load(Path(__file__).resolve().parent.parent / "dashboard" / "sample_run")
+    eager_us = run.headline["eager_median_ms"] * 1e3
+    graph_us = run.headline["graph_median_ms"] * 1e3
+    fig = charts.speedup_waterfall(run.table("attribution"))
+    first, parts, last = _waterfall_sum(fig)
+    assert (first, last) == (pytest.approx(eager_us), pytest.approx(graph_us))
+    assert -parts == pytest.approx(eager_us - graph_us, rel=0.01)
+    assert round(eager_us - graph_us) == 1356
+    assert list(fig.data[0].x) == ["eager step", "kernel time changed", "batch copy added",
+                                   "GPU idle removed", "graph step"]
+    assert "2,757" not in fig.to_json() and "2757" not in fig.to_json()
+    table = analysis.saving_table(run.table("attribution")).set_index("component")
+    assert table.loc[["gpu_kernels", "input_copy", "gpu_idle"], "saving_us"].sum() == pytest.approx(
+        table.at["step", "saving_us"], rel=0.01)
+    assert table.at["step", "saving_us"] == pytest.approx(eager_us - graph_us)
+    assert table.loc[["gpu_kernels", "input_copy", "gpu_idle"], "share_of_saving_pct"].sum() == (
+        pytest.approx(100, abs=1))
+    assert table.at["input_copy", "share_of_saving_pct"] < 0  # the copy the graph added
+    assert "host_issue" not in table.index  # the sample did not time it: no row of None
+    v = analysis.verdict(run.headline, run.table("attribution"), None, "graph",
+                         analysis.pay_back(run.headline, run.table("modes")))
+    assert "an eager step took 1,593 us and a graph step 237 us: 6.73x, a saving of 1,356 us" in v.text
+    assert "2,757" not in v.text and "326 us" not in v.text and "2,430" not in v.text
+    # break-even: warm-up 11.6 ms + capture 4.7 ms over 1.356 ms per step (the run stored 4: capture only)
+    pay = analysis.pay_back(run.headline, run.table("modes"))
+    assert run.headline["break_even_iters"] == 4 and pay.text == "13 steps"
+    assert pay.cost_text == "warm-up 11.6 ms + capture 4.7 ms = 16.3 ms"
+    # the profiler's overhead against the headline (the run stored 58.8% against the cold start)
+    overheads = analysis.profiler_overheads(run.table("metrics"), run.table("stats"),
+                                            run.table("latency")).set_index("mode")
+    assert overheads.at["eager", "overhead_pct"] == pytest.approx(77.0, abs=0.1)
+    assert overheads.at["graph", "overhead_pct"] == pytest.approx(48.6, abs=0.1)
+    text = analysis.profiler_overhead_text(overheads.reset_index())
+    assert text.startswith("Under the profiler, eager's median iteration took 2,818 us against the "
+                           "headline's 1,593 us: the profiled window ran eager 77% slower")
+    costs = analysis.one_time_costs(run.headline, pay, overheads.reset_index())
+    shown = costs.set_index("quantity")["shown"]
+    assert shown["profiler overhead vs headline, eager"] == "76.97 %"
+    assert not costs["shown"].str.contains("58.8").any()
+    floor = analysis.kernel_floor(run.table("attribution")).set_index("mode")["gpu_busy_us"]
+    assert floor.to_dict() == pytest.approx({"eager": 204.9, "graph": 207.9}, abs=0.1)
+
+
+def test_a_part_the_graph_added_is_drawn_as_an_increase_with_host_issue_beside():
+    """The graphed AdamW step's kernels take 187 us more (a capturable optimizer): that part rises,
+    the sum still lands on the headline's graph step, and the host's issue time is drawn beside,
+    in its own panel, not as a step of the walk."""
+    attribution = _attribution(**ADAMW6)
+    fig = charts.speedup_waterfall(attribution)
+    walk, host = fig.data
+    assert walk.y[1] == pytest.approx(187.1, abs=0.1) and walk.text[1] == "+187"
+    assert walk.base[1] == pytest.approx(2796.5, abs=0.1)  # it starts at eager's step and rises
+    first, parts, last = _waterfall_sum(fig)
+    assert first + parts == pytest.approx(last, rel=1e-9)
+    assert -parts == pytest.approx(1350.5, abs=0.1)
+    assert list(host.x) == ["eager", "graph"] and list(host.y) == pytest.approx([2837.7, 44.3], abs=0.1)
+    assert host.xaxis == "x2"
+    titles = [a.text for a in fig.layout.annotations]
+    assert "host time to issue a step<br>(not part of the sum)" in titles
+    table = analysis.saving_table(attribution).set_index("component")
+    assert table.at["gpu_kernels", "share_of_saving_pct"] == pytest.approx(-13.85, abs=0.01)
+    assert table.at["host_issue", "in_the_sum"] == "not part of the sum: why the GPU waited"
+    assert np.isnan(table.at["host_issue", "share_of_saving_pct"])  # outside the sum: no share
+    assert list(table.index) == ["gpu_kernels", "input_copy", "gpu_idle", "step", "host_issue"]
+    assert "negative share is time the graph added" in analysis.NEGATIVE_SHARE_TEXT
+    # a mode beside the graph: its own block, its own labels
+    other = _attribution(**ADAMW6, mode="compile_ro")
+    trace = charts.speedup_waterfall(other, other="compile_ro").data[0]
+    assert trace.x[-1] == "compile_ro step"
+    assert analysis.attribution_modes(pd.concat([attribution, other])) == ["graph", "compile_ro"]
+    assert charts.speedup_waterfall(attribution, "none here", other="compile_ro").layout.annotations[
+        0].text == "none here"
 
 
 def test_derived_tables_have_their_columns(run):
@@ -289,7 +471,7 @@ def test_config_diff_and_tables():
 def test_schema_tables_all_have_a_chart_or_table():
     # Every table of the run directory is shown somewhere (guards against a new table nobody draws).
     shown = {"counters", "latency", "stats", "launch_split", "breakdown", "kernels", "nvml", "phases",
-             "modes", "metrics", "repeats"}
+             "modes", "metrics", "repeats", "attribution"}
     assert shown == set(TABLE_FILES)
 
 
@@ -319,8 +501,9 @@ def _all_figures(run, transform=lambda name, frame: frame) -> dict[str, go.Figur
         "series": charts.latency_series(steady, column),
         "timing": charts.timing_methods_bars(analysis.timing_comparison(t["stats"], run.headline)),
         "split": charts.split_bars(medians),
-        "waterfall": charts.speedup_waterfall(analysis.breakdown_against(t["breakdown"], medians, other),
-                                              other=other),
+        "waterfall": charts.speedup_waterfall(t["attribution"], other=other),
+        "profiled_waterfall": charts.profiled_waterfall(
+            analysis.breakdown_against(t["breakdown"], medians, other), other=other),
         "counts": charts.launch_count_bars(medians),
         "nvml": charts.nvml_timeseries(t["nvml"], t["phases"]),
         "nvml_zoomed": charts.nvml_timeseries(t["nvml"], t["phases"], x_range=(0.5, 3.0)),
@@ -368,6 +551,7 @@ NON_FINITE_COLUMNS = {
     "latency": ("gpu_ms", "wall_ms"), "stats": ("median_ms", "p10_ms", "p90_ms"),
     "launch_split": ("span_us", "cpu_launch_us", "gpu_busy_us", "gpu_idle_us", "launches"),
     "breakdown": ("eager_us", "mode_us", "saving_us"), "nvml": ("value", "t_s"),
+    "attribution": ("eager_us", "mode_us", "saving_us"),
     "kernels": ("total_us", "mean_us", "share_of_gpu_pct"), "phases": ("start_s", "end_s"),
     "counters": ("observed",),
 }
@@ -436,7 +620,7 @@ def test_labels_from_run_data_never_become_markup_in_any_chart(run):
         texts = list(_strings(fig.to_plotly_json()))
         assert not [t for t in texts if "<a " in t or "<img" in t or "</a>" in t], name
     joined = {name: "\n".join(_strings(fig.to_plotly_json())) for name, fig in figures.items()}
-    for name in ("median_bars", "histogram", "ecdf", "split", "waterfall", "counts",
+    for name in ("median_bars", "histogram", "ecdf", "split", "waterfall", "profiled_waterfall", "counts",
                  "kernels_eager", "kernel_diff", "nvml", "counters"):
         assert ESCAPED in joined[name] or ESCAPED[:60] in joined[name], name
     # run labels and components of the comparison and the timeline
@@ -461,7 +645,7 @@ def test_one_colour_means_one_thing(run):
     medians = analysis.split_medians(run.table("launch_split"))
     split = {t.name: t.marker.color for t in charts.split_bars(medians).data}
     assert split["GPU busy"] == busy
-    gpu, cpu = charts.speedup_waterfall(run.table("breakdown")).data
+    gpu, cpu = charts.profiled_waterfall(run.table("breakdown")).data
     assert list(gpu.marker.color) == [charts.MODE_COLORS["eager"], busy,
                                       charts.SPLIT_COLORS["gpu_idle_us"], charts.MODE_COLORS["graph"]]
     assert list(cpu.marker.color)[1:3] == [charts.SPLIT_COLORS["cpu_launch_us"],
@@ -470,8 +654,13 @@ def test_one_colour_means_one_thing(run):
     counts = {t.name: t.marker.color for t in charts.launch_count_bars(medians).data}
     assert counts == {"launch calls (CPU)": charts.SPLIT_COLORS["cpu_launch_us"],
                       "kernels (GPU)": busy}
-    floor = charts.median_bars(run.table("stats"), medians).data[-1]
-    assert floor.marker.color == busy
+    floor = charts.median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")))
+    assert floor.data[-1].marker.color == busy
+    headline = charts.speedup_waterfall(run.table("attribution")).data[0]
+    assert list(headline.marker.color) == [charts.MODE_COLORS["eager"], busy,
+                                           charts.TIMELINE_KIND_COLORS["memcpy/memset"],
+                                           charts.SPLIT_COLORS["gpu_idle_us"],
+                                           charts.MODE_COLORS["graph"]]
     every = list(charts.MODE_COLORS.values()) + list(charts.SPLIT_COLORS.values())
     assert len(set(every)) == len(every)  # no colour stands for two things
 
@@ -659,10 +848,10 @@ def test_a_modes_own_breakdown_block_is_decomposed_not_its_launch_split_medians(
     picked = analysis.breakdown_against(breakdown, medians, "compile_ro")
     assert set(picked["mode"]) == {"compile_ro"}
     assert picked["mode_us"].tolist() == (graph["mode_us"] * 2).tolist()
-    gpu, _ = charts.speedup_waterfall(picked, other="compile_ro").data
+    gpu, _ = charts.profiled_waterfall(picked, other="compile_ro").data
     assert list(gpu.x) == ["eager", "busy", "idle", "compile_ro"]
     assert gpu.y[-1] == 500  # the block's total_span (2 x 250), not the medians' (about 250)
-    assert charts.speedup_waterfall(breakdown, other="compile_ro").data[0].y[-1] == 500
+    assert charts.profiled_waterfall(breakdown, other="compile_ro").data[0].y[-1] == 500
     table = analysis.breakdown_table(picked).set_index("component")
     assert table.at["total_span", "mode_us"] == 500
 

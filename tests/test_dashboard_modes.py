@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 import pytest
 
 from dashboard import controls, devices, state
+from profiler_core.results import RunResult
 from tests.test_dashboard import ONE_GPU
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -76,6 +77,7 @@ def _three_mode_run(tmp_path: Path) -> Path:
     its breakdown block differs from what its launch split (the graph's) would give."""
     import pandas as pd
 
+    from profiler_core import attribution
     from profiler_core.results import RunResult, coerce_table
     from tests.conftest import write_synthetic_run
 
@@ -94,6 +96,8 @@ def _three_mode_run(tmp_path: Path) -> Path:
         "speedup": [1.0, 4.8, 4.6], "speedup_ci_low": [1.0, 4.7, 4.4],
         "speedup_ci_high": [1.0, 4.9, 4.8], "one_time_ms": [0.0, 40.0, 9_000.0],
         "memory_bytes": [0.0, 2**24, 2**25], "graphs_recorded": [float("nan"), 1.0, 2.0]}))
+    run.tables["attribution"] = coerce_table("attribution", attribution.build(
+        run.table("stats"), run.table("launch_split"), run.table("latency")))
     run.config = run.config.replace(modes=("eager", "graph", "compile_ro"))
     return run.save(path, overwrite=True)
 
@@ -119,9 +123,11 @@ def test_every_view_shows_a_third_mode(tmp_path):
 
 
 def test_the_waterfall_of_a_mode_beside_the_graph_draws_its_own_breakdown_block(tmp_path):
-    """Launch split, 'Decompose the speedup of' compile_ro: the waterfall and the table come from
-    compile_ro's block of breakdown.csv (total span 300 us), not from its launch-split medians
-    (about 250 us, the graph's), and the table's column is labelled compile_ro_us."""
+    """Launch split, 'Explain the speedup of' compile_ro: the headline's waterfall and saving table
+    come from compile_ro's block of attribution.csv (its steady-state step); under the profiler,
+    the waterfall and the table come from compile_ro's block of breakdown.csv (total span 300 us),
+    not from its launch-split medians (about 250 us, the graph's), and the table's column is
+    labelled compile_ro_us."""
     import json
 
     path = _three_mode_run(tmp_path)
@@ -131,7 +137,14 @@ def test_the_waterfall_of_a_mode_beside_the_graph_draws_its_own_breakdown_block(
     assert at.radio(key="split_other").value == "graph"  # the first of graph, compile_ro
     at.radio(key="split_other").set_value("compile_ro").run()
     assert not at.exception, [e.value for e in at.exception]
-    waterfall = json.loads(at.get_by_key("split_waterfall").proto.spec)
+    headline = json.loads(at.get_by_key("split_waterfall").proto.spec)["data"][0]
+    assert headline["x"][0] == "eager step" and headline["x"][-1] == "compile_ro step"
+    saving = next(df for df in at.dataframe if "in_the_sum" in df.value.columns).value
+    assert saving.set_index("component").at["step", "mode_us"] == pytest.approx(
+        RunResult.load(path).table("stats").query(
+            "mode == 'compile_ro' and method == 'steady_trial'")["median_ms"].item() * 1e3)
+    assert "compile_ro" in at.info[0].value  # the verdict follows the mode picked
+    waterfall = json.loads(at.get_by_key("split_profiled_waterfall").proto.spec)
     gpu = waterfall["data"][0]
     assert gpu["x"][0] == "eager" and gpu["x"][-1] == "compile_ro"
     assert gpu["y"][-1] == pytest.approx(300.0)

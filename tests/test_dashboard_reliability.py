@@ -446,7 +446,7 @@ def test_breakdown_components_come_from_the_schema():
                           "eager_us": [1.0, 2.0], "mode_us": [1.0, 1.0], "saving_us": [0.0, 1.0],
                           "share_of_saving_pct": [0.0, 100.0]})
     assert charts.unknown_components(frame) == ["totally_new"]
-    assert list(charts.waterfall_steps(frame)) == ["GPU"]
+    assert list(charts.profiled_waterfall_steps(frame)) == ["GPU"]
 
 
 # ----------------------------------------------------------------------------- malformed runs
@@ -592,9 +592,11 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
         analysis.percentile_table(opened.table("latency"), steps)
         timing = analysis.timing_comparison(opened.table("stats"), h)
         medians = analysis.split_medians(opened.table("launch_split"))
-        analysis.verdict(h, opened.table("launch_split"))
+        pay = analysis.pay_back(h, opened.table("modes"))
+        analysis.verdict(h, opened.table("attribution"), None, "graph", pay)
         lessons = analysis.counter_lessons(opened.table("counters"), opened.config)
-        analysis.one_time_costs(h)
+        analysis.one_time_costs(h, pay, analysis.profiler_overheads(
+            opened.table("metrics"), opened.table("stats"), opened.table("latency")))
         analysis.environment_table(opened.environment)
         analysis.kernel_table(opened.table("kernels"))
         rundata.where_it_stopped(opened.notes)
@@ -610,7 +612,9 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
                                   charts.timing_methods_bars(timing)),
             "launch_split.csv": lambda: (charts.split_bars(medians),
                                          charts.launch_count_bars(medians)),
-            "breakdown.csv": lambda: charts.speedup_waterfall(opened.table("breakdown")),
+            "breakdown.csv": lambda: charts.profiled_waterfall(opened.table("breakdown")),
+            "attribution.csv": lambda: (charts.speedup_waterfall(opened.table("attribution")),
+                                        analysis.saving_table(opened.table("attribution"))),
             "kernels.csv": lambda: charts.kernel_top_bar(opened.table("kernels"), "eager", 5),
             "nvml.csv": lambda: charts.nvml_timeseries(opened.table("nvml"), opened.table("phases")),
             "phases.csv": lambda: charts.nvml_timeseries(opened.table("nvml"), opened.table("phases")),

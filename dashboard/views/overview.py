@@ -1,6 +1,7 @@
-"""Overview: the headline speedup with its confidence interval, both medians, the verdict from
-the launch split (launch-bound or GPU-bound, and why), the GPU, the config and the downloads
-(the run, its traces, and metrics.csv: every figure per mode in long form)."""
+"""Overview: the headline speedup with its confidence interval, both medians, the break-even, the
+verdict from the headline's saving attributed to its parts (launch-bound or GPU-bound, and why),
+the GPU, the config and the downloads (the run, its traces, and metrics.csv: every figure per mode
+in long form)."""
 
 import streamlit as st
 
@@ -25,7 +26,8 @@ ci = f"95% CI {ui.fmt(low, '{:.2f}')}-{ui.fmt(high, '{:.2f}')}x" if analysis.fin
 
 method = analysis.headline_method(h, run.table("stats"))
 method_label = analysis.method_label(method, cpu)
-cols = st.columns(4)
+pay = analysis.pay_back(h, run.table("modes"), "graph")
+cols = st.columns(5)
 cols[0].metric("Speedup", ui.fmt(speedup, "{:.2f}x"), delta=ci if not cpu else "CPU run: no graph",
                delta_color="off", delta_arrow="off",
                help=f"Median eager step / median graph step, timed by {method_label}, with its "
@@ -38,24 +40,33 @@ cols[2].metric("Graph median per step", ui.fmt(analysis.number(h, "graph_median_
 cols[3].metric("The article's 'speedup' (no sync)", ui.fmt(analysis.number(h, "article_speedup"), "{:.2f}x"),
                help="perf_counter around the loop without torch.cuda.synchronize(): CPU enqueue "
                     "time, not training time. See the Latency view.")
+cols[4].metric("Break-even", pay.short if not cpu else "n/a",
+               delta=pay.note if not cpu else "CPU run: no graph", delta_color="off",
+               delta_arrow="off",
+               help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION} (one-time cost: "
+                    f"{pay.cost_text}).")
 st.caption(f"Every time on this page is per training step, timed by {method_label}: "
            f"{analysis.METHOD_MEANING.get(method, '')}. The Latency view shows the other methods.")
 repeats_panel.stability_warnings(run)
 
 no_split = analysis.no_profile_reason(run.config, run.environment, run.complete)
-verdict = analysis.verdict(h, run.table("launch_split"), run.config.capture_iters, no_split)
+verdict = analysis.verdict(h, run.table("attribution"), no_split, "graph", pay)
 box = {"launch-bound": st.success, "gpu-bound": st.info, "mixed": st.info}.get(
     verdict.kind, st.info if cpu else st.warning)
 box(f"**{verdict.title}.** {verdict.text}", icon=":material/lightbulb:")
 
-medians = analysis.split_medians(run.table("launch_split"))
-left, right = st.columns([3, 2])
+st.caption("The Launch split view draws this saving part by part (timed with no profiler), and "
+           "beside it, labelled, what the profiled window saw.")
+left, right = st.columns(2)  # the costs table's values ('never (graph not faster)') need room
 with left:
-    ui.chart(charts.median_bars(run.table("stats"), medians, method=method, method_label=method_label),
+    ui.chart(charts.median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")),
+                                method=method, method_label=method_label),
              key="overview_medians")
 with right:
     st.subheader("One-time costs and checks")
-    costs = analysis.one_time_costs(h)
+    overheads = analysis.profiler_overheads(run.table("metrics"), run.table("stats"),
+                                            run.table("latency"))
+    costs = analysis.one_time_costs(h, pay, overheads)
     if costs["value"].isna().all():
         st.info("No one-time costs in this run (they need a CUDA run that reached capture).",
                 icon=":material/info:")
@@ -63,6 +74,8 @@ with right:
         ui.table(costs, f"{run.name}-one_time_costs.csv", key="overview_costs", label="costs CSV",
                  column_order=["quantity", "shown"],
                  column_config={"shown": st.column_config.TextColumn("value")})
+        st.caption(f"Break-even: {analysis.BREAK_EVEN_DEFINITION}. "
+                   + (analysis.profiler_overhead_text(overheads) if len(overheads) else ""))
     match = h.get("counters_match")
     if isinstance(match, bool):  # anything else says nothing about the counters
         st.caption(("The article's counter lessons all matched." if match else
@@ -99,8 +112,10 @@ if len(modes) > 2:  # more than eager and the article's graph: how each way of g
     with left:
         ui.chart(charts.modes_speedup_bars(modes), key="overview_modes")
     with right:
-        ui.table(analysis.modes_table(modes), f"{run.name}-modes.csv", key="overview_modes_table",
-                 label="modes CSV")
+        ui.table(analysis.modes_table(modes, h), f"{run.name}-modes.csv", key="overview_modes_table",
+                 label="modes CSV",
+                 column_config={"break_even": st.column_config.TextColumn(
+                     "break-even", help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION}.")})
         st.caption("Every figure per mode, in long form: the Downloads below (metrics.csv).")
 
 repeats_panel.between_processes(run, key="overview_repeats")

@@ -211,11 +211,11 @@ for tag, run in loaded.items():
         st.warning(f"{tag}: " + ui.incomplete_text(run), icon=":material/warning:")
     cpu = analysis.is_cpu_run(run.config, run.environment)
     reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
-    verdict = analysis.verdict(run.headline, run.table("launch_split"), run.config.capture_iters,
-                               reason)
+    pay = analysis.pay_back(run.headline, run.table("modes"), "graph")
+    verdict = analysis.verdict(run.headline, run.table("attribution"), reason, "graph", pay)
     summary.append(analysis.compare_summary(tag, run.label, run.config, run.environment,
                                             run.headline, run.table("stats"), verdict.title,
-                                            run.complete))
+                                            run.complete, "" if cpu else pay.text))
     rows, text = analysis.compare_rows(tag, run.headline, run.table("stats"), cpu)
     bars.append(rows)
     timed_by.append(text)
@@ -227,12 +227,14 @@ for tag, run in loaded.items():
 
 ui.table(pd.DataFrame(summary, columns=analysis.COMPARE_SUMMARY_COLUMNS), "compare_runs.csv",
          key="compare_summary", label="comparison CSV",
-         column_order=["tag", "run", "speedup", "eager_ms", "graph_ms", "timed_by"],
+         column_order=["tag", "run", "speedup", "eager_ms", "graph_ms", "break_even", "timed_by"],
          column_config={"tag": st.column_config.TextColumn(width="small"),
                         "run": st.column_config.TextColumn(width="medium"),
                         "speedup": st.column_config.NumberColumn(format="%.2fx"),
                         "eager_ms": st.column_config.NumberColumn("eager ms/step", format="%.3f"),
                         "graph_ms": st.column_config.NumberColumn("graph ms/step", format="%.3f"),
+                        "break_even": st.column_config.TextColumn(
+                            "break-even", help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION}."),
                         "timed_by": st.column_config.TextColumn("timed by", width="large")})
 st.markdown("  \n".join(f"**{row['tag']}** ({ui.escape_md(row['run'])}): "
                         f"{ui.escape_md(row['verdict'])}." for row in summary))
