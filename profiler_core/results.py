@@ -26,6 +26,7 @@ from profiler_core import metrics, schema
 from profiler_core.config import RunConfig
 from profiler_core.errors import ConfigError, RunFormatError
 from profiler_core.index import record_run
+from profiler_core.tablelimits import check_table_file, table_row_limit
 
 TOOL_NAME = "profiler_core"  # summary.json's "tool": how a folder is recognised as a run of ours
 # A summary larger than this is not one of ours (ours are a few kilobytes).
@@ -325,6 +326,8 @@ class RunResult:
             if not path.is_file():
                 tables[name] = empty_table(name)
                 continue
+            # rows, line lengths and NUL bytes checked in chunks before pandas parses the file
+            check_table_file(path, table_row_limit(name, config, summary["environment"]))
             try:
                 frame = pd.read_csv(path)
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
