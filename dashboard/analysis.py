@@ -946,6 +946,9 @@ def compare_rows(tag: str, headline: dict[str, Any], stats: pd.DataFrame,
 # ----------------------------------------------------------------------------- phases
 
 PHASE_SUMMARY_COLUMNS = ["phase", "blocks", "first_start_s", "last_end_s", "total_s"]
+# The GPU view offers a range of phase names to zoom to when a run has at most this many (a run
+# has about 15; each is an option the page sends to the browser).
+MAX_PHASE_CHOICES = 200
 # Phases that come before any measurement (loading, building the replicas): left out of the
 # GPU view's default zoom, which starts where the run starts measuring.
 SETUP_PHASES = ("setup",)

@@ -52,6 +52,11 @@ SPLIT_LABELS = {
 }
 # Parts of a step that are not one of the four (the CPU waiting on the GPU, an unattributed rest).
 REST_COLOR = "#C9CED6"
+# The GPU chart's phase bands: at most this many shapes, and legend entries for this many phase
+# names (the others share one grey entry). A run has about 70 blocks and 15 names.
+MAX_PHASE_BANDS = 400
+MAX_PHASE_LEGEND = 24
+OTHER_PHASES_COLOR = "#BAB0AC"
 PHASE_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#EECA3B", "#72B7B2",
                  "#FF9DA6", "#E45756", "#79706E", "#D67195", "#BAB0AC", "#439894", "#FFBF79"]
 NVML_PANELS = (
@@ -747,25 +752,47 @@ def nvml_timeseries(nvml: pd.DataFrame, phases: pd.DataFrame,
             fig.add_annotation(text="not reported by this GPU" if low is None else
                                "no sample in the phases shown", showarrow=False, row=row, col=1,
                                x=0.5, y=0.5, xref="x domain", yref="y domain")
+    subtitle = None
     if not phases.empty:
-        colors: dict[str, str] = {}
+        bands, left_out = phase_bands(phases)
+        if left_out:
+            subtitle = (f"{len(bands):,} of {len(phases):,} phase blocks shaded (the longest); "
+                        "zoom to fewer phases to see the others")
+        names = list(dict.fromkeys(bands["phase"].astype(str)))
+        colors = {name: PHASE_PALETTE[index % len(PHASE_PALETTE)]
+                  for index, name in enumerate(names[:MAX_PHASE_LEGEND])}
         shapes = []
-        for phase, start, end in phases[["phase", "start_s", "end_s"]].itertuples(index=False):
-            color = colors.setdefault(str(phase), PHASE_PALETTE[len(colors) % len(PHASE_PALETTE)])
+        for phase, start, end in bands[["phase", "start_s", "end_s"]].itertuples(index=False):
             # one band through every panel (the x axes are shared)
             shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": float(start),
-                           "x1": float(end), "y0": 0, "y1": 1, "fillcolor": color, "opacity": 0.18,
-                           "line": {"width": 0}, "layer": "below"})
+                           "x1": float(end), "y0": 0, "y1": 1,
+                           "fillcolor": colors.get(str(phase), OTHER_PHASES_COLOR),
+                           "opacity": 0.18, "line": {"width": 0}, "layer": "below"})
         fig.update_layout(shapes=shapes)
-        for phase, color in colors.items():  # a legend entry per phase name
+        legend = list(colors.items())
+        if len(names) > MAX_PHASE_LEGEND:
+            legend.append((f"{len(names) - MAX_PHASE_LEGEND:,} other phases", OTHER_PHASES_COLOR))
+        for phase, color in legend:  # a legend entry per phase name
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=escape(phase),
                                      marker={"size": 12, "symbol": "square", "color": color,
                                              "opacity": 0.5}), row=1, col=1)
     if low is not None:
         fig.update_xaxes(range=[low, high])
     fig.update_xaxes(title_text="seconds since the run started", row=len(panels), col=1)
-    return _layout(fig, title, height=170 * len(panels) + 160, showlegend=True,
+    return _layout(fig, title, height=170 * len(panels) + 160, subtitle=subtitle, showlegend=True,
                    margin={"l": 60, "r": 20, "t": 110, "b": 50})
+
+
+def phase_bands(phases: pd.DataFrame, max_bands: int = MAX_PHASE_BANDS
+                ) -> tuple[pd.DataFrame, int]:
+    """The phase blocks to shade, at most ``max_bands`` (the longest, in their order), and how
+    many were left out. Every band is a shape the browser draws: a run's phases are a few
+    hundred at most, a crafted table could hold a million."""
+    if len(phases) <= max_bands:
+        return phases, 0
+    length = phases["end_s"] - phases["start_s"]
+    keep = length.rank(method="first", ascending=False) <= max_bands
+    return phases[keep], int((~keep).sum())
 
 
 # ----------------------------------------------------------------------------- kernels

@@ -445,7 +445,12 @@ def _command_trace_stats(args) -> int:
     out = output_path(args.out) if args.out else None
     if out is not None:
         _check_table_outputs(out, args.overwrite)  # before any work: nothing is lost
-    analysis = analyse_trace(load_trace(args.trace), mode=Path(args.trace).name)
+    bar = cli.LateBar()  # a bar on stderr once reading has taken a second
+    try:
+        events = load_trace(args.trace, progress=bar)
+    finally:
+        bar.close()
+    analysis = analyse_trace(events, mode=Path(args.trace).name)
     if analysis.launch_split.empty:
         raise RunFormatError(f"trace {shown(args.trace)} holds no events to analyse (no complete "
                              "'X' events with a timestamp)",
@@ -467,9 +472,14 @@ def _command_trace_stats(args) -> int:
 def _command_predict(args) -> int:
     from profiler_core.predict import trace_report
 
-    print(trace_report(args.trace, args.launch_us, args.per_node_us, args.calibrate,
-                       args.steps_per_iteration, args.steps_per_graph, args.copy_us,
-                       args.eager_ms))
+    bar = cli.LateBar()  # a bar on stderr once reading the trace has taken a second
+    try:
+        report = trace_report(args.trace, args.launch_us, args.per_node_us, args.calibrate,
+                              args.steps_per_iteration, args.steps_per_graph, args.copy_us,
+                              args.eager_ms, progress=bar)
+    finally:
+        bar.close()
+    print(report)
     return 0
 
 

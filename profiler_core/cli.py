@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import time
@@ -293,6 +294,38 @@ class BarProgress:
     def close(self) -> None:
         self.stream.write("\n")
         self.stream.flush()
+
+
+class LateBar:
+    """A :class:`BarProgress` for work that is usually quick (reading a trace), on a terminal
+    only: nothing is drawn until the work has taken ``after_s`` seconds, then at most every
+    ``every_s`` seconds. :meth:`close` ends the bar's line, if it drew one, so that a message
+    printed next starts on its own line. A stream that is not a terminal (a log, a pipe) gets
+    no bar unless ``always``."""
+
+    def __init__(self, after_s: float = 1.0, stream: IO[str] | None = None,
+                 always: bool = False, every_s: float = 0.1) -> None:
+        self._bar = BarProgress(stream)
+        self._after_s, self._every_s = after_s, every_s
+        self._last = -math.inf
+        try:
+            self._on = always or self._bar.stream.isatty()
+        except (AttributeError, ValueError):
+            self._on = False
+        self.drawn = False
+
+    def __call__(self, progress: Progress) -> None:
+        now = time.perf_counter()
+        if (not self._on or now - self._bar.started < self._after_s
+                or now - self._last < self._every_s):
+            return
+        self.drawn, self._last = True, now
+        self._bar(progress)
+
+    def close(self) -> None:
+        if self.drawn:
+            self._bar.close()
+            self.drawn = False
 
 
 def eta_text(elapsed_s: float, fraction: float) -> str:

@@ -56,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.errors import ConfigError, RunFormatError
+from profiler_core.progress import ProgressCallback
 from profiler_core.trace import (API_NAME_SUFFIX_PATTERN, GRAPH_LAUNCH_API_NAMES, TraceAnalysis,
                                  analyse_trace, load_trace, shown)
 
@@ -199,9 +200,11 @@ def eager_step_from_analysis(analysis: TraceAnalysis, steps_per_iteration: int |
                      iteration_source=analysis.iteration_source)
 
 
-def eager_step_from_trace(path: str | Path, steps_per_iteration: int | None = None) -> EagerStep:
-    """Read and analyse an eager torch.profiler trace (refusals as ``trace.load_trace``)."""
-    analysis = analyse_trace(load_trace(path), mode="eager")
+def eager_step_from_trace(path: str | Path, steps_per_iteration: int | None = None,
+                          progress: ProgressCallback | None = None) -> EagerStep:
+    """Read and analyse an eager torch.profiler trace (refusals and ``progress`` as
+    ``trace.load_trace``)."""
+    analysis = analyse_trace(load_trace(path, progress), mode="eager")
     return eager_step_from_analysis(analysis, steps_per_iteration, f"trace {shown(path)}")
 
 
@@ -529,10 +532,12 @@ def check_count(field: str, value: int | None) -> None:
 def trace_report(path: str | Path, launch_us: float | None = None,
                  per_node_us: float | None = None, calibrate_here: bool = False,
                  steps_per_iteration: int | None = None, steps_per_graph: int = 1,
-                 copy_us: float | None = None, eager_ms: float | None = None) -> str:
+                 copy_us: float | None = None, eager_ms: float | None = None,
+                 progress: ProgressCallback | None = None) -> str:
     """``python -m profiler_core predict``: options checked, then the trace read (refused in
-    one line when it cannot be an eager window), then the constants (given, the H200 defaults,
-    or measured here with ``calibrate_here``), then the report."""
+    one line when it cannot be an eager window; ``progress`` hears how the reading goes), then
+    the constants (given, the H200 defaults, or measured here with ``calibrate_here``), then the
+    report."""
     check_count("steps_per_iteration", steps_per_iteration)
     check_count("steps_per_graph", steps_per_graph)
     check_constant("copy_us", copy_us)
@@ -545,7 +550,7 @@ def trace_report(path: str | Path, launch_us: float | None = None,
                                        "combined with --launch-us or --per-node-us",
                           "use one or the other")
     costs = None if calibrate_here else given_costs(launch_us, per_node_us)
-    step = eager_step_from_trace(path, steps_per_iteration)
+    step = eager_step_from_trace(path, steps_per_iteration, progress)
     if calibrate_here:
         costs = calibrate(_cuda_device()).costs
     prediction = predict_graph(step, costs, steps_per_graph,

@@ -33,6 +33,7 @@ from profiler_core.index import record_run
 from profiler_core.outputs import (TOOL_NAME, NotOwned, Owned, is_version, make_parents,
                                    output_path, owned_folder, read_folder_json, remove_made,
                                    replace_folder, write_manifest)
+from profiler_core.tablelimits import check_table_file, table_row_limit
 
 # A summary larger than this is not one of ours (ours are a few kilobytes).
 _MAX_SUMMARY_BYTES = 4 * 2**20
@@ -416,6 +417,8 @@ class RunResult:
             if not path.is_file():
                 tables[name] = empty_table(name)
                 continue
+            # rows, line lengths and NUL bytes checked in chunks before pandas parses the file
+            check_table_file(path, table_row_limit(name, config, summary["environment"]))
             try:
                 frame = pd.read_csv(path)
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:

@@ -136,3 +136,27 @@ def test_a_cpu_run_says_why_it_has_no_timeline(tmp_path):
     assert not at.exception
     infos = " ".join(i.value for i in at.info)
     assert "No profiled window in this run: a CPU run" in infos
+
+
+def test_a_lone_surrogate_in_a_kernel_name_is_drawn_as_a_replacement_character(tmp_path):
+    # issue 18: the JSON escape "\ud800" in a name failed in pyarrow (UnicodeEncodeError)
+    run = write_synthetic_run(tmp_path / "runs" / "synthetic-seed")
+    text = json.dumps(synthetic_trace("eager", kernel_names=["PLACEHOLDER"]))
+    (run / "trace_eager.json").write_text(text.replace("PLACEHOLDER", "bad\\ud800kernel"))
+    at = _app(run.parent)
+    at.switch_page("views/launch_split.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    spec = json.loads(at.get_by_key("split_timeline_eager").proto.spec)
+    kernels = next(t for t in spec["data"] if t["name"] == "kernel")
+    assert [row[0] for row in kernels["customdata"]] == ["bad\ufffdkernel"]
+
+
+def test_a_trace_past_the_event_limit_is_said_and_the_view_still_works(tmp_path, monkeypatch):
+    monkeypatch.setenv(trace.MAX_TRACE_EVENTS_ENV, "10")
+    run = write_synthetic_run(tmp_path / "runs" / "synthetic-seed")
+    at = _app(run.parent)
+    at.switch_page("views/launch_split.py").run()
+    assert not at.exception
+    warnings = re.sub(r"\\(.)", r"\1", " ".join(w.value for w in at.warning))
+    assert "The eager trace cannot be drawn" in warnings and "holds more than 10 events" in warnings
+    assert trace.MAX_TRACE_EVENTS_ENV in warnings

@@ -106,7 +106,7 @@ def test_bf16_graph_launch_time_far_below_eager_and_one_graph_launch_per_replay(
     # One cudaGraphLaunch per replay; with dropout, replay() also refreshes the graph's RNG seed
     # and offset (two small fill kernels), so a replay enqueues 3 launches in all.
     assert (graph_split["launches"] == 3).all()
-    events = load_trace(result.trace_paths["graph"])["traceEvents"]
+    events = load_trace(result.trace_paths["graph"]).events.to_dict("records")
     steps = [e for e in events if e.get("cat") == "user_annotation"
              and e.get("name", "").startswith("ProfilerStep#")]
     graph_launches = [e for e in events if e.get("name", "").startswith("cudaGraphLaunch")]

@@ -8,7 +8,10 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import os
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -157,7 +160,8 @@ def test_a_gzip_bomb_is_inflated_only_up_to_the_cap(tmp_path, capsys, monkeypatc
 def test_a_bomb_under_the_cap_still_loads(tmp_path):
     path = tmp_path / "small.json.gz"
     path.write_bytes(_gzip_bomb(2))
-    assert load_trace(path) == {"traceEvents": []}
+    loaded = load_trace(path)
+    assert loaded.entries == 0 and loaded.events.empty
 
 
 # ----------------------------------------------------------------------------- what is parsed
@@ -352,3 +356,209 @@ def test_an_unwritable_out_folder_is_a_one_line_error(tmp_path, capsys):
     _refused(capsys, ["trace-stats", str(path), "--out", str(blocker / "sub")],
              "--out: cannot write the tables into", "pick a folder you can write to")
     assert blocker.read_text() == "not a folder"
+
+
+# ----------------------------------------------------------------------------- what is parsed: limits
+# Issue 18: a small gzip of tiny events, or of step markers, or of thousands of long names, cost
+# gigabytes and minutes (the events, not the bytes); a huge PROFILER_CORE_MAX_TRACE_MB became a
+# read buffer of that size; a name holding the JSON escape "\ud800" failed in pyarrow.
+
+REPO = Path(__file__).resolve().parent.parent
+TINY_EVENT = b'{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1}'
+
+
+def _repeated_gzip(path: Path, event: bytes, count: int, block: int = 10_000) -> Path:
+    """A gzip of a trace holding ``count`` copies of ``event``, built cheaply: one compressed
+    block of events repeated as members of a multi-member gzip."""
+    members = [gzip.compress(b'{"traceEvents":[')]
+    one_block = gzip.compress((event + b",") * block, compresslevel=9)
+    members += [one_block] * ((count - 1) // block)
+    members.append(gzip.compress((event + b",") * ((count - 1) % block) + event + b"]}"))
+    path.write_bytes(b"".join(members))
+    return path
+
+
+def _limited_run(argv: list[str], env: dict | None = None) -> tuple[subprocess.CompletedProcess,
+                                                                     float, float]:
+    """``python -m profiler_core argv`` under a 4 GB address-space limit: the process, its wall
+    time (s) and its peak resident memory (MiB)."""
+    script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (4 * 10**9, 4 * 10**9));"
+              "from profiler_core.__main__ import main; code = main(sys.argv[1:]);"
+              "print('peak_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+              "file=sys.stderr); sys.exit(code)")
+    started = time.perf_counter()
+    completed = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True,
+                               text=True, timeout=120, cwd=REPO, env={**os.environ, **(env or {})})
+    wall = time.perf_counter() - started
+    peak = [line for line in completed.stderr.splitlines() if line.startswith("peak_kib")]
+    return completed, wall, int(peak[-1].split()[1]) / 1024 if peak else math.nan
+
+
+def test_a_small_gzip_of_tiny_events_is_refused_at_the_event_cap_in_bounded_memory(tmp_path):
+    # The issue's case: 0.9 MB of gzip, 4,000,000 tiny kernel events (280 MB inflated, under
+    # the byte cap): 3.5 GB and 20 s before, then a MemoryError; now refused after the
+    # 1,000,000th event, in about 4 s and under 300 MB.
+    path = _repeated_gzip(tmp_path / "tiny.json.gz", TINY_EVENT, 4_000_000)
+    assert path.stat().st_size < 2**20
+    completed, wall, peak_mib = _limited_run(["trace-stats", str(path)])
+    error = completed.stderr.splitlines()[0]
+    assert completed.returncode == 2, completed.stderr
+    assert error.startswith("error: ") and "holds more than 1,000,000 events" in error
+    assert trace.MAX_TRACE_EVENTS_ENV in error and "Traceback" not in completed.stderr
+    assert peak_mib < 1024 and wall < 30, (peak_mib, wall)
+
+
+def test_the_event_cap_counts_every_entry_and_names_how_to_raise_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(trace.MAX_TRACE_EVENTS_ENV, "1000")
+    flow = b'{"ph":"f","id":1,"pid":0,"tid":7,"ts":1}'  # not a complete event: counted too
+    path = _repeated_gzip(tmp_path / "flows.json.gz", flow, 1001, block=100)
+    _refused(capsys, ["trace-stats", str(path)], "holds more than 1,000 events",
+             f"set {trace.MAX_TRACE_EVENTS_ENV} to a larger number")
+    path = _repeated_gzip(tmp_path / "kernels.json.gz", TINY_EVENT, 1000, block=100)
+    assert len(load_trace(path).events) == 1000  # the limit itself is fine
+    for bad in ("abc", "0", "-5", "nan", "inf"):
+        monkeypatch.setenv(trace.MAX_TRACE_EVENTS_ENV, bad)
+        _refused(capsys, ["trace-stats", str(path)], f"{trace.MAX_TRACE_EVENTS_ENV} is '{bad}'",
+                 "not a positive number of events")
+    monkeypatch.setenv(trace.MAX_TRACE_EVENTS_ENV, "1e30")
+    assert trace.max_trace_events() == trace.MAX_TRACE_EVENTS_CEILING
+
+
+def test_a_huge_byte_cap_is_clamped_never_a_read_buffer(tmp_path, capsys, monkeypatch):
+    # PROFILER_CORE_MAX_TRACE_MB=1e6 made trace-stats of a tiny file fail with MemoryError at
+    # handle.read(limit + 1): a terabyte buffer.
+    path = _trace_file(tmp_path, [LAUNCH, KERNEL])
+    for huge in ("1e6", "1e15", "123456789"):
+        monkeypatch.setenv(trace.MAX_TRACE_MB_ENV, huge)
+        assert trace.max_trace_bytes() == trace.MAX_TRACE_MB_CEILING * 2**20
+        tracemalloc.start()
+        try:
+            assert main(["trace-stats", str(path)]) == 0
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert "Iterations: 1" in capsys.readouterr().out
+        assert peak < 64 * 2**20
+
+
+def test_step_markers_with_distinct_names_stop_at_the_name_cap(tmp_path, capsys):
+    # The issue's 15 MB gzip of step markers failed in numpy; every marker has its own name
+    # (ProfilerStep#N), so the name cap refuses such a file early.
+    events = ",".join('{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":1,'
+                      '"tid":1,"ts":%d,"dur":1}' % (i, 2 * i) for i in range(30_000))
+    path = tmp_path / "steps.json.gz"
+    path.write_bytes(gzip.compress(('{"traceEvents":[' + events + "]}").encode(), 1))
+    started = time.perf_counter()
+    _refused(capsys, ["trace-stats", str(path)], "holds more than 20,000 distinct names",
+             f"set {trace.MAX_TRACE_NAMES_ENV} to a larger number")
+    assert time.perf_counter() - started < 3
+
+
+def test_many_step_markers_under_the_caps_are_analysed_quickly(tmp_path):
+    marker = b'{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":5,"dur":1}'
+    path = _repeated_gzip(tmp_path / "steps.json.gz", marker, 200_000)
+    started = time.perf_counter()
+    analysis = analyse_trace(load_trace(path))
+    assert len(analysis.launch_split) == 200_000
+    assert time.perf_counter() - started < 10  # 1 s on a 2-core machine
+
+
+def test_thousands_of_long_distinct_names_are_refused_quickly(tmp_path, capsys):
+    # The issue's 60,000 distinct 4 kB kernel names ran 35 s (no progress): refused at the
+    # 20,001st distinct name.
+    tail = "x" * 4000 + ">(float*)"
+    events = ",".join(json.dumps(dict(KERNEL, name=f"void k{i:06d}<{tail}", ts=i))
+                      for i in range(60_000))
+    path = tmp_path / "names.json.gz"
+    path.write_bytes(gzip.compress(('{"traceEvents":[' + events + "]}").encode(), 1))
+    started = time.perf_counter()
+    _refused(capsys, ["trace-stats", str(path)], "holds more than 20,000 distinct names")
+    assert time.perf_counter() - started < 10  # 2.7 s on a 2-core machine; 43 s before
+
+
+def test_long_names_are_cut_and_shortened_fast(tmp_path):
+    long_name = "void cutlass::Kernel2<" * 400 + "inner" + ">" * 400 + "(Params)"  # 9 kB
+    events = [dict(LAUNCH), dict(KERNEL, name=long_name)]
+    kernels = analyse_trace({"traceEvents": events}).kernels
+    assert kernels["kernel"].tolist() == ["Kernel2"]
+    full = kernels["kernel_full"].iloc[0]
+    assert len(full) == trace.TRACE_TEXT_MAX_CHARS and full.endswith("...")
+    assert full[:-3] == long_name[: trace.TRACE_TEXT_MAX_CHARS - 3]
+    # the worst names for shortening: wrappers inside wrappers, 4,096 characters each
+    names = ["Kernel<" * 584 + f"x{i}" for i in range(2000)]
+    started = time.perf_counter()
+    assert {short_kernel_name(name) for name in names} == {"Kernel"}
+    assert time.perf_counter() - started < 4  # 0.3 s on a 2-core machine; 14 s before
+
+
+def test_one_event_over_the_value_cap_is_refused_unbuilt(tmp_path, capsys):
+    # 15 MB, one event of 5 million empty lists (2.8 GB as Python objects): refused once 2 MiB
+    # of it are held, never built whole
+    path = tmp_path / "big.json"
+    path.write_bytes(b'{"traceEvents": [{"ph": "X", "args": [' + b"[]," * 5_000_000
+                     + b"[]]}]}")
+    started = time.perf_counter()
+    _refused(capsys, ["trace-stats", str(path)], "trace event #0 is over 1 MiB of JSON text")
+    assert time.perf_counter() - started < 5  # 0.7 s on a 2-core machine
+
+
+def test_a_long_name_is_held_once_however_many_events_carry_it(tmp_path):
+    event = json.dumps(dict(KERNEL, name="n" * 5000)).encode()
+    path = _repeated_gzip(tmp_path / "same.json.gz", event, 20_000, block=1000)
+    events = load_trace(path).events
+    assert len(events) == 20_000
+    texts = events["name"].cat.categories
+    assert len(texts) == 4 and "n" * (trace.TRACE_TEXT_MAX_CHARS - 3) + "..." in set(texts)
+    names = events["name"].to_numpy(dtype=object)
+    assert len({id(name) for name in names}) == 1  # one string object for 20,000 events
+
+
+SURROGATE_TRACE = ('{"traceEvents": [' + json.dumps(LAUNCH) + ", "
+                   + json.dumps(dict(KERNEL, name="PLACEHOLDER")).replace(
+                       "PLACEHOLDER", "bad\\ud800name\\udfff") + "]}")
+
+
+def test_a_lone_surrogate_in_a_name_is_replaced_everywhere(tmp_path, capsys):
+    # the JSON escape "\ud800" decodes to a lone surrogate, which UTF-8 (CSV, Arrow) cannot hold
+    path = tmp_path / "surrogate.json"
+    path.write_text(SURROGATE_TRACE)
+    assert main(["trace-stats", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert "bad\ufffdname\ufffd" in capsys.readouterr().out
+    kernels = pd.read_csv(tmp_path / "out" / "kernels.csv")
+    assert kernels["kernel_full"].tolist() == ["bad\ufffdname\ufffd"]
+    assert main(["predict", str(path), "--steps-per-iteration", "1"]) == 0
+    assert "Predicted speedup" in capsys.readouterr().out
+    timeline = trace.iteration_timeline(load_trace(path))
+    assert "bad\ufffdname\ufffd" in set(timeline.events["name"])
+    timeline.events.astype({"name": "str"}).to_csv(io.StringIO())
+    pd.DataFrame({"name": timeline.events["name"]}).astype("string[pyarrow]")
+
+
+def test_a_slow_parse_reports_progress(tmp_path):
+    path = _repeated_gzip(tmp_path / "kernels.json.gz", TINY_EVENT, 100_000, block=1000)
+    heard = []
+    load_trace(path, progress=heard.append)
+    assert heard and heard[-1].total == path.stat().st_size
+    assert [p.done for p in heard] == sorted(p.done for p in heard)
+    assert "100,000 events" in heard[-1].message or heard[-1].done == heard[-1].total
+    # the command's bar: on a terminal, after a second, and its line ended before any message
+    from profiler_core.cli import LateBar
+    stream = io.StringIO()
+    bar = LateBar(after_s=0.0, stream=stream, always=True, every_s=0.0)
+    for progress in heard:
+        bar(progress)
+    bar.close()
+    assert "reading the trace" in stream.getvalue() and stream.getvalue().endswith("\n")
+    quiet = io.StringIO()  # not a terminal: no bar
+    LateBar(after_s=0.0, stream=quiet)(heard[-1])
+    assert quiet.getvalue() == ""
+
+
+def test_a_timeline_draws_a_bounded_number_of_thread_lanes():
+    events = [dict(LAUNCH), dict(KERNEL)]
+    events += [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 100 + i,
+                "ts": 11, "dur": 1} for i in range(500)]
+    timeline = trace.iteration_timeline({"traceEvents": events})
+    lanes = {lane for lane in timeline.events["lane"] if lane.startswith("CPU: ops")}
+    assert len(lanes) == trace.TIMELINE_MAX_THREADS
+    assert timeline.hidden_threads == 500 - trace.TIMELINE_MAX_THREADS

@@ -22,7 +22,10 @@ nvml, phases = run.table("nvml"), run.table("phases")
 summary = analysis.phase_summary(phases)
 x_range = None
 default = analysis.default_phase_range(summary)
-if default is not None and len(summary) > 1 and not nvml.empty:
+if len(summary) > analysis.MAX_PHASE_CHOICES and not nvml.empty:
+    st.caption(f"This run has {len(summary):,} phase names, too many to pick a range from "
+               f"(at most {analysis.MAX_PHASE_CHOICES}): the chart shows the whole run.")
+elif default is not None and len(summary) > 1 and not nvml.empty:
     names = list(summary["phase"])
     first, last = st.select_slider(
         "Phases shown", options=names, value=default, key="gpu_phase_range",

@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard import analysis, charts, state, ui
 from profiler_core.config import MODE_LABELS
+from profiler_core import trace
 from profiler_core.errors import ProfilerError
 
 run = state.require_run()
@@ -175,3 +176,6 @@ for mode in analysis.ordered_modes(pd.DataFrame({"mode": list(run.trace_paths)})
              key=f"split_timeline_{mode}")
     if shown.dropped:
         st.caption(f"{shown.dropped:,} of its shortest events are left out, to keep the chart fast.")
+    if shown.hidden_threads:
+        st.caption(f"The CPU ops of {shown.hidden_threads:,} more threads are left out: one lane "
+                   f"each is drawn for the first {trace.TIMELINE_MAX_THREADS} threads only.")
