@@ -43,6 +43,7 @@ from profiler_core import errors, schema
 from profiler_core.config import RunConfig
 from profiler_core.errors import ConfigError, ProfilerError
 from profiler_core.progress import Progress, ProgressCallback, ignore_progress
+from profiler_core.outputs import make_parents, remove_made
 from profiler_core.results import RunResult, check_output, coerce_table
 
 CONFIDENCE = 0.95
@@ -283,7 +284,12 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
         launcher = Launcher(warm=False, python=python)
     total = config.repeats
     child = config.replace(repeats=1)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.r", dir=target.parent))
+    made = make_parents(target)  # the output check made nothing: the staging folder needs them
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.r", dir=target.parent))
+    except OSError:
+        remove_made(made)
+        raise
     guard = threading.Lock()
     finished: list[_Finished] = []
     failure: BaseException | None = None

@@ -17,8 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-from profiler_core.config import ALWAYS_MEASURED, RunConfig
+from profiler_core.config import ALWAYS_MEASURED, INT_LIMITS, RunConfig
 from profiler_core.errors import RunFormatError
+from profiler_core.attribution import COMPONENTS as ATTRIBUTION_COMPONENTS
 from profiler_core.schema import BREAKDOWN_COMPONENTS, NVML_METRICS
 
 READ_CHUNK_BYTES = 1 << 20
@@ -59,6 +60,8 @@ def table_row_limit(name: str, config: RunConfig,
         "phases": modes * (3 * config.trial_count + PHASES_PER_MODE),
         "modes": modes,
         "metrics": modes * METRIC_ROWS_PER_MODE,
+        "attribution": modes * len(ATTRIBUTION_COMPONENTS),
+        "repeats": INT_LIMITS["repeats"][1],  # one row per process of a --repeats run
     }[name]
     return 2 * rows + ROOM
 

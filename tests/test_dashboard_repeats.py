@@ -179,7 +179,7 @@ def test_the_sweep_page_makes_every_point_a_repeats_run(tmp_path, monkeypatch):
         def close(self):
             pass
 
-    monkeypatch.setattr(sweep, "_default_launcher", lambda pending: Launcher())
+    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: Launcher())
     at = _app(tmp_path / "runs")
     at.switch_page("views/sweep.py").run()
     at.text_input(key="sweep_v1_batch").set_value("8,16").run()

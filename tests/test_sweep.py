@@ -893,7 +893,7 @@ def test_resuming_a_sweep_on_a_read_only_disk_is_refused_in_one_line(tmp_path, c
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(sweep, "_default_launcher", lambda pending: FakeLauncher())
+    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: FakeLauncher())
     with monkeypatch.context() as patched:
         patched.setattr(tempfile, "mkstemp", read_only)
         patched.setattr(tempfile, "mkdtemp", read_only)
