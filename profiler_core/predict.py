@@ -372,7 +372,13 @@ def calibrate_and_predict(device: Any, batch: Sequence[Any], steps_per_graph: in
     """The runner's one call, after the profiled windows: calibrate on ``device`` with the run's
     own batch, then predict from the eager window's figures already in ``headline``. Returns the
     headline keys ``HEADLINE_KEYS``."""
-    calibration = calibrate(device, batch)
+    return calibrated_prediction(calibrate(device, batch), steps_per_graph, headline)
+
+
+def calibrated_prediction(calibration: Calibration, steps_per_graph: int,
+                          headline: dict[str, Any]) -> dict[str, Any]:
+    """``calibrate_and_predict`` once calibrated: the calibration's constants and the prediction
+    from ``headline`` (pure)."""
     constants = {
         "prediction_launch_us": calibration.costs.launch_us,
         "prediction_per_node_us": calibration.costs.per_node_us,

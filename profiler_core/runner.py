@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -116,23 +116,27 @@ def _latency_table(rows: list[tuple]) -> pd.DataFrame:
 
 def _steady_trials(modes: list[Mode], iterations: dict[str, int], trials: int, clock: timing.Clock,
                    phases: PhaseRecorder, progress: ProgressCounter, rows: list[tuple],
-                   host_issue: list[tuple]) -> None:
+                   host_issue: list[tuple],
+                   wall_clock: Callable[[], float] = time.perf_counter) -> None:
     """The headline timing: each mode's iterations in ``trials`` back-to-back blocks, modes
     interleaved ABBA. Rows are appended to ``rows`` block by block, so an interrupted run keeps them;
-    each block's host time to issue a step goes to ``host_issue`` as (mode, trial, ms)."""
+    each block's host time to issue a step goes to ``host_issue`` as (mode, trial, ms).
+    ``wall_clock`` is the host's clock (tests pass a simulated one, with a simulated ``clock``)."""
     sizes = {mode.name: timing.split_evenly(iterations[mode.name], trials) for mode in modes}
     next_index = {mode.name: 0 for mode in modes}
     for trial, mode in timing.interleaved(modes, trials):
         count = sizes[mode.name][trial]
         with phases.phase(f"{mode.name} timed"):
-            issue_ms = timing.steady_block(mode, next_index[mode.name], count, trial, clock, rows)
+            issue_ms = timing.steady_block(mode, next_index[mode.name], count, trial, clock, rows,
+                                           wall_clock)
         host_issue.append((mode.name, trial, issue_ms))
         next_index[mode.name] += count
         progress.advance(count * mode.steps, f"trial {trial + 1}/{trials}, {mode.name}")
 
 
 def _cold_trials(modes: list[Mode], iterations: dict[str, int], trials: int, clock: timing.Clock,
-                 phases: PhaseRecorder, progress: ProgressCounter, rows: list[tuple]) -> None:
+                 phases: PhaseRecorder, progress: ProgressCounter, rows: list[tuple],
+                 wall_clock: Callable[[], float] = time.perf_counter) -> None:
     """Each iteration from an idle device (synchronise first), modes interleaved ABBA."""
     sizes = {mode.name: timing.split_evenly(iterations[mode.name], trials) for mode in modes}
     next_index = {mode.name: 0 for mode in modes}
@@ -140,20 +144,20 @@ def _cold_trials(modes: list[Mode], iterations: dict[str, int], trials: int, clo
         count = sizes[mode.name][trial]
         with phases.phase(f"{mode.name} cold start"):
             for i in range(next_index[mode.name], next_index[mode.name] + count):
-                rows.append(timing.cold_iteration(mode, i, trial, clock))
+                rows.append(timing.cold_iteration(mode, i, trial, clock, wall_clock))
         next_index[mode.name] += count
         progress.advance(count * mode.steps, f"cold start {trial + 1}/{trials}, {mode.name}")
 
 
 def _article_loops(modes: list[Mode], block_iters: dict[str, int], trials: int,
-                   clock: timing.Clock, phases: PhaseRecorder,
-                   progress: ProgressCounter) -> pd.DataFrame:
+                   clock: timing.Clock, phases: PhaseRecorder, progress: ProgressCounter,
+                   wall_clock: Callable[[], float] = time.perf_counter) -> pd.DataFrame:
     """The article's loop timing, modes interleaved ABBA: one row per block and method."""
     rows = []
     for trial, mode in timing.interleaved(modes, trials):
         count = block_iters[mode.name]
         with phases.phase(f"{mode.name} article loop"):
-            loop = timing.article_loop(mode, count, clock)
+            loop = timing.article_loop(mode, count, clock, wall_clock)
         rows.append((mode.name, "article_no_sync", loop.enqueue_ms))
         rows.append((mode.name, "block_sync", loop.synchronised_ms))
         progress.advance(count * mode.steps, f"article loop {trial + 1}/{trials}, {mode.name}")
@@ -307,9 +311,15 @@ def _parity(config: RunConfig, device: torch.device, batches) -> dict[str, float
             eager.eager_step(x, y)
     torch.cuda.synchronize(device)
     reference, candidate = eager.parameters_flat(), graphed.step.parameters_flat()
-    max_abs = float((reference - candidate).abs().max())
-    scale = float(reference.abs().max())
-    return {"parity_steps": quiet.parity_steps * quiet.capture_iters, "parity_max_abs_diff": max_abs,
+    return _parity_figures(quiet, float((reference - candidate).abs().max()),
+                           float(reference.abs().max()))
+
+
+def _parity_figures(config: RunConfig, max_abs: float, scale: float) -> dict[str, float]:
+    """The headline's parity figures: training steps compared, the largest absolute difference
+    of a parameter and that difference relative to the largest parameter (NaN when all are 0)."""
+    return {"parity_steps": config.parity_steps * config.capture_iters,
+            "parity_max_abs_diff": max_abs,
             "parity_max_rel_diff": max_abs / scale if scale > 0 else math.nan}
 
 
@@ -364,6 +374,59 @@ def _pair_headline(figures: dict[str, dict[str, float]],
         if name in windows:
             headline[f"{name}_iteration_source"] = windows[name].analysis.iteration_source
     return headline
+
+
+def _article_block_iters(config: RunConfig, modes: list[Mode]) -> dict[str, int]:
+    """Iterations per block of the article's loop: as many training steps for every mode."""
+    block_steps = _article_block_replays(config) * config.capture_iters
+    return {mode.name: block_steps // mode.steps for mode in modes}
+
+
+def _timed_results(config: RunConfig, state: "_RunState", prepared: dict[str, Prepared],
+                   loops: pd.DataFrame, copy_ms: float, held_ms: float
+                   ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict[str, float]]]:
+    """A CUDA run's statistics, modes table, timing headline and pay-back from its timed trials
+    (``state.tables["latency"]``, host issue times and counters), the article's loops, the graph's
+    batch copy and held replay (per iteration, NaN when not timed). Returns (stats.csv, modes.csv,
+    each mode's figures so far)."""
+    headline, tables = state.headline, state.tables
+    latency = tables["latency"]
+    stats_table = tables["stats"] = _stats_table(latency, loops,
+                                                 {"graph": copy_ms / config.capture_iters},
+                                                 state.host_issue, {"graph": held_ms})
+    headline.update(_timing_headline(config, latency, stats_table))
+    modes_table = tables["modes"] = _modes_table(config, latency, stats_table, prepared)
+    figures = {name: dict(ready.figures) for name, ready in prepared.items()}
+    _add_pay_back(figures, modes_table)
+    headline.update(modes=list(prepared), break_even_iters=figures["graph"]["break_even_iters"],
+                    counters_match=bool(counters_table(config, state.observed_counters)
+                                        ["match"].all()))
+    return stats_table, modes_table, figures
+
+
+def _profiled_results(state: "_RunState", prepared: dict[str, Prepared],
+                      windows: dict[str, ProfiledWindow], stats_table: pd.DataFrame,
+                      modes_table: pd.DataFrame, figures: dict[str, dict[str, float]]) -> None:
+    """A CUDA run's tables from its profiled windows (none when the profiler was off): the launch
+    split, kernels and breakdown, the attribution of the headline's saving, the pair's headline
+    figures and metrics.csv."""
+    headline, tables = state.headline, state.tables
+    latency = tables["latency"]
+    if windows:
+        for name, extra in _window_figures(windows, prepared, stats_table).items():
+            figures[name].update(extra)
+        tables["launch_split"] = coerce_table("launch_split", pd.concat(
+            [w.analysis.launch_split for w in windows.values()], ignore_index=True))
+        tables["kernels"] = coerce_table("kernels", pd.concat(
+            [w.analysis.kernels for w in windows.values()], ignore_index=True))
+        tables["breakdown"] = coerce_table("breakdown", pd.concat(
+            [decompose_speedup(windows["eager"].analysis, window.analysis)
+             for name, window in windows.items() if name != "eager"], ignore_index=True))
+    tables["attribution"] = coerce_table("attribution", attribution.build(
+        stats_table, tables.get("launch_split", empty_table("launch_split")), latency))
+    state.notes.extend(attribution.stretched_kernel_notes(tables["attribution"]))
+    headline.update(_pair_headline(figures, windows))
+    tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
 
 
 @dataclass
@@ -427,30 +490,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
                 failure = error
             if failure is not None:
                 _release_gpu_memory(device)
-                if "latency" not in state.tables and state.latency_rows:
-                    state.tables["latency"] = _latency_table(state.latency_rows)
-                state.notes.append(f"incomplete: the run stopped during {counter.phase}: "
-                                   f"{_one_line(failure)}")
-            if state.observed_counters:
-                state.tables["counters"] = counters_table(config, state.observed_counters)
-            if sampler is not None:
-                sampler.stop()
-                state.tables["nvml"] = coerce_table("nvml", sampler.frame())
-                capability = sampler.capability
-                state.headline["nvml_available"] = capability.available
-                if not capability.available:
-                    state.notes.append(f"NVML unavailable: {capability.reason}")
-                elif capability.unsupported_metrics:
-                    state.notes.append("NVML metrics not supported on this GPU: "
-                                       + ", ".join(capability.unsupported_metrics))
-                state.notes.append(NVML_UTILISATION_CAVEAT)
-            state.tables["phases"] = coerce_table("phases", phases.frame())
-            environment["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            environment["load_avg_end"] = hostinfo.load_average()
-            result = _detach_traces(RunResult(
-                config=config, environment=environment, headline=state.headline,
-                tables=state.tables, notes=state.notes, complete=failure is None,
-                trace_paths=state.traces))
+            result = _finish(config, environment, state, phases, sampler, failure, counter.phase)
     finally:
         if sampler is not None:
             sampler.stop()
@@ -459,6 +499,37 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
         raise failure
     counter.finish()
     return result
+
+
+def _finish(config: RunConfig, environment: dict, state: _RunState, phases: PhaseRecorder,
+            sampler: NvmlSamplerProcess | None, failure: BaseException | None,
+            phase: str) -> RunResult:
+    """The run's result from what it measured, complete or (``failure``) stopped during
+    ``phase``: the counters, NVML samples (``sampler`` stopped first) and phases added, the
+    traces moved out of the run's temporary folder."""
+    if failure is not None:
+        if "latency" not in state.tables and state.latency_rows:
+            state.tables["latency"] = _latency_table(state.latency_rows)
+        state.notes.append(f"incomplete: the run stopped during {phase}: {_one_line(failure)}")
+    if state.observed_counters:
+        state.tables["counters"] = counters_table(config, state.observed_counters)
+    if sampler is not None:
+        sampler.stop()
+        state.tables["nvml"] = coerce_table("nvml", sampler.frame())
+        capability = sampler.capability
+        state.headline["nvml_available"] = capability.available
+        if not capability.available:
+            state.notes.append(f"NVML unavailable: {capability.reason}")
+        elif capability.unsupported_metrics:
+            state.notes.append("NVML metrics not supported on this GPU: "
+                               + ", ".join(capability.unsupported_metrics))
+        state.notes.append(NVML_UTILISATION_CAVEAT)
+    state.tables["phases"] = coerce_table("phases", phases.frame())
+    environment["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    environment["load_avg_end"] = hostinfo.load_average()
+    return _detach_traces(RunResult(
+        config=config, environment=environment, headline=state.headline, tables=state.tables,
+        notes=state.notes, complete=failure is None, trace_paths=state.traces))
 
 
 def _one_line(error: BaseException) -> str:
@@ -564,8 +635,14 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     _steady_trials(modes, {mode.name: config.total_eager_iters for mode in modes},
                    config.trial_count, timing.HostClock(), phases, progress, state.latency_rows,
                    state.host_issue)
-    latency = state.tables["latency"] = _latency_table(state.latency_rows)
     observed["eager_after_timed"] = float(eager.step.counter.item())
+    _cpu_results(config, state, prepared)
+
+
+def _cpu_results(config: RunConfig, state: _RunState, prepared: dict[str, Prepared]) -> None:
+    """A CPU run's tables and headline from what it measured (``state``'s timed rows, host issue
+    times and counters; each prepared mode's one-time cost and figures)."""
+    latency = state.tables["latency"] = _latency_table(state.latency_rows)
     stats_table = state.tables["stats"] = _stats_table(latency, pd.DataFrame(
         columns=["mode", "method", "ms_per_step"]), host_issue=state.host_issue)
     state.headline.update(_timing_headline(config, latency, stats_table))
@@ -576,7 +653,8 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     state.tables["attribution"] = coerce_table("attribution", attribution.build(
         stats_table, empty_table("launch_split"), latency))
     state.headline["modes"] = list(prepared)
-    state.headline["counters_match"] = bool(counters_table(config, observed)["match"].all())
+    state.headline["counters_match"] = bool(counters_table(config, state.observed_counters)
+                                            ["match"].all())
 
 
 def _preparation(config: RunConfig, device: torch.device, batches, phases: PhaseRecorder,
@@ -660,6 +738,29 @@ def _modes_table(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame,
     return coerce_table("modes", pd.DataFrame(rows, columns=schema.MODES_COLUMNS))
 
 
+# Optimizers whose graphed replica is built differently from the eager one (``capturable=True``
+# keeps their step count on the device, and runs more kernels per step).
+CAPTURABLE_OPTIMIZERS = ("adam", "adamw")
+
+
+def _capture_twin_figures(config: RunConfig, device: torch.device, batches,
+                          trace_dir: Path) -> dict[str, float]:
+    """For the prediction before capture: the GPU busy time and kernels per step of the step the
+    graph will capture, run eagerly (a replica built as the graphed one is, ``capturable=True``
+    for Adam and AdamW), profiled for ``profile_iters`` steps after a few untimed ones. Empty
+    where the graphed replica's step is the eager one's (SGD) or the step is the user's own."""
+    if is_user_spec(config.workload) or config.optimizer not in CAPTURABLE_OPTIMIZERS:
+        return {}
+    twin = TrainingStep(config, device, graphed=True)
+    for i in range(TIMING_WARMUP_ITERS):
+        twin.eager_step(*batches[i % len(batches)])
+    mode = Mode("capture_twin", 1, lambda i: twin.eager_step(*batches[i % len(batches)]))
+    window = profile_window(mode, config.profile_iters, device, trace_dir / "trace_capture_twin.json")
+    medians = window.analysis.summary()
+    return {"capture_twin_gpu_busy_us": medians["gpu_busy_us"],
+            "capture_twin_kernels": medians["kernels"]}
+
+
 def _add_pay_back(figures: dict[str, dict[str, float]], modes_table: pd.DataFrame) -> None:
     """Every mode but eager: whether its one-time cost (warm-up and capture, or compile) is paid
     back by its saving per step, and after how many steps (``stats.pay_back``)."""
@@ -738,40 +839,21 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
             held_ms = _held_replay_ms(graph, clock)
         progress.start_phase("cold-start trials", "a synchronise before every iteration")
         _cold_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
-        latency = tables["latency"] = _latency_table(state.latency_rows)
+        tables["latency"] = _latency_table(state.latency_rows)
         progress.start_phase("article loop", "no-sync loop timing, then synchronised")
-        block_steps = _article_block_replays(config) * config.capture_iters
-        loops = _article_loops(modes, {mode.name: block_steps // mode.steps for mode in modes},
-                               trials, clock, phases, progress)
-    stats_table = tables["stats"] = _stats_table(latency, loops,
-                                                 {"graph": copy_ms / config.capture_iters},
-                                                 state.host_issue, {"graph": held_ms})
-    headline.update(_timing_headline(config, latency, stats_table))
-    modes_table = tables["modes"] = _modes_table(config, latency, stats_table, prepared)
-    figures = {name: dict(ready.figures) for name, ready in prepared.items()}
-    _add_pay_back(figures, modes_table)
-    headline.update(modes=list(prepared), break_even_iters=figures["graph"]["break_even_iters"],
-                    counters_match=bool(counters_table(config, observed)["match"].all()))
+        loops = _article_loops(modes, _article_block_iters(config, modes), trials, clock, phases,
+                               progress)
+    stats_table, modes_table, figures = _timed_results(config, state, prepared, loops, copy_ms,
+                                                       held_ms)
     windows: dict[str, ProfiledWindow] = {}
     if config.profile:  # after every timed trial: the profiler slows whatever runs after it
         windows = _profile_modes(config, device, prepared, trace_dir, phases, progress, state.notes)
-        for name, extra in _window_figures(windows, prepared, stats_table).items():
-            figures[name].update(extra)
-        tables["launch_split"] = coerce_table("launch_split", pd.concat(
-            [w.analysis.launch_split for w in windows.values()], ignore_index=True))
-        tables["kernels"] = coerce_table("kernels", pd.concat(
-            [w.analysis.kernels for w in windows.values()], ignore_index=True))
-        tables["breakdown"] = coerce_table("breakdown", pd.concat(
-            [decompose_speedup(windows["eager"].analysis, window.analysis)
-             for name, window in windows.items() if name != "eager"], ignore_index=True))
         state.traces.update({mode: window.trace_path for mode, window in windows.items()})
-    tables["attribution"] = coerce_table("attribution", attribution.build(
-        stats_table, tables.get("launch_split", empty_table("launch_split")), latency))
-    state.notes.extend(attribution.stretched_kernel_notes(tables["attribution"]))
-    headline.update(_pair_headline(figures, windows))
-    tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
+    _profiled_results(state, prepared, windows, stats_table, modes_table, figures)
     if config.profile:
-        headline.update(predict.calibrate_and_predict(device, batches[0], config.capture_iters,
+        with phases.phase("capture twin profiled"):
+            headline.update(_capture_twin_figures(config, device, batches, trace_dir))
+        headline.update(predict.calibrate_and_predict(device, batches, config.capture_iters,
                                                       headline))
 
     del graph, modes, prepared
