@@ -56,7 +56,7 @@ def csv_download(frame: pd.DataFrame, file_name: str, key: str, label: str = "CS
                        file_name=file_name, mime="text/csv", key=key, icon=":material/download:")
 
 
-ROW_PX, MAX_FIT_ROWS = 35, 30
+ROW_PX, MAX_FIT_ROWS = 35, 40
 
 
 def fit_height(rows: int) -> int | str:
