@@ -17,7 +17,7 @@ import pandas as pd
 from profiler_core.attribution import stretched_kernel_notes
 from profiler_core.config import MODE_LABELS, MODE_NAMES, PRESETS, RunConfig, changed_from_preset
 from profiler_core.schema import BREAKDOWN_COMPONENTS
-from profiler_core.trace import decompose_medians
+from profiler_core.trace import decompose_medians, kernel_label
 
 MODES = ("eager", "graph")  # the article's pair: eager is every comparison's baseline
 
@@ -729,13 +729,50 @@ def environment_table(environment: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({"item": keys, "value": [str(environment[k]) for k in keys]})
 
 
-KERNEL_TABLE_COLUMNS = ["mode", "kernel", "calls_per_iter", "total_us", "mean_us", "min_us",
-                        "max_us", "share_of_gpu_pct", "kernel_full"]
+KERNEL_TABLE_COLUMNS = ["mode", "kernel", "operator", "calls_per_iter", "total_us", "mean_us",
+                        "min_us", "max_us", "share_of_gpu_pct", "kernel_full"]
+# What the Kernels page says of the operator column (``profiler_core.trace.OPERATOR_CATEGORY``).
+OPERATOR_MEANING = ("operator: the CPU op that launched the kernel (the innermost aten:: op around "
+                    "its launch call, linked by correlation id), as the PyTorch profiler and HTA "
+                    "attribute kernels; in a graph's window its kernels were launched by the "
+                    "replay, so the eager operator is shown beside them where the kernel also ran "
+                    "eagerly")
+
+
+def with_operators(kernels: pd.DataFrame, operators: dict[str, dict[str, str]]) -> pd.DataFrame:
+    """``kernels`` with each empty ``operator`` filled from ``operators`` (mode -> kernel full
+    name -> operator: what a run's trace says, for a run whose kernels.csv has no operator)."""
+    if kernels.empty or not operators:
+        return kernels
+    current = (kernels["operator"].fillna("").astype(str) if "operator" in kernels
+               else pd.Series("", index=kernels.index))
+    found = [operators.get(str(mode), {}).get(str(full), "")
+             for mode, full in zip(kernels["mode"], kernels["kernel_full"])]
+    return kernels.assign(operator=current.where(current != "", found))
+
+
+def readable_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
+    """A run's kernel table with names that tell kernels apart (``trace.kernel_label``: five
+    ``vectorized_elementwise_kernel`` rows become ``...<FillFunctor>``, ``...<mse_kernel_cuda>``...),
+    worked out from the full names, so runs recorded before those labels read the same; the
+    ``operator`` column kept ("" where the run did not record it)."""
+    if kernels.empty or "kernel_full" not in kernels:
+        return kernels
+    full = kernels["kernel_full"].astype(str)
+    labels = {name: kernel_label(name) for name in full.unique()}
+    out = kernels.assign(kernel=full.map(labels).astype(kernels["kernel"].dtype))
+    if "operator" not in out:
+        out = out.assign(operator="")
+    else:
+        out = out.assign(operator=out["operator"].fillna("").astype(str))
+    return out
 
 
 def kernel_table(kernels: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
     """Kernels sorted by total time (one mode, or all), short name first."""
     frame = kernels if mode is None else kernels[kernels["mode"] == mode]
+    if "operator" not in frame:  # a table from before the operator was recorded
+        frame = frame.assign(operator="")
     rank = {m: i for i, m in enumerate(MODE_NAMES)}
     frame = frame.assign(_rank=frame["mode"].astype(str).map(lambda m: rank.get(m, len(rank))))
     frame = frame.sort_values(["_rank", "mode", "total_us"], ascending=[True, True, False],
@@ -839,7 +876,8 @@ def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
 def kernel_diff_columns(other: str = "graph") -> list[str]:
     """The columns of :func:`kernel_diff` against ``other`` (eager is always the baseline)."""
     return ["kernel", "where", "eager_calls_per_iter", f"{other}_calls_per_iter",
-            "eager_us_per_iter", f"{other}_us_per_iter", "change_us_per_iter", "kernel_full"]
+            "eager_us_per_iter", f"{other}_us_per_iter", "change_us_per_iter", "operator",
+            "kernel_full"]
 
 
 KERNEL_DIFF_COLUMNS = kernel_diff_columns("graph")
@@ -857,6 +895,12 @@ def kernel_diff(kernels: pd.DataFrame, other: str = "graph") -> pd.DataFrame:
         calls=_float_column(kernels, "calls_per_iter"),
         us=_float_column(kernels, "mean_us") * _float_column(kernels, "calls_per_iter"))
     short = frame.drop_duplicates("kernel_full").set_index("kernel_full")["kernel"].astype(str)
+    # the operator that launched it eagerly (a graph's kernels were launched by its replay)
+    by_mode = frame.assign(operator=frame["operator"].fillna("").astype(str)
+                           if "operator" in frame else "")
+    by_mode = by_mode.assign(_eager=by_mode["mode"] != "eager").sort_values("_eager", kind="stable")
+    by_mode = by_mode[by_mode["operator"] != ""].drop_duplicates("kernel_full")
+    operator = dict(zip(by_mode["kernel_full"], by_mode["operator"]))
     out = pd.DataFrame({"kernel_full": list(dict.fromkeys(frame["kernel_full"]))})
     for mode in ("eager", other):  # a kernel a mode never ran: 0 calls, 0 us in that mode
         part = frame[frame["mode"] == mode].groupby("kernel_full")[["calls", "us"]].sum(min_count=1)
@@ -870,6 +914,7 @@ def kernel_diff(kernels: pd.DataFrame, other: str = "graph") -> pd.DataFrame:
                              ["both", "eager only", f"{other} only"], default="neither")
     out = out[out["where"] != "neither"]
     out["kernel"] = out["kernel_full"].map(short)
+    out["operator"] = [operator.get(name, "") for name in out["kernel_full"]]
     out["change_us_per_iter"] = (out[f"{other}_us_per_iter"].fillna(0)
                                  - out["eager_us_per_iter"].fillna(0))
     size = out[["eager_us_per_iter", f"{other}_us_per_iter"]].max(axis=1, skipna=True).fillna(0)
@@ -877,10 +922,10 @@ def kernel_diff(kernels: pd.DataFrame, other: str = "graph") -> pd.DataFrame:
     return out[columns].reset_index(drop=True)
 
 
-def filter_by_name(frame: pd.DataFrame, text: str, columns: tuple[str, ...] = ("kernel", "kernel_full")
-                   ) -> pd.DataFrame:
-    """Rows whose name contains ``text`` (plain text, not a pattern; case-insensitive); every
-    row when ``text`` is blank."""
+def filter_by_name(frame: pd.DataFrame, text: str,
+                   columns: tuple[str, ...] = ("kernel", "kernel_full", "operator")) -> pd.DataFrame:
+    """Rows whose name (or operator) contains ``text`` (plain text, not a pattern;
+    case-insensitive); every row when ``text`` is blank."""
     needle = str(text or "").strip().lower()
     if not needle or frame.empty:
         return frame

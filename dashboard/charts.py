@@ -798,7 +798,7 @@ def phase_bands(phases: pd.DataFrame, max_bands: int = MAX_PHASE_BANDS
 # ----------------------------------------------------------------------------- kernels
 
 
-def _short(name: str, limit: int = 48) -> str:
+def _short(name: str, limit: int = 60) -> str:
     return name if len(name) <= limit else name[:limit - 3] + "..."
 
 
@@ -813,9 +813,16 @@ def _unique(labels: Sequence[str]) -> list[str]:
     return out
 
 
+def _operators(kernels: pd.DataFrame) -> list[str]:
+    """Each row's launching operator for hover text, escaped ('not recorded' when the run has
+    none: recorded before the operator column, or not found in the trace)."""
+    column = kernels["operator"] if "operator" in kernels else pd.Series("", index=kernels.index)
+    return [escape(str(op)) if isinstance(op, str) and op else "(not recorded)" for op in column]
+
+
 def kernel_top_bar(kernels: pd.DataFrame, mode: str, top_n: int = 10) -> go.Figure:
     """The ``top_n`` kernels of one mode by total GPU time (horizontal bars, biggest on top)."""
-    title = f"Top {top_n} kernels by GPU time: {escape(mode)}"
+    title = f"Under the profiler: top {top_n} kernels by GPU time, {escape(mode)}"
     part = kernels[kernels["mode"].astype(str) == mode] if not kernels.empty else kernels
     part = _finite_frame(part, ("total_us", "share_of_gpu_pct", "calls_per_iter", "mean_us"))
     part = part.dropna(subset=["total_us"]) if not part.empty else part
@@ -830,10 +837,10 @@ def kernel_top_bar(kernels: pd.DataFrame, mode: str, top_n: int = 10) -> go.Figu
         textposition="auto",
         customdata=np.stack([[escape(n) for n in top["kernel_full"].astype(str)],
                              _number_text(top["calls_per_iter"].to_numpy(dtype=float), "{:,.0f}"),
-                             _number_text(top["mean_us"].to_numpy(dtype=float), "{:,.2f}")],
-                            axis=1),
-        hovertemplate="%{customdata[0]}<br>total %{x:,.1f} us, %{customdata[1]} calls/iter, "
-                      "mean %{customdata[2]} us<extra></extra>"))
+                             _number_text(top["mean_us"].to_numpy(dtype=float), "{:,.2f}"),
+                             _operators(top)], axis=1),
+        hovertemplate="%{customdata[0]}<br>launched by %{customdata[3]}<br>total %{x:,.1f} us, "
+                      "%{customdata[1]} calls/iter, mean %{customdata[2]} us<extra></extra>"))
     fig.update_xaxes(title_text="GPU time (us, profiled window)")
     fig.update_yaxes(automargin=True)
     return _layout(fig, title, height=max(260, 28 * len(top) + 120), showlegend=False)
@@ -844,7 +851,8 @@ def kernel_diff_bars(diff: pd.DataFrame, top_n: int = 15) -> go.Figure:
     columns name the mode): the ``top_n`` kernels with the largest time in either, side by side."""
     other = next((c[:-len("_us_per_iter")] for c in diff.columns
                   if c.endswith("_us_per_iter") and c != "eager_us_per_iter"), "graph")
-    title = f"Kernels eager vs {escape(other)}: GPU time per iteration (top {top_n})"
+    title = (f"Under the profiler: kernels eager vs {escape(other)}, GPU time per iteration "
+             f"(top {top_n})")
     if diff.empty:
         return empty_figure(title, "no kernels to compare")
     pair = ("eager", other)
@@ -853,14 +861,15 @@ def kernel_diff_bars(diff: pd.DataFrame, top_n: int = 15) -> go.Figure:
     top = diff.assign(_size=size.fillna(0)).sort_values("_size", ascending=False).head(top_n)
     names = _unique([escape(_short(n)) for n in top["kernel"].astype(str)])[::-1]
     top = top.iloc[::-1]
-    full = [escape(n) for n in top["kernel_full"].astype(str)]
+    full = np.stack([[escape(n) for n in top["kernel_full"].astype(str)], _operators(top)], axis=1)
     fig = go.Figure()
     for mode in pair:
         values = top[f"{mode}_us_per_iter"].to_numpy(dtype=float)
         fig.add_trace(go.Bar(x=values, y=names, orientation="h", name=escape(mode),
                              marker_color=_color(mode), customdata=full,
-                             hovertemplate="%{customdata}<br>%{fullData.name}: %{x:,.2f} us per "
-                                           "iteration<extra></extra>"))
+                             hovertemplate="%{customdata[0]}<br>launched by %{customdata[1]}<br>"
+                                           "%{fullData.name}: %{x:,.2f} us per iteration"
+                                           "<extra></extra>"))
     fig.update_layout(barmode="group", bargap=0.2)
     fig.update_xaxes(title_text="GPU time per iteration (us, profiled window)")
     fig.update_yaxes(automargin=True)

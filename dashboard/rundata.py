@@ -37,8 +37,8 @@ from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
 from profiler_core.outputs import MANIFEST_FILE
 from profiler_core.results import RunResult
-from profiler_core.schema import (READABLE_SCHEMA_VERSIONS, SUMMARY_FILE, TABLE_FILES, TRACE_FILES,
-                                  clean_text)
+from profiler_core.schema import (LATER_COLUMNS, READABLE_SCHEMA_VERSIONS, SUMMARY_FILE,
+                                  TABLE_FILES, TRACE_FILES, clean_text)
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
 RUNS_DIR_ENV = "PROFILER_RUNS_DIR"
@@ -542,7 +542,8 @@ def _check_csv_header(file: str, data: bytes, version: int) -> None:
     except UnicodeDecodeError:
         raise RunFormatError(f"{file} is not UTF-8 text", "upload a zip written by this tool") from None
     header = next(csv.reader([first_line]), [])
-    missing = [c for c in columns if c not in header]
+    later = set(LATER_COLUMNS.get(_TABLE_OF_FILE[file][0], ()))  # older runs lack these: empty
+    missing = [c for c in columns if c not in header and c not in later]
     if missing:
         raise RunFormatError(f"{file} lacks the columns {', '.join(missing)}",
                              f"expected the columns: {', '.join(columns)}")

@@ -239,6 +239,20 @@ def iteration_timeline(path: Path, iteration: int | None = None) -> trace.Iterat
     return _timeline(str(path), path.stat().st_mtime, iteration)
 
 
+@st.cache_data(max_entries=16, show_spinner="Reading the trace...")
+def _operators(path: str, stamp: float, mode: str) -> dict[str, str]:
+    kernels = trace.analyse_trace(trace.load_trace(path), mode).kernels
+    return dict(zip(kernels["kernel_full"].astype(str), kernels["operator"].astype(str)))
+
+
+def trace_operators(path: Path, mode: str) -> dict[str, str]:
+    """Kernel (full name) -> the operator that launched it, read from a run's Chrome trace: for
+    runs recorded before kernels.csv had the operator column (cached per file and modification
+    time). Raises ``RunFormatError`` for a trace that cannot be read."""
+    path = Path(path)
+    return _operators(str(path), path.stat().st_mtime, mode)
+
+
 def sample_missing_text() -> str:
     return ("The bundled sample run (dashboard/sample_run/, a real H200 run) is not in this copy "
             "of the project, so there is nothing to show until you open or upload a run.")

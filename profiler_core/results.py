@@ -55,7 +55,7 @@ _NON_NEGATIVE = {
 
 # Column dtypes that are not float: everything else in a table is read as a float.
 _TEXT_COLUMNS = {"mode", "method", "phase", "rule", "component", "kernel", "kernel_full", "metric",
-                 "source"}
+                 "source", "operator"}
 _INT_COLUMNS = {"trial", "iteration", "steps", "count", "launches", "kernels", "repeat", "pid"}
 _BOOL_COLUMNS = {"match", "shown"}
 
@@ -221,6 +221,9 @@ def empty_table(name: str) -> pd.DataFrame:
 def coerce_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     """Columns in schema order with their dtypes; a missing column is an error."""
     columns = schema.TABLE_FILES[name][1]
+    later = [c for c in schema.LATER_COLUMNS.get(name, ()) if c not in frame.columns]
+    if later:  # a run written before these columns existed: they are empty
+        frame = frame.assign(**{c: "" if c in _TEXT_COLUMNS else math.nan for c in later})
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise RunFormatError(f"table {name} lacks columns {missing}",

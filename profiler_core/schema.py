@@ -65,9 +65,13 @@ BREAKDOWN_COMPONENTS = ["gpu_busy", "gpu_idle", "total_span", "cpu_launch", "cpu
 ATTRIBUTION_COLUMNS = ["mode", "component", "eager_us", "mode_us", "saving_us",
                        "share_of_saving_pct", "source"]
 
+# ``kernel`` is the readable name (``trace.short_kernel_name``: the function, and for a generic
+# kernel the functor it runs), ``kernel_full`` the trace's own; ``operator`` the CPU op that
+# launched it (``trace.OPERATOR_CATEGORY``: "aten::addmm"; "CUDA graph replay" in a graph's
+# window; "" when not known).
 KERNEL_COLUMNS = [
-    "mode", "kernel", "kernel_full", "calls_per_iter", "total_us", "mean_us", "min_us",
-    "max_us", "share_of_gpu_pct",
+    "mode", "kernel", "kernel_full", "operator", "calls_per_iter", "total_us", "mean_us",
+    "min_us", "max_us", "share_of_gpu_pct",
 ]
 
 # NVML samples in long form. ``t_s`` is seconds since the run started (same clock as phases).
@@ -108,6 +112,10 @@ METRIC_COLUMNS = ["mode", "metric", "value", "eager_value", "ratio_to_eager"]
 # speedup). Empty for a run of one process.
 REPEAT_COLUMNS = ["repeat", "pid", "eager_median_ms", "graph_median_ms", "speedup",
                   "speedup_ci_low", "speedup_ci_high", "run_wall_s", "shown"]
+
+# Columns added to a table after runs were written without them: such a run still loads, the
+# column empty ("" for text, NaN for numbers). Table -> columns.
+LATER_COLUMNS = {"kernels": ("operator",)}
 
 TABLE_FILES = {
     "counters": ("counters.csv", COUNTER_COLUMNS),

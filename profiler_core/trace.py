@@ -141,10 +141,21 @@ LAUNCH_SPLIT_DTYPES = {
     "launches": "int64", "kernels": "int64", "launch_delay_us": "float64",
 }
 KERNEL_DTYPES = {
-    "mode": str, "kernel": str, "kernel_full": str, "calls_per_iter": "float64",
+    "mode": str, "kernel": str, "kernel_full": str, "operator": str, "calls_per_iter": "float64",
     "total_us": "float64", "mean_us": "float64", "min_us": "float64", "max_us": "float64",
     "share_of_gpu_pct": "float64",
 }
+# The operator that launched a kernel: the innermost CPU op (category ``cpu_op``: ``aten::addmm``,
+# ``aten::fill_``...) on the launching thread whose span holds the start of the kernel's launch
+# call (linked by correlation id), as the PyTorch profiler and HTA attribute kernels to ops. A
+# kernel of a graph replay was launched by the replay (``GRAPH_REPLAY_OPERATOR``); one whose call
+# has no enclosing op gets "". A kernel launched by several operators lists the most frequent
+# first, at most ``OPERATORS_PER_KERNEL`` names of at most ``OPERATOR_NAME_MAX_CHARS`` characters
+# (then "+N more"), so a row stays short.
+OPERATOR_CATEGORY = "cpu_op"
+GRAPH_REPLAY_OPERATOR = "CUDA graph replay"
+OPERATORS_PER_KERNEL = 3
+OPERATOR_NAME_MAX_CHARS = 200
 BREAKDOWN_DTYPES = {
     "mode": str, "component": str, "eager_us": "float64", "mode_us": "float64",
     "saving_us": "float64", "share_of_saving_pct": "float64",
@@ -616,6 +627,7 @@ def analyse_trace(trace: TraceEvents | dict, mode: str = "trace") -> TraceAnalys
     assigned_kernels = gpu_events[
         (gpu_events["iteration"] >= 0) & (gpu_events["cat"] == KERNEL_CATEGORY)
     ]
+    assigned_kernels = assigned_kernels.assign(operator=_launching_operators(events, assigned_kernels))
     return TraceAnalysis(
         mode=mode,
         launch_split=launch_split,
@@ -648,6 +660,64 @@ def _cut(trace: TraceEvents | dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.Data
     else:
         gpu_events = gpu_events.assign(iteration=_window_of(gpu_events["call_ts"], windows))
     return events, launch_calls, gpu_events, windows, source
+
+
+def _launching_operators(events: pd.DataFrame, kernels: pd.DataFrame) -> np.ndarray:
+    """For each kernel event, the operator that launched it (see ``OPERATOR_CATEGORY``): the
+    innermost ``cpu_op`` on its launch call's thread holding the call's start; the graph replay
+    for a kernel launched by ``cudaGraphLaunch``; "" when none is found. One pass per launching
+    thread over its ops and calls in time order (a stack of the ops open), so it costs one step
+    per event, however deeply ops nest."""
+    out = np.full(len(kernels), "", dtype=object)
+    if kernels.empty:
+        return out
+    calls = events[events["cat"].isin(API_CALL_CATEGORIES)].dropna(subset=["correlation"])
+    calls = calls.drop_duplicates("correlation")
+    calls = calls[calls["correlation"].isin(kernels["correlation"])]
+    if calls.empty:
+        return out
+    graph = _per_text(calls["name"], lambda name: _api_name(name) in GRAPH_LAUNCH_API_NAMES, bool)
+    ops = events[events["cat"] == OPERATOR_CATEGORY]
+    ops_of_thread = {thread: group for thread, group in ops.groupby(["pid", "tid"], observed=True)}
+    by_call: dict[float, str] = {}
+    for thread, thread_calls in calls[~graph].groupby(["pid", "tid"], observed=True):
+        if thread not in ops_of_thread:
+            continue
+        thread_ops = ops_of_thread[thread].sort_values(["ts", "end"], ascending=[True, False],
+                                                       kind="stable")
+        op_ts = thread_ops["ts"].to_numpy(dtype=float)
+        op_end = thread_ops["end"].to_numpy(dtype=float)
+        op_name = thread_ops["name"].to_numpy(dtype=object)
+        ordered = thread_calls.sort_values("ts", kind="stable")
+        stack: list[int] = []
+        next_op = 0
+        for when, correlation in zip(ordered["ts"].to_numpy(dtype=float),
+                                     ordered["correlation"].to_numpy(dtype=float)):
+            while next_op < len(op_ts) and op_ts[next_op] <= when:
+                while stack and op_end[stack[-1]] < op_ts[next_op]:
+                    stack.pop()  # ended before this op began: not open any more
+                stack.append(next_op)
+                next_op += 1
+            while stack and op_end[stack[-1]] < when:
+                stack.pop()
+            if stack:
+                by_call[correlation] = str(op_name[stack[-1]])[:OPERATOR_NAME_MAX_CHARS]
+    for correlation in calls.loc[graph, "correlation"].to_numpy(dtype=float):
+        by_call[correlation] = GRAPH_REPLAY_OPERATOR
+    found = kernels["correlation"].map(by_call)
+    return np.where(found.notna(), found, "").astype(object)
+
+
+def _operators_text(operators: pd.Series) -> str:
+    """The operators of one kernel's calls in a cell: the most frequent first ('aten::add_,
+    aten::mul (+2 more)'); "" when none is known."""
+    counts = operators[operators != ""].value_counts(sort=False)
+    if counts.empty:
+        return ""
+    names = sorted(counts.index, key=lambda name: (-counts[name], name))
+    text = ", ".join(names[:OPERATORS_PER_KERNEL])
+    return text + (f" (+{len(names) - OPERATORS_PER_KERNEL} more)"
+                   if len(names) > OPERATORS_PER_KERNEL else "")
 
 
 def _api_name(name: str) -> str:
@@ -803,6 +873,55 @@ def short_kernel_name(full_name: str) -> str:
     if len(short) > KERNEL_NAME_MAX_CHARS:
         short = short[: KERNEL_NAME_MAX_CHARS - 3] + "..."
     return short
+
+
+# Words of a kernel's template arguments that never say what it computes: types, numbers'
+# suffixes, namespaces and the generic machinery around the functor.
+_NOT_A_FUNCTOR = frozenset({
+    "void", "bool", "char", "signed", "unsigned", "short", "int", "long", "float", "double",
+    "half", "const", "volatile", "ul", "u", "l", "ull", "std", "array", "Array", "c10", "at",
+    "native", "detail", "cuda", "memory", "policies", "BFloat16", "Half", "int8_t", "int16_t",
+    "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t", "ReduceOp",
+    "func_wrapper_t", "gpu_kernel_impl", "gpu_kernel_impl_nocast", "TensorListMetadata",
+    "TrivialOffsetCalculator", "OffsetCalculator", "LoadWithCast", "StoreWithCast",
+    "LoadWithoutCast", "StoreWithoutCast", "TensorInfo", "PhiloxCudaState", "IntDivider",
+    "lambda", "operator", "anonymous", "namespace", "BinaryFunctor", "binary_internal",
+    "AUnaryFunctor", "BUnaryFunctor",
+})
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def kernel_label(full_name: str) -> str:
+    """:func:`short_kernel_name` with, for a generic kernel, the functor it runs: five kernels all
+    called ``vectorized_elementwise_kernel`` become ``vectorized_elementwise_kernel<FillFunctor>``,
+    ``...<CUDAFunctorOnSelf_add>``, ``...<mse_kernel_cuda>``... The functor is the first word
+    of the kernel's template arguments that names something (not a type, a number, a namespace
+    or generic machinery: ``_NOT_A_FUNCTOR``). At most KERNEL_NAME_MAX_CHARS characters, the
+    functor kept whole when the name leaves room for it."""
+    short = short_kernel_name(full_name)
+    text = full_name[:KERNEL_NAME_SCAN_CHARS].replace("(anonymous namespace)", "")
+    if short.endswith("...") or short not in text:
+        return short
+    opening = text.find("<", text.index(short) + len(short))
+    if opening != text.index(short) + len(short):  # no template arguments right after the name
+        return short
+    functor = None
+    for match in _WORD.finditer(text, opening + 1):
+        word, start, end = match.group(), match.start(), match.end()
+        if (text.startswith("::", end) or word in _NOT_A_FUNCTOR or word in WRAPPER_KERNEL_NAMES
+                or len(word) < 2 or text[start - 1:start].isdigit()
+                or text.endswith("c10::", 0, start)):
+            continue
+        functor = _printable(word)
+        break
+    if not functor:
+        return short
+    room = KERNEL_NAME_MAX_CHARS - len(short) - 2
+    if room < 8:
+        return short
+    if len(functor) > room:
+        functor = functor[:room - 3] + "..."
+    return f"{short}<{functor}>"
 
 
 def _code_points(text: str) -> np.ndarray:
@@ -1020,10 +1139,16 @@ def _kernel_table(kernels: pd.DataFrame, iterations: int, mode: str) -> pd.DataF
     ).reset_index()
     all_kernels_us = per_name["total_us"].sum()
     full_names = per_name["name"].to_numpy(dtype=object)
+    if "operator" in kernels and len(per_name):
+        operators = kernels.groupby("name", observed=True)["operator"].agg(_operators_text)
+        operator = operators.reindex(per_name["name"]).fillna("").to_numpy(dtype=object)
+    else:
+        operator = np.full(len(per_name), "", dtype=object)
     table = pd.DataFrame({
         "mode": mode,
-        "kernel": [short_kernel_name(name) for name in full_names],
+        "kernel": [kernel_label(name) for name in full_names],
         "kernel_full": full_names,
+        "operator": operator,
         "calls_per_iter": per_name["calls"] / iterations if iterations else np.nan,
         "total_us": per_name["total_us"],
         "mean_us": per_name["mean_us"],

@@ -708,8 +708,8 @@ def test_kernels_compare_eager_with_graph_and_filter_by_name(shared_run):
     assert "8 kernels run in both modes" in _texts(at.caption)
     at.text_input(key="kernels_filter").input("GEMM").run()
     assert not at.exception
-    assert set(at.dataframe[0].value["kernel"]) == {"sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_t",
-                                                    "ampere_sgemm_64x32_sliced1x4_tn"}
+    assert set(at.dataframe[0].value["kernel"]) == {  # named from the full names
+        "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32", "ampere_sgemm_64x32_sliced1x4_tn"}
     assert len(at.dataframe[1].value) == 4  # both modes' rows of the kernel table
     assert 'kernels match "GEMM"' in _texts(at.caption)
     at.text_input(key="kernels_filter").input("<nope>").run()
@@ -734,3 +734,35 @@ def test_the_article_is_named_and_quoted_where_its_lessons_are_shown(shared_run)
         for quote in (*article.LESSONS.values(), article.COUNTER_FINDING, article.TIMING,
                       article.SPEED):
             assert quote.replace("\u2019", "'") in source and len(quote) < 200
+
+
+# ----------------------------------------------------------------------------- issue 20
+
+
+def test_the_kernels_page_tells_kernels_apart_and_names_their_operator(monkeypatch, tmp_path):
+    """The bundled sample (recorded before kernels.csv had the operator column): five
+    vectorized_elementwise_kernel rows are named apart, and each kernel's operator is read from
+    the run's trace."""
+    real = Path(__file__).resolve().parent.parent / "dashboard" / "sample_run"
+    if not rundata.sample_run_available(real):
+        pytest.skip("the bundled sample run is not in this checkout")
+    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", real)
+    at = _app(tmp_path / "runs")
+    at.switch_page("views/kernels.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    diff = at.dataframe[0].value
+    vectorized = diff[diff["kernel"].str.startswith("vectorized_elementwise_kernel")]
+    assert len(vectorized) >= 5 and vectorized["kernel"].nunique() >= 4  # no longer five alike
+    assert "vectorized_elementwise_kernel<FillFunctor>" in set(vectorized["kernel"])
+    operators = diff.set_index("kernel")["operator"]
+    assert operators["reduce_kernel<MeanOps>"] == "aten::mean"
+    assert (diff["operator"] != "").all()
+    table = at.dataframe[1].value
+    assert set(table.loc[table["mode"] == "graph", "operator"]) <= {"CUDA graph replay",
+                                                                     "aten::fill_"}
+    said = _texts(at.caption)
+    assert "under the profiler" in said and "read from its traces" in said
+    titles = [json.loads(e.proto.spec)["layout"]["title"]["text"] for e in at.get("plotly_chart")]
+    assert all(title.startswith("Under the profiler") for title in titles)
+    at.text_input(key="kernels_filter").input("aten::mean").run()  # found by its operator
+    assert set(at.dataframe[0].value["kernel"]) == {"reduce_kernel<MeanOps>"}

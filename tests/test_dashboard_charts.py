@@ -861,3 +861,60 @@ def test_a_modes_own_breakdown_block_is_decomposed_not_its_launch_split_medians(
     assert worked_out.set_index("component").at["total_span", "mode_us"] == expected["span_us"]
     assert analysis.breakdown_against(breakdown, medians, "graphed_callables").empty
     assert analysis.breakdown_against(graph.iloc[0:0], medians.iloc[0:0], "graph").empty
+
+
+# ----------------------------------------------------------------------------- issue 20: what a new user meets
+
+
+def test_kernels_are_named_apart_with_their_operator(run):
+    from profiler_core.trace import kernel_label
+
+    names = {
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+        "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)":
+            "vectorized_elementwise_kernel<FillFunctor>",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<float>, "
+        "std::array<char*, 2ul> >(int, at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, "
+        "2ul>)": "vectorized_elementwise_kernel<CUDAFunctorOnSelf_add>",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::mse_kernel_cuda(at::Tensor"
+        "IteratorBase&)::{lambda()#1}::operator()() const::{lambda(float, float)#1}, std::array<"
+        "char*, 3ul> >(int, ...)": "vectorized_elementwise_kernel<mse_kernel_cuda>",
+        "void at::native::vectorized_elementwise_kernel<8, at::native::(anonymous namespace)::"
+        "masked_scale_kernel<bool, c10::BFloat16, float>(at::Tensor&, at::Tensor const&, "
+        "at::Tensor const&, float)::{lambda(c10::BFloat16, bool)#1}, std::array<char*, 3ul> >"
+        "(int, ...)": "vectorized_elementwise_kernel<masked_scale_kernel>",
+        "void at::native::vectorized_elementwise_kernel<8, at::native::bfloat16_copy_kernel_cuda("
+        "at::TensorIteratorBase&)::{lambda(float)#1}, std::array<char*, 2ul> >(int, ...)":
+            "vectorized_elementwise_kernel<bfloat16_copy_kernel_cuda>",
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<"
+        "float, float, float, float>, unsigned int, float, 4, 4> >(...)": "reduce_kernel<MeanOps>",
+        "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<c10::BFloat16, float, "
+        "unsigned int, 1, 8, bool>(...)": "fused_dropout_kernel_vec",  # types only: its own name
+        "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN": "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN",
+    }
+    for full, label in names.items():
+        assert kernel_label(full) == label
+        assert len(kernel_label(full)) <= 60
+    # a run recorded before the labels and the operator column reads the same
+    old = run.table("kernels").drop(columns=["operator"])
+    readable = analysis.readable_kernels(old)
+    assert list(readable["kernel"]) == [kernel_label(n) for n in old["kernel_full"]]
+    assert (readable["operator"] == "").all()
+    assert list(analysis.kernel_table(readable).columns) == analysis.KERNEL_TABLE_COLUMNS
+    # the comparison takes the operator that launched the kernel eagerly
+    kernels = pd.DataFrame({"mode": ["eager", "graph"], "kernel": "k", "kernel_full": "k<F>",
+                            "operator": ["aten::fill_", "CUDA graph replay"],
+                            "calls_per_iter": 1.0, "total_us": 1.0, "mean_us": 1.0, "min_us": 1.0,
+                            "max_us": 1.0, "share_of_gpu_pct": 100.0})
+    diff = analysis.kernel_diff(kernels)
+    assert list(diff.columns) == analysis.KERNEL_DIFF_COLUMNS and diff["operator"].tolist() == ["aten::fill_"]
+    assert len(analysis.filter_by_name(kernels, "FILL_")) == 1  # found by its operator
+    hover = charts.kernel_diff_bars(diff).data[0].customdata[0]
+    assert list(hover) == ["k&lt;F&gt;", "aten::fill_"]
+    assert charts.kernel_top_bar(kernels, "eager").layout.title.text.startswith("Under the profiler")
+    # a run without the column: the operators read from its traces fill the empty cells only
+    filled = analysis.with_operators(readable, {"eager": {n: "aten::x" for n in old["kernel_full"]}})
+    assert set(filled.loc[filled["mode"] == "eager", "operator"]) == {"aten::x"}
+    assert (filled.loc[filled["mode"] == "graph", "operator"] == "").all()
+    assert analysis.with_operators(kernels, {"eager": {"k<F>": "other"}})["operator"].tolist() == \
+        ["aten::fill_", "CUDA graph replay"]  # a recorded operator is kept

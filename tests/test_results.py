@@ -210,3 +210,24 @@ def test_the_headline_names_eager_and_graph_figures_as_older_runs_did():
     back = metrics.from_saved_headline(pd.DataFrame(columns=schema.MODES_COLUMNS),
                                        pd.DataFrame(columns=["mode", "method", "median_ms"]), headline)
     assert {(r.mode, r.metric): r.value for r in back.itertuples()} == figures
+
+
+def test_a_run_recorded_before_the_operator_column_still_loads_and_uploads(tmp_path):
+    """kernels.csv gained ``operator`` (schema.LATER_COLUMNS): a run written without it loads
+    with the column empty, from its folder and as an uploaded zip."""
+    from conftest import write_synthetic_run
+
+    from dashboard import rundata
+
+    path = write_synthetic_run(tmp_path / "old")
+    kernels = pd.read_csv(path / "kernels.csv").drop(columns=["operator"])
+    kernels.to_csv(path / "kernels.csv", index=False)
+    loaded = RunResult.load(path).table("kernels")
+    assert list(loaded.columns) == schema.KERNEL_COLUMNS and len(loaded) == len(kernels)
+    assert (loaded["operator"] == "").all()
+    opened = rundata.unpack_run(rundata.run_zip_bytes(path), tmp_path / "upload")
+    assert (opened.table("kernels")["operator"].fillna("") == "").all()
+    # another missing column is still refused
+    kernels.drop(columns=["mean_us"]).to_csv(path / "kernels.csv", index=False)
+    with pytest.raises(RunFormatError, match="mean_us"):
+        RunResult.load(path)

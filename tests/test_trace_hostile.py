@@ -562,3 +562,23 @@ def test_a_timeline_draws_a_bounded_number_of_thread_lanes():
     lanes = {lane for lane in timeline.events["lane"] if lane.startswith("CPU: ops")}
     assert len(lanes) == trace.TIMELINE_MAX_THREADS
     assert timeline.hidden_threads == 500 - trace.TIMELINE_MAX_THREADS
+
+
+def test_the_operator_column_stays_short_however_many_ops_launch_a_kernel():
+    """A kernel launched by many operators, each with a long name: the cell lists the three most
+    frequent, each cut, then '+N more'."""
+    events = []
+    for i in range(50):
+        name = f"aten::op{i:02d}_" + "x" * 5_000
+        events += [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1,
+                    "ts": 100 * i, "dur": 50},
+                   {**LAUNCH, "ts": 100 * i + 10, "args": {"correlation": i + 1}},
+                   {**KERNEL, "ts": 100 * i + 20, "args": {"correlation": i + 1}}]
+    events += [{"ph": "X", "cat": "cpu_op", "name": "aten::often", "pid": 1, "tid": 1,
+                "ts": 10_000 + 100 * i, "dur": 50} for i in range(3)]
+    events += [{**LAUNCH, "ts": 10_010 + 100 * i, "args": {"correlation": 100 + i}} for i in range(3)]
+    events += [{**KERNEL, "ts": 10_020 + 100 * i, "args": {"correlation": 100 + i}} for i in range(3)]
+    kernels = analyse_trace({"traceEvents": events}).kernels
+    operator = kernels["operator"].iloc[0]
+    assert operator.startswith("aten::often, aten::op00_x")  # the most frequent first
+    assert operator.endswith("(+48 more)") and len(operator) < 700

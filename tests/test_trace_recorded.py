@@ -82,3 +82,24 @@ def test_trace_stats_on_a_malformed_file_exits_2(tmp_path, capsys):
     bad.write_text("{nope")
     assert main(["trace-stats", str(bad)]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_each_kernel_names_the_operator_that_launched_it(eager, graph):
+    """The innermost CPU op around each kernel's launch call (linked by correlation id), as the
+    PyTorch profiler and HTA attribute kernels to operators."""
+    ops = {(row.kernel, row.operator) for row in eager.kernels.itertuples()}
+    assert ("cutlass_80_simt_sgemm_64x64_8x5_tn_align1", "aten::addmm") in ops
+    assert ("multi_tensor_apply_kernel<BinaryOpListAlphaFunctor>", "aten::_foreach_add_") in ops
+    assert ("fused_dropout_kernel_vec", "aten::native_dropout") in ops
+    assert ("vectorized_elementwise_kernel<FillFunctor>", "aten::fill_") in ops
+    assert ("reduce_kernel<MeanOps>", "aten::mean") in ops
+    assert (eager.kernels["operator"] != "").all()
+    # four vectorized_elementwise_kernel rows, each named apart and by its operator
+    vectorized = eager.kernels[eager.kernels["kernel"].str.startswith("vectorized_elementwise")]
+    assert len(vectorized) == 4 and vectorized["kernel"].nunique() == 4
+    assert set(vectorized["operator"]) == {"aten::native_dropout_backward", "aten::fill_",
+                                           "aten::mse_loss", "aten::add_"}
+    # a graph's kernels were launched by its replay; the seed and offset fills by aten::fill_
+    launched = graph.kernels.set_index("kernel")["operator"]
+    assert launched["cutlass_80_simt_sgemm_64x64_8x5_tn_align1"] == "CUDA graph replay"
+    assert set(graph.kernels["operator"]) == {"CUDA graph replay", "aten::fill_"}

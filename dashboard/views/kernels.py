@@ -1,25 +1,51 @@
-"""Kernels: eager vs a chosen mode kernel by kernel (what the graph, or another mode, adds, drops
-or keeps), the top-N bars of every mode, and a sortable table of every kernel, all narrowed by a
-name filter."""
+"""Kernels, under the profiler: eager vs a chosen mode kernel by kernel (what the graph, or another
+mode, adds, drops or keeps), the top-N bars of every mode, and a sortable table of every kernel
+with the operator that launched it, all narrowed by a name filter. Kernels are named so they can
+be told apart (the functor of a generic kernel: ``analysis.readable_kernels``)."""
 
 import streamlit as st
 
 from dashboard import analysis, charts, state, ui
 from profiler_core.config import MODE_LABELS
+from profiler_core.errors import ProfilerError
 
 run = state.require_run()
 ui.run_header(run, "Kernels")
-kernels = run.table("kernels")
+kernels = analysis.readable_kernels(run.table("kernels"))
 if kernels.empty:
     reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
     st.info(f"No kernel table in this run: {reason}.", icon=":material/info:")
     st.stop()
+recorded = bool((kernels["operator"] != "").any())
+from_traces = {}
+if not recorded:  # a run recorded before kernels.csv had the operator: read it from its traces
+    for mode in analysis.ordered_modes(kernels):
+        path = run.trace_paths.get(mode)
+        try:
+            if path is not None:
+                from_traces[mode] = state.trace_operators(path, mode)
+        except (ProfilerError, OSError):
+            continue
+    kernels = analysis.with_operators(kernels, from_traces)
+operators_known = bool((kernels["operator"] != "").any())
+st.caption("Everything on this page comes from the torch.profiler window (**under the "
+           "profiler**): kernel times are the GPU's own, but the profiler slows every launch, so "
+           "per-iteration totals here are not the headline's step. Names: a generic kernel "
+           "(`vectorized_elementwise_kernel`...) is named with the functor it runs, "
+           "`<FillFunctor>`; hover over a bar, or read the last column, for the full name. "
+           + analysis.OPERATOR_MEANING.capitalize() + "."
+           + ("" if recorded else
+              " This run's kernel table predates that column: the operators were read from its "
+              "traces." if operators_known else
+              " This run did not record the operators (it was recorded before they were, and "
+              "has no trace to read them from)."))
 left, right = st.columns([3, 1])
 with left:
-    name_filter = st.text_input("Filter kernels by name", key="kernels_filter", max_chars=200,
-                                placeholder="e.g. gemm, dropout, elementwise",
-                                help="Shows only kernels whose name (short or full) contains this "
-                                     "text; case does not matter, and the text is not a pattern.")
+    name_filter = st.text_input("Filter kernels by name or operator", key="kernels_filter",
+                                max_chars=200, placeholder="e.g. gemm, dropout, aten::addmm",
+                                help="Shows only kernels whose name (short or full) or launching "
+                                     "operator contains this text; case does not matter, and the "
+                                     "text is not a pattern.")
 with right:
     top_n = st.slider("Top N kernels", min_value=3, max_value=30, value=10, key="kernels_top_n")
 shown = analysis.filter_by_name(kernels, name_filter)
@@ -37,7 +63,7 @@ if len(others) > 1:
                      format_func=lambda mode: MODE_LABELS.get(mode, mode))
 else:
     other = others[0]
-st.subheader(f"Eager vs {other}, kernel by kernel")
+st.subheader(f"Eager vs {other}, kernel by kernel (under the profiler)")
 diff = analysis.kernel_diff(shown, other)
 diff_columns = analysis.kernel_diff_columns(other)
 counts = diff["where"].value_counts()
@@ -50,17 +76,21 @@ st.caption(f"Per iteration of the profiled windows: {counts.get('both', 0)} kern
 ui.chart(charts.kernel_diff_bars(diff, top_n), key="kernels_diff")
 ui.table(diff, f"{run.name}-kernels_eager_vs_{other}.csv", key="kernels_diff",
          label="comparison CSV",
-         column_order=diff_columns[:-1],  # the full name: in the CSV and on hover
+         column_order=[c for c in diff_columns[:-1]  # the full name: in the CSV and on hover
+                       if c != "operator" or operators_known],
          column_config={
-             "kernel": st.column_config.TextColumn(width="medium"),
+             "kernel": st.column_config.TextColumn(width="large"),
              "where": st.column_config.TextColumn(width="small"),
-             **{c: st.column_config.NumberColumn(format="%.2f") for c in diff_columns[2:7]},
+             **{c: st.column_config.NumberColumn(format="%.2f") for c in diff_columns
+                if c.endswith(("_calls_per_iter", "_us_per_iter"))},
              "change_us_per_iter": st.column_config.NumberColumn(f"{other} - eager (us/iter)",
                                                                  format="%+.2f"),
+             "operator": st.column_config.TextColumn(
+                 "launched by", width="medium", help=analysis.OPERATOR_MEANING.capitalize() + "."),
              "kernel_full": st.column_config.TextColumn("full name", width="large"),
          })
 
-st.subheader("Top kernels per mode")
+st.subheader("Top kernels per mode (under the profiler)")
 for first in range(0, len(modes), 2):  # two modes per row, however many the run timed
     cols = st.columns(2)
     for col, mode in zip(cols, modes[first:first + 2]):
@@ -69,7 +99,11 @@ for first in range(0, len(modes), 2):  # two modes per row, however many the run
 st.caption("Click a column header to sort. Times are over the profiled window; share is of the "
            "mode's GPU busy time.")
 ui.table(analysis.kernel_table(shown), f"{run.name}-kernels.csv", key="kernels", label="kernels CSV",
+         column_order=[c for c in analysis.KERNEL_TABLE_COLUMNS if c != "operator" or operators_known],
          column_config={
+             "kernel": st.column_config.TextColumn(width="large"),
+             "operator": st.column_config.TextColumn(
+                 "launched by", width="medium", help=analysis.OPERATOR_MEANING.capitalize() + "."),
              "share_of_gpu_pct": st.column_config.ProgressColumn("share of GPU %", min_value=0,
                                                                  max_value=100, format="%.1f%%"),
              "kernel_full": st.column_config.TextColumn("full name", width="large"),
