@@ -172,9 +172,46 @@ PERCENTILE_COLUMNS = (["mode", "timing", "count"]
                       + ["max_ms", "mean_ms"])
 
 
+PERCENTILE_RULE = ("a percentile is shown only when the sample is large enough to put at least "
+                   "one sample beyond it: p99.9 needs 1,000 samples, p1 and p99 100, p10 and p90 "
+                   "10, p25 and p75 4 (the median and the max: any)")
+
+
+def percentile_min_count(percentile: float) -> int:
+    """The fewest samples that support ``percentile`` (0-100): one sample expected beyond it on
+    its nearer tail, so p99 needs 100 and p99.9 needs 1,000; the median needs one
+    (``PERCENTILE_RULE``)."""
+    tail = min(float(percentile), 100.0 - float(percentile))
+    return 1 if tail <= 0 or tail >= 50 else int(math.ceil(round(100.0 / tail, 6)))
+
+
+def supported_percentiles(frame: pd.DataFrame, count: str = "count",
+                          columns: dict[str, float] | None = None) -> pd.DataFrame:
+    """``frame`` with every percentile cell its row's ``count`` cannot support set to NaN
+    (``columns``: column -> percentile; by default the ``p<N>_ms`` columns present)."""
+    if columns is None:
+        columns = {}
+        for column in frame.columns:
+            if column.startswith("p") and column.endswith("_ms"):
+                try:
+                    columns[column] = float(column[1:-3].replace("_", "."))
+                except ValueError:
+                    continue
+    out = frame.copy()
+    counts = pd.to_numeric(out[count], errors="coerce") if count in out else None
+    if counts is None or out.empty:
+        return out
+    for column, percentile in columns.items():
+        if column in out:
+            out[column] = pd.to_numeric(out[column], errors="coerce").astype(float).where(
+                counts >= percentile_min_count(percentile))
+    return out
+
+
 def percentile_table(latency: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Percentiles of the per-step time per mode and per-iteration method (``steps``: the
-    ``per_step_latency`` of ``latency`` when already computed)."""
+    ``per_step_latency`` of ``latency`` when already computed). A percentile the row's count does
+    not support (``PERCENTILE_RULE``) is NaN."""
     steps = per_step_latency(latency) if steps is None else steps
     rows = []
     for timing in SERIES:
@@ -184,7 +221,8 @@ def percentile_table(latency: pd.DataFrame, steps: pd.DataFrame | None = None) -
             values = group[column].dropna().to_numpy(dtype=float)
             if values.size == 0:
                 continue
-            quantiles = np.percentile(values, PERCENTILES)
+            quantiles = [q if values.size >= percentile_min_count(p) else math.nan
+                         for p, q in zip(PERCENTILES, np.percentile(values, PERCENTILES))]
             rows.append([mode, timing, int(values.size), *quantiles, values.max(), values.mean()])
     return pd.DataFrame(rows, columns=PERCENTILE_COLUMNS)
 
@@ -192,16 +230,17 @@ def percentile_table(latency: pd.DataFrame, steps: pd.DataFrame | None = None) -
 TIMING_COLUMNS = ["method", "label", "eager_median_ms", "graph_median_ms", "speedup", "meaning"]
 
 
-def timing_comparison(stats: pd.DataFrame, headline: dict[str, Any]) -> pd.DataFrame:
-    """Median per-step time per timing method and mode: the article's method beside the true ones."""
+def timing_comparison(stats: pd.DataFrame, headline: dict[str, Any], cpu: bool = False) -> pd.DataFrame:
+    """Median per-step time per timing method and mode: the article's method beside the true ones
+    (``cpu``: a CPU run, whose steady state is timed by the wall clock, labelled so)."""
     rows = []
     methods = [m for m in METHOD_LABELS if not stats.empty and m in set(stats["method"])]
     for method in methods:
         part = stats[stats["method"] == method].set_index("mode")["median_ms"]
         eager = float(part.get("eager", math.nan))
         graph = float(part.get("graph", math.nan))
-        rows.append([method, METHOD_LABELS[method], eager, graph, eager / graph if graph else math.nan,
-                     METHOD_MEANING[method]])
+        rows.append([method, method_label(method, cpu), eager, graph,
+                     eager / graph if graph else math.nan, METHOD_MEANING[method]])
     if "article_no_sync" not in methods:
         eager, graph = number(headline, "article_eager_ms"), number(headline, "article_graph_ms")
         if finite(eager) or finite(graph):

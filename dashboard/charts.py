@@ -356,6 +356,8 @@ def timing_methods_bars(timing: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for mode in ("eager", "graph"):
         values = timing[f"{mode}_median_ms"].to_numpy(dtype=float)
+        if not np.isfinite(values).any():  # a CPU run has no graph: no empty legend entry
+            continue
         fig.add_trace(go.Bar(x=labels, y=values, name=mode, marker_color=_color(mode),
                              text=[f"{v:.3f}" if np.isfinite(v) else "" for v in values],
                              textposition="outside", cliponaxis=False,

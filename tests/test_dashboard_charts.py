@@ -419,7 +419,9 @@ def test_derived_tables_have_their_columns(run):
     pct = analysis.percentile_table(run.table("latency"))
     assert set(zip(pct["mode"], pct["timing"])) == {
         (m, t) for m in ("eager", "graph") for t in ("steady_event", "cold_event", "cold_wall")}
-    assert (pct["p1_ms"] <= pct["p50_ms"]).all() and (pct["p50_ms"] <= pct["p99_9_ms"]).all()
+    assert (pct["count"] < 1000).all()  # so p99.9 is not shown: see the percentile rule
+    assert (pct["p1_ms"] <= pct["p50_ms"]).all() and (pct["p50_ms"] <= pct["p99_ms"]).all()
+    assert pct["p99_9_ms"].isna().all()
     timing = analysis.timing_comparison(run.table("stats"), run.headline)
     assert list(timing.columns) == analysis.TIMING_COLUMNS
     assert list(timing["method"]) == ["steady_trial", "steady_event", "cold_event", "cold_wall",
@@ -864,6 +866,48 @@ def test_a_modes_own_breakdown_block_is_decomposed_not_its_launch_split_medians(
 
 
 # ----------------------------------------------------------------------------- issue 20: what a new user meets
+
+
+def _cpu_stats() -> pd.DataFrame:
+    """A CPU run's stats.csv as the issue saw it: 10 trials, p10-p90 5-33 ms around 21 ms."""
+    return pd.DataFrame({"mode": ["eager", "eager"], "method": ["steady_trial", "steady_wall"],
+                         "count": [10, 190], "mean_ms": [19.0, 12.0], "median_ms": [21.001, 6.43],
+                         "p10_ms": [5.0, 4.9], "p90_ms": [33.0, 30.0], "p99_ms": [40.0, 60.0],
+                         "iqr_ms": [10.0, 8.0], "min_ms": [4.0, 4.0], "max_ms": [41.0, 70.0]})
+
+
+def test_a_cpu_runs_timing_chart_says_wall_clock_and_draws_no_empty_graph_entry():
+    headline = {"timing_method": "steady_trial", "eager_median_ms": 21.001}
+    timing = analysis.timing_comparison(_cpu_stats(), headline, cpu=True)
+    assert list(timing["label"]) == ["steady state, per trial (wall clock)",
+                                     "steady state, every step (wall clock)"]
+    assert not timing["label"].str.contains("CUDA").any()
+    fig = charts.timing_methods_bars(timing)
+    assert [trace.name for trace in fig.data] == ["eager"]  # no 'graph' legend entry, empty
+    assert not any("CUDA" in str(label) for label in fig.data[0].x)
+    # a GPU run keeps both modes and its CUDA-event label
+    gpu = analysis.timing_comparison(_cpu_stats().assign(mode=["graph", "graph"]).pipe(
+        lambda g: pd.concat([_cpu_stats(), g])), headline)
+    assert [t.name for t in charts.timing_methods_bars(gpu).data] == ["eager", "graph"]
+    assert gpu["label"].iloc[0] == "steady state, per trial (CUDA events)"
+
+
+def test_percentiles_are_shown_only_where_the_sample_count_supports_them():
+    assert [analysis.percentile_min_count(p) for p in analysis.PERCENTILES] == \
+        [100, 10, 4, 1, 4, 10, 100, 1000]
+    latency = pd.DataFrame({"mode": "eager", "method": "steady", "trial": 0,
+                            "iteration": np.arange(190), "steps": 1, "gpu_ms": np.nan,
+                            "wall_ms": np.linspace(5, 33, 190)})
+    table = analysis.percentile_table(latency).iloc[0]
+    assert table["count"] == 190
+    assert np.isnan(table["p99_9_ms"])  # 190 samples cannot say where the slowest 0.1% begins
+    assert np.isfinite(table[["p1_ms", "p10_ms", "p50_ms", "p90_ms", "p99_ms"]].astype(float)).all()
+    few = analysis.percentile_table(latency.head(50)).iloc[0]
+    assert np.isnan(few["p99_ms"]) and np.isnan(few["p1_ms"]) and np.isfinite(few["p90_ms"])
+    stats = analysis.supported_percentiles(_cpu_stats())  # stats.csv shown under the same rule
+    assert np.isnan(stats.loc[0, "p99_ms"]) and stats.loc[0, "p10_ms"] == 5.0  # 10 trials
+    assert stats.loc[1, "p99_ms"] == 60.0  # 190 steps
+    assert "p99.9 needs 1,000" in analysis.PERCENTILE_RULE
 
 
 def test_kernels_are_named_apart_with_their_operator(run):

@@ -36,10 +36,18 @@ ui.csv_download(run.table("latency"), f"{run.name}-latency.csv", key="latency_ra
                 label="every iteration (latency.csv)")
 
 st.subheader("Percentiles (ms per step)")
-ui.table(analysis.percentile_table(run.table("latency"), all_steps), f"{run.name}-percentiles.csv",
+percentiles = analysis.percentile_table(run.table("latency"), all_steps)
+unsupported = [c for c in analysis.PERCENTILE_COLUMNS[3:]
+               if c in percentiles and len(percentiles) and percentiles[c].isna().all()]
+ui.table(percentiles.drop(columns=unsupported), f"{run.name}-percentiles.csv",
          key="latency_pct", label="percentiles CSV", empty="No timed steps, so no percentiles.",
          column_config={c: st.column_config.NumberColumn(format="%.4f")
                         for c in analysis.PERCENTILE_COLUMNS[3:]})
+if len(percentiles):
+    st.caption(analysis.PERCENTILE_RULE.capitalize() + "."
+               + (f" Not supported by any row here: {', '.join(c[:-3].replace('_', '.') for c in unsupported)}."
+                  if unsupported else "")
+               + " An empty cell: that row has too few samples for it.")
 
 st.subheader("The article's timing beside the true timing")
 st.markdown(article.quote(article.TIMING, article.SPEED))
@@ -51,7 +59,7 @@ st.markdown(
 if cpu:
     st.caption("A CPU run has no such pitfall to show: a step on the CPU has finished when its "
                "call returns, so only the steady-state wall clock is measured.")
-timing = analysis.timing_comparison(run.table("stats"), run.headline)
+timing = analysis.timing_comparison(run.table("stats"), run.headline, cpu)
 ui.chart(charts.timing_methods_bars(timing), key="latency_methods")
 ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table", label="timing CSV",
          empty="No timing statistics in this run (stats.csv is empty: the run stopped before its "
@@ -60,8 +68,13 @@ ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table", l
                         "graph_median_ms": st.column_config.NumberColumn(format="%.4f"),
                         "speedup": st.column_config.NumberColumn(format="%.2fx"),
                         "meaning": st.column_config.TextColumn(width="large")},
-         column_order=["label", "eager_median_ms", "graph_median_ms", "speedup", "meaning"])
+         column_order=(["label", "eager_median_ms", "meaning"] if cpu else
+                       ["label", "eager_median_ms", "graph_median_ms", "speedup", "meaning"]))
 
 st.subheader("Statistics per mode and method (stats.csv)")
-ui.table(run.table("stats"), f"{run.name}-stats.csv", key="latency_stats", label="stats CSV",
-         empty="stats.csv is empty in this run.")
+ui.table(analysis.supported_percentiles(run.table("stats")), f"{run.name}-stats.csv",
+         key="latency_stats", label="stats CSV", empty="stats.csv is empty in this run.")
+if len(run.table("stats")):
+    st.caption("The same rule holds here: a percentile its count does not support is left empty "
+               "(the steady state per trial has one sample per trial). The run's own stats.csv, "
+               "in the run's zip, keeps every figure.")
