@@ -52,8 +52,15 @@ SPLIT_LABELS = {
 }
 # Parts of a step that are not one of the four (the CPU waiting on the GPU, an unattributed rest).
 REST_COLOR = "#C9CED6"
-# The GPU chart's phase bands: at most this many shapes, and legend entries for this many phase
-# names (the others share one grey entry). A run has about 70 blocks and 15 names.
+# Lines that are neither a mode nor a part of a step (runs of an overlay, sweep series, a mode this
+# dashboard has no colour for): dark or muted hues at least 25 CIELAB units from every mode and
+# part colour, so orange always means eager and blue the graph. Runs beyond the palette also
+# change their dash (``run_line``).
+SERIES_PALETTE = ["#283593", "#B5BD00", "#00796B", "#37474F", "#6A1B9A", "#880E4F"]
+RUN_DASHES = ["solid", "dash", "dot", "dashdot"]
+# The GPU chart's phase bands: at most this many shapes, and legend entries for this many kinds
+# of phase (the others share one grey entry). A run has about 70 blocks and 15 phase names, of
+# about 10 kinds.
 MAX_PHASE_BANDS = 400
 MAX_PHASE_LEGEND = 24
 OTHER_PHASES_COLOR = "#BAB0AC"
@@ -102,7 +109,7 @@ def _finite_frame(frame: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
 
 
 def _color(mode: str, index: int = 0) -> str:
-    return MODE_COLORS.get(str(mode), PHASE_PALETTE[index % len(PHASE_PALETTE)])
+    return MODE_COLORS.get(str(mode), SERIES_PALETTE[index % len(SERIES_PALETTE)])
 
 
 def _layout(fig: go.Figure, title: str, height: int = HEIGHT, subtitle: str | None = None,
@@ -147,18 +154,22 @@ def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
     if part.empty:
         return empty_figure(f"{title} ({subtitle})")
     fig = go.Figure()
+    ticks = []
     for i, mode in enumerate(ordered_modes(part)):
         row = part[part["mode"].astype(str) == mode].iloc[0]
         median, p10, p90 = float(row["median_ms"]), float(row["p10_ms"]), float(row["p90_ms"])
+        # the median is written under its bar, never on it: the whisker runs through the bar's
+        # middle, and a wide p10-p90 (a CPU run) would cross any label placed there
+        ticks.append(f"{escape(mode)}<br><b>{median:.3f} ms</b>")
         fig.add_trace(go.Bar(
             x=[escape(mode)], y=[median], name=escape(mode), marker_color=_color(mode, i),
-            error_y={"type": "data", "symmetric": False,
+            offsetgroup="median", error_y={"type": "data", "symmetric": False,
                      "array": [max(p90 - median, 0) if math.isfinite(p90) else 0],
                      "arrayminus": [max(median - p10, 0) if math.isfinite(p10) else 0]},
-            text=[f"{median:.3f} ms"], textposition="inside", insidetextanchor="middle",
             customdata=[[p10, p90]],
             hovertemplate="%{x}: median %{y:.4f} ms<br>p10 %{customdata[0]:.4f} / "
                           "p90 %{customdata[1]:.4f}<extra></extra>"))
+    fig.update_xaxes(tickvals=[escape(m) for m in ordered_modes(part)], ticktext=ticks)
     if medians is not None and not medians.empty:
         floor = _finite_frame(medians, ("gpu_busy_us",)).dropna(subset=["gpu_busy_us"])
         fig.add_trace(go.Scatter(
@@ -904,8 +915,10 @@ COMPARE_COLUMNS = ["run", "mode", "method", "median_ms", "p10_ms", "p90_ms"]
 
 def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
     """Median per step for any number of runs: ``frame`` has ``COMPARE_COLUMNS`` (``method``: how
-    that run's bars were timed, in words; written under each run's name on the axis). A log axis
-    keeps runs that differ by orders of magnitude (a CPU run beside a GPU run) readable."""
+    that run's bars were timed, in words; written under each run's name on the axis). Each bar
+    has its own place on a two-level axis (run, then mode with its median written under the bar,
+    never on it: a wide p10-p90 whisker would cross a label on the bar). A log axis keeps runs that
+    differ by orders of magnitude (a CPU run beside a GPU run) readable."""
     title = "Median time per step, run by run (whiskers: p10-p90)"
     data = _finite_frame(frame, ("median_ms", "p10_ms", "p90_ms")).dropna(subset=["median_ms"]) \
         if not frame.empty else frame
@@ -913,28 +926,65 @@ def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
         return empty_figure(title)
     method = data["method"] if "method" in data else pd.Series([""] * len(data), index=data.index)
     data = data.assign(_x=[f"{escape(r)}<br>{escape(m)}" if str(m) else escape(r)
-                           for r, m in zip(data["run"], method)])
-    order = list(dict.fromkeys(data["_x"]))
+                           for r, m in zip(data["run"], method)],
+                       _bar=[f"{escape(mode)}<br>{float(v):.3f} ms"
+                             for mode, v in zip(data["mode"], data["median_ms"])])
     fig = go.Figure()
     for i, mode in enumerate(ordered_modes(data)):
         part = data[data["mode"].astype(str) == mode]
         median = part["median_ms"].to_numpy(dtype=float)
         fig.add_trace(go.Bar(
-            x=part["_x"], y=median, name=escape(mode), marker_color=_color(mode, i),
+            x=[part["_x"].tolist(), part["_bar"].tolist()], y=median, name=escape(mode),
+            marker_color=_color(mode, i),
             error_y={"type": "data", "symmetric": False,
                      "array": np.nan_to_num(np.clip(part["p90_ms"].to_numpy(dtype=float) - median,
                                                     0, None)),
                      "arrayminus": np.nan_to_num(np.clip(median - part["p10_ms"].to_numpy(
                          dtype=float), 0, None))},
-            text=[f"{v:.3f} ms" for v in median], textposition="auto",
-            hovertemplate="%{fullData.name}: %{y:.4f} ms<extra>%{x}</extra>"))
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(categoryorder="array", categoryarray=order)
+            hovertemplate="%{fullData.name}: %{y:.4f} ms<extra></extra>"))
+    # one bar per place (run, mode): bars never share a slot, so none is pushed off its label
+    fig.update_layout(barmode="overlay", bargap=0.25)
+    fig.update_xaxes(tickangle=0)
     if log_scale:
-        fig.update_yaxes(title_text="ms per step (log scale)", type="log")
+        top = data[["median_ms", "p90_ms"]].max(axis=1)
+        bottom = data[["median_ms", "p10_ms"]].min(axis=1)
+        fig.update_yaxes(title_text="ms per step (log scale)", type="log",
+                         **log_ticks(float(bottom[bottom > 0].min()) if (bottom > 0).any() else 1e-3,
+                                     float(top.max())))
     else:
         fig.update_yaxes(title_text="ms per step", rangemode="tozero")
-    return _layout(fig, title, height=HEIGHT + 40, margin={"l": 60, "r": 20, "t": 76, "b": 90})
+    return _layout(fig, title, height=HEIGHT + 60, margin={"l": 60, "r": 20, "t": 76, "b": 110})
+
+
+def log_ticks(low: float, high: float, max_ticks: int = 12) -> dict:
+    """Ticks for a log axis from ``low`` to ``high``, each written in full: 1-2-5 steps per
+    decade ("0.5, 1, 2, 5, 10, 20, 50, 100"), or only the powers of ten when that would be too
+    many. Plotly's own log ticks shorten 20 and 50 to "2" and "5" ("10, 2, 5, 100")."""
+    if not (math.isfinite(low) and math.isfinite(high)) or low <= 0 or high <= 0:
+        return {}
+    low, high = min(low, high), max(low, high)
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    values: list[float] = []
+    for steps in ((1, 2, 5), (1,)):
+        values = [d * 10.0 ** e for e in range(first, last + 1) for d in steps]
+        below = [v for v in values if v <= low]
+        above = [v for v in values if v >= high]
+        values = [v for v in values if (below and v >= below[-1] or not below)
+                  and (above and v <= above[0] or not above)]
+        if len(values) <= max_ticks or steps == (1,):
+            break
+    if len(values) > max_ticks:  # many decades: every few powers of ten
+        values = values[::math.ceil(len(values) / max_ticks)]
+    if sum(low <= v <= high for v in values) < 2:  # within one step: Plotly's own ticks, in full
+        return {}
+    return {"tickvals": values, "ticktext": [_tick_text(v) for v in values]}
+
+
+def _tick_text(value: float) -> str:
+    """1000 -> '1,000'; 0.05 -> '0.05'; 2e-05 -> '2e-05' (no rounding to a neighbour)."""
+    if value >= 1:
+        return f"{value:,.0f}"
+    return f"{value:.{max(0, -math.floor(math.log10(value)))}f}" if value >= 1e-4 else f"{value:g}"
 
 
 # ----------------------------------------------------------------------------- modes
@@ -968,26 +1018,36 @@ def modes_speedup_bars(modes: pd.DataFrame) -> go.Figure:
 
 # ----------------------------------------------------------------------------- overlaying runs
 
-# One colour per run of an overlay (A, B, C...), none of them a mode's colour.
-RUN_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#EECA3B", "#72B7B2",
-               "#FF9DA6", "#79706E", "#439894", "#D67195", "#BAB0AC"]
-
-
 def run_color(index: int) -> str:
-    return RUN_PALETTE[index % len(RUN_PALETTE)]
+    """The colour of the overlay's ``index``-th run: never a mode's or a step part's colour."""
+    return SERIES_PALETTE[index % len(SERIES_PALETTE)]
 
 
-def compare_speedups(frame: pd.DataFrame) -> go.Figure:
+def run_line(index: int) -> dict:
+    """The line of the overlay's ``index``-th run: its colour, and past the palette a dash too,
+    so 26 runs stay apart."""
+    dash = RUN_DASHES[(index // len(SERIES_PALETTE)) % len(RUN_DASHES)]
+    return {"color": run_color(index), "dash": dash}
+
+
+def compare_speedups(frame: pd.DataFrame, missing: dict[str, str] | None = None,
+                     order: Sequence[str] | None = None) -> go.Figure:
     """Speedup over eager with its 95% CI, run by run (``analysis.SPEEDUP_ROW_COLUMNS``): one
-    marker per run and mode, the runs on the x axis in the order given, a line at 1x."""
+    marker per run and mode, the runs on the x axis in the order given, a line at 1x. The y axis
+    holds every marker, CI and label. ``missing`` (run -> why) keeps the runs that have no
+    speedup on the axis, each with its reason written where its marker would be. ``order``: the
+    runs in the order of the x axis (by default as they come, then the missing ones)."""
     title = "Speedup over eager, run by run (whiskers: 95% CI)"
+    missing = dict(missing or {})
     data = _finite_frame(frame, ("speedup", "speedup_ci_low", "speedup_ci_high")) \
         .dropna(subset=["speedup"]) if not frame.empty else frame
-    if data.empty:
+    if data.empty and not missing:
         return empty_figure(title, "none of these runs has a speedup (CPU runs time eager only)")
-    order = list(dict.fromkeys(escape(run) for run in data["run"]))
+    order = list(dict.fromkeys([*(str(run) for run in (order or [])),
+                                *(str(run) for run in (data["run"] if len(data) else [])),
+                                *missing]))
     fig = go.Figure()
-    for i, mode in enumerate(ordered_modes(data)):
+    for i, mode in enumerate(ordered_modes(data) if len(data) else []):
         part = data[data["mode"].astype(str) == mode]
         speedup = part["speedup"].to_numpy(dtype=float)
         fig.add_trace(go.Scatter(
@@ -999,12 +1059,32 @@ def compare_speedups(frame: pd.DataFrame) -> go.Figure:
                      "arrayminus": np.nan_to_num(np.clip(
                          speedup - part["speedup_ci_low"].to_numpy(dtype=float), 0, None))},
             text=[f"{value:.2f}x" for value in speedup], textposition="middle right",
+            cliponaxis=False,
             hovertemplate="%{x}, %{fullData.name}: %{y:.2f}x<extra></extra>"))
+    for run, why in missing.items():  # said where its marker would be, not left out in silence
+        fig.add_annotation(x=escape(run), y=1.0, yshift=18, text=_wrap(f"no speedup: {why}", 28),
+                           showarrow=False, font={"size": 11, "color": "#888"})
     fig.add_hline(y=1.0, line_dash="dot", line_color="#888", annotation_text="eager (1x)",
                   annotation_position="bottom right")
-    fig.update_xaxes(categoryorder="array", categoryarray=order, title_text="run")
-    fig.update_yaxes(title_text="speedup over eager (x)", rangemode="tozero")
+    top = 1.0
+    if len(data):
+        top = max(top, float(np.nanmax(data[["speedup", "speedup_ci_high"]].to_numpy(dtype=float))))
+    fig.update_xaxes(categoryorder="array", categoryarray=[escape(run) for run in order],
+                     title_text="run", range=[-0.5, len(order) - 0.5])
+    # the axis ends on a gridline above the highest marker or CI, so no marker looks as if it
+    # sat beyond the axis
+    step = _nice_step(top * 1.12 / 4)
+    fig.update_yaxes(title_text="speedup over eager (x)", dtick=step,
+                     range=[0, math.ceil(top * 1.12 / step) * step])
     return _layout(fig, title)
+
+
+def _nice_step(rough: float) -> float:
+    """The 1-2-5 step (..., 0.5, 1, 2, 5, 10, ...) at or above ``rough``."""
+    if not math.isfinite(rough) or rough <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(rough))
+    return next(d * power for d in (1, 2, 5, 10) if d * power >= rough - 1e-12)
 
 
 def compare_latency_ecdf(frame: pd.DataFrame, log_scale: bool = False,
@@ -1032,12 +1112,15 @@ def compare_latency_ecdf(frame: pd.DataFrame, log_scale: bool = False,
             fig.add_trace(go.Scatter(
                 x=values[index], y=(index + 1) / n, mode="lines", name=escape(run),
                 legendgroup=escape(run), showlegend=run not in in_legend,
-                line={"shape": "hv", "width": 2, "color": run_color(i)},
+                line={"shape": "hv", "width": 2, **run_line(i)},
                 hovertemplate=f"%{{fullData.name}}, {escape(mode)}: %{{y:.1%}} of steps <= "
                               "%{x:.4f} ms<extra></extra>"), row=1, col=column)
             in_legend.add(run)
+        positive = data.loc[(data["mode"].astype(str) == mode) & (data["ms"] > 0), "ms"]
+        ticks = log_ticks(float(positive.min()), float(positive.max())) \
+            if log_scale and len(positive) else {}
         fig.update_xaxes(title_text="ms per step" + (" (log scale)" if log_scale else ""),
-                         type="log" if log_scale else "linear", row=1, col=column)
+                         type="log" if log_scale else "linear", row=1, col=column, **ticks)
     fig.update_yaxes(title_text="fraction of steps", range=[0, 1.02], tickformat=".0%", row=1, col=1)
     return _layout(fig, title)
 
@@ -1050,7 +1133,7 @@ SWEEP_FLOOR_COLOR = SPLIT_COLORS["gpu_busy_us"]  # the GPU-busy floor is green, 
 
 def _series_color(series: str, index: int) -> str:
     """A sweep line's colour: its mode's colour when the series is a mode alone, else the palette."""
-    return MODE_COLORS.get(series, PHASE_PALETTE[index % len(PHASE_PALETTE)])
+    return MODE_COLORS.get(series, SERIES_PALETTE[index % len(SERIES_PALETTE)])
 
 
 def _sweep_x(values: pd.Series, numeric: bool) -> np.ndarray:
@@ -1149,7 +1232,7 @@ def sweep_medians(table: pd.DataFrame, x: str, numeric: bool = True, log_x: bool
                  (f"eager{suffix}", "eager_ms", _series_color("eager", 0) if not rest
                   else PHASE_PALETTE[i % len(PHASE_PALETTE)], "dash"),
                  (f"GPU-busy floor{suffix}", "floor_ms", SWEEP_FLOOR_COLOR if not rest
-                  else PHASE_PALETTE[i % len(PHASE_PALETTE)], "dot")]
+                  else SERIES_PALETTE[i % len(SERIES_PALETTE)], "dot")]
         for label, column, color, dash in lines:
             values = group[column].to_numpy(float)
             if label in drawn or not np.isfinite(values).any():
@@ -1160,8 +1243,12 @@ def sweep_medians(table: pd.DataFrame, x: str, numeric: bool = True, log_x: bool
                 line={"color": color, "dash": dash, "width": 2},
                 hovertemplate=f"%{{fullData.name}}<br>{escape(x)} %{{x}}: %{{y:.4f}} ms<extra></extra>"))
     _sweep_x_axis(fig, x, numeric, log_x, data[x])
+    times = data[["eager_ms", "mode_ms", "floor_ms"]].to_numpy(dtype=float).ravel()
+    times = times[np.isfinite(times) & (times > 0)]
+    ticks = log_ticks(float(times.min()), float(times.max())) if log_y and times.size else {}
     fig.update_yaxes(title_text="ms per training step" + (" (log scale)" if log_y else ""),
-                     type="log" if log_y else "linear", **({} if log_y else {"rangemode": "tozero"}))
+                     type="log" if log_y else "linear", **ticks,
+                     **({} if log_y else {"rangemode": "tozero"}))
     return _layout(fig, title, height=HEIGHT + 40)
 
 
@@ -1205,7 +1292,7 @@ def sweep_amortisation(amortisation: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for i, (series, group) in enumerate(data.groupby("series", sort=False)):
         group = group.sort_values("capture_iters", kind="stable")
-        color = PHASE_PALETTE[i % len(PHASE_PALETTE)] if data["series"].nunique() > 1 \
+        color = SERIES_PALETTE[i % len(SERIES_PALETTE)] if data["series"].nunique() > 1 \
             else MODE_COLORS["graph"]
         suffix = f" · {series}" if str(series) != "graph" else ""
         xs = group["capture_iters"].to_numpy(float)

@@ -36,6 +36,15 @@ def _figures(at: AppTest) -> list[dict]:
     return [json.loads(element.proto.spec) for element in at.get("plotly_chart")]
 
 
+def _values(array) -> list:
+    """A figure JSON's array as a list: Plotly 7 writes numbers as {"dtype", "bdata"} (base64)."""
+    if isinstance(array, dict) and "bdata" in array:
+        import base64
+
+        return np.frombuffer(base64.b64decode(array["bdata"]), array["dtype"]).tolist()
+    return list(array)
+
+
 def _trace_types(at: AppTest) -> list[list[str]]:
     return [[trace.get("type", "scatter") for trace in fig["data"]] for fig in _figures(at)]
 
@@ -659,7 +668,8 @@ def test_compare_shows_a_cpu_run_by_wall_time_beside_gpu_runs_and_any_number_of_
     at.multiselect(key="compare_runs").set_value([str(p.resolve()) for p in paths]).run()
     assert not at.exception, [e.value for e in at.exception]
     fig = json.loads(at.get_by_key("compare_medians").proto.spec)
-    bars = {trace["name"]: trace["x"] for trace in fig["data"]}
+    # a two-level axis: the run (its tag and timing method), then the mode with its median
+    bars = {trace["name"]: trace["x"][0] for trace in fig["data"]}
     by_tag = {x.split("<br>")[0]: x.split("<br>")[1] for xs in bars.values() for x in xs}
     assert set(by_tag) == {"A", "B", "C"}  # every run has its bar, the CPU run too
     cpu_tag = next(tag for tag, method in by_tag.items() if "wall clock" in method)
@@ -676,6 +686,19 @@ def test_compare_shows_a_cpu_run_by_wall_time_beside_gpu_runs_and_any_number_of_
     at.toggle(key="compare_log").set_value(True).run()
     fig = json.loads(at.get_by_key("compare_medians").proto.spec)
     assert fig["layout"]["yaxis"]["type"] == "log"
+    ticks = fig["layout"]["yaxis"]["ticktext"]  # written in full: "10, 20, 50", not "10, 2, 5"
+    assert all(float(t.replace(",", "")) == v for t, v in zip(ticks, fig["layout"]["yaxis"]["tickvals"]))
+    # the speedup overlay: the CPU run keeps its place on the axis and says why it has no marker
+    at.radio(key="compare_chart").set_value("speedup").run()
+    fig = json.loads(at.get_by_key("compare_speedups").proto.spec)
+    assert fig["layout"]["xaxis"]["categoryarray"] == ["A", "B", "C"]
+    assert cpu_tag not in {x for trace in fig["data"] for x in trace["x"]}
+    notes = [a["text"] for a in fig["layout"]["annotations"] if a.get("x") == cpu_tag]
+    assert notes and "a CPU run times eager only" in notes[0].replace("<br>", " ")
+    assert f"{cpu_tag} has no marker: a CPU run times eager only" in _texts(at.caption)
+    top = max(max(y + e for y, e in zip(_values(t["y"]), _values(t["error_y"]["array"])))
+              for t in fig["data"])
+    assert fig["layout"]["yaxis"]["range"][1] > top  # every marker and its CI inside the axis
 
 
 def test_the_gpu_view_starts_at_the_first_measured_phase_and_zooms_to_the_phases_picked(
@@ -739,6 +762,30 @@ def test_the_article_is_named_and_quoted_where_its_lessons_are_shown(shared_run)
 
 
 # ----------------------------------------------------------------------------- issue 20
+
+
+def test_a_cpu_runs_latency_view_says_wall_clock_and_shows_only_supported_percentiles(tmp_path):
+    _cpu_run(tmp_path / "runs" / "cpu-b")
+    at = _app(tmp_path / "runs")
+    at.switch_page("views/latency.py").run()
+    assert not at.exception
+    methods = json.loads(at.get_by_key("latency_methods").proto.spec)
+    assert [trace["name"] for trace in methods["data"]] == ["eager"]  # no empty 'graph' entry
+    assert not any("CUDA" in label for label in methods["data"][0]["x"])
+    percentiles = at.dataframe[0].value
+    assert percentiles["count"].tolist() == [40]
+    # 40 steps: p1, p99 (100 needed) and p99.9 (1,000) are not shown; p10 and p90 are
+    assert not {"p1_ms", "p99_ms", "p99_9_ms"} & set(percentiles.columns)
+    assert {"p10_ms", "p50_ms", "p90_ms"} <= set(percentiles.columns)
+    assert "p99.9 needs 1,000 samples" in _texts(at.caption)
+    timing = at.dataframe[1].value
+    assert "CUDA" not in " ".join(timing["label"])
+    stats = at.dataframe[2].value.set_index("method")
+    assert np.isnan(stats.at["steady_trial", "p99_ms"])  # 4 trials: no p99
+    at.switch_page("views/overview.py").run()
+    medians = json.loads(at.get_by_key("overview_medians").proto.spec)
+    assert medians["layout"]["xaxis"]["ticktext"][0].startswith("eager<br><b>")  # under the bar
+    assert "text" not in medians["data"][0]
 
 
 def test_the_kernels_page_tells_kernels_apart_and_names_their_operator(monkeypatch, tmp_path):

@@ -727,8 +727,10 @@ def test_a_cpu_run_is_compared_by_wall_time_and_says_so(run):
     assert none.empty and "no bar" in text
     fig = charts.compare_medians(pd.concat([gpu_rows, rows]))
     assert [t.name for t in fig.data] == ["eager", "graph"]
-    assert list(fig.data[0].x) == ["A<br>steady state, per trial (CUDA events)",
-                                   "C<br>steady state, every step (wall clock)"]
+    runs, bars = fig.data[0].x  # a two-level axis: the run, then the mode with its median
+    assert list(runs) == ["A<br>steady state, per trial (CUDA events)",
+                          "C<br>steady state, every step (wall clock)"]
+    assert list(bars)[1] == "eager<br>1.100 ms"
 
 
 def test_phase_summary_and_the_default_zoom_skip_the_setup():
@@ -868,6 +870,26 @@ def test_a_modes_own_breakdown_block_is_decomposed_not_its_launch_split_medians(
 # ----------------------------------------------------------------------------- issue 20: what a new user meets
 
 
+def _lab(color: str) -> tuple[float, float, float]:
+    """A #RRGGBB colour in CIELAB (D65), to say how far apart two colours look."""
+    def linear(c):
+        return ((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92
+
+    r, g, b = (linear(int(color[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+
+    def f(v):
+        return v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def _apart(a: str, b: str) -> float:
+    return float(np.linalg.norm(np.subtract(_lab(a), _lab(b))))
+
+
 def _cpu_stats() -> pd.DataFrame:
     """A CPU run's stats.csv as the issue saw it: 10 trials, p10-p90 5-33 ms around 21 ms."""
     return pd.DataFrame({"mode": ["eager", "eager"], "method": ["steady_trial", "steady_wall"],
@@ -892,6 +914,20 @@ def test_a_cpu_runs_timing_chart_says_wall_clock_and_draws_no_empty_graph_entry(
     assert gpu["label"].iloc[0] == "steady state, per trial (CUDA events)"
 
 
+def test_the_median_label_is_under_its_bar_never_crossed_by_the_whisker():
+    fig = charts.median_bars(_cpu_stats(), method="steady_trial")
+    bar = fig.data[0]
+    assert not bar.text  # nothing written on the bar, where the p10-p90 whisker runs
+    assert list(fig.layout.xaxis.ticktext) == ["eager<br><b>21.001 ms</b>"]
+    assert list(fig.layout.xaxis.tickvals) == ["eager"] == list(bar.x)
+    rows, _ = analysis.compare_rows("B", {"timing_method": "steady_trial"}, _cpu_stats(), cpu=True)
+    compare = charts.compare_medians(rows)
+    assert not compare.data[0].text
+    runs, bars = compare.data[0].x
+    assert list(bars) == ["eager<br>21.001 ms"]  # the value, under the bar on the axis
+    assert compare.layout.barmode == "overlay"  # one bar per place: none pushed off its label
+
+
 def test_percentiles_are_shown_only_where_the_sample_count_supports_them():
     assert [analysis.percentile_min_count(p) for p in analysis.PERCENTILES] == \
         [100, 10, 4, 1, 4, 10, 100, 1000]
@@ -908,6 +944,46 @@ def test_percentiles_are_shown_only_where_the_sample_count_supports_them():
     assert np.isnan(stats.loc[0, "p99_ms"]) and stats.loc[0, "p10_ms"] == 5.0  # 10 trials
     assert stats.loc[1, "p99_ms"] == 60.0  # 190 steps
     assert "p99.9 needs 1,000" in analysis.PERCENTILE_RULE
+
+
+def test_log_axes_write_every_tick_in_full():
+    assert charts.log_ticks(1, 170)["ticktext"] == ["1", "2", "5", "10", "20", "50", "100", "200"]
+    assert charts.log_ticks(0.2, 29)["ticktext"][:3] == ["0.2", "0.5", "1"]
+    assert len(charts.log_ticks(1e-3, 1e5)["ticktext"]) <= 12  # many decades: powers of ten
+    assert charts.log_ticks(0.22, 0.3) == {}  # within one step: Plotly's own, written in full
+    steps = pd.DataFrame({"run": ["A"] * 50 + ["B"] * 50, "mode": "eager",
+                          "ms": np.r_[np.linspace(1, 2, 50), np.linspace(5, 150, 50)],
+                          "timed_by": "x"})
+    axis = charts.compare_latency_ecdf(steps, log_scale=True).layout.xaxis
+    assert axis.type == "log"
+    assert list(axis.ticktext) == ["1", "2", "5", "10", "20", "50", "100", "200"]
+
+
+def test_run_colours_never_look_like_a_mode_or_a_part_of_a_step():
+    meaning = [*charts.MODE_COLORS.values(), *charts.SPLIT_COLORS.values()]
+    for color in charts.SERIES_PALETTE:
+        assert min(_apart(color, other) for other in meaning) >= 25, color
+    steps = pd.DataFrame({"run": np.repeat([f"R{i}" for i in range(8)], 10), "mode": "eager",
+                          "ms": np.tile(np.linspace(1, 2, 10), 8), "timed_by": "x"})
+    lines = charts.compare_latency_ecdf(steps).data
+    assert not {t.line.color for t in lines} & set(charts.MODE_COLORS.values())
+    # past the palette a run changes its dash, so no two of the eight look the same
+    assert len({(t.line.color, t.line.dash) for t in lines}) == 8
+    assert charts._color("some_new_mode", 1) in charts.SERIES_PALETTE
+
+
+def test_the_speedup_overlay_holds_every_marker_and_says_why_a_run_has_none():
+    frame = pd.DataFrame({"run": ["A"], "mode": ["graph"], "speedup": [6.73],
+                          "speedup_ci_low": [6.51], "speedup_ci_high": [6.85]})
+    fig = charts.compare_speedups(frame, {"B": "a CPU run times eager only"}, order=["B", "A"])
+    assert list(fig.layout.xaxis.categoryarray) == ["B", "A"]
+    assert fig.layout.yaxis.range[1] > 6.85 * 1.1  # the marker, its CI and its label inside
+    assert fig.layout.yaxis.range[1] % fig.layout.yaxis.dtick == 0  # closed by a gridline
+    assert fig.data[0].cliponaxis is False
+    note = next(a for a in fig.layout.annotations if a.x == "B")
+    assert "no speedup: a CPU run times eager only" in note.text.replace("<br>", " ")
+    only_cpu = charts.compare_speedups(frame.iloc[0:0], {"B": "a CPU run times eager only"})
+    assert list(only_cpu.layout.xaxis.categoryarray) == ["B"]
 
 
 def test_kernels_are_named_apart_with_their_operator(run):

@@ -206,6 +206,7 @@ for tag, key in zip(TAGS, chosen):
         st.stop()
 
 bars, timed_by, medians, summary, speedups, steps = [], [], [], [], [], []
+no_speedup: dict[str, str] = {}  # runs the speedup chart has no marker for, and why
 for tag, run in loaded.items():
     if not run.complete:
         st.warning(f"{tag}: " + ui.incomplete_text(run), icon=":material/warning:")
@@ -223,6 +224,10 @@ for tag, run in loaded.items():
     m["mode"] = tag + ": " + m["mode"].astype(str)
     medians.append(m)
     speedups.append(analysis.compare_speedup_rows(tag, run.headline, run.table("modes")))
+    if speedups[-1].empty:
+        no_speedup[tag] = ("a CPU run times eager only" if cpu else
+                           "the run stopped before its graph was timed" if not run.complete else
+                           "the run has no graph timing")
     steps.append(analysis.overlay_steps(tag, run.table("latency")))
 
 ui.table(pd.DataFrame(summary, columns=analysis.COMPARE_SUMMARY_COLUMNS), "compare_runs.csv",
@@ -254,10 +259,13 @@ if view == "medians":
         ui.chart(charts.split_bars(pd.concat(medians, ignore_index=True),
                                    "no profiled window in any of these runs"), key="compare_split")
 elif view == "speedup":
-    ui.chart(charts.compare_speedups(pd.concat(speedups, ignore_index=True)),
+    ui.chart(charts.compare_speedups(pd.concat(speedups, ignore_index=True), no_speedup,
+                                     order=list(loaded)),
              key="compare_speedups")
     st.caption("Each run's steady-state speedup over its own eager step, with the 95% bootstrap "
-               "CI over its trials; every mode the run timed has its marker.")
+               "CI over its trials; every mode the run timed has its marker."
+               + "".join(f" {tag} has no marker: {ui.escape_md(why)}." for tag, why in
+                         no_speedup.items()))
 else:
     overlay = pd.concat(steps, ignore_index=True)
     ui.chart(charts.compare_latency_ecdf(overlay, log_scale), key="compare_distributions")
