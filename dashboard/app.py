@@ -20,7 +20,10 @@ from streamlit import config as st_config  # noqa: E402
 
 from dashboard import binding, controls, rundata, runpanel, state, ui  # noqa: E402
 
-st.set_page_config(page_title="CUDA Graphs profiler", page_icon=":material/speed:", layout="wide")
+# A sidebar wide enough for a run's label and a GPU's name (Streamlit's default, 300 px, cut them).
+SIDEBAR_PX = 360
+st.set_page_config(page_title="CUDA Graphs profiler", page_icon=":material/speed:", layout="wide",
+                   initial_sidebar_state=SIDEBAR_PX)
 
 # No login: on a network address nothing is served unless that was chosen (dashboard/binding.py).
 ADDRESS = st.get_option("server.address")
@@ -48,34 +51,44 @@ with st.sidebar:
     if not binding.is_local(ADDRESS):  # chosen explicitly, else stopped above
         st.warning(f"Shared on the network ({ui.escape_md(ADDRESS or 'every interface')}), as "
                    "asked: anyone who can reach it can start runs here.", icon=":material/public:")
-    st.header("Open a run")
-    # Current values are passed as defaults too (see controls._widget for why).
-    st.text_input("Runs folder", value=str(st.session_state[state.RUNS_DIR] or "")[:rundata.MAX_FOLDER_CHARS],
-                  key=state.RUNS_DIR,
-                  max_chars=rundata.MAX_FOLDER_CHARS,
-                  help="Where new runs are saved and listed (default ./runs, or $PROFILER_RUNS_DIR). "
-                       "It must lie under the server's allowed folders "
-                       f"(${rundata.RUNS_ROOT_ENV}, by default the folder the server started in).")
+    st.subheader("Open a run")
     folder_problem = state.runs_dir_problem()
-    if folder_problem:
-        st.error(f"Runs folder refused: {ui.escape_md(folder_problem)}. Showing and saving to "
-                 f"{ui.escape_md(state.runs_dir())} instead.", icon=":material/block:")
     options = state.run_options()
     if st.session_state.get(state.OPEN_RUN) not in options:
         st.session_state[state.OPEN_RUN] = next(iter(options), None)
     if options:
         keys = list(options)
+        # a short label that fits the box; each view's header says the rest (GPU, date, preset)
         st.selectbox("Showing", keys, index=keys.index(st.session_state[state.OPEN_RUN]),
-                     key=state.OPEN_RUN, format_func=options.get,
+                     key=state.OPEN_RUN, format_func=state.short_run_label(options),
                      help="The bundled sample, every run in the runs folder, and uploads.")
     else:
         st.caption("No runs yet: start one below, or upload a zip on the Runs page. "
                    + state.sample_missing_text())
+    if folder_problem:
+        st.error(f"Runs folder refused: {ui.escape_md(folder_problem)}. Showing and saving to "
+                 f"{ui.escape_md(state.runs_dir())} instead (see the end of this sidebar).",
+                 icon=":material/block:")
 
-    st.header("New run")
+    st.subheader("New run")
     gpus, no_gpu_reason = state.device_list()
     config, error = controls.run_controls(gpus, no_gpu_reason)
-    runpanel.run_button(config, error)
+    runpanel.run_button(config, error)  # on the first screen; the settings follow it
+    controls.run_settings(error)
+
+    # Rarely changed, so last: the Run button stays on the first screen.
+    with st.expander(f"Runs folder: {ui.escape_md(state.runs_dir().name or state.runs_dir())}",
+                     expanded=bool(folder_problem)):
+        # Current values are passed as defaults too (see controls._widget for why).
+        st.text_input("Runs folder",
+                      value=str(st.session_state[state.RUNS_DIR] or "")[:rundata.MAX_FOLDER_CHARS],
+                      key=state.RUNS_DIR,
+                      max_chars=rundata.MAX_FOLDER_CHARS,
+                      help="Where new runs are saved and listed (default ./runs, or "
+                           "$PROFILER_RUNS_DIR). It must lie under the server's allowed folders "
+                           f"(${rundata.RUNS_ROOT_ENV}, by default the folder the server started "
+                           "in).")
+        st.caption(f"Now: {ui.escape_md(state.runs_dir())}")
 
 runpanel.job_panel()
 page.run()

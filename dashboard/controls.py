@@ -61,6 +61,7 @@ CPU_WORKLOAD_SIZES = {  # the same idea for the other built-in workloads
     "conv": {"batch": 16, "channels": 16, "image_size": 16, "hidden_layers": 2, "d_out": 10,
              "eager_iters": 100, "replays": 100},
 }
+CPU_OPTION = "CPU (eager only)"  # the device selector's CPU entry: short, it must fit the sidebar
 CPU_WHY = ("CPU runs time the eager step only: graph replays, iterations per graph, the profiler "
            "(launch split, kernels, traces), NVML and parity need a CUDA GPU, so those controls "
            "are off here. The model is set to a small step that runs in seconds on a CPU.")
@@ -69,6 +70,39 @@ SIZED_FOR_KEY = "cfg_sized_for"  # "cpu" or "gpu": which kind of device the valu
 
 def key(name: str) -> str:
     return PREFIX + name
+
+
+OPTIMIZER_NAMES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
+
+
+def step_text(values: dict[str, Any], cpu: bool = False) -> str:
+    """The step the values describe, in the words of the preset captions: 'MLP, N=64, 512 -> 512
+    -> 128, fp32, SGD, 200 eager steps'. Built from the values themselves, so a caption never
+    quotes a preset's sizes that the controls no longer hold (the CPU's small step)."""
+    get = values.get
+    workload = str(get("workload") or "mlp")
+    layers = get("hidden_layers")
+    if workload == "mlp":
+        middle = f"{get('hidden')}" + (f" x{layers}" if isinstance(layers, int) and layers > 1 else "")
+        model = f"MLP, N={get('batch')}, {get('d_in')} -> {middle} -> {get('d_out')}"
+    elif workload == "transformer":
+        model = (f"{layers} transformer encoder layers, width {get('hidden')}, {get('heads')} "
+                 f"heads, {get('batch')} x {get('seq_len')} tokens")
+    elif workload == "conv":
+        model = (f"a convolutional classifier: {layers} blocks of {get('channels')} channels on "
+                 f"{get('batch')} images of {get('image_size')}x{get('image_size')}")
+    else:
+        model = f"the step {workload}"
+    optimizer = OPTIMIZER_NAMES.get(str(get("optimizer")), str(get("optimizer") or ""))
+    eager = get("eager_iters")
+    if cpu:
+        steps = f"{eager} eager steps" if eager else "eager steps only"
+    else:
+        steps = f"{get('replays')} replays"
+        extra = [str(m) for m in (get("modes") or ()) if m not in ALWAYS_MEASURED]
+        if extra:
+            steps += "; also timed: " + ", ".join(extra)
+    return f"{model}, {get('dtype')}, {optimizer}, {steps}."
 
 
 def on_cpu() -> bool:
@@ -183,17 +217,15 @@ def _device_selector(gpus: pd.DataFrame, no_gpu_reason: str) -> None:
 
     def describe(device: str) -> str:
         if device == devices.CPU_DEVICE:
-            return "CPU (eager only: no graphs, to try the pipeline)"
+            return CPU_OPTION
         return devices.describe_device(rows[device])
 
     device = fields.spec("device")
+    why = (f" No CUDA GPU was found here ({no_gpu_reason})." if gpus.empty else "")
     st.selectbox(device.label, options, index=options.index(st.session_state[DEVICE_KEY]),
-                 key=DEVICE_KEY, format_func=describe, help=device.help)
-    if gpus.empty:
-        st.caption(f"No CUDA GPU found: a run here times the eager step on the CPU only. "
-                   f"({no_gpu_reason})")
-    if on_cpu():
-        st.caption(CPU_WHY)
+                 key=DEVICE_KEY, format_func=describe,
+                 help=device.help + why + (" " + CPU_WHY if on_cpu() else ""))
+
 
 
 def config_values() -> dict[str, Any]:
@@ -245,8 +277,21 @@ def refusal_text(error: ConfigError) -> str:
     return f"Refused: {error.message}.{hint} {allowed}".strip()
 
 
+def preset_caption(values: dict[str, Any], cpu: bool) -> str:
+    """What the controls will run, under the preset selector: the preset's own description while
+    they hold its values, else the step they hold (``step_text``) and why it is 'custom'."""
+    chosen = st.session_state.get(PRESET_KEY, "seed")
+    if values.get("preset") == chosen and not cpu:
+        return PRESET_DESCRIPTIONS.get(chosen, "")
+    why = ("On the CPU, eager only, sized to take seconds (so labelled 'custom')" if cpu else
+           f"Changed from {chosen} (so labelled 'custom')")
+    return f"{why}: {step_text(values, cpu)}"
+
+
 def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | None, ConfigError | None]:
-    """Draw every control in the sidebar; returns the config, or the error shown beside its control.
+    """The device and preset selectors; returns the config the controls hold, or the error of the
+    control that refuses it. ``run_settings`` draws the other controls (below the Run button, so
+    the button is on the first screen).
 
     Widget values are in session state before the widgets are drawn, so the config is checked
     first: the section holding a refused control opens, and the refusal sits right under it.
@@ -258,9 +303,17 @@ def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | No
     presets, preset = list(PRESETS), fields.spec("preset")
     st.selectbox(preset.label, presets, index=presets.index(st.session_state[PRESET_KEY]),
                  key=PRESET_KEY, on_change=apply_preset, help=preset.help)
-    st.caption(PRESET_DESCRIPTIONS.get(st.session_state[PRESET_KEY], ""))
     values = config_values()
     config, error = build_config(values)
+    st.caption(preset_caption(values, cpu) if error is None else
+               PRESET_DESCRIPTIONS.get(st.session_state[PRESET_KEY], ""))
+    return config, error
+
+
+def run_settings(error: ConfigError | None) -> None:
+    """Every other control, section by section (a refused one's section open, the refusal right
+    under it), and the time limit."""
+    cpu = on_cpu()
     for title in fields.SECTIONS:
         section = fields.in_section(title)
         refused_here = error is not None and error.field in {f.name for f in section}
@@ -276,10 +329,6 @@ def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | No
                     help="A worker still running this long after it started (time waiting for the "
                          "device does not count) is stopped; what it measured is kept, marked "
                          "incomplete (0: no limit).")
-    if error is None and values["preset"] == "custom":
-        st.caption("CPU-sized values, not a preset's: this run is labelled 'custom'." if cpu else
-                   "Values changed from the preset: this run is labelled 'custom'.")
-    return config, error
 
 
 def field_label(field: str) -> str:

@@ -58,12 +58,14 @@ def list_devices() -> tuple[pd.DataFrame, str]:
 
 
 def describe_device(row: dict) -> str:
-    """'0 · NVIDIA H200 · 139.2 of 140.4 GiB free' for the selector."""
+    """'GPU 0 · H200 · 139/140 GiB free' for the selector: short enough for the sidebar's box
+    (the vendor's name left out, memory in whole GiB)."""
     free, total = row.get("memory_free_mib", math.nan), row.get("memory_total_mib", math.nan)
     memory = ""
     if isinstance(total, (int, float)) and not math.isnan(total):
         if isinstance(free, (int, float)) and not math.isnan(free):
-            memory = f" · {free / 1024:.1f} of {total / 1024:.1f} GiB free"
+            memory = f" · {free / 1024:.0f}/{total / 1024:.0f} GiB free"
         else:
-            memory = f" · {total / 1024:.1f} GiB"
-    return f"GPU {int(row['index'])} · {row['name']}{memory}"
+            memory = f" · {total / 1024:.0f} GiB"
+    name = str(row["name"]).removeprefix("NVIDIA ")
+    return f"GPU {int(row['index'])} · {name}{memory}"

@@ -141,7 +141,7 @@ def run_button(config: RunConfig | None, error: ConfigError | None) -> None:
     job: worker.RunJob | None = st.session_state.get(state.JOB)
     active = job is not None and job.snapshot().active
     if error is not None:
-        st.error(f"Run is disabled: {controls.field_label(error.field)} was refused (see above).")
+        st.error(f"Run is disabled: {controls.field_label(error.field)} was refused (see below).")
     device = st.session_state.get(controls.DEVICE_KEY)
     if active:
         # The panel above the view says who holds the device and for how long; one place only,

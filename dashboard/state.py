@@ -173,6 +173,20 @@ def run_options() -> dict[str, str]:
     return options
 
 
+def short_run_label(options: dict[str, str]):
+    """A format_func for the sidebar's run selector: the label's first part (the sample's words or
+    the run's folder name), with 'NVIDIA ' dropped from a GPU name, so it fits the box; the whole
+    label is written under it."""
+    def short(key: str) -> str:
+        label = options.get(key, str(key))
+        if key == SAMPLE:
+            return label.replace("Bundled sample run", "Sample run").replace("NVIDIA ", "")
+        name, _, rest = label.partition(" · ")
+        flags = [bit for bit in rest.split(" · ") if bit in ("incomplete", "unreadable")]
+        return " · ".join([name, *flags])
+    return short
+
+
 def remember_extra_run(path: Path, label: str) -> str:
     key = str(Path(path).resolve())
     st.session_state.setdefault(EXTRA_RUNS, {})[key] = label

@@ -71,8 +71,9 @@ def test_gpu_selector_lists_gpus_by_index_name_and_free_memory(monkeypatch, tmp_
     monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
     at = _app(tmp_path / "runs")
     selector = at.sidebar.selectbox(key="cfg_device")
-    assert selector.options == ["GPU 0 · NVIDIA H200 · 136.7 of 140.4 GiB free",
-                                "CPU (eager only: no graphs, to try the pipeline)"]
+    # short enough for the sidebar's box (issue 20: "CPU (eager only: no graphs, to tr" was cut)
+    assert selector.options == ["GPU 0 · H200 · 137/140 GiB free", "CPU (eager only)"]
+    assert all(len(option) <= 32 for option in selector.options)
     assert selector.value == "cuda:0"
     assert "No CUDA GPU" not in _texts(at.info)
 
@@ -534,8 +535,12 @@ def test_choosing_the_cpu_switches_to_a_small_step_and_disables_what_needs_a_gpu
     for name in ("profile", "nvml"):
         toggle = at.sidebar.toggle(key=f"cfg_{name}")
         assert toggle.disabled and toggle.value is False, name
-    assert "CPU runs time the eager step only" in _texts(at.sidebar.caption)
+    assert "CPU runs time the eager step only" in at.sidebar.selectbox(key="cfg_device").help
+    assert "On the CPU, eager only" in _texts(at.sidebar.caption)
     assert "labelled 'custom'" in _texts(at.sidebar.caption)
+    # the caption says the sizes the controls hold, not the preset's (N=640, 4096 -> ...)
+    assert "N=64, 512 -> 512 -> 128" in _texts(at.sidebar.caption)
+    assert "N=640" not in _texts(at.sidebar.caption)
     # the eager iterations set the replays (disabled) and bound the trials
     number("eager_iters").set_value(30).run()
     assert number("replays").value == 30
@@ -762,6 +767,40 @@ def test_the_article_is_named_and_quoted_where_its_lessons_are_shown(shared_run)
 
 
 # ----------------------------------------------------------------------------- issue 20
+
+
+def _in_order(node, out=None) -> list[tuple[str, str | None, str | None]]:
+    """Every element under ``node`` in the order drawn: (type, key, label)."""
+    out = [] if out is None else out
+    for child in getattr(node, "children", {}).values():
+        out.append((child.type, getattr(child, "key", None), getattr(child, "label", None)))
+        _in_order(child, out)
+    return out
+
+
+def test_the_run_button_comes_before_the_settings_and_the_sidebar_labels_fit(tmp_path):
+    _cpu_run(tmp_path / "runs" / "20261201-155821-custom-fp32-cpu-ab12")
+    at = _app(tmp_path / "runs")
+    assert not at.exception
+    drawn = _in_order(at.sidebar)
+    keys = [key for _, key, _ in drawn]
+    first_settings = next(i for i, (kind, _, _) in enumerate(drawn) if kind == "expander")
+    # device, preset and its caption, then Run: the button is on the first screen (issue 20: it
+    # was 1,400 px down, under every setting); the settings and the runs folder follow it
+    assert keys.index("cfg_device") < keys.index("cfg_preset") < keys.index("run_button") \
+        < first_settings < keys.index(state.RUNS_DIR)
+    assert drawn[first_settings][2] == "Model"
+    # short labels that fit the boxes; each view's header says the rest
+    showing = at.sidebar.selectbox(key=state.OPEN_RUN)
+    assert showing.format_func(showing.value) == "20261201-155821-custom-fp32-cpu-ab12"
+    assert at.sidebar.selectbox(key="cfg_device").format_func("cpu") == "CPU (eager only)"
+    short = state.short_run_label({state.SAMPLE: "Bundled sample run · NVIDIA H200 · 2026-12-01",
+                                   "/r/x": "x · CPU · 2026-12-01 15:58 · incomplete"})
+    assert short(state.SAMPLE) == "Sample run · H200 · 2026-12-01" and short("/r/x") == "x · incomplete"
+    # the preset's caption describes the values the controls hold (the CPU's small step)
+    caption = _texts(at.sidebar.caption)
+    assert "N=64, 512 -> 512 -> 128" in caption and "200 eager steps" in caption
+    assert "N=640" not in caption and "4096" not in caption
 
 
 def test_a_cpu_runs_latency_view_says_wall_clock_and_shows_only_supported_percentiles(tmp_path):

@@ -56,7 +56,8 @@ def test_modes_are_chosen_beside_eager_and_the_graph(tmp_path):
     at.sidebar.multiselect(key="cfg_modes").select("compile_ro").select("compile").run()
     modes = at.session_state["cfg_modes"]
     assert list(modes) == ["compile_ro", "compile"]
-    assert "Values changed from the preset" in " ".join(c.value for c in at.sidebar.caption)
+    caption = " ".join(c.value for c in at.sidebar.caption)
+    assert "Changed from seed (so labelled 'custom')" in caption and "also timed" in caption
     assert not at.exception
 
 
