@@ -1149,8 +1149,12 @@ def _sweep_x_axis(fig: go.Figure, x: str, numeric: bool, log_x: bool, values: pd
         fig.update_xaxes(title_text=escape(x), type="linear" if numeric else "category")
 
 
+NO_GRAPH_TIMING = "no measured point with a graph timing yet"
+
+
 def sweep_speedup(table: pd.DataFrame, x: str, threshold: float, crossovers: pd.DataFrame | None = None,
-                  numeric: bool = True, log_x: bool = False) -> go.Figure:
+                  numeric: bool = True, log_x: bool = False,
+                  empty_message: str = NO_GRAPH_TIMING) -> go.Figure:
     """Speedup over eager against the swept ``x``, one line per series of
     ``profiler_core.sweep.speedup_table`` with its 95% CI as a band (and, dashed with open markers,
     the speedup predicted from the eager profile where the points have it), the threshold as a
@@ -1159,7 +1163,7 @@ def sweep_speedup(table: pd.DataFrame, x: str, threshold: float, crossovers: pd.
     data = _finite_frame(table, ("speedup", "speedup_ci_low", "speedup_ci_high")) \
         .dropna(subset=["speedup"]) if not table.empty else table
     if data.empty:
-        return empty_figure(title, "no measured point with a graph timing yet")
+        return empty_figure(title, empty_message)
     fig = go.Figure()
     for i, (series, group) in enumerate(data.groupby("series", sort=False)):
         group = group.sort_values(x, kind="stable") if numeric else group
@@ -1216,11 +1220,15 @@ def sweep_speedup(table: pd.DataFrame, x: str, threshold: float, crossovers: pd.
 def sweep_medians(table: pd.DataFrame, x: str, numeric: bool = True, log_x: bool = False,
                   log_y: bool = False) -> go.Figure:
     """Eager's and each mode's median time per training step against ``x``, with the point's
-    GPU-busy floor (dotted): how close a graph comes to the GPU's own work."""
-    title = f"Median time per step against {escape(x)}, with the GPU-busy floor"
+    GPU-busy floor (dotted): how close a graph comes to the GPU's own work. ``table`` is
+    ``sweep.speedup_table``, or for a sweep without a graph timing (a CPU sweep)
+    ``sweep.eager_table``: eager's medians alone."""
     data = _finite_frame(table, ("eager_ms", "mode_ms", "floor_ms")) if not table.empty else table
+    eager_only = not data.empty and data["mode_ms"].isna().all()
+    title = (f"Eager's median time per step against {escape(x)}" if eager_only else
+             f"Median time per step against {escape(x)}, with the GPU-busy floor")
     if data.empty or data[["eager_ms", "mode_ms"]].isna().all().all():
-        return empty_figure(title, "no measured point with a graph timing yet")
+        return empty_figure(title, "no measured point yet")
     fig = go.Figure()
     drawn: set[str] = set()
     for i, (series, group) in enumerate(data.groupby("series", sort=False)):
@@ -1230,7 +1238,7 @@ def sweep_medians(table: pd.DataFrame, x: str, numeric: bool = True, log_x: bool
         suffix = f" · {rest}" if rest else ""
         lines = [(str(series), "mode_ms", _series_color(str(series), i), "solid"),
                  (f"eager{suffix}", "eager_ms", _series_color("eager", 0) if not rest
-                  else PHASE_PALETTE[i % len(PHASE_PALETTE)], "dash"),
+                  else SERIES_PALETTE[i % len(SERIES_PALETTE)], "solid" if eager_only else "dash"),
                  (f"GPU-busy floor{suffix}", "floor_ms", SWEEP_FLOOR_COLOR if not rest
                   else SERIES_PALETTE[i % len(SERIES_PALETTE)], "dot")]
         for label, column, color, dash in lines:

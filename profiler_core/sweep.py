@@ -1380,6 +1380,26 @@ def speedup_table(points: pd.DataFrame, point_modes: pd.DataFrame, axis_names: S
     return merged.reset_index(drop=True)
 
 
+def eager_table(points: pd.DataFrame, point_modes: pd.DataFrame, axis_names: Sequence[str],
+                x: str | None = None) -> pd.DataFrame:
+    """One row per measured point with eager's median per step, in ``speedup_table``'s columns
+    (``mode`` "eager", ``mode_ms`` and the speedup NaN; ``series`` "eager" with the other axes'
+    values): what a sweep without a graph timing (a CPU sweep) measured, for the medians chart."""
+    columns = [*axis_names, *SPEEDUP_COLUMNS]
+    done = points[points["status"] == "done"]
+    if done.empty or point_modes.empty:
+        return pd.DataFrame(columns=columns)
+    rows = point_modes[(point_modes["mode"] == "eager") & point_modes["index"].isin(done["index"])]
+    merged = rows.merge(done[["index", *axis_names, "floor_ms"]], on="index", how="inner")
+    others = [name for name in axis_names if name != x]
+    merged = merged.assign(
+        series=[" · ".join(["eager", *(f"{name}={row[name]}" for name in others)])
+                for _, row in merged.iterrows()],
+        speedup=math.nan, speedup_ci_low=math.nan, speedup_ci_high=math.nan,
+        predicted_speedup=math.nan, eager_ms=merged["median_ms"].astype(float), mode_ms=math.nan)
+    return merged[columns].sort_values("index", kind="stable").reset_index(drop=True)
+
+
 CROSSOVER_COLUMNS = ["series", "crossover", "direction", "below_x", "above_x", "text"]
 
 

@@ -986,6 +986,24 @@ def test_the_speedup_overlay_holds_every_marker_and_says_why_a_run_has_none():
     assert list(only_cpu.layout.xaxis.categoryarray) == ["B"]
 
 
+def test_a_cpu_sweep_draws_eager_medians():
+    from profiler_core import sweep
+
+    points = pd.DataFrame({"index": [0, 1, 2], "batch": [8, 16, 32], "status": "done",
+                           "floor_ms": np.nan})
+    point_modes = pd.DataFrame({"index": [0, 1, 2], "mode": "eager", "median_ms": [0.2, 0.3, 0.5],
+                                "speedup": 1.0, "speedup_ci_low": 0.9, "speedup_ci_high": 1.1,
+                                "one_time_ms": 0.0, "memory_bytes": 0.0})
+    assert sweep.speedup_table(points, point_modes, ["batch"], "batch").empty  # no graph timing
+    eager = sweep.eager_table(points, point_modes, ["batch"], "batch")
+    assert list(eager.columns) == ["batch", *sweep.SPEEDUP_COLUMNS]
+    assert eager["eager_ms"].tolist() == [0.2, 0.3, 0.5] and eager["mode_ms"].isna().all()
+    fig = charts.sweep_medians(eager, "batch", log_x=True)
+    assert [t.name for t in fig.data] == ["eager"]
+    assert list(fig.data[0].y) == [0.2, 0.3, 0.5]
+    assert fig.layout.title.text.startswith("Eager's median time per step")
+
+
 def test_kernels_are_named_apart_with_their_operator(run):
     from profiler_core.trace import kernel_label
 

@@ -945,3 +945,66 @@ def test_a_sweep_table_pandas_cannot_parse_is_refused_in_one_line(tmp_path):
         assert "\n" not in text and text.count("Expected") == 1, text
         assert f"{name} is not a readable CSV: Error tokenizing data." in text, text
         (folder / name).write_text(original)
+
+
+class _EagerOnlyProcess(FakeProcess):
+    """A CPU point: eager timed, no graph (what a real CPU run writes)."""
+
+    def wait(self, timeout=None):
+        eager = 0.01 * self.config.batch
+        modes = pd.DataFrame([{"mode": "eager", "median_ms": eager, "speedup": 1.0,
+                               "speedup_ci_low": 0.98, "speedup_ci_high": 1.02, "one_time_ms": 0.0,
+                               "memory_bytes": 0.0, "graphs_recorded": math.nan}])
+        RunResult(config=self.config, environment={"device_type": "cpu"},
+                  headline={"eager_median_ms": eager}, tables={"modes": modes},
+                  notes=["device cpu: only the eager half ran"]).save(self.out,
+                                                                     overwrite=self.overwrite)
+        return FakeEnding("done")
+
+
+class _EagerOnlyLauncher(FakeLauncher):
+    def __init__(self):
+        super().__init__()
+        self.configs: list[RunConfig] = []
+
+    def start(self, config, out_dir, *, overwrite=False, timeout_s=None, on_event=None):
+        self.configs.append(config)
+        self.started.append((config.batch, Path(out_dir).name, overwrite))
+        return _EagerOnlyProcess(config, out_dir, overwrite, "done", on_event or (lambda e: None))
+
+
+def test_a_cpu_sweep_page_draws_eager_medians_and_says_plainly_there_is_no_graph(
+        fresh_app_state, tmp_path, monkeypatch):
+    """Issue 20: a CPU sweep drew empty charts and said "no measured point with a graph timing
+    yet" (there never will be one); its download buttons sat on empty tables; "Replays per point"
+    was silently ignored on the CPU."""
+    launcher = _EagerOnlyLauncher()
+    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: launcher)
+    at = _sweep_page(tmp_path / "runs")
+    assert at.selectbox(key="sweep_device").value == "cpu"  # no GPU here
+    labels = [n.label for n in at.number_input]
+    assert "Replays per point" not in labels and "Eager steps per point" in labels
+    steps = at.number_input(key="sweep_eager_iters")
+    assert steps.value == 200 and "no graph replays" in steps.help
+    steps.set_value(40).run()
+    at.text_input(key="sweep_v1_batch").set_value("8,16,32").run()
+    at.text_input(key="sweep_name").set_value("cpu-sweep").run()
+    at.button(key="sweep_start").click().run()
+    job = at.session_state["sweep_job"]
+    assert job.wait(30) and job.snapshot()["status"] == "done"
+    assert [c.total_eager_iters for c in launcher.configs] == [40, 40, 40]  # the control applies
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = " ".join(i.value for i in at.info)
+    assert "A CPU sweep has no graph timing, and never will" in said
+    assert "graph timing yet" not in said + " ".join(c.value for c in at.caption)
+    with pytest.raises(KeyError):
+        at.get_by_key("sweep_speedup")  # no empty speedup chart
+    medians = _spec(at, "sweep_medians")
+    assert [trace["name"] for trace in medians["data"]] == ["eager"]
+    assert medians["layout"]["title"]["text"].startswith("Eager's median time per step")
+    labels = [button.label for button in at.get("download_button")]
+    assert "Download crossovers CSV" not in labels and "Download speedup table CSV" not in labels
+    assert "Download eager medians CSV" in labels  # beside a table that has rows
+    table = next(df.value for df in at.dataframe if "eager_ms" in df.value.columns)
+    assert table["eager_ms"].tolist() == pytest.approx([0.08, 0.16, 0.32])

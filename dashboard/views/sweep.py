@@ -92,8 +92,8 @@ with st.expander("New sweep", expanded=not active and job is None):
     device = cols[1].selectbox("Device", device_options, key="sweep_device")
     cpu = device == devices.CPU_DEVICE
     base = base_for(preset_name, device)
-    st.caption(ui.escape_md(PRESET_DESCRIPTIONS.get(preset_name, ""))
-               + (" On the CPU: the small CPU step, eager half only." if cpu else ""))
+    st.caption(ui.escape_md(controls.step_text(base.to_dict(), cpu) if cpu else
+                            PRESET_DESCRIPTIONS.get(preset_name, "")))
     names = list(sweep.PARAMETERS)
     left, right = st.columns(2)
     with left:
@@ -108,7 +108,19 @@ with st.expander("New sweep", expanded=not active and job is None):
                                       key=f"sweep_v2_{second}", disabled=second == NONE)
     defaults = sweep.PointTrials()
     cols = st.columns(4)
-    replays = cols[0].number_input("Replays per point", 1, 100_000, defaults.replays, key="sweep_replays")
+    if cpu:  # a CPU point replays nothing: what it times is the base's eager steps
+        eager_steps = cols[0].number_input(
+            "Eager steps per point", *INT_LIMITS["eager_iters"], int(base.total_eager_iters),
+            key="sweep_eager_iters",
+            help="A CPU sweep times the eager step only (CUDA graphs need a GPU), so a point has "
+                 "no graph replays to set: it times this many eager steps, split into its trials.")
+        base = base.replace(eager_iters=int(eager_steps))
+        replays = defaults.replays
+    else:
+        replays = cols[0].number_input("Replays per point", 1, 100_000, defaults.replays,
+                                       key="sweep_replays",
+                                       help="Timed graph replays per point (eager times as many "
+                                            "steps).")
     trials = cols[1].number_input("Trials per point (0: automatic)", 0, 1_000, 0, key="sweep_trials")
     profile = cols[2].toggle("Profile each point", value=defaults.profile and not cpu,
                              key="sweep_profile", disabled=cpu,
@@ -267,36 +279,58 @@ axis_names = plan.axis_names
 x = st.radio("Along", axis_names, horizontal=True, key="sweep_x") if len(axis_names) > 1 \
     else axis_names[0]
 x_axis = plan.axis(x)
-threshold = st.number_input("Crossover threshold (speedup)", 1.0, 100.0, float(plan.threshold),
-                            step=0.05, key=f"sweep_threshold_{data.name}",
-                            help="Graphing stops paying where the speedup falls below this.")
+cpu_sweep = plan.base.device == devices.CPU_DEVICE
+threshold = float(plan.threshold) if cpu_sweep else st.number_input(  # no speedup on a CPU
+    "Crossover threshold (speedup)", 1.0, 100.0, float(plan.threshold), step=0.05,
+    key=f"sweep_threshold_{data.name}",
+    help="Graphing stops paying where the speedup falls below this.")
 table = sweep.speedup_table(points, data.point_modes, axis_names, x)
 found = sweep.crossovers(table, x, threshold, x_axis.numeric)
+NO_GRAPH = ("A CPU sweep has no graph timing, and never will: CUDA graphs need a CUDA GPU, so "
+            "each point timed the eager step only. There is no speedup and no crossover to show; "
+            "eager's medians are drawn below.")
 st.subheader("Speedup")
-ui.chart(charts.sweep_speedup(table, x, threshold, found, x_axis.numeric, x_axis.log_scale),
-         key="sweep_speedup")
-if table.empty:
-    st.caption("No measured point has a graph timing yet"
-               + (" (a CPU sweep times the eager half only)." if plan.base.device == "cpu" else "."))
-for text in found["text"]:
-    st.markdown(f"- {ui.escape_md(text)}")
-ui.table(found.drop(columns=["text"]), f"{data.name}-crossovers.csv", key="sweep_crossovers",
-         label="crossovers CSV")
+if cpu_sweep:
+    st.info(NO_GRAPH, icon=":material/info:")
+else:
+    ui.chart(charts.sweep_speedup(table, x, threshold, found, x_axis.numeric, x_axis.log_scale),
+             key="sweep_speedup")
+    if table.empty:
+        st.caption("No measured point has a graph timing yet: the chart fills in as points finish.")
+    for text in found["text"]:
+        st.markdown(f"- {ui.escape_md(text)}")
+    ui.table(found.drop(columns=["text"]), f"{data.name}-crossovers.csv", key="sweep_crossovers",
+             label="crossovers CSV", empty="No crossover to show: no series has two measured "
+                                           "points with a speedup yet.")
 
-st.subheader("Medians and the GPU-busy floor")
-times = pd.to_numeric(table[["eager_ms", "mode_ms"]].stack(), errors="coerce")
+medians = table if not table.empty else sweep.eager_table(points, data.point_modes, axis_names, x)
+st.subheader("Eager's medians" if cpu_sweep else "Medians and the GPU-busy floor")
+times = pd.to_numeric(medians[["eager_ms", "mode_ms"]].stack(), errors="coerce")
 times = times[times > 0]
 wide = len(times) > 1 and float(times.max()) / float(times.min()) > 20
 log_y = st.toggle("Log scale for the times", value=bool(wide), key="sweep_log_y")
-ui.chart(charts.sweep_medians(table, x, x_axis.numeric, x_axis.log_scale, log_y), key="sweep_medians")
-if plan.point_trials.profile:
+ui.chart(charts.sweep_medians(medians, x, x_axis.numeric, x_axis.log_scale, log_y),
+         key="sweep_medians")
+if cpu_sweep:
+    st.caption("Eager's median time per training step at each point (wall clock). A CPU sweep has "
+               "no profiler window, so no GPU-busy floor.")
+elif plan.point_trials.profile:
     st.caption("Floor: the GPU's busy time per training step in the point's profiled window (the "
                "graph's, else eager's): no launch strategy goes below it.")
 else:
     st.caption("This sweep ran without the profiler, so no point has a GPU-busy floor.")
-ui.table(table, f"{data.name}-speedup.csv", key="sweep_table", label="speedup table CSV")
+ui.table(medians, f"{data.name}-{'eager' if table.empty else 'speedup'}.csv", key="sweep_table",
+         label="eager medians CSV" if table.empty else "speedup table CSV",
+         empty="No measured point yet.",
+         column_order=[*axis_names, "eager_ms"] if table.empty else None,
+         column_config={"eager_ms": st.column_config.NumberColumn("eager ms per step",
+                                                                  format="%.4f")}
+         if table.empty else None)
 
-if len(axis_names) == 2:
+if len(axis_names) == 2 and cpu_sweep:
+    st.subheader("Heat map")
+    st.caption("The heat map shows the speedup for two parameters: a CPU sweep has none.")
+elif len(axis_names) == 2:
     st.subheader("Heat map")
     y = next(name for name in axis_names if name != x)
     modes = sorted(set(table["mode"].astype(str))) or ["graph"]
@@ -306,7 +340,10 @@ if len(axis_names) == 2:
 
 st.subheader("Amortisation")
 amortisation = sweep.amortisation_table(table, axis_names)
-if "capture_iters" in axis_names:
+if cpu_sweep:
+    st.caption("Amortisation is how a graph spreads its launch over several captured steps: a CPU "
+               "sweep has no graph.")
+elif "capture_iters" in axis_names:
     ui.chart(charts.sweep_amortisation(amortisation), key="sweep_amortisation")
     ui.table(amortisation, f"{data.name}-amortisation.csv", key="sweep_amortisation_table",
              label="amortisation CSV")
@@ -319,7 +356,8 @@ st.caption("Per point and mode: the one-time cost (capture with its warm-up, or 
            "the memory it kept, against the saving per training step.")
 ui.table(sweep.break_even_table(table, axis_names), f"{data.name}-break-even.csv",
          key="sweep_break_even", label="break-even CSV",
-         empty="No measured point with a graph timing yet.")
+         empty=("A CPU sweep has no graph, so nothing to pay back." if cpu_sweep else
+                "No measured point with a graph timing yet."))
 
 st.subheader("Points")
 ui.table(points, f"{data.name}-points.csv", key="sweep_points", label="points CSV",
