@@ -141,7 +141,8 @@ VIEWS = {
                                ["bar"] * 2],
                               [analysis.SAVING_TABLE_COLUMNS, analysis.SPLIT_MEDIAN_COLUMNS,
                                analysis.BREAKDOWN_TABLE_COLUMNS]),
-    "views/gpu.py": ([["scattergl"] * 5 + ["scatter"] * 8],
+    # 4 polled panels and the driver's samples, then a lane trace per kind of phase
+    "views/gpu.py": ([["scattergl"] * 5 + ["bar"] * 6],
                      [analysis.PHASE_SUMMARY_COLUMNS,
                       ["metric", "source", "count", "mean", "min", "max"]]),
     "views/kernels.py": ([["bar", "bar"], ["bar"], ["bar"]],

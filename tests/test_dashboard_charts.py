@@ -753,7 +753,9 @@ def test_phase_summary_and_the_default_zoom_skip_the_setup():
     fig = charts.nvml_timeseries(nvml, phases, x_range=(low, high))
     assert tuple(fig.layout.xaxis.range) == pytest.approx((3.6, 4.1))
     shown = np.concatenate([np.asarray(t.x, dtype=float) for t in fig.data if t.x is not None
-                            and len(t.x) and t.x[0] is not None])
+                            and len(t.x) and t.x[0] is not None and t.type != "bar"])
+    lanes = [t for t in fig.data if t.type == "bar"]  # the phase lanes: bars from their start
+    assert min(float(np.min(t.base)) for t in lanes) >= 3.6 - 1e-9
     assert shown.min() >= 3.6 - 1e-9 and shown.max() <= 4.1 + 1e-9  # samples outside left out
     assert len(fig.layout.shapes) == 5  # the setup band is outside the window
 
@@ -944,6 +946,70 @@ def test_percentiles_are_shown_only_where_the_sample_count_supports_them():
     assert np.isnan(stats.loc[0, "p99_ms"]) and stats.loc[0, "p10_ms"] == 5.0  # 10 trials
     assert stats.loc[1, "p99_ms"] == 60.0  # 190 steps
     assert "p99.9 needs 1,000" in analysis.PERCENTILE_RULE
+
+
+def _nvml_with_a_pause() -> pd.DataFrame:
+    times = np.r_[np.arange(5.0, 5.56, 0.02), np.arange(6.8, 7.5, 0.02)]  # polling paused between
+    frames = [pd.DataFrame({"t_s": times, "metric": metric, "value": value, "source": "poll"})
+              for metric, value in (("gpu_util_pct", np.linspace(0, 20, times.size)),
+                                    ("sm_clock_mhz", np.full(times.size, 1980.0)),
+                                    ("power_w", np.linspace(130, 200, times.size)),
+                                    ("mem_used_mib", np.linspace(1500, 2000, times.size)))]
+    driver = pd.DataFrame({"t_s": np.arange(5.0, 7.5, 1 / 6), "metric": "power_w", "value": 250.0,
+                           "source": "driver"})
+    return pd.concat([*frames, driver], ignore_index=True)
+
+
+def test_nvml_lines_break_where_polling_paused_and_the_pause_is_shaded():
+    assert charts.polling_gaps(np.r_[np.arange(0, 1, 0.02), np.arange(3, 4, 0.02)]) == \
+        [(pytest.approx(0.98), pytest.approx(3.0))]
+    assert charts.polling_gaps(np.arange(0, 4, 0.02)) == []  # steady polling: no gap
+    fig = charts.nvml_timeseries(_nvml_with_a_pause(), empty_table("phases"))
+    polled = [t for t in fig.data if t.type == "scattergl" and "polled" in t.name]
+    assert len(polled) == 4
+    for trace in polled:
+        x, y = np.asarray(trace.x, dtype=float), np.asarray(trace.y, dtype=float)
+        inside = (x > 5.56) & (x < 6.8)
+        assert inside.sum() == 1 and np.isnan(y[inside]).all()  # a break, not a ramp
+        assert trace.connectgaps is False
+    pause = [s for s in fig.layout.shapes if s.fillcolor == charts.NVML_PAUSE_COLOR]
+    assert len(pause) == 1 and pause[0].x0 == pytest.approx(5.54) and pause[0].x1 == pytest.approx(6.8)
+    assert any(t.name.startswith("polling paused") for t in fig.data)
+    driver = next(t for t in fig.data if "driver" in t.name)  # the driver's samples cover it
+    assert ((np.asarray(driver.x) > 5.6) & (np.asarray(driver.x) < 6.7)).any()
+
+
+def test_a_flat_nvml_panel_shows_whole_numbers_around_its_value():
+    fig = charts.nvml_timeseries(_nvml_with_a_pause(), empty_table("phases"))
+    clock = fig.layout.yaxis2  # SM clock locked at 1,980 MHz
+    low, high = clock.range
+    assert high - low >= charts.NVML_MIN_SPAN and low < 1980 < high
+    assert clock.tickformat == ",.0f"  # no "1,980.5"
+    assert fig.layout.yaxis.range is None  # a panel that moves keeps Plotly's own range
+
+
+def test_phase_bands_are_coloured_by_kind_and_drawn_in_lanes_by_mode(run):
+    assert charts.phase_kind("eager timed") == ("eager", "timed")
+    assert charts.phase_kind("graph warm-up") == ("graph", "warm-up")
+    assert charts.phase_kind("compile_ro timed") == ("compile_ro", "timed")
+    assert charts.phase_kind("setup") == ("", "setup")
+    colors = charts.PHASE_KIND_COLORS
+    assert _apart(colors["setup"], colors["parity"]) > 30  # the issue: they looked alike
+    kinds = list(colors.values())
+    assert len(set(kinds)) == len(kinds)
+    assert min(_apart(a, b) for i, a in enumerate(kinds) for b in kinds[i + 1:]) > 15
+    phases = pd.DataFrame({"phase": ["setup", "eager warm-up", "capture", "eager timed",
+                                     "graph timed", "eager timed", "parity"],
+                           "start_s": [0.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5],
+                           "end_s": [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]})
+    fig = charts.nvml_timeseries(run.table("nvml"), phases)
+    fills = {s.x0: s.fillcolor for s in fig.layout.shapes}
+    assert fills[0.0] == colors["setup"] and fills[3.5] == colors["parity"]
+    assert fills[2.0] == fills[2.5] == fills[3.0] == colors["timed"]  # eager and graph alike
+    lanes = {t.name: list(t.y) for t in fig.data if t.type == "bar"}
+    assert lanes["timed"] == ["eager", "graph", "eager"] and lanes["setup"] == ["run"]
+    assert lanes["warm-up"] == ["eager"]
+    assert all(s.y0 > 0 for s in fig.layout.shapes)  # bands behind the panels, not the lanes
 
 
 def test_log_axes_write_every_tick_in_full():

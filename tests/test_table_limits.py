@@ -194,9 +194,11 @@ def test_the_gpu_chart_shades_a_bounded_number_of_phase_bands():
     assert time.perf_counter() - started < 10  # 0.4 s here
     assert len(fig.layout.shapes) == charts.MAX_PHASE_BANDS
     assert phases["end_s"].iloc[7] in {shape.x1 for shape in fig.layout.shapes}  # the longest
-    legend = [trace.name for trace in fig.data if trace.type == "scatter"]
+    legend = [trace.name for trace in fig.data if trace.type == "bar"]  # a lane trace per kind
     assert len(legend) == charts.MAX_PHASE_LEGEND + 1
-    assert legend[-1].endswith("other phases")
+    assert legend[-1].endswith("other kinds of phase")
+    assert sum(len(trace.base) for trace in fig.data if trace.type == "bar") == \
+        charts.MAX_PHASE_BANDS  # the lanes draw the bands shaded, no more
     assert "400 of 1,000,000 phase blocks shaded" in fig.layout.title.subtitle.text
     few = charts.nvml_timeseries(nvml, phases.head(30))
     assert len(few.layout.shapes) == 30 and not few.layout.title.subtitle.text

@@ -41,8 +41,12 @@ no_nvml = ("a CPU run: NVML reads NVIDIA GPUs only" if cpu
 ui.chart(charts.nvml_timeseries(nvml, phases, x_range=x_range,
                                 empty_message=f"no NVML samples in this run ({no_nvml})"),
          key="gpu_nvml")
-st.caption("Shaded bands are the run's phases (warm-up, capture, timed trials, profiled windows) on "
-           "the same clock. Lines: polled readings; dots: the driver's own buffered samples.")
+st.caption("Shaded bands are the run's phases on the same clock, coloured by what they do (warm-up, "
+           "capture, timed trials, profiled windows...); the lanes under the panels say which mode "
+           "each belongs to (hover for its name and times). Lines: polled readings; dots: the "
+           "driver's own buffered samples. Polling pauses during the timed trials (so it cannot "
+           "slow them): the lines break there, the pause is shaded grey, and only the driver's "
+           "samples cover it.")
 left, right = st.columns(2)
 with left:
     st.subheader("Phases")
@@ -57,5 +61,8 @@ with right:
     summary_nvml = (nvml.groupby(["metric", "source"])["value"].agg(["count", "mean", "min", "max"])
                     .reset_index() if not nvml.empty else nvml)
     ui.table(summary_nvml, f"{run.name}-nvml_summary.csv", key="gpu_summary", label="summary CSV",
-             empty=f"No NVML samples in this run ({no_nvml}).")
+             empty=f"No NVML samples in this run ({no_nvml}).",
+             column_config={"count": st.column_config.NumberColumn(format="%d"),
+                            **{c: st.column_config.NumberColumn(format="%.1f")
+                               for c in ("mean", "min", "max")}})
     ui.csv_download(nvml, f"{run.name}-nvml.csv", key="gpu_nvml_csv", label="every sample (nvml.csv)")
