@@ -30,9 +30,10 @@ if not recorded:  # a run recorded before kernels.csv had the operator: read it 
 operators_known = bool((kernels["operator"] != "").any())
 st.caption("Everything on this page comes from the torch.profiler window (**under the "
            "profiler**): kernel times are the GPU's own, but the profiler slows every launch, so "
-           "per-iteration totals here are not the headline's step. Names: a generic kernel "
-           "(`vectorized_elementwise_kernel`...) is named with the functor it runs, "
-           "`<FillFunctor>`; hover over a bar, or read the last column, for the full name. "
+           "per-iteration totals here are not the headline's step. Names: a generic kernel is "
+           "named with the functor it runs, "
+           + ui.escape_md("vectorized_elementwise_kernel<FillFunctor>")
+           + "; hover over a bar, or read the last column, for the full name. "
            + analysis.OPERATOR_MEANING.capitalize() + "."
            + ("" if recorded else
               " This run's kernel table predates that column: the operators were read from its "
