@@ -20,10 +20,10 @@ from streamlit import config as st_config  # noqa: E402
 
 from dashboard import binding, controls, rundata, runpanel, state, ui  # noqa: E402
 
-# A sidebar wide enough for a run's label and a GPU's name (Streamlit's default, 300 px, cut them).
-SIDEBAR_PX = 360
-st.set_page_config(page_title="CUDA Graphs profiler", page_icon=":material/speed:", layout="wide",
-                   initial_sidebar_state=SIDEBAR_PX)
+# Streamlit's default sidebar (300 px): the views' tables are sized to fit beside it at 1,400 px,
+# so the sidebar's labels are kept short enough for it instead (issue 20: they were cut).
+LABEL_FITS = 31  # characters the run selector shows whole at that width ("Sample run · H200 · 2026-12-01")
+st.set_page_config(page_title="CUDA Graphs profiler", page_icon=":material/speed:", layout="wide")
 
 # No login: on a network address nothing is served unless that was chosen (dashboard/binding.py).
 ADDRESS = st.get_option("server.address")
@@ -51,7 +51,6 @@ with st.sidebar:
     if not binding.is_local(ADDRESS):  # chosen explicitly, else stopped above
         st.warning(f"Shared on the network ({ui.escape_md(ADDRESS or 'every interface')}), as "
                    "asked: anyone who can reach it can start runs here.", icon=":material/public:")
-    st.subheader("Open a run")
     folder_problem = state.runs_dir_problem()
     options = state.run_options()
     if st.session_state.get(state.OPEN_RUN) not in options:
@@ -59,9 +58,12 @@ with st.sidebar:
     if options:
         keys = list(options)
         # a short label that fits the box; each view's header says the rest (GPU, date, preset)
-        st.selectbox("Showing", keys, index=keys.index(st.session_state[state.OPEN_RUN]),
-                     key=state.OPEN_RUN, format_func=state.short_run_label(options),
-                     help="The bundled sample, every run in the runs folder, and uploads.")
+        short = state.short_run_label(options)
+        shown = st.selectbox("Showing", keys, index=keys.index(st.session_state[state.OPEN_RUN]),
+                             key=state.OPEN_RUN, format_func=short,
+                             help="The bundled sample, every run in the runs folder, and uploads.")
+        if len(short(shown)) > LABEL_FITS:  # a long folder name: written whole under the box
+            st.caption(ui.escape_md(short(shown)))
     else:
         st.caption("No runs yet: start one below, or upload a zip on the Runs page. "
                    + state.sample_missing_text())

@@ -283,8 +283,8 @@ def preset_caption(values: dict[str, Any], cpu: bool) -> str:
     chosen = st.session_state.get(PRESET_KEY, "seed")
     if values.get("preset") == chosen and not cpu:
         return PRESET_DESCRIPTIONS.get(chosen, "")
-    why = ("On the CPU, eager only, sized to take seconds (so labelled 'custom')" if cpu else
-           f"Changed from {chosen} (so labelled 'custom')")
+    why = ("On the CPU: eager only, sized to take seconds (labelled 'custom')" if cpu else
+           f"Changed from {chosen} (labelled 'custom')")
     return f"{why}: {step_text(values, cpu)}"
 
 

@@ -232,7 +232,7 @@ def require_run() -> rundata.OpenedRun:
 
             st.error(escape_md(problem), icon=":material/block:")
         else:
-            st.info("No run is open. Pick one in the sidebar under **Open a run**, upload a zip on "
+            st.info("No run is open. Pick one in the sidebar under **Showing**, upload a zip on "
                     "the **Runs** page, or start a new run from the sidebar.")
         if not rundata.sample_run_available(sample_dir()):
             st.caption(sample_missing_text())

@@ -332,3 +332,37 @@ def test_tables_show_every_row_and_column(page):
     page.wait_for_timeout(500)
     split = _table_overflow(page)
     assert all(t["hidden_down"] <= 2 and t["hidden_right"] <= 2 for t in split), split
+
+
+def test_the_sidebar_fits_a_1440x900_screen(playwright_api, server):
+    """Issue 20: at 1440x900 the Run button was about 1,400 px down and the 'Showing' and 'GPU'
+    boxes cut their text ('...NVIDIA H20', 'CPU (eager only: no graphs, to tr'). In light and
+    dark, the button is on the first screen and no selector's text is cut."""
+    url, _ = server
+    browser = playwright_api.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=CHROMIUM_ARGS)
+    try:
+        for scheme in ("light", "dark"):
+            context = browser.new_context(viewport={"width": 1440, "height": 900},
+                                          color_scheme=scheme)
+            page = context.new_page()
+            page.set_default_timeout(45_000)
+            page.goto(url)
+            page.get_by_role("heading", name="Overview", exact=True).wait_for()
+            _settle(page)
+            run = page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Run",
+                                                                         exact=True)
+            box = run.bounding_box()
+            assert box and box["y"] + box["height"] <= 900, (scheme, box)
+            cut = page.evaluate("""() => [...document.querySelectorAll(
+                    '[data-testid="stSidebar"] [data-testid="stSelectbox"]')].map(s => {
+                const value = [...s.querySelectorAll('div')].filter(d => d.children.length === 0
+                    && d.innerText.trim()).map(d => d.scrollWidth - d.clientWidth);
+                return {label: s.innerText.split('\\n')[0], cut: Math.max(0, ...value)};
+            })""")
+            assert {c["label"] for c in cut} >= {"Showing", "GPU", "Preset"}, cut
+            assert all(c["cut"] <= 1 for c in cut), (scheme, cut)
+            page.screenshot(path=str(ARTIFACTS / f"sidebar-1440x900-{scheme}.png"))
+            context.close()
+    finally:
+        browser.close()

@@ -537,7 +537,7 @@ def test_choosing_the_cpu_switches_to_a_small_step_and_disables_what_needs_a_gpu
         toggle = at.sidebar.toggle(key=f"cfg_{name}")
         assert toggle.disabled and toggle.value is False, name
     assert "CPU runs time the eager step only" in at.sidebar.selectbox(key="cfg_device").help
-    assert "On the CPU, eager only" in _texts(at.sidebar.caption)
+    assert "On the CPU: eager only" in _texts(at.sidebar.caption)
     assert "labelled 'custom'" in _texts(at.sidebar.caption)
     # the caption says the sizes the controls hold, not the preset's (N=640, 4096 -> ...)
     assert "N=64, 512 -> 512 -> 128" in _texts(at.sidebar.caption)

@@ -57,7 +57,7 @@ def test_modes_are_chosen_beside_eager_and_the_graph(tmp_path):
     modes = at.session_state["cfg_modes"]
     assert list(modes) == ["compile_ro", "compile"]
     caption = " ".join(c.value for c in at.sidebar.caption)
-    assert "Changed from seed (so labelled 'custom')" in caption and "also timed" in caption
+    assert "Changed from seed (labelled 'custom')" in caption and "also timed" in caption
     assert not at.exception
 
 
