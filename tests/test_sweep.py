@@ -493,7 +493,7 @@ def test_break_even_per_point():
                                {"batch": 2, "eager": 1.0, "graph": 1.5, "cost": 10.0}], ["batch"])
     table = sweep.break_even_table(sweep.speedup_table(points, modes, ["batch"]), ["batch"])
     assert list(table["break_even_steps"]) == [7.0, math.inf]  # ceil(10 / 1.5); never
-    assert list(table["pays_back"]) == ["after 7 steps", "never (not faster)"]
+    assert list(table["pays_back"]) == ["after 7 steps", "never (graph not faster)"]
     assert table["memory_mib"].eq(4.0).all() and table["saving_ms"].tolist() == [1.5, -0.5]
 
 
