@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
+from profiler_core.attribution import COMPONENTS as ATTRIBUTION_COMPONENTS
 from profiler_core.config import ALWAYS_MEASURED, RunConfig
 from profiler_core.errors import RunFormatError
 from profiler_core.schema import BREAKDOWN_COMPONENTS, NVML_METRICS
@@ -53,12 +54,14 @@ def table_row_limit(name: str, config: RunConfig,
         "counters": COUNTER_ROWS,
         "launch_split": modes * config.profile_iters * max(1, config.capture_iters),
         "breakdown": modes * len(BREAKDOWN_COMPONENTS),
+        "attribution": modes * len(ATTRIBUTION_COMPONENTS),
         "kernels": modes * KERNEL_ROWS_PER_MODE,
         "nvml": _nvml_rows(config, environment),
         # the timed, cold-start and article-loop blocks of every trial, and a mode's other phases
         "phases": modes * (3 * config.trial_count + PHASES_PER_MODE),
         "modes": modes,
         "metrics": modes * METRIC_ROWS_PER_MODE,
+        "repeats": config.repeats,  # one row per process
     }[name]
     return 2 * rows + ROOM
 
