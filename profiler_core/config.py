@@ -200,10 +200,12 @@ def _check_float(config: RunConfig, name: str) -> None:
     value = getattr(config, name)
     low, high = FLOAT_LIMITS[name]
     allowed = f"a number from {low:g} to {high:g}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and math.isnan(value)):
         raise ConfigError(name, f"{name} must be {allowed}; got {quoted(value)}")
-    if not low <= value <= high:
-        raise ConfigError(name, f"{name} must be {allowed}; got {value:g}")
+    if not low <= value <= high:  # a whole number of 400 digits compares, but is no float
+        got = shown_int(value) if isinstance(value, int) else f"{value:g}"
+        raise ConfigError(name, f"{name} must be {allowed}; got {got}")
 
 
 def _check_choice(config: RunConfig, name: str, choices: tuple[str, ...]) -> None:

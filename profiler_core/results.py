@@ -122,6 +122,11 @@ def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
     taken lexically); nothing is created (the parents made to probe the location are removed)."""
     text = os.fspath(directory)
     shown = repr(text)
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate (a serve request can carry one)
+        raise _refused_output(f"out {shown} holds a character no file name can hold",
+                              "choose a folder name of ordinary text") from None
     last = os.path.basename(text.rstrip(os.sep))
     target = output_path(text)
     if not text.strip() or last in ("", ".", "..") or Path(text).name in ("", ".", "..") or \
@@ -428,9 +433,9 @@ class RunResult:
                 frame = _upgrade_v1_table(name, frame)
             if version < 3:
                 frame = _upgrade_v2_table(name, frame)
+            _refuse_booleans(name, frame, path)  # before anything is written into a column
             if name == "metrics":
                 frame = _upgrade_never_pays_back(frame)
-            _refuse_booleans(name, frame, path)
             try:
                 tables[name] = coerce_table(name, frame)
             except (ValueError, TypeError, OverflowError) as error:
