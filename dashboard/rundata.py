@@ -41,6 +41,9 @@ from profiler_core.schema import (READABLE_SCHEMA_VERSIONS, SUMMARY_FILE, TABLE_
                                   clean_text)
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
+# Sweeps measured on an H200 and bundled, so the Sweep page has something to show without a GPU.
+SAMPLE_SWEEPS_DIR = Path(__file__).resolve().parent / "sample_sweeps"
+SAMPLE_SWEEP_PREFIX = "sample: "
 RUNS_DIR_ENV = "PROFILER_RUNS_DIR"
 DEFAULT_RUNS_DIR = "runs"
 
@@ -691,3 +694,15 @@ def unpack_run(data: bytes, dest: Path, name: str = "") -> OpenedRun:
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
+
+
+def sweeps_with_samples(listed: pd.DataFrame, samples_dir: Path | None = None) -> pd.DataFrame:
+    """The runs folder's sweeps (``sweep.list_sweeps``), then the bundled sample sweeps, each
+    named ``sample: <name>`` (so it cannot clash with a folder of the user's)."""
+    from profiler_core import sweep
+
+    samples = sweep.list_sweeps(samples_dir or SAMPLE_SWEEPS_DIR)
+    if samples.empty:
+        return listed
+    samples = samples.assign(name=SAMPLE_SWEEP_PREFIX + samples["name"].astype(str))
+    return pd.concat([listed, samples], ignore_index=True) if len(listed) else samples
