@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiler_core.config import (ALWAYS_MEASURED, DTYPES, FLOAT_LIMITS, INT_LIMITS, MODE_NAMES,
-                                  OPTIMIZERS, PRESET_NAMES, WORKLOADS, is_user_spec)
+                                  OPTIMIZERS, PRESET_NAMES, WORKLOADS, RunConfig,
+                                  changed_from_preset, is_user_spec)
 from profiler_core.errors import ConfigError, quoted
 from profiler_core.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
+from profiler_core.workload_kinds import BUILT_IN
 
 # What a field's value is, which decides how it is read from text, its option and its widget.
 INT = "int"
@@ -97,8 +99,10 @@ _CONV = ("conv",)
 # above the sections), then section by section.
 FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("preset", "Preset", "Fills every control with one of the article's experiments.",
-              "start from a preset (default: seed); other options override it, and a run whose "
-              f"values differ from its preset is labelled {CUSTOM_PRESET}", PRESET, ABOVE_SECTIONS,
+              "start from a preset (default: seed; with --device cpu and neither a preset nor a "
+              "size option, the workload's small CPU step, which runs in seconds); other options "
+              "override it, and a run whose values differ from its preset is labelled "
+              f"{CUSTOM_PRESET}", PRESET, ABOVE_SECTIONS,
               choices=(*PRESET_NAMES, CUSTOM_PRESET)),
     FieldSpec("device", "GPU",
               "The machine's GPUs by index, name and free memory. A CPU run times the eager step "
@@ -216,6 +220,25 @@ FIELDS: tuple[FieldSpec, ...] = (
               MEASUREMENT, metavar="CPUS", empty="not pinned"),
 )
 SPECS: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
+
+# What a CPU run does with the graph-only settings, whatever they held.
+CPU_FIXED: dict[str, int | bool] = {f.name: f.cpu_value for f in FIELDS if f.cpu_value is not None}
+
+
+def cpu_step_values(workload: str) -> dict[str, Any]:
+    """The values that make a built-in workload's small CPU step (its declaration's
+    ``cpu_sizes``) with what a CPU run does with the graph-only settings; {} for the user's own
+    step, whose sizes only its code knows. The dashboard's CPU controls and ``run --device cpu``
+    both use it."""
+    kind = BUILT_IN.get("mlp" if workload.startswith("broken-") else workload)
+    return {**kind.cpu_sizes, **CPU_FIXED} if kind is not None else {}
+
+
+def small_cpu_step(config: RunConfig) -> RunConfig:
+    """``config`` on the CPU with its workload's small step; labelled custom when that is not
+    the preset's own step (it never is for the built-in presets)."""
+    small = config.replace(device="cpu", **cpu_step_values(config.workload))
+    return small.replace(preset=CUSTOM_PRESET) if changed_from_preset(small) else small
 
 
 def spec(name: str) -> FieldSpec:
