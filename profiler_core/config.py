@@ -29,6 +29,9 @@ WORKLOADS = ("mlp", "transformer", "conv", "broken-host-sync", "broken-cpu-tenso
 # is always measured; the others are added on request.
 MODE_NAMES = ("eager", "graph", "graphed_callables", "compile", "compile_ro")
 ALWAYS_MEASURED = ("eager", "graph")
+# The modes a CPU run can time (the others need a CUDA device; ``modes.REGISTRY``'s ``cuda_only``
+# says the same, which a test checks).
+CPU_MODES = ("eager", "compile")
 # name -> what it is, in the words shown beside it (CLI, dashboard, tables)
 MODE_LABELS = {
     "eager": "eager (the baseline)",

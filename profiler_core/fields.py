@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from profiler_core.config import (ALWAYS_MEASURED, DTYPES, FLOAT_LIMITS, INT_LIMITS, MODE_NAMES,
-                                  OPTIMIZERS, PRESET_NAMES, WORKLOADS, RunConfig,
+from profiler_core.config import (ALWAYS_MEASURED, CPU_MODES, DTYPES, FLOAT_LIMITS, INT_LIMITS,
+                                  MODE_NAMES, OPTIMIZERS, PRESET_NAMES, WORKLOADS, RunConfig,
                                   changed_from_preset, is_user_spec)
 from profiler_core.errors import ConfigError, quoted
 from profiler_core.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
-from profiler_core.workload_kinds import BUILT_IN
+from profiler_core.workload_kinds import BUILT_IN, COMMON_FIELDS, workload_of
 
 # What a field's value is, which decides how it is read from text, its option and its widget.
 INT = "int"
@@ -232,6 +232,31 @@ def cpu_step_values(workload: str) -> dict[str, Any]:
     both use it."""
     kind = BUILT_IN.get("mlp" if workload.startswith("broken-") else workload)
     return {**kind.cpu_sizes, **CPU_FIXED} if kind is not None else {}
+
+
+def applies(name: str, config: RunConfig) -> bool:
+    """Whether a field's value had any effect on a run of ``config``: a workload's own size
+    fields only for that workload (none for the user's own step, whose code sets its sizes and
+    dropout), and the graph-only settings only on a CUDA device."""
+    field = SPECS[name]
+    kind = workload_of(config)
+    if kind is None and (field.workloads != BUILT_IN_WORKLOADS or name in COMMON_FIELDS):
+        return False
+    if kind is not None and not field.applies_to(kind.name):
+        return False
+    return config.is_cuda or not field.graph_only
+
+
+def applied_settings(config: RunConfig) -> dict[str, Any]:
+    """The settings that applied to a run of ``config``, in ``RunConfig``'s order, with the
+    values it used: the fields that had an effect (``applies``), the timed eager steps and the
+    trials as counted (not None for automatic), and on the CPU only the modes that run there."""
+    values = {name: value for name, value in config.to_dict().items()
+              if name not in SPECS or applies(name, config)}
+    values["eager_iters"] = config.total_eager_iters
+    values["trials"] = config.trial_count
+    values["modes"] = [mode for mode in config.modes if config.is_cuda or mode in CPU_MODES]
+    return values
 
 
 def small_cpu_step(config: RunConfig) -> RunConfig:

@@ -1,0 +1,129 @@
+"""What a new user meets (issue 20), in the dashboard: the settings that applied to a run (config
+table, the compare diff, the Counters page on a CPU run), one preset label everywhere, the method
+captions' wording, and a run's zip download that works or says why."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard import analysis, state
+from profiler_core import fields
+from profiler_core.config import PRESETS, RunConfig
+
+pytestmark = pytest.mark.usefixtures("fresh_app_state")
+APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+GRAPH_ONLY = ("capture_iters", "replays", "profile", "profile_iters", "nvml", "nvml_interval_ms",
+              "parity_steps")
+OTHER_SIZES = ("heads", "seq_len", "channels", "image_size")
+SMALL_CPU = fields.small_cpu_step(PRESETS["seed"])  # what `run --device cpu` and the sidebar run
+
+
+def _app(runs_dir: Path) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(runs_dir)
+    return at.run()
+
+
+def _texts(elements) -> str:
+    return re.sub(r"\\(.)", r"\1", "\n".join(str(e.value) for e in elements)).replace("\u2060", "")
+
+
+def _settings(table) -> dict[str, str]:
+    return dict(zip(table["setting"], table["value"]))
+
+
+# ----------------------------------------------------------------------------- item 4: settings
+
+
+def test_the_config_table_lists_the_settings_that_applied():
+    cpu = _settings(analysis.config_table(SMALL_CPU))
+    for name in (*GRAPH_ONLY, *OTHER_SIZES):
+        assert name not in cpu, name
+    assert (cpu["batch"], cpu["d_in"], cpu["eager_iters"], cpu["modes"]) == ("64", "512", "200",
+                                                                             "eager")
+    assert cpu["trials"] == "10 (auto)" and cpu["device"] == "cpu"
+    mlp_on_gpu = _settings(analysis.config_table(PRESETS["seed"]))
+    assert mlp_on_gpu["replays"] == "200" and mlp_on_gpu["eager_iters"] == "200 (auto)"
+    assert mlp_on_gpu["modes"] == "eager, graph"
+    assert not set(OTHER_SIZES) & set(mlp_on_gpu)
+    transformer = _settings(analysis.config_table(PRESETS["transformer"]))
+    assert {"heads", "seq_len", "hidden", "dropout1"} <= set(transformer)
+    assert not {"d_in", "channels", "image_size", "dropout2"} & set(transformer)
+    conv = _settings(analysis.config_table(PRESETS["conv"]))
+    assert {"channels", "image_size", "dropout2"} <= set(conv)
+    assert not {"d_in", "hidden", "heads", "seq_len", "dropout1"} & set(conv)
+    own = _settings(analysis.config_table(PRESETS["seed"].replace(workload="mine.step:build")))
+    assert not {"batch", "d_in", "hidden", "d_out", "hidden_layers", "dropout1"} & set(own)
+    compiled = SMALL_CPU.replace(modes=("eager", "graph", "graphed_callables", "compile"))
+    assert _settings(analysis.config_table(compiled))["modes"] == "eager, compile"
+
+
+def test_the_cpu_modes_are_the_registrys():
+    from profiler_core.config import CPU_MODES
+    from profiler_core.modes import REGISTRY
+
+    assert set(CPU_MODES) == {name for name, spec in REGISTRY.items() if not spec.cuda_only}
+
+
+def test_the_compare_diff_compares_the_values_the_runs_used():
+    explicit = SMALL_CPU.replace(eager_iters=200, trials=None)
+    auto = SMALL_CPU.replace(eager_iters=None, replays=200)  # 200 eager steps, automatically
+    assert analysis.configs_diff({"A": explicit, "B": auto}).empty  # both ran 200
+    gpu = PRESETS["seed"].replace(batch=64, d_in=512, hidden=512, d_out=128)
+    diff = analysis.configs_diff({"A": SMALL_CPU, "B": gpu}).set_index("setting")
+    assert diff.loc["replays"].tolist() == [analysis.NOT_USED, "200"]
+    assert diff.loc["modes"].tolist() == ["eager", "eager, graph"]
+    assert "eager_iters" not in diff.index and "None" not in diff.to_string()
+    lesson = analysis.config_diff(PRESETS["seed"], PRESETS["lesson3"])
+    assert set(lesson["setting"]) == {"capture_iters", "replays", "eager_iters", "trials", "preset"}
+    assert lesson.set_index("setting").loc["eager_iters"].tolist() == ["200", "30"]
+
+
+def _cpu_run_folder(runs: Path, name: str, config: RunConfig) -> Path:
+    from profiler_core.__main__ import main
+
+    argv = ["run", "--out", str(runs / name), "--progress", "none",
+            *__import__("profiler_core.cli", fromlist=["cli"]).config_to_argv(config)]
+    assert main(argv) == 0
+    return runs / name
+
+
+@pytest.fixture(scope="module")
+def cpu_runs(tmp_path_factory) -> Path:
+    """Two real CPU runs of a tiny step: eager steps automatic, and the same number set by hand."""
+    runs = tmp_path_factory.mktemp("runs")
+    tiny = SMALL_CPU.replace(batch=8, d_in=16, hidden=16, d_out=4, eager_iters=None, replays=20,
+                             trials=4)
+    _cpu_run_folder(runs, "cpu-auto", tiny)
+    _cpu_run_folder(runs, "cpu-set", tiny.replace(eager_iters=20))
+    return runs
+
+
+def test_a_cpu_runs_overview_counters_and_compare_show_what_ran(cpu_runs):
+    at = _app(cpu_runs)
+    at.switch_page("views/runs.py").run()
+    at.multiselect(key="compare_runs").set_value(
+        [str((cpu_runs / name).resolve()) for name in ("cpu-auto", "cpu-set")]).run()
+    assert not at.exception
+    assert "All these runs used the same settings." in _texts(at.caption)  # 20 eager steps each
+    at.session_state[state.OPEN_RUN] = str((cpu_runs / "cpu-auto").resolve())
+    at.switch_page("views/overview.py").run()
+    table = next(frame.value for frame in at.dataframe
+                 if list(frame.value.columns) == ["setting", "value"])
+    shown = _settings(table)
+    assert not set(GRAPH_ONLY + OTHER_SIZES) & set(shown)
+    assert shown["eager_iters"] == "20 (auto)" and shown["modes"] == "eager"
+    at.switch_page("views/counters.py").run()
+    assert not at.exception
+    words = _texts(at.markdown)
+    assert "side stream" not in words and "replays)" not in words
+    assert "This run was on the CPU, which times the eager step only" in words
+    assert "(3 warm-up, counted: yes; 20 eager steps)" in words
+    lessons = at.dataframe[0].value
+    assert list(lessons["phase"]) == ["initial", "after_warmup", "eager_after_timed"]
+    assert "**after_warmup**: Warm-up runs the step eagerly, so the counter" in words
