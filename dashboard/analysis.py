@@ -16,7 +16,8 @@ import pandas as pd
 
 from profiler_core import fields
 from profiler_core.attribution import stretched_kernel_notes
-from profiler_core.config import MODE_LABELS, MODE_NAMES, PRESETS, RunConfig, changed_from_preset
+from profiler_core.config import (MODE_LABELS, MODE_NAMES, RunConfig,  # noqa: F401 (the labels:
+                                  preset_label, preset_text)          # one rule, in config)
 from profiler_core.schema import BREAKDOWN_COMPONENTS
 from profiler_core.trace import decompose_medians
 
@@ -697,26 +698,6 @@ def counter_lessons(counters: pd.DataFrame, config: RunConfig | None = None) -> 
     out["why"] = [explain_phase(p, r, on_cuda) + (_this_run(p, config) if config else "")
                   for p, r in zip(counters["phase"], rules.fillna(""))]
     return out[COUNTER_LESSON_COLUMNS].reset_index(drop=True)
-
-
-def preset_label(config: RunConfig) -> str:
-    """The preset a run's values are, in fact: its recorded preset when every setting equals that
-    preset's, else "custom" (a run whose settings were changed from a preset, even if its
-    summary names the preset it started from)."""
-    if config.preset not in PRESETS or changed_from_preset(config):
-        return "custom"
-    return config.preset
-
-
-def preset_text(config: RunConfig, limit: int = 3) -> str:
-    """The preset label with what changed: 'seed', 'custom (seed with dtype bf16)', 'custom'."""
-    label = preset_label(config)
-    preset = PRESETS.get(config.preset)
-    if label != "custom" or preset is None:
-        return label
-    changed = [f"{f} {getattr(config, f)}" for f in changed_from_preset(config)]
-    shown = ", ".join(changed[:limit]) + (f" and {len(changed) - limit} more" if len(changed) > limit else "")
-    return f"custom ({config.preset} with {shown})"
 
 
 NOT_USED = "n/a (not used)"  # a setting that had no effect on a run, beside one where it had

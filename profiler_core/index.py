@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from profiler_core import schema
-from profiler_core.config import ALWAYS_MEASURED, MODE_NAMES, RunConfig
+from profiler_core.config import ALWAYS_MEASURED, MODE_NAMES, RunConfig, preset_label
 from profiler_core.schema import clean_text
 from profiler_core.errors import ConfigError, quoted, shown
 
 INDEX_FILE = ".profiler_index.sqlite"
-INDEX_SCHEMA_VERSION = 3  # PRAGMA user_version of an index this code reads
+INDEX_SCHEMA_VERSION = 4  # PRAGMA user_version of an index this code reads (4: preset is the
+#                           run's label, custom when its values differ from the preset it names)
 APPLICATION_ID = 0x43475049  # "CGPI": PRAGMA application_id, how a file is recognised as ours
 INDEX_MARKER = "profiler_core run index"  # meta.tool
 SWEEP_FILE, POINTS_FILE = "sweep.json", "points.csv"
@@ -263,7 +264,8 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
             raise ValueError(f"{schema.SUMMARY_FILE} has schema_version {quoted(version)}")
         if not isinstance(summary.get("config"), dict):
             raise ValueError(f"{schema.SUMMARY_FILE} has no config")
-        config = RunConfig.from_dict(summary["config"]).to_dict()
+        recorded = RunConfig.from_dict(summary["config"])
+        config = {**recorded.to_dict(), "preset": preset_label(recorded)}  # the run's one label
         env = summary.get("environment") if isinstance(summary.get("environment"), dict) else {}
         headline = summary.get("headline") if isinstance(summary.get("headline"), dict) else {}
     except ConfigError as error:

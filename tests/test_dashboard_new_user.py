@@ -127,3 +127,56 @@ def test_a_cpu_runs_overview_counters_and_compare_show_what_ran(cpu_runs):
     lessons = at.dataframe[0].value
     assert list(lessons["phase"]) == ["initial", "after_warmup", "eager_after_timed"]
     assert "**after_warmup**: Warm-up runs the step eagerly, so the counter" in words
+
+
+# ----------------------------------------------------------------------------- item 5: one label
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "dashboard" / "sample_run"
+
+
+def test_the_sample_has_one_label_in_the_index_the_runs_list_and_the_dashboard(tmp_path, capsys):
+    """The bundled sample recorded the seed preset with dtype bf16 changed: its values are not
+    the seed preset's, so every reader labels it custom (the dashboard adds what it started
+    from); its summary keeps the preset it started from."""
+    import shutil
+
+    from dashboard import rundata
+    from profiler_core import index
+    from profiler_core.__main__ import main
+    from profiler_core.config import preset_label, preset_text
+    from profiler_core.results import RunResult
+
+    runs = tmp_path / "runs"
+    shutil.copytree(SAMPLE, runs / "sample")
+    sample = RunResult.load(runs / "sample").config
+    assert (sample.preset, sample.dtype) == ("seed", "bf16")  # what it started from, as recorded
+    assert preset_label(sample) == "custom"
+    assert preset_text(sample) == "custom (seed with dtype bf16)"
+    assert main(["index", "--runs", str(runs)]) == 0
+    header, row = [line.split() for line in capsys.readouterr().out.splitlines()[1:3]]
+    assert row[header.index("preset") + 1] == "custom"  # "started" takes two words
+    with index.open_index(runs) as ix:
+        assert [r["folder"] for r in ix.runs([index.parse_where("preset=custom")])] == ["sample"]
+        assert ix.runs([index.parse_where("preset=seed")]) == []
+    assert list(rundata.list_runs(runs)["preset"]) == ["custom"]
+    assert "custom bf16" in rundata.run_label("sample", {}, sample)
+    at = _app(runs)
+    at.session_state[state.OPEN_RUN] = str((runs / "sample").resolve())
+    at.switch_page("views/overview.py").run()
+    assert not at.exception
+    assert "preset custom (seed with dtype bf16), bf16" in _texts(at.caption)
+    table = next(frame.value for frame in at.dataframe
+                 if list(frame.value.columns) == ["setting", "value"])
+    assert _settings(table)["preset"] == "custom (seed with dtype bf16)"
+
+
+def test_a_run_recorded_by_this_version_keeps_its_label_everywhere():
+    from profiler_core import cli
+    from profiler_core.config import preset_label
+
+    for argv, label in ((["--preset", "seed", "--dtype", "bf16"], "custom"),
+                        (["--preset", "lesson3"], "lesson3"),
+                        (["--preset", "seed", "--device", "cpu"], "seed")):
+        config = cli.config_from_args(cli.parse(["run", "--out", "x", *argv]))
+        assert config.preset == preset_label(config) == label
