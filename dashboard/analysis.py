@@ -33,20 +33,36 @@ METHOD_LABELS = {
     "block_sync": "loop closed by one sync",
     "article_no_sync": "article: perf_counter, no sync",
 }
+# What each method measures, as a clause that follows the method's name ("timed by <label>:
+# <meaning>"); ``method_caption`` makes it a sentence.
 METHOD_MEANING = {
-    "steady_trial": "true, the headline: steps queued back to back as in training, each trial's "
-                    "mean time per step (what a training loop's clock sees); medians are over "
-                    "the trials",
-    "steady_event": "true: the same steady-state steps one by one, GPU time between CUDA events "
+    "steady_trial": "steps queued back to back as in training, each trial's mean time per step "
+                    "(what a training loop's clock sees), its median over the trials",
+    "steady_event": "the same steady-state steps one by one, GPU time between CUDA events "
                     "recorded after consecutive steps (a graph's batch copy included)",
-    "steady_wall": "true: the same steady-state steps one by one, host time between consecutive "
+    "steady_wall": "the same steady-state steps one by one, host time between consecutive "
                    "steps (CPU runs)",
-    "cold_event": "true for one isolated step: synchronise first, then CUDA events around the step, "
-                  "so every step pays the latency of its first launch",
-    "cold_wall": "true for one isolated step: host time from a synchronise to a synchronise",
-    "block_sync": "true: the article's loop, closed by torch.cuda.synchronize()",
-    "article_no_sync": "wrong: CPU enqueue time only - the GPU may still be working",
+    "cold_event": "one isolated step at a time: synchronise first, then CUDA events around the "
+                  "step, so every step pays the latency of its first launch",
+    "cold_wall": "one isolated step at a time: host time from a synchronise to a synchronise",
+    "block_sync": "the article's loop, closed by torch.cuda.synchronize()",
+    "article_no_sync": "CPU enqueue time only; the GPU may still be working",
 }
+# Whether a method measures training time (the timing table says so beside each): the article's
+# no-sync loop does not.
+METHOD_VERDICT = {method: "true" for method in METHOD_MEANING}
+METHOD_VERDICT.update(steady_trial="true, the headline", article_no_sync="wrong")
+
+
+def method_caption(method: str, cpu: bool = False) -> str:
+    """One sentence for a timing method: its name, then what it measures (names such as CUDA
+    keep their case)."""
+    label = method_label(method, cpu)
+    meaning = METHOD_MEANING.get(method, "")
+    text = f"{label}: {meaning}" if meaning else label
+    return text[:1].upper() + text[1:] + "."
+
+
 # The latency.csv rows and column each per-iteration method reads.
 SERIES = {
     "steady_event": ("steady", "gpu_ms"),
@@ -203,12 +219,13 @@ def timing_comparison(stats: pd.DataFrame, headline: dict[str, Any]) -> pd.DataF
         eager = float(part.get("eager", math.nan))
         graph = float(part.get("graph", math.nan))
         rows.append([method, METHOD_LABELS[method], eager, graph, eager / graph if graph else math.nan,
-                     METHOD_MEANING[method]])
+                     f"{METHOD_VERDICT[method]}: {METHOD_MEANING[method]}"])
     if "article_no_sync" not in methods:
         eager, graph = number(headline, "article_eager_ms"), number(headline, "article_graph_ms")
         if finite(eager) or finite(graph):
             rows.append(["article_no_sync", METHOD_LABELS["article_no_sync"], eager, graph,
-                         eager / graph if graph else math.nan, METHOD_MEANING["article_no_sync"]])
+                         eager / graph if graph else math.nan,
+                         f"{METHOD_VERDICT['article_no_sync']}: {METHOD_MEANING['article_no_sync']}"])
     return pd.DataFrame(rows, columns=TIMING_COLUMNS)
 
 

@@ -180,3 +180,36 @@ def test_a_run_recorded_by_this_version_keeps_its_label_everywhere():
                         (["--preset", "seed", "--device", "cpu"], "seed")):
         config = cli.config_from_args(cli.parse(["run", "--out", "x", *argv]))
         assert config.preset == preset_label(config) == label
+
+
+# ----------------------------------------------------------------------------- item 6: captions
+
+
+def test_method_captions_read_as_sentences_and_keep_cuda_in_capitals(tmp_path):
+    from conftest import write_synthetic_run
+
+    for method in analysis.METHOD_MEANING:
+        caption = analysis.method_caption(method)
+        assert caption[0].isupper() and caption.endswith(".") and "true" not in caption
+    assert analysis.method_caption("steady_event") == (
+        "Steady state, every step (CUDA events): the same steady-state steps one by one, GPU time "
+        "between CUDA events recorded after consecutive steps (a graph's batch copy included).")
+    assert analysis.method_caption("steady_trial", cpu=True).startswith(
+        "Steady state, per trial (wall clock): steps queued back to back")
+    run = write_synthetic_run(tmp_path / "runs" / "gpu", started_at="2026-11-30T10:00:00")
+    at = _app(run.parent)
+    at.session_state[state.OPEN_RUN] = str(run.resolve())
+    at.switch_page("views/overview.py").run()
+    said = _texts(at.caption)
+    assert ("timed by steady state, per trial (CUDA events): steps queued back to back as in "
+            "training") in said
+    assert "true, the headline" not in said and "(CUDA events): true" not in said
+    at.switch_page("views/latency.py").run()
+    at.radio(key="latency_timing").set_value("steady_event").run()
+    said = _texts(at.caption)
+    assert "GPU time between CUDA events recorded after consecutive steps" in said
+    assert "gpu time between cuda events" not in said
+    timing = next(frame.value for frame in at.dataframe if "meaning" in frame.value.columns)
+    meaning = timing.set_index("method")["meaning"]
+    assert meaning["steady_trial"].startswith("true, the headline: steps queued")
+    assert meaning["article_no_sync"] == "wrong: CPU enqueue time only; the GPU may still be working"
