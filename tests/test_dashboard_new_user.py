@@ -213,3 +213,55 @@ def test_method_captions_read_as_sentences_and_keep_cuda_in_capitals(tmp_path):
     meaning = timing.set_index("method")["meaning"]
     assert meaning["steady_trial"].startswith("true, the headline: steps queued")
     assert meaning["article_no_sync"] == "wrong: CPU enqueue time only; the GPU may still be working"
+
+
+# ----------------------------------------------------------------------------- item 7: the zip
+
+
+def test_the_run_zip_is_built_when_its_button_is_drawn_and_a_failure_is_said(tmp_path,
+                                                                             monkeypatch):
+    """A deferred download once did nothing after a rerun (a sweep finishing: "Deferred file ...
+    not found"). The zip, summary and traces are handed to Streamlit as bytes when drawn, the
+    same bytes on every rerun (so the same file id); a zip that cannot be built says why."""
+    import io
+    import zipfile
+
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    from conftest import write_synthetic_run
+    from dashboard import rundata
+
+    served: list[tuple[str, bytes]] = []
+    real = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        served.append((filename, path_or_data))
+        return real(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    run = write_synthetic_run(tmp_path / "runs" / "gpu-run", started_at="2026-11-30T10:00:00")
+    at = _app(run.parent)
+    at.session_state[state.OPEN_RUN] = str(run.resolve())
+    at.switch_page("views/overview.py").run()
+    assert not at.exception
+    zips = [data for name, data in served if name == "gpu-run.zip"]
+    assert zips and isinstance(zips[-1], bytes)
+    with zipfile.ZipFile(io.BytesIO(zips[-1])) as archive:
+        assert "gpu-run/summary.json" in archive.namelist()
+    summaries = [data for name, data in served if name == "gpu-run-summary.json"]
+    assert json.loads(summaries[-1])["config"]["preset"] == "seed"
+    at.run()  # a rerun (a sweep finishing, a fragment) offers the very same bytes again
+    again = [data for name, data in served if name == "gpu-run.zip"]
+    assert len(again) > len(zips) and again[-1] == zips[-1]
+
+    def gone(path, root=None):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(rundata, "run_zip_bytes", gone)
+    (run / "summary.json").touch()  # a new stamp: the cached zip is not reused
+    at.run()
+    assert not at.exception
+    said = _texts(at.error)
+    assert "Download run (zip): not available: No such file or directory" in said
+    assert "Download run (zip)" not in {button.label for button in at.download_button}
+    assert "Download summary.json" in {button.label for button in at.download_button}
