@@ -85,10 +85,11 @@ def test_the_compare_diff_compares_the_values_the_runs_used():
 
 
 def _cpu_run_folder(runs: Path, name: str, config: RunConfig) -> Path:
+    """A real CPU run of ``config`` through the command line, as the dashboard's worker runs it."""
+    from profiler_core import cli
     from profiler_core.__main__ import main
 
-    argv = ["run", "--out", str(runs / name), "--progress", "none",
-            *__import__("profiler_core.cli", fromlist=["cli"]).config_to_argv(config)]
+    argv = ["run", "--out", str(runs / name), "--progress", "none", *cli.config_to_argv(config)]
     assert main(argv) == 0
     return runs / name
 
@@ -226,9 +227,9 @@ def test_the_run_zip_is_built_when_its_button_is_drawn_and_a_failure_is_said(tmp
     import io
     import zipfile
 
+    from conftest import write_synthetic_run
     from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
-    from conftest import write_synthetic_run
     from dashboard import rundata
 
     served: list[tuple[str, bytes]] = []

@@ -435,7 +435,7 @@ def test_an_idle_spare_is_stopped_after_the_idle_time_and_the_next_run_starts_fr
     assert launcher_module.IDLE_TIMEOUT_S == 600.0
     assert "after 10 minutes without a run" in (Path(launcher_module.__file__).parent.parent
                                                 / "README.md").read_text()
-    make, log, _ = fake_python
+    make, _, _ = fake_python
     launcher = make(idle_timeout_s=0.5)
     _run(launcher, tmp_path / "a")
     assert until(lambda: launcher._pool.children and launcher._pool.children[0].ready.is_set())
