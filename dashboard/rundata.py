@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from profiler_core import index as run_index
-from profiler_core.config import RunConfig
+from profiler_core.config import RunConfig, preset_label
 from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
 from profiler_core.outputs import MANIFEST_FILE
@@ -362,7 +362,7 @@ def run_label(name: str, environment: dict[str, Any], config: RunConfig | None) 
     gpu = environment.get("gpu_name") or environment.get("device_type") or "?"
     parts = [name, str(gpu), _when(environment.get("started_at"))]
     if config is not None:
-        parts.append(f"{config.preset} {config.dtype}")
+        parts.append(f"{preset_label(config)} {config.dtype}")
     return " · ".join(p for p in parts if p)
 
 

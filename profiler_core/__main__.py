@@ -210,8 +210,15 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         raise ConfigError("timeout", f"timeout must be from 0 to {cli.MAX_TIMEOUT_S:,.0f} seconds; "
                                      f"got {args.timeout:g}", "0 means no limit")
     config = cli.config_from_args(args)
+    small = cli.cpu_small_step(args, config)
     check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
+    if small is not None:
+        print(cli.small_step_line(config, small), file=sys.stderr)
+        config = small
+    says_time = config.device == "cpu" and small is None and args.progress != "jsonl"
     if config.repeats > 1:
+        if says_time:
+            _say_cpu_time(config, config.repeats)
         return _command_repeats(config, args)
     if config.cpu_affinity is not None:
         hostinfo.pin(config.cpu_affinity)  # before torch is imported: its threads follow it
@@ -226,6 +233,8 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         if user_step:
             _check_user_step(config)
         loading = False
+        if says_time:
+            _say_cpu_time(config)
         result = run_experiment(config, progress=reporter or (lambda progress: None))
     except BaseException as error:
         if reporter is not None:
@@ -253,6 +262,23 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         print(format_summary(result))
         print(f"\nWrote {out}")
     return 0
+
+
+def _say_cpu_time(config, processes: int = 1) -> None:
+    """Before a CPU run larger than the small step: one line with the time it will take, from a
+    few of its steps timed (``cpu_time``); nothing for a quick run. A step too large for memory
+    is refused here, as the run would refuse it; any other failure leaves it to the run to
+    report."""
+    from profiler_core.cpu_time import WORTH_SAYING_S, estimate_line, measure
+
+    try:
+        estimate = measure(config)
+    except (ProfilerError, KeyboardInterrupt):
+        raise
+    except Exception:  # noqa: BLE001 - the run itself reports whatever its step raises
+        return
+    if estimate is not None and estimate.total_s * processes >= WORTH_SAYING_S:
+        print(estimate_line(estimate, processes), file=sys.stderr, flush=True)
 
 
 def _command_repeats(config, args) -> int:

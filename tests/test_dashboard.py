@@ -209,7 +209,8 @@ def test_two_runs_compare_side_by_side(shared_run, tmp_path):
     assert not at.exception
     assert _trace_types(at) == [["bar", "bar"], ["bar"] * 4]
     diff = at.dataframe[-1].value
-    assert set(diff["setting"]) == {"replays", "trials", "preset"}  # preset: what the values are
+    # preset: what the values are; eager_iters: the steps each ran (automatic: 200 and 100)
+    assert set(diff["setting"]) == {"replays", "eager_iters", "trials", "preset"}
     presets = set(diff.loc[diff["setting"] == "preset", ["A", "B"]].iloc[0])
     assert presets == {"custom (seed with trials 10)", "custom (seed with replays 100, trials 5)"}
     split = _figures(at)[1]

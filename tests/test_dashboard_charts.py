@@ -462,7 +462,8 @@ def test_config_diff_and_tables():
     from profiler_core.config import PRESETS
 
     diff = analysis.config_diff(PRESETS["seed"], PRESETS["lesson3"])
-    assert set(diff["setting"]) == {"capture_iters", "replays", "preset"}
+    # the eager steps and trials both runs used (automatic: from the replays) differ too
+    assert set(diff["setting"]) == {"capture_iters", "replays", "eager_iters", "trials", "preset"}
     table = analysis.config_table(PRESETS["seed"])
     assert table.loc[table["setting"] == "eager_iters", "value"].item() == "200 (auto)"
     assert list(analysis.environment_table({"gpu_name": "H200", "x": 1})["item"]) == ["gpu_name", "x"]
