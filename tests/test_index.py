@@ -28,7 +28,7 @@ from profiler_core.errors import ConfigError
 from profiler_core.results import RunResult
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLE = REPO / "dashboard" / "sample_run"
+SAMPLE = REPO / "tests" / "data" / "h200_schema2_sample"  # two modes, its figures in its headline
 APP = REPO / "dashboard" / "app.py"
 
 

@@ -433,8 +433,8 @@ def test_an_idle_spare_is_stopped_after_the_idle_time_and_the_next_run_starts_fr
     from profiler_core import launcher as launcher_module
 
     assert launcher_module.IDLE_TIMEOUT_S == 600.0
-    assert "after 10 minutes without a run" in (Path(launcher_module.__file__).parent.parent
-                                                / "README.md").read_text()
+    docs = Path(launcher_module.__file__).parent.parent / "docs" / "how-it-measures.md"
+    assert "no run takes within 10 minutes of being ready is stopped" in docs.read_text()
     make, _, _ = fake_python
     launcher = make(idle_timeout_s=0.5)
     _run(launcher, tmp_path / "a")
