@@ -16,6 +16,7 @@ import pandas as pd
 
 from profiler_core.config import MODE_LABELS, MODE_NAMES, PRESETS, RunConfig, changed_from_preset
 from profiler_core.schema import BREAKDOWN_COMPONENTS
+from profiler_core.stats import pay_back_text
 from profiler_core.trace import decompose_medians
 
 MODES = ("eager", "graph")  # the article's pair: eager is every comparison's baseline
@@ -466,6 +467,9 @@ def one_time_costs(headline: dict[str, Any]) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=["quantity", "value", "unit"])
     out["shown"] = [("n/a" if not finite(v) or not math.isfinite(v) else f"{v:.4g} {u}".strip())
                     for v, u in zip(out["value"], out["unit"])]
+    # A graph that is not faster never pays its capture back: said so, not "n/a".
+    if headline.get("graph_pays_back") == 0.0:
+        out.loc[out["quantity"] == "break-even", "shown"] = pay_back_text(0.0, math.nan)
     return out
 
 

@@ -21,6 +21,7 @@ from profiler_core.config import is_user_spec
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError
 from profiler_core.predict import headline_lines as prediction_lines
 from profiler_core.results import RunResult, check_output
+from profiler_core.stats import pay_back_text
 from profiler_core.workload_kinds import workload_of
 
 
@@ -94,8 +95,8 @@ def format_summary(result: RunResult) -> str:
                   f"Capture {_ms(head.get('capture_ms', math.nan))}, graph pool "
                   f"{head.get('graph_pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
                   f"{head.get('eager_peak_bytes', 0) / 2**20:.1f} MiB / graph "
-                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, break-even after "
-                  f"{head.get('break_even_iters')} steps"]
+                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, break-even "
+                  f"{pay_back_text(head.get('graph_pays_back'), head.get('break_even_iters'))}"]
         if "parity_max_abs_diff" in head:
             lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
                          f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
