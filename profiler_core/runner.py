@@ -813,7 +813,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
             held_ms = _held_replay_ms(graph, clock)
         progress.start_phase("cold-start trials", "a synchronise before every iteration")
         _cold_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
-        latency = tables["latency"] = _latency_table(state.latency_rows)
+        tables["latency"] = _latency_table(state.latency_rows)
         progress.start_phase("article loop", "no-sync loop timing, then synchronised")
         loops = _article_loops(modes, _article_block_iters(config, modes), trials, clock, phases,
                                progress)

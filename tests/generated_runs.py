@@ -246,12 +246,11 @@ def _samples(draw, low: float, high: float, scale: float, equal: bool) -> list[f
 
 
 @st.composite
-def mode_times(draw, config: RunConfig, scenario: Scenario, scale: float, outcome: str,
-               cuda: bool) -> dict[str, ModeTimes]:
+def mode_times(draw, config: RunConfig, scale: float, outcome: str) -> dict[str, ModeTimes]:
     """Each mode's simulated step. The graph's outcome against eager holds by construction:
     faster (every step shorter than eager's shortest), slower (longer than eager's longest, by
     a little or a lot), equal (the same constant times on an exact grid)."""
-    equal = outcome == "equal"
+    equal, cuda = outcome == "equal", config.is_cuda
     eager = ModeTimes(_samples(draw, 0.5, 2.0, scale, equal),
                       _grid(draw(st.floats(0.05, 3.0)) * scale) if equal
                       else draw(st.floats(0.05, 3.0)) * scale)
@@ -301,8 +300,7 @@ def mode_times(draw, config: RunConfig, scenario: Scenario, scale: float, outcom
 
 
 @st.composite
-def windows(draw, times: dict[str, ModeTimes], scale: float, profile_iters: int
-            ) -> dict[str, WindowSpec]:
+def windows(draw, times: dict[str, ModeTimes]) -> dict[str, WindowSpec]:
     """A profiled window per timed mode; its kernels need not match the timed steps (the
     profiler stretches them, and a window may record no kernel at all)."""
     out = {}
@@ -328,7 +326,7 @@ def raw_runs(draw, scenario: Scenario = Scenario()) -> RawRun:
     cuda = config.is_cuda
     scale = scenario.scale or draw(st.sampled_from(SCALES))
     outcome = scenario.outcome or draw(st.sampled_from(OUTCOMES))
-    times = draw(mode_times(config, scenario, scale, outcome, cuda))
+    times = draw(mode_times(config, scale, outcome))
     equal = outcome == "equal"
     sleep = scenario.sleep if scenario.sleep is not None else draw(st.booleans())
     copy_gpu = 0.0 if equal else draw(st.floats(0.0, 0.01)) * scale
@@ -370,7 +368,7 @@ def raw_runs(draw, scenario: Scenario = Scenario()) -> RawRun:
         config=config, scenario=scenario, times=times, copy_gpu_ms=copy_gpu,
         copy_host_ms=0.0 if equal else copy_gpu * 0.1, hold_ms=max(5.0, 3 * scale), sleep=sleep,
         observed=observed,
-        windows=draw(windows(times, scale, config.profile_iters)) if config.profile and cuda else {},
+        windows=draw(windows(times)) if config.profile and cuda else {},
         calibration=calibration,
         parity=(draw(st.sampled_from([0.0, 1e-7, 0.25])), draw(st.sampled_from([0.0, 1.0, 3e3]))),
         nvml=nvml, stop=stop,

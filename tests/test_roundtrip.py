@@ -489,6 +489,13 @@ def test_a_gpu_run_whose_graph_does_not_pay_back_opens_in_every_reader(tmp_path)
          "--no-nvml", "--parity-steps", "0", "--progress", "none", "--out", str(out)],
         capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
     assert completed.returncode == 0, completed.stderr
+    check_run_that_does_not_pay(out, completed.stdout, tmp_path)
+
+
+def check_run_that_does_not_pay(out: Path, summary: str, where: Path) -> None:
+    """A real run of seed fp32 at batch 2048 (``out``, in a runs folder of its own; ``summary``
+    what the CLI printed) read back by every reader."""
+    runs = out.parent
     loaded = RunResult.load(out)
     head = loaded.headline
     assert loaded.complete and loaded.config.batch == 2048 and loaded.config.dtype == "fp32"
@@ -499,11 +506,11 @@ def test_a_gpu_run_whose_graph_does_not_pay_back_opens_in_every_reader(tmp_path)
     if pays == 0.0:  # never pays back: stored as NaN, said as "never"
         assert math.isnan(head["break_even_iters"])
         assert math.isnan(figures[("graph", "break_even_iters")])
-        assert "break-even never" in completed.stdout
+        assert "break-even never" in summary
     check_pay_back(loaded)
     rundata.read_summary(out)
     check_dashboard(rundata.open_run(out, "folder"), draw=True)
-    check_upload(out, loaded, tmp_path / "uploads")
+    check_upload(out, loaded, where / "uploads")
     check_predict(out, loaded)
     check_sweep(loaded, runs)
     check_index(out, runs, loaded)
