@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import os
 import tempfile
 import zipfile
 from pathlib import Path
@@ -34,8 +35,10 @@ from profiler_core.results import RunResult, coerce_table
 from profiler_core.trace import iteration_timeline, load_trace
 
 # Deterministic and short; no shrinking (a generated run is built and read by every reader, so
-# shrinking one takes minutes): a failure prints the whole drawn run instead.
-SETTINGS = settings(max_examples=1, deadline=None, derandomize=True, database=None,
+# shrinking one takes minutes): a failure prints the whole drawn run instead. ROUNDTRIP_EXAMPLES
+# raises the examples per scenario for a longer search (600 random ones found nothing more).
+EXAMPLES = int(os.environ.get("ROUNDTRIP_EXAMPLES", "1"))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                     phases=(Phase.explicit, Phase.generate),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -396,7 +399,7 @@ def test_every_outcome_opens_in_every_reader(scenario, request):
     round_trip()
 
 
-@settings(SETTINGS, max_examples=4)
+@settings(SETTINGS, max_examples=4 * EXAMPLES)
 @given(raw_runs(Scenario(stop=None, timed=None)))
 def test_any_generated_run_opens_in_every_reader(raw):
     with tempfile.TemporaryDirectory() as folder:
