@@ -32,13 +32,13 @@ from typing import Any
 import pandas as pd
 
 from profiler_core import index as run_index
-from profiler_core.config import RunConfig, preset_label
+from profiler_core.config import MODE_NAMES, RunConfig, preset_label
 from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
 from profiler_core.outputs import MANIFEST_FILE
 from profiler_core.results import RunResult
 from profiler_core.schema import (READABLE_SCHEMA_VERSIONS, SUMMARY_FILE, TABLE_FILES, TRACE_FILES,
-                                  clean_text)
+                                  clean_text, trace_file)
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
 # Sweeps measured on an H200 and bundled, so the Sweep page has something to show without a GPU.
@@ -70,7 +70,9 @@ MAX_FOLDER_CHARS = 1024
 # Files every run written by the tool has; the other tables are checked when present.
 REQUIRED_FILES = (SUMMARY_FILE, "counters.csv", "latency.csv", "stats.csv")
 _TABLE_OF_FILE = {file: (name, columns) for name, (file, columns) in TABLE_FILES.items()}
-_TRACE_NAMES = {f"{stem}{ext}" for stem in TRACE_FILES.values() for ext in ("", ".gz")}
+# Every mode's trace (not only eager's and the graph's): a run of several modes keeps them all.
+_TRACE_NAMES = {f"{trace_file(mode)}{ext}" for mode in (*TRACE_FILES, *MODE_NAMES)
+                for ext in ("", ".gz")}
 _KNOWN_FILES = {SUMMARY_FILE, *_TABLE_OF_FILE, *_TRACE_NAMES}
 # The columns of a table that runs of an older schema wrote otherwise (``RunResult.load`` upgrades
 # them): file -> (the first schema version with today's columns, the columns before it).

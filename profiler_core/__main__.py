@@ -29,6 +29,7 @@ from profiler_core.config import is_user_spec
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, SaveError, TimeLimitReached
 from profiler_core.predict import headline_lines as prediction_lines
 from profiler_core.results import RunResult, check_output
+from profiler_core.stats import pay_back_text
 from profiler_core.stopping import RunStopper
 from profiler_core.workload_kinds import workload_of
 
@@ -103,7 +104,8 @@ def format_summary(result: RunResult) -> str:
                   f"Capture {_ms(head.get('capture_ms', math.nan))}, graph pool "
                   f"{head.get('graph_pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
                   f"{head.get('eager_peak_bytes', 0) / 2**20:.1f} MiB / graph "
-                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, {_break_even(head)}"]
+                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, break-even "
+                  f"{pay_back_text(head.get('graph_pays_back'), head.get('break_even_iters'))}"]
         if "parity_max_abs_diff" in head:
             lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
                          f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
@@ -136,17 +138,6 @@ def format_summary(result: RunResult) -> str:
     lines += [""] + [f"Warning: {text}" for text in stability.warnings(stats, head)]
     lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
-
-
-def _break_even(head: dict) -> str:
-    """The graph's break-even in words: steps until its one-time cost (warm-up and capture) is
-    paid back by the saving per step, or never."""
-    steps = head.get("break_even_iters")
-    if head.get("graph_pays_back") in (0, 0.0, False):
-        return "never pays back its one-time cost (warm-up + capture): the graph is not faster"
-    if isinstance(steps, (int, float)) and math.isfinite(steps):
-        return f"one-time cost (warm-up + capture) paid back after {steps:.0f} steps"
-    return "break-even not measured"
 
 
 def _attribution_lines(table: pd.DataFrame) -> list[str]:

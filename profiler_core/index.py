@@ -54,6 +54,10 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 HEADLINE_COLUMNS = ("eager_median_ms", "graph_median_ms", "speedup", "speedup_ci_low",
                     "speedup_ci_high")
+# Headline figures a filter may name even when no run in the folder has a value for them (a
+# folder of CPU runs has no speedup; one whose graphs never pay back has no break-even): the
+# filter then matches nothing instead of being refused.
+ALWAYS_FILTERABLE = (*HEADLINE_COLUMNS, "break_even_iters", "graph_pays_back")
 # Columns of a run that can be filtered besides its config fields and headline keys.
 RUN_COLUMNS = {"gpu": "gpu", "gpu_name": "gpu_name", "device_type": "device_type",
                "torch_version": "torch_version", "cuda_version": "cuda_version",
@@ -590,7 +594,7 @@ class RunIndex:
     def fields(self) -> list[str]:
         """Every field a filter may name: config fields, run columns, ``date``, headline keys."""
         keys = self._column("SELECT DISTINCT key FROM run_headline ORDER BY key")
-        return list(dict.fromkeys([*_FIELDS, *RUN_COLUMNS, DATE_FIELD, *keys]))
+        return list(dict.fromkeys([*_FIELDS, *RUN_COLUMNS, DATE_FIELD, *ALWAYS_FILTERABLE, *keys]))
 
     def field_values(self, field: str) -> list[Any]:
         """The distinct values ``field`` has across the readable runs, sorted (None last)."""

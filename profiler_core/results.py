@@ -53,6 +53,19 @@ _NON_NEGATIVE = {
     "repeats": ("repeat", "pid", "eager_median_ms", "graph_median_ms", "run_wall_s"),
 }
 
+# Breakdown components that may be negative: other CPU time is the window less its launch calls,
+# which exceed the window when several threads launch at once (``trace``).
+_SIGNED_COMPONENTS = {"cpu_other"}
+# Figures derived from measurements that a finite measurement can make as large as it likes (a
+# ratio to a tiny figure, the share of a tiny saving, the steps a tiny saving takes to pay a
+# one-time cost back): finite, but not bounded like a measurement.
+_UNBOUNDED = {
+    "metrics": ("value", "eager_value", "ratio_to_eager"),
+    "breakdown": ("share_of_saving_pct",),
+    "attribution": ("share_of_saving_pct",),
+    "modes": ("speedup", "speedup_ci_low", "speedup_ci_high"),
+}
+
 # Column dtypes that are not float: everything else in a table is read as a float.
 _TEXT_COLUMNS = {"mode", "method", "phase", "rule", "component", "kernel", "kernel_full", "metric",
                  "source"}
@@ -192,9 +205,14 @@ def _check_values(name: str, frame: pd.DataFrame, path: Path) -> None:
         values = pd.to_numeric(frame[column], errors="coerce").astype(float)
         if values.isin([math.inf, -math.inf]).any():
             refuse(f"column {column} holds an infinite value")
-        if (values.abs() > (MAX_TIME_MS * 1e3 if name != "nvml" else 1e12)).any():
+        if column not in _UNBOUNDED.get(name, ()) and (
+                values.abs() > (MAX_TIME_MS * 1e3 if name != "nvml" else 1e12)).any():
             refuse(f"column {column} holds a value beyond any measurement")
-        if column in _NON_NEGATIVE.get(name, ()) and (values < 0).any():
+        negative = values < 0
+        if name == "breakdown":
+            signed = frame["component"].isin(_SIGNED_COMPONENTS)
+            negative &= ~signed.to_numpy(dtype=bool, na_value=False)
+        if column in _NON_NEGATIVE.get(name, ()) and negative.any():
             refuse(f"column {column} holds a negative value")
         if column.endswith("_ms") and (values > MAX_TIME_MS).any():
             refuse(f"column {column} holds a time beyond {MAX_TIME_MS:g} ms")
