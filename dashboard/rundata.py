@@ -252,10 +252,11 @@ class OpenedRun:
 
     @property
     def headline(self) -> dict[str, Any]:
-        """The summary's headline without the values no figure or label can be (a JSON object or
-        list, a whole number too large for a float): those are not measured."""
+        """The summary's headline without the values no figure or label can be (a JSON object, a
+        list other than the engine's own short lists, a whole number too large for a float):
+        those are not measured."""
         return {key: value for key, value in (self.result.headline or {}).items()
-                if _headline_value(value)}
+                if _headline_value(value, key)}
 
     @property
     def notes(self) -> list[str]:
@@ -284,7 +285,17 @@ class OpenedRun:
         return run_label(self.name, self.environment, self.config)
 
 
-def _headline_value(value: Any) -> bool:
+# Headline keys the engine writes as lists (the modes timed; the prediction's calibration
+# timings): kept when they are short lists of plain values, as written.
+_LIST_KEYS = ("modes", "prediction_node_counts", "prediction_replay_us", "prediction_replay_busy_us")
+_MAX_LIST_ITEMS = 64
+
+
+def _headline_value(value: Any, key: str = "") -> bool:
+    if isinstance(value, list) and key in _LIST_KEYS:
+        return len(value) <= _MAX_LIST_ITEMS and all(
+            isinstance(item, (str, int, float)) and not isinstance(item, bool) and
+            _headline_value(item) for item in value)
     if isinstance(value, (dict, list)):
         return False
     if isinstance(value, int) and not isinstance(value, bool):

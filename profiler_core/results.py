@@ -468,7 +468,7 @@ class RunResult:
             tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(
                 metrics.from_saved_headline(tables["modes"], tables["stats"], headline)))
         headline = _headline_pay_back(headline, tables["metrics"])
-        if tables["attribution"].empty:  # written before it existed: derived from the rest
+        if not (directory / schema.TABLE_FILES["attribution"][0]).is_file():  # written before it existed
             tables["attribution"] = coerce_table("attribution", attribution.build(
                 tables["stats"], tables["launch_split"], tables["latency"]))
         traces = {}

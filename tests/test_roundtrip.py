@@ -148,14 +148,20 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
     reason = analysis.no_profile_reason(config, env, run.complete)
     method = analysis.headline_method(h, stats_table)
     label = analysis.method_label(method, cpu)
-    verdict = analysis.verdict(h, split, config.capture_iters, reason)
+    attribution = run.table("attribution")
+    pay = analysis.pay_back(h, run.table("modes"), "graph")
+    verdict = analysis.verdict(h, attribution, reason, "graph", pay)
     assert verdict.title and verdict.text
     medians = analysis.split_medians(split)
-    charts.median_bars(stats_table, medians, method=method, method_label=label)
-    costs = analysis.one_time_costs(h)
-    assert not costs["shown"].str.contains("nan|inf", case=False).any(), costs
+    charts.median_bars(stats_table, analysis.kernel_floor(attribution), method=method,
+                       method_label=label)
+    overheads = analysis.profiler_overheads(run.table("metrics"), stats_table,
+                                            run.table("latency"))
+    costs = analysis.one_time_costs(h, pay, overheads)
+    assert not costs["shown"].astype(str).str.contains("nan|inf", case=False).any(), costs
     if h.get("graph_pays_back") == 0.0:  # "never" on screen (issue 17)
-        assert costs.set_index("quantity").loc["break-even", "shown"].startswith("never")
+        assert pay.text.startswith("never")
+        assert costs.set_index("quantity").loc["break-even (see below)", "shown"].startswith("never")
     if predict.has_prediction(h):
         charts.prediction_bars(predict.prediction_parts(h))
         predict.prediction_table(h), predict.constants_table(h)
@@ -176,9 +182,12 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
     charts.split_bars(medians, "none"), charts.launch_count_bars(medians, "none")
     for other in analysis.decomposable_modes(run.table("breakdown"), medians) or ["graph"]:
         breakdown = analysis.breakdown_against(run.table("breakdown"), medians, other)
-        charts.speedup_waterfall(breakdown, "none", other)
+        charts.profiled_waterfall(breakdown, "none", other)
         assert not charts.unknown_components(breakdown)
         analysis.breakdown_table(breakdown)
+    for other in sorted(set(attribution["mode"])) or ["graph"]:
+        charts.speedup_waterfall(attribution, "none", other)
+        analysis.saving_table(attribution, other)
     for mode, path in run.trace_paths.items():
         if path is not None:
             timeline = iteration_timeline(load_trace(path))
@@ -464,7 +473,7 @@ def test_the_dashboard_pages_show_generated_runs(raws, tmp_path):
             assert not at.error, [e.value for e in at.error]
             if number == 0:  # the graph never pays back: said in words
                 costs = next(df.value for df in at.dataframe if "quantity" in df.value.columns)
-                shown = costs.set_index("quantity").loc["break-even", "shown"]
+                shown = costs.set_index("quantity").loc["break-even (see below)", "shown"]
                 assert shown.startswith("never"), shown
                 for page in ("views/counters.py", "views/latency.py", "views/launch_split.py",
                              "views/gpu.py", "views/kernels.py", "views/runs.py"):
