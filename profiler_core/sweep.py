@@ -420,7 +420,7 @@ class SweepPlan:
         except ConfigError as error:
             raise RunFormatError(f"the saved sweep plan is refused: {error}",
                                  "the sweep.json was edited; start a new sweep") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
             raise RunFormatError(f"the saved sweep plan is malformed ({type(error).__name__})",
                                  "the sweep.json was edited; start a new sweep") from None
 

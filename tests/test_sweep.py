@@ -946,3 +946,14 @@ def test_a_sweep_table_pandas_cannot_parse_is_refused_in_one_line(tmp_path):
         assert "\n" not in text and text.count("Expected") == 1, text
         assert f"{name} is not a readable CSV: Error tokenizing data." in text, text
         (folder / name).write_text(original)
+
+
+def test_a_plan_threshold_of_400_digits_is_a_damaged_sweep(tmp_path):
+    """Found by tests/fuzz/campaign.py: float() of a 401-digit integer overflowed (a traceback
+    on --resume, load_sweep and the Sweep page)."""
+    folder = _stopped_sweep(tmp_path / "s")
+    info = json.loads((folder / "sweep.json").read_text())
+    info["plan"]["threshold"] = int(BIG)
+    (folder / "sweep.json").write_text(json.dumps(info))
+    with pytest.raises(RunFormatError, match="the saved sweep plan is malformed"):
+        sweep.load_sweep(folder)
