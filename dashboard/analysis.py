@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core import fields
 from profiler_core.attribution import stretched_kernel_notes
-from profiler_core.config import MODE_LABELS, MODE_NAMES, PRESETS, RunConfig, changed_from_preset
+from profiler_core.config import (MODE_LABELS, MODE_NAMES, RunConfig,  # noqa: F401 (the labels:
+                                  preset_label, preset_text)          # one rule, in config)
 from profiler_core.schema import BREAKDOWN_COMPONENTS
 from profiler_core.trace import decompose_medians, kernel_label
 
@@ -31,20 +33,36 @@ METHOD_LABELS = {
     "block_sync": "loop closed by one sync",
     "article_no_sync": "article: perf_counter, no sync",
 }
+# What each method measures, as a clause that follows the method's name ("timed by <label>:
+# <meaning>"); ``method_caption`` makes it a sentence.
 METHOD_MEANING = {
-    "steady_trial": "true, the headline: steps queued back to back as in training, each trial's "
-                    "mean time per step (what a training loop's clock sees); medians are over "
-                    "the trials",
-    "steady_event": "true: the same steady-state steps one by one, GPU time between CUDA events "
+    "steady_trial": "steps queued back to back as in training, each trial's mean time per step "
+                    "(what a training loop's clock sees), its median over the trials",
+    "steady_event": "the same steady-state steps one by one, GPU time between CUDA events "
                     "recorded after consecutive steps (a graph's batch copy included)",
-    "steady_wall": "true: the same steady-state steps one by one, host time between consecutive "
+    "steady_wall": "the same steady-state steps one by one, host time between consecutive "
                    "steps (CPU runs)",
-    "cold_event": "true for one isolated step: synchronise first, then CUDA events around the step, "
-                  "so every step pays the latency of its first launch",
-    "cold_wall": "true for one isolated step: host time from a synchronise to a synchronise",
-    "block_sync": "true: the article's loop, closed by torch.cuda.synchronize()",
-    "article_no_sync": "wrong: CPU enqueue time only - the GPU may still be working",
+    "cold_event": "one isolated step at a time: synchronise first, then CUDA events around the "
+                  "step, so every step pays the latency of its first launch",
+    "cold_wall": "one isolated step at a time: host time from a synchronise to a synchronise",
+    "block_sync": "the article's loop, closed by torch.cuda.synchronize()",
+    "article_no_sync": "CPU enqueue time only; the GPU may still be working",
 }
+# Whether a method measures training time (the timing table says so beside each): the article's
+# no-sync loop does not.
+METHOD_VERDICT = {method: "true" for method in METHOD_MEANING}
+METHOD_VERDICT.update(steady_trial="true, the headline", article_no_sync="wrong")
+
+
+def method_caption(method: str, cpu: bool = False) -> str:
+    """One sentence for a timing method: its name, then what it measures (names such as CUDA
+    keep their case)."""
+    label = method_label(method, cpu)
+    meaning = METHOD_MEANING.get(method, "")
+    text = f"{label}: {meaning}" if meaning else label
+    return text[:1].upper() + text[1:] + "."
+
+
 # The latency.csv rows and column each per-iteration method reads.
 SERIES = {
     "steady_event": ("steady", "gpu_ms"),
@@ -240,12 +258,14 @@ def timing_comparison(stats: pd.DataFrame, headline: dict[str, Any], cpu: bool =
         eager = float(part.get("eager", math.nan))
         graph = float(part.get("graph", math.nan))
         rows.append([method, method_label(method, cpu), eager, graph,
-                     eager / graph if graph else math.nan, METHOD_MEANING[method]])
+                     eager / graph if graph else math.nan,
+                     f"{METHOD_VERDICT[method]}: {METHOD_MEANING[method]}"])
     if "article_no_sync" not in methods:
         eager, graph = number(headline, "article_eager_ms"), number(headline, "article_graph_ms")
         if finite(eager) or finite(graph):
             rows.append(["article_no_sync", METHOD_LABELS["article_no_sync"], eager, graph,
-                         eager / graph if graph else math.nan, METHOD_MEANING["article_no_sync"]])
+                         eager / graph if graph else math.nan,
+                         f"{METHOD_VERDICT['article_no_sync']}: {METHOD_MEANING['article_no_sync']}"])
     return pd.DataFrame(rows, columns=TIMING_COLUMNS)
 
 
@@ -677,15 +697,39 @@ LESSON_LINES = (
     ("replay", "Every replay runs everything captured: the counter ends at replays x captured steps "
                "(lesson 3: 3 captured steps x 10 replays = 30)."),
 )
+# A CPU run's warm-up: the same step, without a side stream (there is no capture to prepare).
+CPU_WARM_LINE = ("Warm-up runs the step eagerly, so the counter counts it only if the step counts "
+                 "warm-up (lesson 2: when it does not, the counter stays 0).")
 COUNTER_LESSON_COLUMNS = ["phase", "predicted", "observed", "match", "why"]
 
 
-def explain_phase(phase: str, rule: str = "") -> str:
+def explain_phase(phase: str, rule: str = "", on_cuda: bool = True) -> str:
     lowered = str(phase).lower()
     for word, line in LESSON_LINES:
         if word in lowered:
-            return line
+            return line if on_cuda or word != "warm" else CPU_WARM_LINE
     return str(rule or "")
+
+
+def counter_rule_text(config: RunConfig) -> str:
+    """The Counters page's introduction: the rule, with this run's numbers. A CPU run timed the
+    eager step only: no side stream, capture or replay to speak of."""
+    counted = "yes" if config.count_warmup else "no"
+    if not config.is_cuda:
+        return ("A static counter tensor is incremented inside the training step. This run was on "
+                "the CPU, which times the eager step only (CUDA graphs need a CUDA GPU): there was "
+                "no capture and no replay, so the counter shows the **warm-up** (counted only if "
+                "the step counts it) and the **timed eager steps** (one each). The predicted "
+                f"column applies that rule to this run's settings ({config.warmup_iters} warm-up, "
+                f"counted: {counted}; {config.total_eager_iters} eager steps). On a GPU, the same "
+                "table adds capture (the counter does not move) and replays (replays x captured "
+                "steps): the article's lessons.")
+    return ("A static counter tensor is incremented inside the training step. Its value after each "
+            "phase shows what a CUDA graph really runs: **warm-up** runs the step (if the step "
+            "counts it), **capture** records kernels without running them, and every **replay** "
+            "runs all the captured steps. The predicted column applies that rule to this run's "
+            f"settings ({config.warmup_iters} warm-up, counted: {counted}; "
+            f"{config.capture_iters} captured; {config.replays} replays).")
 
 
 def _this_run(phase: str, config: RunConfig) -> str:
@@ -707,55 +751,53 @@ def counter_lessons(counters: pd.DataFrame, config: RunConfig | None = None) -> 
     out = counters[["phase", "predicted", "observed", "match"]].copy()
     rules = counters["rule"] if "rule" in counters else pd.Series([""] * len(counters))
     out["match"] = out["match"].map(lambda v: str(v).strip().lower() in ("true", "1", "yes"))
-    out["why"] = [explain_phase(p, r) + (_this_run(p, config) if config else "")
+    on_cuda = config is None or config.is_cuda
+    out["why"] = [explain_phase(p, r, on_cuda) + (_this_run(p, config) if config else "")
                   for p, r in zip(counters["phase"], rules.fillna(""))]
     return out[COUNTER_LESSON_COLUMNS].reset_index(drop=True)
 
 
-def preset_label(config: RunConfig) -> str:
-    """The preset a run's values are, in fact: its recorded preset when every setting equals that
-    preset's, else "custom" (a run whose settings were changed from a preset, even if its
-    summary names the preset it started from)."""
-    if config.preset not in PRESETS or changed_from_preset(config):
-        return "custom"
-    return config.preset
+NOT_USED = "n/a (not used)"  # a setting that had no effect on a run, beside one where it had
 
 
-def preset_text(config: RunConfig, limit: int = 3) -> str:
-    """The preset label with what changed: 'seed', 'custom (seed with dtype bf16)', 'custom'."""
-    label = preset_label(config)
-    preset = PRESETS.get(config.preset)
-    if label != "custom" or preset is None:
-        return label
-    changed = [f"{f} {getattr(config, f)}" for f in changed_from_preset(config)]
-    shown = ", ".join(changed[:limit]) + (f" and {len(changed) - limit} more" if len(changed) > limit else "")
-    return f"custom ({config.preset} with {shown})"
+def _settings_text(config: RunConfig, auto_marked: bool) -> dict[str, str]:
+    """The settings that applied to a run (``fields.applied_settings``: no other workload's
+    sizes, no graph-only setting on the CPU, the modes that ran) as text; automatic eager steps
+    and trials say "(auto)" when ``auto_marked``."""
+    values = fields.applied_settings(config)
+    values["preset"] = preset_text(config)  # what the values are, not only what the run recorded
+    values["modes"] = ", ".join(values["modes"])
+    text = {name: str(value) for name, value in values.items()}
+    if auto_marked:
+        for name in ("eager_iters", "trials"):
+            if getattr(config, name) is None:
+                text[name] += " (auto)"
+    return text
 
 
 def config_table(config: RunConfig) -> pd.DataFrame:
-    values = config.to_dict()
-    values["eager_iters"] = (f"{config.total_eager_iters} (auto)" if config.eager_iters is None
-                             else config.eager_iters)
-    values["preset"] = preset_text(config)  # what the values are, not only what the run recorded
-    return pd.DataFrame({"setting": list(values), "value": [str(v) for v in values.values()]})
+    """The settings that applied to a run, one row each (setting, value)."""
+    values = _settings_text(config, auto_marked=True)
+    return pd.DataFrame({"setting": list(values), "value": list(values.values())})
 
 
 def configs_diff(configs: dict[str, RunConfig]) -> pd.DataFrame:
-    """Settings that differ between any of several configs: one row per setting, one column per
-    config (named by its key), values as text."""
-    values = {tag: {**config.to_dict(), "preset": preset_text(config)}
-              for tag, config in configs.items()}
-    fields = list(next(iter(values.values()))) if values else []
-    rows = [[field, *(str(v.get(field)) for v in values.values())] for field in fields
-            if len({str(v.get(field)) for v in values.values()}) > 1]
+    """Settings that differ between any of several configs, by the values the runs used (200
+    eager steps set by hand or automatically are the same): one row per setting, one column per
+    config (named by its key), values as text; a setting that had no effect on one run (a CPU
+    run's replays, another workload's sizes) reads "n/a (not used)" there."""
+    values = {tag: _settings_text(config, auto_marked=False) for tag, config in configs.items()}
+    names = list(dict.fromkeys(name for shown in values.values() for name in shown))
+    order = {name: i for i, name in enumerate(RunConfig.__dataclass_fields__)}
+    names.sort(key=lambda name: order.get(name, len(order)))
+    rows = [[name, *(shown.get(name, NOT_USED) for shown in values.values())] for name in names
+            if len({shown.get(name, NOT_USED) for shown in values.values()}) > 1]
     return pd.DataFrame(rows, columns=["setting", *values])
 
 
 def config_diff(a: RunConfig, b: RunConfig) -> pd.DataFrame:
-    """Settings that differ between two configs (columns: setting, a, b)."""
-    left, right = a.to_dict(), b.to_dict()
-    rows = [[k, str(left[k]), str(right[k])] for k in left if left[k] != right.get(k)]
-    return pd.DataFrame(rows, columns=["setting", "a", "b"])
+    """Settings that differ between two configs (columns: setting, a, b), as ``configs_diff``."""
+    return configs_diff({"a": a, "b": b})
 
 
 ENVIRONMENT_KEYS = ("gpu_name", "gpu_index", "device_type", "driver_version", "cuda_version",

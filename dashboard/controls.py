@@ -31,6 +31,7 @@ from profiler_core.config import (
     RunConfig,
 )
 from profiler_core.errors import ConfigError
+from profiler_core.workload_kinds import BUILT_IN
 
 PREFIX = "cfg_"
 PRESET_KEY = "cfg_preset"
@@ -50,17 +51,13 @@ USER_WORKLOAD_HELP = ("A function build(device) returning the model, a batch mak
                       "empty: the workload above.")
 
 # What a CPU run does with the graph-only settings, whatever their disabled controls hold.
-CPU_FIXED = {f.name: f.cpu_value for f in fields.FIELDS if f.cpu_value is not None}
-# Choosing the CPU switches the model and schedule to this small step (a few seconds on 2 cores,
-# where the seed preset's step takes minutes); a preset chosen while on the CPU keeps these sizes.
-CPU_SIZES = {"batch": 64, "d_in": 512, "hidden": 512, "d_out": 128, "hidden_layers": 1,
-             "eager_iters": 200, "replays": 200, "trials": None}
-CPU_WORKLOAD_SIZES = {  # the same idea for the other built-in workloads
-    "transformer": {"batch": 8, "seq_len": 32, "hidden": 128, "heads": 4, "hidden_layers": 2,
-                    "d_out": 128, "eager_iters": 50, "replays": 50},
-    "conv": {"batch": 16, "channels": 16, "image_size": 16, "hidden_layers": 2, "d_out": 10,
-             "eager_iters": 100, "replays": 100},
-}
+CPU_FIXED = fields.CPU_FIXED
+# Choosing the CPU switches the model and schedule to its workload's small step (a few seconds on
+# 2 cores, where the seed preset's step takes minutes); a preset chosen while on the CPU keeps
+# these sizes. Declared once, on each workload (``workload_kinds.BUILT_IN[...].cpu_sizes``), where
+# ``run --device cpu`` reads them too.
+CPU_SIZES = BUILT_IN["mlp"].cpu_sizes
+CPU_WORKLOAD_SIZES = {name: kind.cpu_sizes for name, kind in BUILT_IN.items() if name != "mlp"}
 CPU_OPTION = "CPU (eager only)"  # the device selector's CPU entry: short, it must fit the sidebar
 CPU_WHY = ("CPU runs time the eager step only: graph replays, iterations per graph, the profiler "
            "(launch split, kernels, traces), NVML and parity need a CUDA GPU, so those controls "
@@ -128,7 +125,7 @@ def apply_preset() -> None:
 def apply_cpu_sizes() -> None:
     """The CPU's small step and what a CPU run does with the graph-only settings."""
     workload = st.session_state.get(key("workload"), "mlp")
-    for field, value in {**CPU_SIZES, **CPU_WORKLOAD_SIZES.get(workload, {}), **CPU_FIXED}.items():
+    for field, value in fields.cpu_step_values(workload if workload in BUILT_IN else "mlp").items():
         st.session_state[key(field)] = value
 
 
@@ -225,7 +222,6 @@ def _device_selector(gpus: pd.DataFrame, no_gpu_reason: str) -> None:
     st.selectbox(device.label, options, index=options.index(st.session_state[DEVICE_KEY]),
                  key=DEVICE_KEY, format_func=describe,
                  help=device.help + why + (" " + CPU_WHY if on_cpu() else ""))
-
 
 
 def config_values() -> dict[str, Any]:

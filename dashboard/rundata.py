@@ -32,15 +32,18 @@ from typing import Any
 import pandas as pd
 
 from profiler_core import index as run_index
-from profiler_core.config import RunConfig
+from profiler_core.config import MODE_NAMES, RunConfig, preset_label
 from profiler_core.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
 from profiler_core.outputs import MANIFEST_FILE
 from profiler_core.results import RunResult
 from profiler_core.schema import (LATER_COLUMNS, READABLE_SCHEMA_VERSIONS, SUMMARY_FILE,
-                                  TABLE_FILES, TRACE_FILES, clean_text)
+                                  TABLE_FILES, TRACE_FILES, clean_text, trace_file)
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
+# Sweeps measured on an H200 and bundled, so the Sweep page has something to show without a GPU.
+SAMPLE_SWEEPS_DIR = Path(__file__).resolve().parent / "sample_sweeps"
+SAMPLE_SWEEP_PREFIX = "sample: "
 RUNS_DIR_ENV = "PROFILER_RUNS_DIR"
 DEFAULT_RUNS_DIR = "runs"
 
@@ -67,7 +70,9 @@ MAX_FOLDER_CHARS = 1024
 # Files every run written by the tool has; the other tables are checked when present.
 REQUIRED_FILES = (SUMMARY_FILE, "counters.csv", "latency.csv", "stats.csv")
 _TABLE_OF_FILE = {file: (name, columns) for name, (file, columns) in TABLE_FILES.items()}
-_TRACE_NAMES = {f"{stem}{ext}" for stem in TRACE_FILES.values() for ext in ("", ".gz")}
+# Every mode's trace (not only eager's and the graph's): a run of several modes keeps them all.
+_TRACE_NAMES = {f"{trace_file(mode)}{ext}" for mode in (*TRACE_FILES, *MODE_NAMES)
+                for ext in ("", ".gz")}
 _KNOWN_FILES = {SUMMARY_FILE, *_TABLE_OF_FILE, *_TRACE_NAMES}
 # The columns of a table that runs of an older schema wrote otherwise (``RunResult.load`` upgrades
 # them): file -> (the first schema version with today's columns, the columns before it).
@@ -247,10 +252,11 @@ class OpenedRun:
 
     @property
     def headline(self) -> dict[str, Any]:
-        """The summary's headline without the values no figure or label can be (a JSON object or
-        list, a whole number too large for a float): those are not measured."""
+        """The summary's headline without the values no figure or label can be (a JSON object, a
+        list other than the engine's own short lists, a whole number too large for a float):
+        those are not measured."""
         return {key: value for key, value in (self.result.headline or {}).items()
-                if _headline_value(value)}
+                if _headline_value(value, key)}
 
     @property
     def notes(self) -> list[str]:
@@ -279,7 +285,17 @@ class OpenedRun:
         return run_label(self.name, self.environment, self.config)
 
 
-def _headline_value(value: Any) -> bool:
+# Headline keys the engine writes as lists (the modes timed; the prediction's calibration
+# timings): kept when they are short lists of plain values, as written.
+_LIST_KEYS = ("modes", "prediction_node_counts", "prediction_replay_us", "prediction_replay_busy_us")
+_MAX_LIST_ITEMS = 64
+
+
+def _headline_value(value: Any, key: str = "") -> bool:
+    if isinstance(value, list) and key in _LIST_KEYS:
+        return len(value) <= _MAX_LIST_ITEMS and all(
+            isinstance(item, (str, int, float)) and not isinstance(item, bool) and
+            _headline_value(item) for item in value)
     if isinstance(value, (dict, list)):
         return False
     if isinstance(value, int) and not isinstance(value, bool):
@@ -359,7 +375,7 @@ def run_label(name: str, environment: dict[str, Any], config: RunConfig | None) 
     gpu = environment.get("gpu_name") or environment.get("device_type") or "?"
     parts = [name, str(gpu), _when(environment.get("started_at"))]
     if config is not None:
-        parts.append(f"{config.preset} {config.dtype}")
+        parts.append(f"{preset_label(config)} {config.dtype}")
     return " · ".join(p for p in parts if p)
 
 
@@ -692,3 +708,15 @@ def unpack_run(data: bytes, dest: Path, name: str = "") -> OpenedRun:
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
+
+
+def sweeps_with_samples(listed: pd.DataFrame, samples_dir: Path | None = None) -> pd.DataFrame:
+    """The runs folder's sweeps (``sweep.list_sweeps``), then the bundled sample sweeps, each
+    named ``sample: <name>`` (so it cannot clash with a folder of the user's)."""
+    from profiler_core import sweep
+
+    samples = sweep.list_sweeps(samples_dir or SAMPLE_SWEEPS_DIR)
+    if samples.empty:
+        return listed
+    samples = samples.assign(name=SAMPLE_SWEEP_PREFIX + samples["name"].astype(str))
+    return pd.concat([listed, samples], ignore_index=True) if len(listed) else samples

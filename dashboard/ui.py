@@ -19,6 +19,7 @@ import streamlit as st
 
 from dashboard import rundata, state
 from dashboard.rundata import OpenedRun
+from profiler_core.errors import ProfilerError
 
 # Characters that would break the line or reorder it: C0/C1 controls, line and paragraph
 # separators, bidirectional overrides. Each run of them shows as one space.
@@ -128,9 +129,41 @@ def notes(run: OpenedRun) -> None:
                 st.markdown(f"- {escape_md(note)}")
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
-def _zip_bytes(path: str, stamp: float) -> bytes:
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _zip_bytes(path: str, stamp: tuple) -> bytes:
+    """The run's zip, built once per state of its folder (bytes are immutable: shared, not
+    copied, between reruns and sessions)."""
     return rundata.run_zip_bytes(Path(path))
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _file_bytes(path: str, stamp: tuple) -> bytes:
+    return Path(path).read_bytes()
+
+
+def _stamp(path: Path) -> tuple:
+    """What changes when a file or a run folder is written again (its summary's time and size)."""
+    info = path.stat()
+    return (info.st_mtime_ns, info.st_size)
+
+
+def _download(label: str, build, file_name: str, mime: str, key: str, icon: str,
+              help: str | None = None) -> None:
+    """A download button whose bytes are built now, not on click: a button served from a
+    deferred callable did nothing when the page reran between drawing and clicking (a sweep
+    finishing: "Deferred file ... not found" in the server's log, nothing in the browser). The
+    same bytes give the same file id on every rerun, so a click always finds them. A file that
+    cannot be read is said in place of its button."""
+    try:
+        data = build()
+    except (OSError, ValueError, ProfilerError) as error:  # a folder removed or changed meanwhile
+        reason = (getattr(error, "message", None) or getattr(error, "strerror", None)
+                  or str(error) or type(error).__name__)
+        st.error(f"{escape_md(label)}: not available: {escape_md(reason)}. Reopen the run, or "
+                 "check its folder.", icon=":material/error:")
+        return
+    st.download_button(label, data=data, file_name=file_name, mime=mime, key=key, icon=icon,
+                       help=help)
 
 
 def run_downloads(run: OpenedRun, key: str) -> None:
@@ -140,26 +173,25 @@ def run_downloads(run: OpenedRun, key: str) -> None:
 
     reason = no_profile_reason(run.config, run.environment, run.complete)
     summary = run.path / rundata.SUMMARY_FILE
-    stamp = summary.stat().st_mtime if summary.exists() else 0.0
     cols = st.columns(4)
     with cols[0]:
-        st.download_button("Download run (zip)", data=lambda: _zip_bytes(str(run.path), stamp),
-                           file_name=f"{run.name}.zip", mime="application/zip", key=f"{key}_zip",
-                           icon=":material/folder_zip:")
+        _download("Download run (zip)", lambda: _zip_bytes(str(run.path), _stamp(summary)),
+                  f"{run.name}.zip", "application/zip", f"{key}_zip", ":material/folder_zip:")
     with cols[1]:
-        st.download_button("Download summary.json",
-                           data=lambda: json.dumps(json.loads(summary.read_text()), indent=2),
-                           file_name=f"{run.name}-summary.json", mime="application/json",
-                           key=f"{key}_summary", icon=":material/download:")
+        _download("Download summary.json",
+                  lambda: json.dumps(json.loads(_file_bytes(str(summary), _stamp(summary))),
+                                     indent=2),
+                  f"{run.name}-summary.json", "application/json", f"{key}_summary",
+                  ":material/download:")
     for col, mode in zip(cols[2:], ("eager", "graph")):
         path = run.trace_paths.get(mode)
         with col:
             if path is not None and Path(path).is_file():
-                st.download_button(f"Trace: {mode} (Perfetto)", data=lambda p=Path(path): p.read_bytes(),
-                                   file_name=f"{run.name}-{Path(path).name}",
-                                   mime=("application/gzip" if str(path).endswith(".gz")
-                                         else "application/json"),
-                                   key=f"{key}_trace_{mode}", icon=":material/timeline:",
-                                   help="Open it at https://ui.perfetto.dev (or chrome://tracing).")
+                _download(f"Trace: {mode} (Perfetto)",
+                          lambda p=Path(path): _file_bytes(str(p), _stamp(p)),
+                          f"{run.name}-{Path(path).name}",
+                          "application/gzip" if str(path).endswith(".gz") else "application/json",
+                          f"{key}_trace_{mode}", ":material/timeline:",
+                          help="Open it at https://ui.perfetto.dev (or chrome://tracing).")
             else:
                 st.caption(f"No {mode} trace in this run: {escape_md(reason)}.")

@@ -29,6 +29,7 @@ from profiler_core.config import is_user_spec
 from profiler_core.errors import ConfigError, NoCudaError, ProfilerError, SaveError, TimeLimitReached
 from profiler_core.predict import headline_lines as prediction_lines
 from profiler_core.results import RunResult, check_output
+from profiler_core.stats import pay_back_text
 from profiler_core.stopping import RunStopper
 from profiler_core.workload_kinds import workload_of
 
@@ -103,7 +104,8 @@ def format_summary(result: RunResult) -> str:
                   f"Capture {_ms(head.get('capture_ms', math.nan))}, graph pool "
                   f"{head.get('graph_pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
                   f"{head.get('eager_peak_bytes', 0) / 2**20:.1f} MiB / graph "
-                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, {_break_even(head)}"]
+                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, break-even "
+                  f"{pay_back_text(head.get('graph_pays_back'), head.get('break_even_iters'))}"]
         if "parity_max_abs_diff" in head:
             lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
                          f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
@@ -136,17 +138,6 @@ def format_summary(result: RunResult) -> str:
     lines += [""] + [f"Warning: {text}" for text in stability.warnings(stats, head)]
     lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
-
-
-def _break_even(head: dict) -> str:
-    """The graph's break-even in words: steps until its one-time cost (warm-up and capture) is
-    paid back by the saving per step, or never."""
-    steps = head.get("break_even_iters")
-    if head.get("graph_pays_back") in (0, 0.0, False):
-        return "never pays back its one-time cost (warm-up + capture): the graph is not faster"
-    if isinstance(steps, (int, float)) and math.isfinite(steps):
-        return f"one-time cost (warm-up + capture) paid back after {steps:.0f} steps"
-    return "break-even not measured"
 
 
 def _attribution_lines(table: pd.DataFrame) -> list[str]:
@@ -210,8 +201,15 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         raise ConfigError("timeout", f"timeout must be from 0 to {cli.MAX_TIMEOUT_S:,.0f} seconds; "
                                      f"got {args.timeout:g}", "0 means no limit")
     config = cli.config_from_args(args)
+    small = cli.cpu_small_step(args, config)
     check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
+    if small is not None:
+        print(cli.small_step_line(config, small), file=sys.stderr)
+        config = small
+    says_time = config.device == "cpu" and small is None and args.progress != "jsonl"
     if config.repeats > 1:
+        if says_time:
+            _say_cpu_time(config, config.repeats)
         return _command_repeats(config, args)
     if config.cpu_affinity is not None:
         hostinfo.pin(config.cpu_affinity)  # before torch is imported: its threads follow it
@@ -226,6 +224,8 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         if user_step:
             _check_user_step(config)
         loading = False
+        if says_time:
+            _say_cpu_time(config)
         result = run_experiment(config, progress=reporter or (lambda progress: None))
     except BaseException as error:
         if reporter is not None:
@@ -253,6 +253,23 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         print(format_summary(result))
         print(f"\nWrote {out}")
     return 0
+
+
+def _say_cpu_time(config, processes: int = 1) -> None:
+    """Before a CPU run larger than the small step: one line with the time it will take, from a
+    few of its steps timed (``cpu_time``); nothing for a quick run. A step too large for memory
+    is refused here, as the run would refuse it; any other failure leaves it to the run to
+    report."""
+    from profiler_core.cpu_time import WORTH_SAYING_S, estimate_line, measure
+
+    try:
+        estimate = measure(config)
+    except (ProfilerError, KeyboardInterrupt):
+        raise
+    except Exception:  # noqa: BLE001 - the run itself reports whatever its step raises
+        return
+    if estimate is not None and estimate.total_s * processes >= WORTH_SAYING_S:
+        print(estimate_line(estimate, processes), file=sys.stderr, flush=True)
 
 
 def _command_repeats(config, args) -> int:

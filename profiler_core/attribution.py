@@ -124,7 +124,7 @@ def parts_sum_error(block: pd.DataFrame) -> float:
     if any(part not in saving.index for part in (*PARTS, "step")):
         return math.nan
     total = float(saving["step"])
-    parts = float(saving[list(PARTS)].sum(skipna=False))
+    parts = float(saving[list(PARTS)].sum(skipna=False))  # a part not measured: NaN
     if not (math.isfinite(total) and math.isfinite(parts)) or total == 0:
         return math.nan
     return abs(parts - total) / abs(total)

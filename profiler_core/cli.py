@@ -75,7 +75,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     for option, specs in fields.options().items():
         first = specs[0]
         if first.kind == fields.PRESET:
-            parser.add_argument(option, choices=[*sorted(PRESETS), CUSTOM], default="seed",
+            # None: not given (the seed preset; on the CPU, see ``cpu_small_step``)
+            parser.add_argument(option, choices=[*sorted(PRESETS), CUSTOM], default=None,
                                 help=first.option_help)
         elif first.kind == fields.BOOL:
             parser.add_argument(option, action=argparse.BooleanOptionalAction, default=None,
@@ -242,11 +243,46 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         value = getattr(args, _dest(option), None)
         if value is not None and specs[0].kind != fields.PRESET:
             overrides.update(zip((s.name for s in specs), value if len(specs) > 1 else [value]))
-    base = PRESETS["seed"] if args.preset == CUSTOM else PRESETS[args.preset]
+    name = args.preset or "seed"
+    base = PRESETS["seed"] if name == CUSTOM else PRESETS[name]
     config = base.replace(**overrides) if overrides else base
-    if args.preset == CUSTOM or changed_from_preset(config):
+    if name == CUSTOM or changed_from_preset(config):
         config = config.replace(preset=CUSTOM)
     return config
+
+
+def sizes_given(args: argparse.Namespace, config: RunConfig) -> list[str]:
+    """The options of the command line that choose the step's size: ``--preset`` and each option
+    setting a field of the workload's small CPU step (``--batch``, ``--eager-iters``...)."""
+    given = ["--preset"] if getattr(args, "preset", None) is not None else []
+    for name in fields.cpu_step_values(config.workload):
+        option = OPTION_OF_FIELD[name]
+        if name not in fields.CPU_FIXED and getattr(args, _dest(option), None) is not None:
+            given.append(option)
+    return given
+
+
+def cpu_small_step(args: argparse.Namespace, config: RunConfig) -> RunConfig | None:
+    """``run --device cpu`` with neither ``--preset`` nor a size option: the workload's small CPU
+    step (the dashboard's CPU sizes, declared on the workload), which runs in seconds where the
+    seed step takes minutes on a CPU. None when the sizes were asked for, off the CPU, or for the
+    user's own step."""
+    if config.device != "cpu" or not fields.cpu_step_values(config.workload) or sizes_given(args, config):
+        return None
+    return fields.small_cpu_step(config)
+
+
+def small_step_line(full: RunConfig, small: RunConfig) -> str:
+    """One line saying that ``run --device cpu`` runs the small step, and how to run the full one."""
+    from profiler_core.workload_kinds import workload_of
+
+    kind = workload_of(small)
+    preset_name = full.preset if full.preset != CUSTOM else "seed"
+    return (f"--device cpu: running a small step ({kind.describe(small)}, "
+            f"{small.total_eager_iters} eager steps), seconds on a CPU, labelled {small.preset}. "
+            f"For the {preset_name} preset's own step ({kind.describe(full)}), minutes on a CPU, "
+            f"pass --preset {preset_name} (or size options such as --batch): the time it will "
+            "take is printed first.")
 
 
 def config_to_argv(config: RunConfig) -> list[str]:

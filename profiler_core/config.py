@@ -29,6 +29,9 @@ WORKLOADS = ("mlp", "transformer", "conv", "broken-host-sync", "broken-cpu-tenso
 # is always measured; the others are added on request.
 MODE_NAMES = ("eager", "graph", "graphed_callables", "compile", "compile_ro")
 ALWAYS_MEASURED = ("eager", "graph")
+# The modes a CPU run can time (the others need a CUDA device; ``modes.REGISTRY``'s ``cuda_only``
+# says the same, which a test checks).
+CPU_MODES = ("eager", "compile")
 # name -> what it is, in the words shown beside it (CLI, dashboard, tables)
 MODE_LABELS = {
     "eager": "eager (the baseline)",
@@ -118,7 +121,8 @@ class RunConfig:
     parity_steps: int = 5  # replays compared with eager steps for numerical parity (0 = skip)
     modes: tuple[str, ...] = ALWAYS_MEASURED  # eager, graph, then any of MODE_NAMES' others
     workload: str = "mlp"  # "mlp", a deliberately broken step (WORKLOADS), or "package.module:function"
-    preset: str = "custom"  # informational: which preset the values came from
+    preset: str = "custom"  # the preset the values started from; a run whose values differ
+    #                         from it is labelled custom everywhere (``preset_label``)
     repeats: int = 1  # fresh processes measuring this config; the headline is their median
     cpu_affinity: str | None = None  # CPUs the timing process is pinned to, as taskset writes
     #                                  them ("3", "2-5", "0,2,4"); None: not pinned
@@ -200,10 +204,12 @@ def _check_float(config: RunConfig, name: str) -> None:
     value = getattr(config, name)
     low, high = FLOAT_LIMITS[name]
     allowed = f"a number from {low:g} to {high:g}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and math.isnan(value)):
         raise ConfigError(name, f"{name} must be {allowed}; got {quoted(value)}")
-    if not low <= value <= high:
-        raise ConfigError(name, f"{name} must be {allowed}; got {value:g}")
+    if not low <= value <= high:  # a whole number of 400 digits compares, but is no float
+        got = shown_int(value) if isinstance(value, int) else f"{value:g}"
+        raise ConfigError(name, f"{name} must be {allowed}; got {got}")
 
 
 def _check_choice(config: RunConfig, name: str, choices: tuple[str, ...]) -> None:
@@ -326,6 +332,29 @@ def changed_from_preset(config: RunConfig) -> list[str]:
     if base is None:
         return names
     return [f for f in names if getattr(config, f) != getattr(base, f)]
+
+
+def preset_label(config: RunConfig) -> str:
+    """The one label of a run's values, in every reader (the dashboard, ``index``, the runs
+    list): the preset it names when every setting equals that preset's, else "custom" (a run
+    whose values were changed from a preset, even if its summary names the preset it started
+    from, as the bundled sample's does: seed, with dtype bf16)."""
+    if config.preset not in PRESETS or changed_from_preset(config):
+        return "custom"
+    return config.preset
+
+
+def preset_text(config: RunConfig, limit: int = 3) -> str:
+    """The label with what changed, where the run recorded the preset it started from: 'seed',
+    'custom (seed with dtype bf16)', 'custom'."""
+    label = preset_label(config)
+    base = PRESETS.get(config.preset)
+    if label != "custom" or base is None:
+        return label
+    changed = [f"{f} {getattr(config, f)}" for f in changed_from_preset(config)]
+    shown = ", ".join(changed[:limit]) + (f" and {len(changed) - limit} more"
+                                          if len(changed) > limit else "")
+    return f"custom ({config.preset} with {shown})"
 
 
 def preset(name: str, **overrides: Any) -> RunConfig:

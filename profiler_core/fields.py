@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from profiler_core.config import (ALWAYS_MEASURED, DTYPES, FLOAT_LIMITS, INT_LIMITS, MODE_NAMES,
-                                  OPTIMIZERS, PRESET_NAMES, WORKLOADS, is_user_spec)
+from profiler_core.config import (ALWAYS_MEASURED, CPU_MODES, DTYPES, FLOAT_LIMITS, INT_LIMITS,
+                                  MODE_NAMES, OPTIMIZERS, PRESET_NAMES, WORKLOADS, RunConfig,
+                                  changed_from_preset, is_user_spec)
 from profiler_core.errors import ConfigError, quoted
 from profiler_core.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
+from profiler_core.workload_kinds import BUILT_IN, COMMON_FIELDS, workload_of
 
 # What a field's value is, which decides how it is read from text, its option and its widget.
 INT = "int"
@@ -97,8 +99,10 @@ _CONV = ("conv",)
 # above the sections), then section by section.
 FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("preset", "Preset", "Fills every control with one of the article's experiments.",
-              "start from a preset (default: seed); other options override it, and a run whose "
-              f"values differ from its preset is labelled {CUSTOM_PRESET}", PRESET, ABOVE_SECTIONS,
+              "start from a preset (default: seed; with --device cpu and neither a preset nor a "
+              "size option, the workload's small CPU step, which runs in seconds); other options "
+              "override it, and a run whose values differ from its preset is labelled "
+              f"{CUSTOM_PRESET}", PRESET, ABOVE_SECTIONS,
               choices=(*PRESET_NAMES, CUSTOM_PRESET)),
     FieldSpec("device", "GPU",
               "The machine's GPUs by index, name and free memory. A CPU run times the eager step "
@@ -216,6 +220,50 @@ FIELDS: tuple[FieldSpec, ...] = (
               MEASUREMENT, metavar="CPUS", empty="not pinned"),
 )
 SPECS: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
+
+# What a CPU run does with the graph-only settings, whatever they held.
+CPU_FIXED: dict[str, int | bool] = {f.name: f.cpu_value for f in FIELDS if f.cpu_value is not None}
+
+
+def cpu_step_values(workload: str) -> dict[str, Any]:
+    """The values that make a built-in workload's small CPU step (its declaration's
+    ``cpu_sizes``) with what a CPU run does with the graph-only settings; {} for the user's own
+    step, whose sizes only its code knows. The dashboard's CPU controls and ``run --device cpu``
+    both use it."""
+    kind = BUILT_IN.get("mlp" if workload.startswith("broken-") else workload)
+    return {**kind.cpu_sizes, **CPU_FIXED} if kind is not None else {}
+
+
+def applies(name: str, config: RunConfig) -> bool:
+    """Whether a field's value had any effect on a run of ``config``: a workload's own size
+    fields only for that workload (none for the user's own step, whose code sets its sizes and
+    dropout), and the graph-only settings only on a CUDA device."""
+    field = SPECS[name]
+    kind = workload_of(config)
+    if kind is None and (field.workloads != BUILT_IN_WORKLOADS or name in COMMON_FIELDS):
+        return False
+    if kind is not None and not field.applies_to(kind.name):
+        return False
+    return config.is_cuda or not field.graph_only
+
+
+def applied_settings(config: RunConfig) -> dict[str, Any]:
+    """The settings that applied to a run of ``config``, in ``RunConfig``'s order, with the
+    values it used: the fields that had an effect (``applies``), the timed eager steps and the
+    trials as counted (not None for automatic), and on the CPU only the modes that run there."""
+    values = {name: value for name, value in config.to_dict().items()
+              if name not in SPECS or applies(name, config)}
+    values["eager_iters"] = config.total_eager_iters
+    values["trials"] = config.trial_count
+    values["modes"] = [mode for mode in config.modes if config.is_cuda or mode in CPU_MODES]
+    return values
+
+
+def small_cpu_step(config: RunConfig) -> RunConfig:
+    """``config`` on the CPU with its workload's small step; labelled custom when that is not
+    the preset's own step (it never is for the built-in presets)."""
+    small = config.replace(device="cpu", **cpu_step_values(config.workload))
+    return small.replace(preset=CUSTOM_PRESET) if changed_from_preset(small) else small
 
 
 def spec(name: str) -> FieldSpec:

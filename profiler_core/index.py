@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 import io
 import json
 import logging
@@ -34,12 +35,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from profiler_core import schema
-from profiler_core.config import ALWAYS_MEASURED, RunConfig
+from profiler_core.config import ALWAYS_MEASURED, MODE_NAMES, RunConfig, preset_label
 from profiler_core.schema import clean_text
 from profiler_core.errors import ConfigError, quoted, shown
 
 INDEX_FILE = ".profiler_index.sqlite"
-INDEX_SCHEMA_VERSION = 3  # PRAGMA user_version of an index this code reads
+INDEX_SCHEMA_VERSION = 4  # PRAGMA user_version of an index this code reads (4: preset is the
+#                           run's label, custom when its values differ from the preset it names)
 APPLICATION_ID = 0x43475049  # "CGPI": PRAGMA application_id, how a file is recognised as ours
 INDEX_MARKER = "profiler_core run index"  # meta.tool
 SWEEP_FILE, POINTS_FILE = "sweep.json", "points.csv"
@@ -52,12 +54,28 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 HEADLINE_COLUMNS = ("eager_median_ms", "graph_median_ms", "speedup", "speedup_ci_low",
                     "speedup_ci_high")
+# Headline figures a filter may name even when no run in the folder has a value for them (a
+# folder of CPU runs has no speedup; one whose graphs never pay back has no break-even): the
+# filter then matches nothing instead of being refused.
+ALWAYS_FILTERABLE = (*HEADLINE_COLUMNS, "break_even_iters", "graph_pays_back")
 # Columns of a run that can be filtered besides its config fields and headline keys.
 RUN_COLUMNS = {"gpu": "gpu", "gpu_name": "gpu_name", "device_type": "device_type",
                "torch_version": "torch_version", "cuda_version": "cuda_version",
                "driver_version": "driver_version", "sweep": "sweep", "name": "name",
                "complete": "complete"}
 DATE_FIELD = "date"
+# Headline figures a run of this tool may hold besides HEADLINE_COLUMNS (a CUDA run holds most; a
+# CPU run, which times the eager step only, holds no graph figure and no speedup). A filter on one
+# that no run here has matches no run; it is not an error. A name that is neither one of these,
+# nor a setting, a run column or a key some indexed run has, is refused with the closest names.
+FIGURE_NAMES = ("cold_eager_median_ms", "cold_graph_median_ms", "cold_speedup", "article_eager_ms",
+                "article_graph_ms", "article_speedup", "block_eager_ms", "block_graph_ms",
+                "block_speedup", "warmup_ms", "capture_ms", "break_even_iters", "counters_match",
+                "nvml_available", "parity_max_abs_diff", "parity_max_rel_diff", "parity_steps",
+                "between_coverage_pct", "graph_pays_back")
+# ... and every per-mode figure (``<mode>_...``), the prediction's and the repeats' figures.
+FIGURE_PREFIXES = (*(f"{mode}_" for mode in MODE_NAMES), "prediction_", "predicted_",
+                   "capture_twin_")
 MAX_FILTERS = 32  # --where options in one query
 MAX_FILTER_VALUES = 1000  # values one --where may list (field=V1,V2,...)
 MAX_PLAN_CHARS = 100_000  # a sweep's plan as JSON; a longer one is not kept in the index
@@ -250,7 +268,8 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
             raise ValueError(f"{schema.SUMMARY_FILE} has schema_version {quoted(version)}")
         if not isinstance(summary.get("config"), dict):
             raise ValueError(f"{schema.SUMMARY_FILE} has no config")
-        config = RunConfig.from_dict(summary["config"]).to_dict()
+        recorded = RunConfig.from_dict(summary["config"])
+        config = {**recorded.to_dict(), "preset": preset_label(recorded)}  # the run's one label
         env = summary.get("environment") if isinstance(summary.get("environment"), dict) else {}
         headline = summary.get("headline") if isinstance(summary.get("headline"), dict) else {}
     except ConfigError as error:
@@ -575,7 +594,7 @@ class RunIndex:
     def fields(self) -> list[str]:
         """Every field a filter may name: config fields, run columns, ``date``, headline keys."""
         keys = self._column("SELECT DISTINCT key FROM run_headline ORDER BY key")
-        return list(dict.fromkeys([*_FIELDS, *RUN_COLUMNS, DATE_FIELD, *keys]))
+        return list(dict.fromkeys([*_FIELDS, *RUN_COLUMNS, DATE_FIELD, *ALWAYS_FILTERABLE, *keys]))
 
     def field_values(self, field: str) -> list[Any]:
         """The distinct values ``field`` has across the readable runs, sorted (None last)."""
@@ -601,11 +620,22 @@ class RunIndex:
         return present + ([None] if None in values else [])
 
     def _check_field(self, field: str) -> None:
+        """A field a filter may name: one some run here has, or a figure a run of this tool may
+        hold (``is_figure``); anything else is refused, with the closest known names."""
         fields = self.fields()
-        if field not in fields:
-            raise ConfigError("where", f"there is no field {quoted(field)} to filter on",
-                              "use a run setting (" + ", ".join(list(_FIELDS)[:6])
-                              + ", ...), gpu, date, or a headline figure such as speedup")
+        if field in fields or is_figure(field):
+            return
+        close = difflib.get_close_matches(field, list(dict.fromkeys([*fields, *HEADLINE_COLUMNS,
+                                                               *FIGURE_NAMES])), n=3, cutoff=0.6)
+        hint = (f"did you mean {' or '.join(close)}? " if close else "") + \
+            ("use a run setting (" + ", ".join(list(_FIELDS)[:6])
+             + ", ...), gpu, date, or a headline figure such as speedup")
+        raise ConfigError("where", f"there is no field {quoted(field)} to filter on", hint)
+
+    def absent_figures(self, filters: Sequence[FieldFilter]) -> list[str]:
+        """The figures ``filters`` name that no run here has (a filter on one matches none)."""
+        present = set(self.fields())
+        return list(dict.fromkeys(f.field for f in filters if f.field not in present))
 
     def _condition(self, spec: FieldFilter) -> tuple[str, list[Any]]:
         field = spec.field
@@ -925,6 +955,13 @@ def scan_one(folder: Path, relative: str) -> str:
     return link + (_summary_stamp(path) or "-")
 
 
+def is_figure(name: str) -> bool:
+    """Whether ``name`` is a headline figure a run of this tool may hold (whether or not any run
+    here holds it)."""
+    return (name in HEADLINE_COLUMNS or name in FIGURE_NAMES or name.startswith(FIGURE_PREFIXES)
+            or "_between_" in name)
+
+
 # ----------------------------------------------------------------------------- the command line
 
 
@@ -985,6 +1022,12 @@ def format_listing(index: RunIndex, filters: Sequence[FieldFilter] = ()) -> str:
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     lines = [f"Runs folder {index.folder}: {len(rows)} of {total} run(s) match"
              + (" (sweep points included)" if any(r["sweep"] for r in rows) else "")]
+    absent = index.absent_figures(filters)
+    on_cpu = absent and index.field_values("device_type").count("cpu")
+    for figure in absent:
+        lines.append(f"No run here has the figure {quoted(figure)}, so a filter on it matches no "
+                     "run" + (" (a CPU run times the eager step only: it has no graph figures "
+                              "and no speedup)." if on_cpu else "."))
     if rows:
         lines += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
                   for line in table]

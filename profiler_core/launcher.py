@@ -84,6 +84,10 @@ DEFAULT_GRACE_S = 5.0  # SIGTERM, then SIGKILL this long after
 SPARE_READY_TIMEOUT_S = 300.0
 # A ready spare that has not taken a request this long after it was sent is taken for hung.
 HANDOVER_TIMEOUT_S = 10.0
+# A ready spare that no run has taken this long is stopped (it holds a few hundred MB of host
+# memory, and a CUDA context on its GPU); the next run starts in a fresh process and a spare is
+# started again after it. README, "Fast repeated runs", states it.
+IDLE_TIMEOUT_S = 600.0
 # Phases a run reports once its timed trials are over (see the module docstring).
 AFTER_TIMED_PHASES = ("parity", "done")
 AFTER_TIMED_PREFIXES = ("profiling ",)
@@ -216,6 +220,7 @@ class _Child:
         self.returncode: int | None = None
         self.hung = False  # a warm worker that did not take its run in time (then killed)
         self.started_at = time.monotonic()
+        self.ready_at: float | None = None  # when a warm worker said it was ready (monotonic)
         self._listener = listener
         self._guard = threading.Lock()
         self._stderr: IO[bytes] = tempfile.TemporaryFile(mode="w+b")
@@ -376,6 +381,7 @@ class _Child:
             return False
         state = record.get("state")
         if state == "ready":
+            self.ready_at = time.monotonic()
             self.ready.set()
         elif state == "accepted":
             self.accepted.set()
@@ -616,14 +622,20 @@ class Launcher:
     """Starts runs in processes of their own; with ``warm=True`` keeps ``spares`` warm workers
     (see the module docstring for when they are started, used and replaced). ``cwd``: the runs'
     working folder (default: this process's); ``grace_s``: SIGTERM to SIGKILL;
-    ``handover_timeout_s``: how long a ready spare may take to accept a run."""
+    ``handover_timeout_s``: how long a ready spare may take to accept a run; ``idle_timeout_s``:
+    how long a ready spare waits for a run before it is stopped (None or 0: as long as the
+    launcher lives)."""
 
     def __init__(self, *, warm: bool = True, python: str = sys.executable,
                  env: Mapping[str, str] | None = None, cwd: Path | str | None = None,
                  grace_s: float = DEFAULT_GRACE_S,
-                 handover_timeout_s: float = HANDOVER_TIMEOUT_S, spares: int = 1) -> None:
+                 handover_timeout_s: float = HANDOVER_TIMEOUT_S, spares: int = 1,
+                 idle_timeout_s: float | None = IDLE_TIMEOUT_S) -> None:
         if spares < 1:
             raise ValueError("spares must be at least 1")
+        self.idle_timeout_s = idle_timeout_s
+        self.idle_stopped = 0  # spares stopped because no run took them in idle_timeout_s
+        self._idle_timer: threading.Timer | None = None
         self.warm = warm
         self.spares = spares
         self.handover_timeout_s = handover_timeout_s
@@ -674,6 +686,8 @@ class Launcher:
         """Stop the spare (if any) and start no more; runs already started go on."""
         with self._guard:
             self._closed = True
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
             self._pool.stop(min(self.grace_s, 2.0))
 
     @property
@@ -781,7 +795,35 @@ class Launcher:
                 self._pool.children.append(_Child(argv, self.env, self.cwd, listener=None,
                                                   stdin_pipe=True))
             except (OSError, ValueError):
-                return  # runs then start in fresh processes, which say what failed
+                break  # runs then start in fresh processes, which say what failed
+        if self._pool.children and self.idle_timeout_s:
+            self._check_idle_in(self.idle_timeout_s)
+
+    def _check_idle_in(self, delay_s: float) -> None:
+        """Look for idle spares in ``delay_s`` seconds (replacing an earlier check)."""
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self._idle_timer = threading.Timer(delay_s, self._stop_idle_spares)
+        self._idle_timer.daemon = True
+        self._idle_timer.start()
+
+    def _stop_idle_spares(self) -> None:
+        """Stop every spare that has been ready for ``idle_timeout_s`` without a run; check again
+        when the next one would be (a spare still warming up: a full idle time from now)."""
+        with self._guard:
+            if self._closed or not self.idle_timeout_s:
+                return
+            now = time.monotonic()
+            idle = [child for child in self._pool.live() if child.ready_at is not None
+                    and now - child.ready_at >= self.idle_timeout_s]
+            for child in idle:
+                self._pool.children.remove(child)
+                child.stop(min(self.grace_s, 2.0))
+            self.idle_stopped += len(idle)
+            waits = [self.idle_timeout_s - (now - child.ready_at) if child.ready_at is not None
+                     else self.idle_timeout_s for child in self._pool.live()]
+            if waits:
+                self._check_idle_in(max(0.05, min(waits)))
 
 
 def _wait_or_kill(child: _Child, event: threading.Event, deadline: float) -> None:

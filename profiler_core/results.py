@@ -53,6 +53,19 @@ _NON_NEGATIVE = {
     "repeats": ("repeat", "pid", "eager_median_ms", "graph_median_ms", "run_wall_s"),
 }
 
+# Breakdown components that may be negative: other CPU time is the window less its launch calls,
+# which exceed the window when several threads launch at once (``trace``).
+_SIGNED_COMPONENTS = {"cpu_other"}
+# Figures derived from measurements that a finite measurement can make as large as it likes (a
+# ratio to a tiny figure, the share of a tiny saving, the steps a tiny saving takes to pay a
+# one-time cost back): finite, but not bounded like a measurement.
+_UNBOUNDED = {
+    "metrics": ("value", "eager_value", "ratio_to_eager"),
+    "breakdown": ("share_of_saving_pct",),
+    "attribution": ("share_of_saving_pct",),
+    "modes": ("speedup", "speedup_ci_low", "speedup_ci_high"),
+}
+
 # Column dtypes that are not float: everything else in a table is read as a float.
 _TEXT_COLUMNS = {"mode", "method", "phase", "rule", "component", "kernel", "kernel_full", "metric",
                  "source", "operator"}
@@ -122,6 +135,11 @@ def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
     taken lexically); nothing is created (the parents made to probe the location are removed)."""
     text = os.fspath(directory)
     shown = repr(text)
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate (a serve request can carry one)
+        raise _refused_output(f"out {shown} holds a character no file name can hold",
+                              "choose a folder name of ordinary text") from None
     last = os.path.basename(text.rstrip(os.sep))
     target = output_path(text)
     if not text.strip() or last in ("", ".", "..") or Path(text).name in ("", ".", "..") or \
@@ -187,9 +205,14 @@ def _check_values(name: str, frame: pd.DataFrame, path: Path) -> None:
         values = pd.to_numeric(frame[column], errors="coerce").astype(float)
         if values.isin([math.inf, -math.inf]).any():
             refuse(f"column {column} holds an infinite value")
-        if (values.abs() > (MAX_TIME_MS * 1e3 if name != "nvml" else 1e12)).any():
+        if column not in _UNBOUNDED.get(name, ()) and (
+                values.abs() > (MAX_TIME_MS * 1e3 if name != "nvml" else 1e12)).any():
             refuse(f"column {column} holds a value beyond any measurement")
-        if column in _NON_NEGATIVE.get(name, ()) and (values < 0).any():
+        negative = values < 0
+        if name == "breakdown":
+            signed = frame["component"].isin(_SIGNED_COMPONENTS)
+            negative &= ~signed.to_numpy(dtype=bool, na_value=False)
+        if column in _NON_NEGATIVE.get(name, ()) and negative.any():
             refuse(f"column {column} holds a negative value")
         if column.endswith("_ms") and (values > MAX_TIME_MS).any():
             refuse(f"column {column} holds a time beyond {MAX_TIME_MS:g} ms")
@@ -431,9 +454,9 @@ class RunResult:
                 frame = _upgrade_v1_table(name, frame)
             if version < 3:
                 frame = _upgrade_v2_table(name, frame)
+            _refuse_booleans(name, frame, path)  # before anything is written into a column
             if name == "metrics":
                 frame = _upgrade_never_pays_back(frame)
-            _refuse_booleans(name, frame, path)
             try:
                 tables[name] = coerce_table(name, frame)
             except (ValueError, TypeError, OverflowError) as error:
@@ -448,7 +471,7 @@ class RunResult:
             tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(
                 metrics.from_saved_headline(tables["modes"], tables["stats"], headline)))
         headline = _headline_pay_back(headline, tables["metrics"])
-        if tables["attribution"].empty:  # written before it existed: derived from the rest
+        if not (directory / schema.TABLE_FILES["attribution"][0]).is_file():  # written before it existed
             tables["attribution"] = coerce_table("attribution", attribution.build(
                 tables["stats"], tables["launch_split"], tables["latency"]))
         traces = {}

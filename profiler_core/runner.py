@@ -398,7 +398,9 @@ def _timed_results(config: RunConfig, state: "_RunState", prepared: dict[str, Pr
     modes_table = tables["modes"] = _modes_table(config, latency, stats_table, prepared)
     figures = {name: dict(ready.figures) for name, ready in prepared.items()}
     _add_pay_back(figures, modes_table)
+    # the pay-back goes in now: a run stopped while profiling still says whether it pays back
     headline.update(modes=list(prepared), break_even_iters=figures["graph"]["break_even_iters"],
+                    graph_pays_back=figures["graph"]["pays_back"],
                     counters_match=bool(counters_table(config, state.observed_counters)
                                         ["match"].all()))
     return stats_table, modes_table, figures

@@ -81,3 +81,20 @@ def pay_back(one_time_cost_ms: float, eager_ms: float, mode_ms: float) -> dict[s
     if math.isinf(steps):
         return {"pays_back": 0.0, "break_even_iters": math.nan}
     return {"pays_back": 1.0, "break_even_iters": steps}
+
+
+def pay_back_text(pays_back: object, break_even_iters: object) -> str:
+    """A mode's pay-back in words, as every summary shows it (the dashboard and sweeps too):
+    "after N steps", "never (graph not faster)" when it does not pay back, "not measured"
+    otherwise (either value may be missing: None or NaN)."""
+    def number(value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return math.nan
+        return float(value)
+
+    pays, steps = number(pays_back), number(break_even_iters)
+    if pays == 0.0 or steps == math.inf:
+        return "never (graph not faster)"
+    if math.isfinite(steps):
+        return f"after {steps:,.0f} steps"
+    return "not measured"

@@ -420,7 +420,7 @@ class SweepPlan:
         except ConfigError as error:
             raise RunFormatError(f"the saved sweep plan is refused: {error}",
                                  "the sweep.json was edited; start a new sweep") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
             raise RunFormatError(f"the saved sweep plan is malformed ({type(error).__name__})",
                                  "the sweep.json was edited; start a new sweep") from None
 
@@ -589,7 +589,11 @@ def point_figures(result: RunResult) -> tuple[dict[str, float], pd.DataFrame]:
              "memory_bytes": 0.0},
             {"mode": "graph", "median_ms": figures["graph_median_ms"], "speedup": figures["speedup"],
              "speedup_ci_low": figures["speedup_ci_low"], "speedup_ci_high": figures["speedup_ci_high"],
-             "one_time_ms": figures["capture_ms"], "memory_bytes": figures["graph_pool_bytes"]}])
+             # the one-time cost as every run states it: warm-up and capture
+             "one_time_ms": figures["capture_ms"] + (_number(head.get("warmup_ms"))
+                                                     if math.isfinite(_number(head.get("warmup_ms")))
+                                                     else 0.0),
+             "memory_bytes": figures["graph_pool_bytes"]}])
     rows = pd.DataFrame({column: modes[column] for column in POINT_MODE_COLUMNS[1:]})
     rows["mode"] = rows["mode"].astype(str)
     return figures, rows
@@ -1485,7 +1489,7 @@ def break_even_table(table: pd.DataFrame, axis_names: Sequence[str]) -> pd.DataF
     out["memory_mib"] = table["memory_bytes"] / 2**20
     out["break_even_steps"] = [stats.break_even_iterations(cost, eager, mode) for cost, eager, mode
                                in zip(table["one_time_ms"], table["eager_ms"], table["mode_ms"])]
-    out["pays_back"] = [("never (not faster)" if math.isinf(steps) else
+    out["pays_back"] = [("never (graph not faster)" if math.isinf(steps) else
                          "not measured" if math.isnan(steps) else f"after {steps:,.0f} steps")
                         for steps in out["break_even_steps"]]
     return out[columns].reset_index(drop=True)

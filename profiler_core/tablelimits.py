@@ -54,13 +54,13 @@ def table_row_limit(name: str, config: RunConfig,
         "counters": COUNTER_ROWS,
         "launch_split": modes * config.profile_iters * max(1, config.capture_iters),
         "breakdown": modes * len(BREAKDOWN_COMPONENTS),
+        "attribution": modes * len(ATTRIBUTION_COMPONENTS),
         "kernels": modes * KERNEL_ROWS_PER_MODE,
         "nvml": _nvml_rows(config, environment),
         # the timed, cold-start and article-loop blocks of every trial, and a mode's other phases
         "phases": modes * (3 * config.trial_count + PHASES_PER_MODE),
         "modes": modes,
         "metrics": modes * METRIC_ROWS_PER_MODE,
-        "attribution": modes * len(ATTRIBUTION_COMPONENTS),
         "repeats": INT_LIMITS["repeats"][1],  # one row per process of a --repeats run
     }[name]
     return 2 * rows + ROOM

@@ -1,8 +1,9 @@
 """The built-in workloads as objects: the article's MLP, a transformer encoder stack and a small
 convolutional classifier.
 
-Scope: everything about one built-in workload in one place: its own size fields, how it is
-described, its model, batches and loss, its parameter count, the largest tensors its sizes imply
+Scope: everything about one built-in workload in one place: its own size fields, the small step
+a CPU run uses unless told otherwise (``cpu_sizes``: the dashboard's CPU sizes and the command
+line's ``run --device cpu``), how it is described, its model, batches and loss, its parameter count, the largest tensors its sizes imply
 (refused over 2^31 elements when a config is built) and what its memory estimate is made of.
 Optimizers, precision and the step itself are the same for every workload (``workloads``); the
 user's own step (``user_workload``) has none of these counts, since only its code knows them.
@@ -30,6 +31,15 @@ class Workload:
     name: str
     size_fields: tuple[str, ...]  # the config fields that shape this workload
     summary: str  # one line, for help texts
+    # The small step a CPU run gets unless its sizes are asked for (seconds on 2 cores, where the
+    # presets' steps take minutes): (field, value) pairs, sizes and the timed steps; read it as
+    # the dict ``cpu_sizes``.
+    cpu_step: tuple[tuple[str, int | None], ...] = ()
+
+    @property
+    def cpu_sizes(self) -> dict[str, int | None]:
+        """Field -> value of this workload's small CPU step."""
+        return dict(self.cpu_step)
 
     def describe(self, config: "RunConfig") -> str:
         raise NotImplementedError
@@ -216,11 +226,20 @@ class ConvClassifier(Workload):
 
 BUILT_IN: dict[str, Workload] = {
     "mlp": Mlp("mlp", ("d_in", "hidden", *COMMON_FIELDS, "dropout1", "dropout2"),
-               "the article's MLP"),
+               "the article's MLP",
+               cpu_step=(("batch", 64), ("d_in", 512), ("hidden", 512), ("d_out", 128),
+                         ("hidden_layers", 1), ("eager_iters", 200), ("replays", 200),
+                         ("trials", None))),
     "transformer": Transformer("transformer", ("hidden", "heads", "seq_len", *COMMON_FIELDS,
-                                               "dropout1"), "a stack of transformer encoder layers"),
+                                               "dropout1"), "a stack of transformer encoder layers",
+                               cpu_step=(("batch", 8), ("seq_len", 32), ("hidden", 128),
+                                         ("heads", 4), ("hidden_layers", 2), ("d_out", 128),
+                                         ("eager_iters", 50), ("replays", 50), ("trials", None))),
     "conv": ConvClassifier("conv", ("channels", "image_size", *COMMON_FIELDS, "dropout2"),
-                           "a small convolutional classifier"),
+                           "a small convolutional classifier",
+                           cpu_step=(("batch", 16), ("channels", 16), ("image_size", 16),
+                                     ("hidden_layers", 2), ("d_out", 10), ("eager_iters", 100),
+                                     ("replays", 100), ("trials", None))),
 }
 
 

@@ -94,6 +94,79 @@ def test_custom_settings_keep_their_label_through_the_worker_command_line():
     assert cli.config_from_args(cli.parse(["run", "--out", "x", "--preset", "custom"])).preset == "custom"
 
 
+def test_run_device_cpu_alone_runs_the_small_cpu_step():
+    """The README's "no GPU needed" example: the workload's small CPU step (the dashboard's), not
+    the seed step, which takes minutes on a CPU."""
+    from profiler_core import fields
+    from profiler_core.workload_kinds import BUILT_IN
+
+    args = cli.parse(["run", "--out", "x", "--device", "cpu", "--dtype", "bf16"])
+    config = cli.config_from_args(args)
+    small = cli.cpu_small_step(args, config)
+    assert small == config.replace(**fields.cpu_step_values("mlp"), preset="custom")
+    assert (small.batch, small.d_in, small.hidden, small.d_out, small.total_eager_iters) == \
+        (64, 512, 512, 128, 200)
+    assert small.dtype == "bf16"  # options that are no size are kept
+    line = cli.small_step_line(config, small)
+    assert "small step (N=64, 512 -> 512 x1 -> 128, 200 eager steps)" in line
+    assert "--preset seed" in line and "N=640, 4096 -> 2048 x1 -> 1024" in line
+    transformer = cli.parse(["run", "--out", "x", "--device", "cpu", "--workload", "transformer"])
+    small = cli.cpu_small_step(transformer, cli.config_from_args(transformer))
+    assert {name: getattr(small, name) for name in BUILT_IN["transformer"].cpu_sizes} == \
+        BUILT_IN["transformer"].cpu_sizes
+
+
+@pytest.mark.parametrize("asked", [["--preset", "seed"], ["--batch", "32"], ["--eager-iters", "5"],
+                                   ["--preset", "custom"]])
+def test_a_preset_or_a_size_asked_for_on_the_cpu_is_run_as_asked(asked):
+    args = cli.parse(["run", "--out", "x", "--device", "cpu", *asked])
+    assert cli.sizes_given(args, cli.config_from_args(args)) == [asked[0]]
+    assert cli.cpu_small_step(args, cli.config_from_args(args)) is None
+    on_gpu = cli.parse(["run", "--out", "x"])
+    assert cli.cpu_small_step(on_gpu, cli.config_from_args(on_gpu)) is None
+    own = cli.parse(["run", "--out", "x", "--device", "cpu", "--workload", "mine.step:build"])
+    assert cli.cpu_small_step(own, cli.config_from_args(own)) is None
+
+
+def test_run_device_cpu_end_to_end_says_it_runs_the_small_step(tmp_path, capsys):
+    out = tmp_path / "cpu-try"
+    assert main(["run", "--out", str(out), "--device", "cpu", "--progress", "none"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("--device cpu: running a small step") and "Expected time" not in err
+    saved = RunResult.load(out).config
+    assert (saved.batch, saved.d_in, saved.eager_iters, saved.preset) == (64, 512, 200, "custom")
+    assert (saved.profile, saved.nvml, saved.parity_steps) == (False, False, 0)
+
+
+def test_a_long_cpu_run_says_how_long_it_will_take_before_it_starts(tmp_path, capsys, monkeypatch):
+    from profiler_core import cpu_time
+
+    seen = []
+    monkeypatch.setattr(cpu_time, "measure", lambda config: seen.append(config) or
+                        cpu_time.CpuEstimate(0.95, 3, 213, False))
+    out = tmp_path / "full"
+    assert main(["run", "--out", str(out), "--device", "cpu", "--progress", "none", *TINY]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].startswith("Expected time on this CPU: about 3.4 min (0.95 s per "
+                                          "training step, timed over 3 steps, x 213 steps)")
+    assert seen[0].batch == 8 and (out / "summary.json").is_file()
+
+
+def test_the_cpu_estimate_times_the_runs_own_step_and_leaves_the_rngs_alone():
+    from profiler_core import cpu_time
+    from profiler_core.runner import plan_units
+
+    config = preset("seed", device="cpu", batch=8, d_in=16, hidden=32, d_out=4, replays=20)
+    before = torch.random.get_rng_state()
+    estimate = cpu_time.measure(config)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert estimate.steps == plan_units(config) == 3 + 20
+    assert 1 <= estimate.timed_steps <= cpu_time.MAX_TIMED_STEPS and estimate.step_s > 0
+    assert estimate.total_s == pytest.approx(estimate.step_s * 23 + cpu_time.OVERHEAD_S)
+    assert cpu_time.measure(config.replace(workload="mine.step:build")) is None
+    assert [cpu_time.duration(s) for s in (45, 190, 7200)] == ["45 s", "3.2 min", "2.0 h"]
+
+
 def test_run_help_shows_every_default(capsys):
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["run", "--help"])

@@ -7,6 +7,7 @@ overhead against the headline; break-even has one definition and a graph that is
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -41,21 +42,32 @@ def test_the_samples_overview_explains_the_headline_not_the_profiled_window(monk
     assert at.session_state[state.OPEN_RUN] == state.SAMPLE and not at.exception
     verdict = _texts(at.success)
     assert "Launch-bound" in verdict
-    assert "an eager step took 1,593 us and a graph step 237 us: 6.73x, a saving of 1,356 us" in verdict
-    assert "The graph removed 1,370 us of idle (101% of the saving)" in verdict
-    assert "2,757" not in verdict and "2,430" not in verdict and "326" not in verdict
+    run = RunResult.load(SAMPLE)
+    head, parts = run.headline, run.table("attribution").set_index(["mode", "component"])
+    eager, graph = head["eager_median_ms"] * 1e3, head["graph_median_ms"] * 1e3
+    assert (f"an eager step took {eager:,.0f} us and a graph step {graph:,.0f} us: "
+            f"{head['speedup']:.2f}x, a saving of {eager - graph:,.0f} us") in verdict
+    idle = parts.at[("graph", "gpu_idle"), "saving_us"]
+    assert f"The graph removed {idle:,.0f} us of idle ({idle / (eager - graph) * 100:.0f}% of the saving)" in verdict
+    spans = run.table("breakdown").set_index(["mode", "component"])
+    for span in spans.loc[("graph", "total_span"), ["eager_us", "mode_us"]]:
+        assert f"{span:,.0f} us" not in verdict  # the profiled window is not the headline
+    warmup, capture = head["warmup_ms"], head["capture_ms"]
+    steps = math.ceil((warmup + capture) / (head["eager_median_ms"] - head["graph_median_ms"]))
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Break-even"] == "13 steps"  # warm-up 11.6 + capture 4.7 ms; the run stored 4
+    assert metrics["Break-even"] == f"{steps} steps"  # warm-up + capture over the saving
     tile = next(m for m in at.metric if m.label == "Break-even")
-    assert tile.proto.delta == "one-time cost 16.3 ms"
+    assert tile.proto.delta == f"one-time cost {warmup + capture:.1f} ms"
     costs = next(df.value for df in at.dataframe if "quantity" in df.value.columns)
     shown = costs.set_index("quantity")["shown"]
-    assert shown["break-even (see below)"] == "13 steps"
-    assert shown["profiler overhead vs headline, eager"] == "76.97 %"
+    assert shown["break-even (see below)"] == f"{steps} steps"
+    overhead = run.table("metrics").set_index(["mode", "metric"]).at[
+        ("eager", "profiler_overhead_pct"), "value"]
+    assert shown["profiler overhead vs headline, eager"] == f"{overhead:.2f} %"
     captions = _texts(at.caption)
     assert ("Break-even: steps until the one-time cost (warm-up + capture) is paid back by the "
             "saving per step") in captions
-    assert "the profiled window ran eager 77% slower than the timed trials" in captions
+    assert f"the profiled window ran eager {overhead:.0f}% slower than the timed trials" in captions
     floor = _spec(at, "overview_medians")["data"][-1]
     assert floor["name"] == "GPU kernel time (floor)"
 
@@ -68,18 +80,23 @@ def test_the_samples_launch_split_attributes_the_headline_and_labels_the_profile
     at.switch_page("views/launch_split.py").run()
     assert not at.exception, [e.value for e in at.exception]
     verdict = _texts(at.info[:1])
-    assert "an eager step took 1,593 us and a graph step 237 us" in verdict and "2,757" not in verdict
-    walk = _spec(at, "split_waterfall")
-    values = list(_numbers(walk["data"][0]["y"]))
     run = RunResult.load(SAMPLE)
     eager, graph = run.headline["eager_median_ms"] * 1e3, run.headline["graph_median_ms"] * 1e3
+    span = run.table("breakdown").set_index(["mode", "component"]).at[("graph", "total_span"),
+                                                                        "eager_us"]
+    assert f"an eager step took {eager:,.0f} us and a graph step {graph:,.0f} us" in verdict
+    assert f"{span:,.0f}" not in verdict
+    walk = _spec(at, "split_waterfall")
+    values = list(_numbers(walk["data"][0]["y"]))
     assert values[0] == pytest.approx(eager) and values[-1] == pytest.approx(graph)
-    assert -sum(values[1:-1]) == pytest.approx(eager - graph, rel=0.01)  # 1,356 us, within 1%
+    assert -sum(values[1:-1]) == pytest.approx(eager - graph, rel=0.01)  # the saving, within 1%
     saving = next(df.value for df in at.dataframe if "in_the_sum" in df.value.columns)
     assert saving.set_index("component").at["step", "saving_us"] == pytest.approx(eager - graph)
     captions = _texts(at.caption)
     assert "A negative share is time the graph added, e.g. its batch copy or extra kernels" in captions
-    assert "the profiled window ran eager 77% slower than the timed trials" in captions
+    overhead = run.table("metrics").set_index(["mode", "metric"]).at[
+        ("eager", "profiler_overhead_pct"), "value"]
+    assert f"the profiled window ran eager {overhead:.0f}% slower than the timed trials" in captions
     assert "Under the profiler" in [h.value for h in at.header]
     assert {h.value for h in at.subheader} >= {
         "Under the profiler: medians per profiled iteration",

@@ -192,3 +192,30 @@ def test_on_the_cpu_every_graph_only_control_is_off_and_says_why(monkeypatch, tm
         assert widget.help.startswith(spec.cpu_reason), spec.name
         if spec.cpu_value is not None:
             assert widget.value == spec.cpu_value, spec.name
+
+
+def test_the_cpus_small_step_is_declared_once_on_each_workload():
+    """The dashboard's CPU sizes and ``run --device cpu``'s small step are the same declaration."""
+    for name, kind in workload_kinds.BUILT_IN.items():
+        assert set(kind.cpu_sizes) <= set(kind.size_fields) | {"eager_iters", "replays", "trials"}
+        assert fields.cpu_step_values(name) == {**kind.cpu_sizes, **fields.CPU_FIXED}
+        assert (controls.CPU_SIZES if name == "mlp" else controls.CPU_WORKLOAD_SIZES[name]) \
+            == kind.cpu_sizes
+    assert fields.cpu_step_values("broken-host-sync") == fields.cpu_step_values("mlp")
+    assert fields.cpu_step_values("mine.step:build") == {}
+
+
+@pytest.mark.usefixtures("fresh_app_state")
+def test_the_sidebars_cpu_step_is_what_run_device_cpu_runs(monkeypatch, tmp_path):
+    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(tmp_path)
+    at.run()
+    at.sidebar.selectbox(key=controls.DEVICE_KEY).select("cpu").run()
+    assert not at.exception
+    args = cli.parse(["run", "--out", "x", "--device", "cpu"])
+    small = cli.cpu_small_step(args, cli.config_from_args(args))
+    for name in RunConfig.__dataclass_fields__:
+        if controls.key(name) in at.session_state and name not in ("device", "preset", "modes"):
+            assert at.session_state[controls.key(name)] == getattr(small, name), name
+    assert small.preset == "custom"  # as the sidebar labels it ("CPU-sized values, not a preset's")

@@ -337,3 +337,29 @@ def test_the_users_example_step_is_captured_without_findings(tmp_path):
     run = RunResult.load(out)
     assert run.headline["counters_match"] is True and run.headline["speedup"] > 0
     assert list(run.table("modes")["mode"]) == ["eager", "graph", "compile_ro"]
+
+
+def test_a_run_where_the_graph_does_not_pay_opens_in_every_reader(tmp_path):
+    """Issue 17: at seed fp32 with batch 2,048 the H200 is GPU-bound and the graph is no faster
+    (0.99x on 2026-12-01). "Never pays back" is a result: the run saves, loads, is indexed and is
+    read as a sweep point, and its parts still add up to its (negative) saving."""
+    from profiler_core import attribution, index, sweep
+
+    config = preset("seed").replace(batch=2048, replays=60, trials=4, nvml=False, parity_steps=0)
+    saved = run_experiment(config).save(tmp_path / "runs" / "no-pay")
+    run = RunResult.load(saved)
+    figures = run.table("metrics").set_index(["mode", "metric"])["value"]
+    pays = figures[("graph", "pays_back")]
+    assert pays in (0.0, 1.0)
+    if pays == 0.0:  # the graph was not faster: no break-even, "never" on screen
+        assert math.isnan(figures[("graph", "break_even_iters")])
+        assert run.headline["graph_pays_back"] == 0.0
+    assert run.headline["speedup_ci_low"] < 1.1  # GPU-bound: no real gain at this batch
+    block = run.table("attribution")
+    assert attribution.parts_sum_error(block[block["mode"] == "graph"]) < 0.01
+    with index.open_index(tmp_path / "runs") as ix:
+        listed = ix.runs(headline=True)
+    assert len(listed) == 1 and not listed[0].get("problem")
+    point, modes = sweep.point_figures(run)
+    assert point["speedup"] == pytest.approx(run.headline["speedup"])
+    assert set(modes["mode"]) >= {"eager", "graph"}

@@ -28,7 +28,7 @@ from profiler_core.errors import ConfigError
 from profiler_core.results import RunResult
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLE = REPO / "dashboard" / "sample_run"
+SAMPLE = REPO / "tests" / "data" / "h200_schema2_sample"  # two modes, its figures in its headline
 APP = REPO / "dashboard" / "app.py"
 
 
@@ -395,6 +395,33 @@ def test_the_index_command_lists_and_filters_runs(runs, capsys):
     assert err.startswith("error: --where: there is no field 'colour'") and err.count("\n") == 1
     assert main(["index", "--runs", str(runs / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_figure_no_run_has_matches_no_run_and_a_typo_is_refused_with_the_closest_names(
+        tmp_path, runs, capsys):
+    """Issue 20: the README's ``--where speedup=2..`` on a folder of CPU runs (no graph, so no
+    speedup) lists no run; it is not an error. A name that is no field at all is still refused,
+    naming the closest fields."""
+    cpu_runs = tmp_path / "cpu-runs"
+    assert main(["run", "--out", str(cpu_runs / "cpu-try"), "--device", "cpu", "--progress",
+                 "none", "--batch", "8", "--d-in", "16", "--hidden", "16", "--d-out", "4",
+                 "--replays", "8", "--trials", "2"]) == 0
+    capsys.readouterr()
+    assert main(["index", "--runs", str(cpu_runs), "--where", "speedup=2..", "--rebuild"]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 1 run(s) match" in out
+    assert "No run here has the figure 'speedup', so a filter on it matches no run (a CPU run " \
+           "times the eager step only" in out
+    assert main(["index", "--runs", str(cpu_runs), "--where", "eager_median_ms=0.."]) == 0
+    assert "1 of 1 run(s) match" in capsys.readouterr().out
+    assert main(["index", "--runs", str(cpu_runs), "--where", "speedpu=2.."]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --where: there is no field 'speedpu' to filter on (did you "
+                          "mean speedup") and err.count("\n") == 1
+    with index.open_index(runs) as ix:  # CUDA runs: a mode none of them timed is no error either
+        assert ix.runs([index.parse_where("compile_median_ms=1..")]) == []
+        assert ix.runs([index.parse_where("replays_between_low_ms=..5")]) == []
+        assert index.is_figure("predicted_speedup") and not index.is_figure("colour")
 
 
 # ----------------------------------------------------------------------------- the Runs page

@@ -424,6 +424,35 @@ def test_a_spare_for_another_device_is_not_used(tmp_path, fake_python):
     assert until(lambda: not process_alive(spare))
 
 
+def test_an_idle_spare_is_stopped_after_the_idle_time_and_the_next_run_starts_fresh(
+        tmp_path, fake_python):
+    """Issue 20: a warm worker (about 450 MB) stayed idle for 20+ minutes after a run. A spare
+    that no run takes within ``idle_timeout_s`` of being ready is stopped (default 10 minutes,
+    stated in the README); the next run starts in a fresh process, without a fallback record,
+    and a spare is started again after it."""
+    from profiler_core import launcher as launcher_module
+
+    assert launcher_module.IDLE_TIMEOUT_S == 600.0
+    docs = Path(launcher_module.__file__).parent.parent / "docs" / "how-it-measures.md"
+    assert "no run takes within 10 minutes of being ready is stopped" in docs.read_text()
+    make, _, _ = fake_python
+    launcher = make(idle_timeout_s=0.5)
+    _run(launcher, tmp_path / "a")
+    assert until(lambda: launcher._pool.children and launcher._pool.children[0].ready.is_set())
+    spare = launcher.spare_pid
+    assert until(lambda: launcher.spare_pid is None and not process_alive(spare))
+    assert launcher.idle_stopped == 1
+    process, ending, events = _run(launcher, tmp_path / "b")
+    assert not ending.warm and process.pid != spare
+    assert not [e for e in events if e["event"] == "launcher"]  # nothing failed: no fallback
+    assert until(lambda: launcher.spare_pid not in (None, spare))  # warm again after the run
+    kept = make(idle_timeout_s=None)  # no idle time: the spare waits as long as its launcher
+    _run(kept, tmp_path / "c")
+    assert until(lambda: kept._pool.children and kept._pool.children[0].ready.is_set())
+    time.sleep(0.8)
+    assert kept.spare_pid is not None and process_alive(kept.spare_pid) and kept.idle_stopped == 0
+
+
 def test_close_stops_the_spare(tmp_path, fake_python):
     make, log, _ = fake_python
     launcher = make()

@@ -629,3 +629,31 @@ def test_a_stopped_run_that_cannot_be_saved_says_where_it_was_kept(tmp_path, mon
     kept = next(scratch.glob("profiler_core_unsaved_*"))
     assert "The incomplete run (marked incomplete): the run could not be saved in" in err
     assert str(kept) in err and RunResult.load(kept).complete is False
+
+
+# ----------------------------------------------------------------------------- found by tests/fuzz/campaign.py
+
+
+def test_a_lone_surrogate_in_out_is_refused_in_one_line(capsys):
+    """A serve request's JSON can carry "\\ud800", which no file name can hold."""
+    assert main(["run", "--out", "runs/\ud800", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out: ") and err.count("\n") == 1 and "ordinary text" in err
+
+
+def test_a_float_setting_of_400_digits_in_a_saved_config_is_refused(saved_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "big"
+    shutil.copytree(saved_run, run)
+    summary = json.loads((run / "summary.json").read_text())
+    summary["config"]["dropout1"] = -10**400
+    (run / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(RunFormatError, match="dropout1 must be a number from 0 to 0.99; got -10,000,000"):
+        RunResult.load(run)
+
+
+def test_a_metrics_value_column_of_booleans_is_refused(saved_run, tmp_path):
+    run = _damage(saved_run, tmp_path, "metrics", "value", "True")
+    with pytest.raises(RunFormatError, match="column value holds true/false"):
+        RunResult.load(run)

@@ -22,7 +22,10 @@ from profiler_core.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_BOUND = ROOT / "tests" / "data" / "h200_launch_bound"
-SAMPLE = ROOT / "dashboard" / "sample_run"
+# The H200 sample run recorded before prediction existed (schema 2): its eager window and medians
+SAMPLE = ROOT / "tests" / "data" / "h200_schema2_sample"
+# Today's bundled sample, recorded with a prediction
+RECORDED = ROOT / "dashboard" / "sample_run"
 CONSTANTS = ["--launch-us", "3", "--per-node-us", "0.25"]
 
 
@@ -518,3 +521,13 @@ def test_gpu_calibration_and_predicted_against_measured_on_real_runs(tmp_path):
     assert list(calibration.replay_us) == sorted(calibration.replay_us)
     assert all(replay > busy > 0 for replay, busy in zip(calibration.replay_us, calibration.busy_us))
     assert math.isfinite(calibration.copy_us) and calibration.copy_us > 0
+
+
+def test_the_bundled_samples_recorded_prediction_is_what_its_headline_gives():
+    """The prediction is a pure function of the headline: the bundled sample's recorded figures
+    (made on the H200 by the run itself) come back from its headline alone."""
+    headline = json.loads((RECORDED / "summary.json").read_text())["headline"]
+    again = predict.prediction_from_headline(headline)
+    for key in predict.PREDICTION_KEYS:
+        assert again[key] == pytest.approx(headline[key], rel=1e-9), key
+    assert abs(headline["prediction_error_pct"]) < 5  # within the issue's 5%

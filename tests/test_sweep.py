@@ -493,7 +493,7 @@ def test_break_even_per_point():
                                {"batch": 2, "eager": 1.0, "graph": 1.5, "cost": 10.0}], ["batch"])
     table = sweep.break_even_table(sweep.speedup_table(points, modes, ["batch"]), ["batch"])
     assert list(table["break_even_steps"]) == [7.0, math.inf]  # ceil(10 / 1.5); never
-    assert list(table["pays_back"]) == ["after 7 steps", "never (not faster)"]
+    assert list(table["pays_back"]) == ["after 7 steps", "never (graph not faster)"]
     assert table["memory_mib"].eq(4.0).all() and table["saving_ms"].tolist() == [1.5, -0.5]
 
 
@@ -921,7 +921,8 @@ def test_sweep_page_shows_hostile_sweep_folders_without_crashing(fresh_app_state
     _stopped_sweep(runs / os.fsdecode(b"c-\xff"))
     at = _sweep_page(runs)
     assert not at.exception, [e.value for e in at.exception]
-    options = at.selectbox(key="sweep_open").options
+    options = [o for o in at.selectbox(key="sweep_open").options
+               if not o.startswith("sample: ")]  # the bundled sample sweep is offered too
     assert len(options) == 3 and "c-\ufffd · stopped · 0/0 measured · unreadable" in options
     at.selectbox(key="sweep_open").set_value("a-pid").run()
     assert not at.exception, [e.value for e in at.exception]
@@ -945,6 +946,17 @@ def test_a_sweep_table_pandas_cannot_parse_is_refused_in_one_line(tmp_path):
         assert "\n" not in text and text.count("Expected") == 1, text
         assert f"{name} is not a readable CSV: Error tokenizing data." in text, text
         (folder / name).write_text(original)
+
+
+def test_a_plan_threshold_of_400_digits_is_a_damaged_sweep(tmp_path):
+    """Found by tests/fuzz/campaign.py: float() of a 401-digit integer overflowed (a traceback
+    on --resume, load_sweep and the Sweep page)."""
+    folder = _stopped_sweep(tmp_path / "s")
+    info = json.loads((folder / "sweep.json").read_text())
+    info["plan"]["threshold"] = int(BIG)
+    (folder / "sweep.json").write_text(json.dumps(info))
+    with pytest.raises(RunFormatError, match="the saved sweep plan is malformed"):
+        sweep.load_sweep(folder)
 
 
 class _EagerOnlyProcess(FakeProcess):

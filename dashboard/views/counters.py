@@ -6,13 +6,7 @@ from dashboard import analysis, article, charts, state, ui
 
 run = state.require_run()
 ui.run_header(run, "Counters: the article's lessons")
-st.markdown(
-    "A static counter tensor is incremented inside the training step. Its value after each phase "
-    "shows what a CUDA graph really runs: **warm-up** runs the step (if the step counts it), "
-    "**capture** records kernels without running them, and every **replay** runs all the captured "
-    "steps. The predicted column applies that rule to this run's settings "
-    f"({run.config.warmup_iters} warm-up, counted: {'yes' if run.config.count_warmup else 'no'}; "
-    f"{run.config.capture_iters} captured; {run.config.replays} replays).")
+st.markdown(analysis.counter_rule_text(run.config))
 
 lessons = analysis.counter_lessons(run.table("counters"), run.config)
 if lessons.empty:

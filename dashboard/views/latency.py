@@ -19,7 +19,7 @@ series = st.radio("Timing", available, index=available.index(default) if default
                        "timed between consecutive steps. Cold start: a synchronise before each "
                        "step, so each pays its first launch's latency. A replay covering several "
                        "captured steps is divided by their number.")
-st.caption(analysis.METHOD_MEANING[series].capitalize() + ".")
+st.caption(analysis.method_caption(series, cpu))
 repeats_panel.stability_warnings(run)
 steps, column = analysis.series_steps(all_steps, series)
 if steps.empty:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, devices, state, ui
+from dashboard import charts, controls, devices, rundata, state, ui
 from dashboard.gpulock import Ticket
 from profiler_core import fields, sweep
 from profiler_core.config import INT_LIMITS, PRESET_DESCRIPTIONS, PRESETS, RunConfig
@@ -226,10 +226,14 @@ if job is not None:
 # ----------------------------------------------------------------------------- open a sweep
 
 st.subheader("Sweeps in the runs folder")
-listed = sweep.list_sweeps(folder)
-if listed.empty:
+own = sweep.list_sweeps(folder)
+listed = rundata.sweeps_with_samples(own)
+if own.empty:
     st.info(f"No sweep in {ui.escape_md(folder)} yet: start one above, or with "
-            "`python -m profiler_core sweep --out <runs folder>/<name> --param batch=1:1024:x2`.")
+            "`python -m profiler_core sweep --out <runs folder>/<name> --param batch=1:1024:x2`."
+            + (" Below: a sweep measured on an H200 and bundled with the tool." if len(listed)
+               else ""))
+if listed.empty:
     st.stop()
 options = list(listed["name"])
 if st.session_state.get(SELECT) in options:
