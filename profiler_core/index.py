@@ -633,9 +633,12 @@ class RunIndex:
         raise ConfigError("where", f"there is no field {quoted(field)} to filter on", hint)
 
     def absent_figures(self, filters: Sequence[FieldFilter]) -> list[str]:
-        """The figures ``filters`` name that no run here has (a filter on one matches none)."""
-        present = set(self.fields())
-        return list(dict.fromkeys(f.field for f in filters if f.field not in present))
+        """The figures ``filters`` name that no run here has a value for (a filter on one matches
+        none): headline figures only, not settings or run columns."""
+        present = set(self._column("SELECT DISTINCT key FROM run_headline"))
+        settings = {*_FIELDS, *RUN_COLUMNS, DATE_FIELD}
+        return list(dict.fromkeys(f.field for f in filters
+                                  if f.field not in settings and f.field not in present))
 
     def _condition(self, spec: FieldFilter) -> tuple[str, list[Any]]:
         field = spec.field

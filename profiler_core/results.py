@@ -66,6 +66,10 @@ _UNBOUNDED = {
     "modes": ("speedup", "speedup_ci_low", "speedup_ci_high"),
 }
 
+# Text columns whose writer stores "" for "none" (a kernel no operator launched): an empty cell
+# reads back as "", not as missing.
+_MAY_BE_EMPTY_TEXT = {"kernels": ("operator",)}
+
 # Column dtypes that are not float: everything else in a table is read as a float.
 _TEXT_COLUMNS = {"mode", "method", "phase", "rule", "component", "kernel", "kernel_full", "metric",
                  "source", "operator"}
@@ -455,6 +459,9 @@ class RunResult:
             if version < 3:
                 frame = _upgrade_v2_table(name, frame)
             _refuse_booleans(name, frame, path)  # before anything is written into a column
+            for column in _MAY_BE_EMPTY_TEXT.get(name, ()):
+                if column in frame.columns:  # an empty cell is the writer's "" (CSV cannot tell)
+                    frame[column] = frame[column].astype("string").fillna("")
             if name == "metrics":
                 frame = _upgrade_never_pays_back(frame)
             try:

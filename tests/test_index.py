@@ -520,7 +520,9 @@ def test_the_runs_page_overlays_every_matching_run(sample_runs):
     assert list(summary["tag"]) == ["A", "B", "C"]
     by_name = {Path(p).name: tag for p, tag in zip(chosen, "ABC")}
     medians = _figure(at, "compare_medians")  # today's default view: medians and launch split
-    assert {x.split("<br>")[0] for trace in medians["data"] for x in trace["x"]} == {"A", "B", "C"}
+    runs_axis = [trace["x"][0] if isinstance(trace["x"][0], list) else trace["x"]
+                 for trace in medians["data"]]  # a two-level axis: run, then mode
+    assert {x.split("<br>")[0] for level in runs_axis for x in level} == {"A", "B", "C"}
     at.radio(key="compare_chart").set_value("speedup").run()
     speedups = _figure(at, "compare_speedups")
     (graph,) = speedups["data"]
