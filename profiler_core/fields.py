@@ -332,9 +332,14 @@ def read_device(text: str) -> str:
     if text == "cpu":
         return "cpu"
     index = text[5:] if text.startswith("cuda:") else ("0" if text == "cuda" else text)
-    if not index.isdigit():
-        raise ValueError(f"expected 'cpu' or a CUDA index such as 0, got {quoted(text)}")
+    if not index.isdigit() or len(index) > 4 or int(index) > MAX_CUDA_INDEX:
+        raise ValueError(f"expected 'cpu' or a CUDA index from 0 to {MAX_CUDA_INDEX}, got "
+                         f"{quoted(text)}")
     return f"cuda:{int(index)}"
+
+
+# The largest CUDA device index accepted (a machine has a few GPUs; the run checks it has this one).
+MAX_CUDA_INDEX = 1023
 
 
 def read_text(field: FieldSpec, text: str) -> Any:

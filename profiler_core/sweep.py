@@ -1568,6 +1568,16 @@ def saved_plan(directory: str | os.PathLike) -> SweepPlan:
     return SweepPlan.from_dict((_read_sweep_json(target) or {}).get("plan") or {})
 
 
+def _check_machine(plan: SweepPlan) -> None:
+    """What the plan asks of this machine, checked before the first point: its CPUs
+    (``--cpu-affinity``), then CUDA."""
+    if plan.base.cpu_affinity is not None:
+        from profiler_core import hostinfo
+
+        hostinfo.check_cpus(plan.base.cpu_affinity)  # a CPU this machine lacks: one line, exit 2
+    _check_cuda(plan)
+
+
 def _check_cuda(plan: SweepPlan) -> None:
     if not plan.base.is_cuda:
         return
@@ -1631,12 +1641,12 @@ def command_sweep(args: Any) -> int:
                                         "cannot change it",
                               "drop the sweep and run options (--threshold may change), or start a "
                               "new sweep in another folder")
-        _check_cuda(plan)
+        _check_machine(plan)
         runner = SweepRunner.resume(args.out, threshold=args.threshold, **options)
     else:
         plan = plan_from_args(args)
+        _check_machine(plan)  # before the folder is made: a refused plan leaves nothing
         check_sweep_output(args.out, overwrite=args.overwrite)
-        _check_cuda(plan)
         runner = SweepRunner.create(plan, args.out, overwrite=args.overwrite, **options)
     plan = runner.plan
     finished = int(runner._folder.points["status"].isin(FINISHED).sum())

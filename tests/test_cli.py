@@ -360,3 +360,13 @@ def test_an_error_echoes_a_long_value_shortened(argv, words, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and words in err, err[:300]
     assert len(err) < 400 and "..." in err and "...." not in err, err[:300]
+
+
+def test_serve_refuses_a_device_index_no_machine_has_in_one_line():
+    """Found by the fuzz campaign: ``serve --device`` with a 401-digit index exited 1 echoing it
+    whole; like ``run``, it is refused by the option parser in one short line, exit 2."""
+    completed = subprocess.run([sys.executable, "-m", "profiler_core", "serve", "--device",
+                                "1" + "0" * 400], input="", capture_output=True, text=True,
+                               timeout=120, cwd=Path(__file__).parents[1])
+    assert completed.returncode == 2
+    assert len(completed.stderr) < 600 and "0 to 1023" in completed.stderr

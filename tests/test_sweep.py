@@ -1020,3 +1020,16 @@ def test_a_cpu_sweep_page_draws_eager_medians_and_says_plainly_there_is_no_graph
     assert "Download eager medians CSV" in labels  # beside a table that has rows
     table = next(df.value for df in at.dataframe if "eager_ms" in df.value.columns)
     assert table["eager_ms"].tolist() == pytest.approx([0.08, 0.16, 0.32])
+
+
+def test_a_cpu_this_machine_lacks_refuses_the_sweep_before_anything_is_written(tmp_path, capsys):
+    """Found by the fuzz campaign: ``sweep --cpu-affinity 999`` ran every point into a failure;
+    the plan's CPUs are checked first, like ``run``'s, and nothing is written."""
+    from profiler_core.__main__ import main
+
+    out = tmp_path / "s"
+    code = main(["sweep", "--device", "cpu", "--d-in", "16", "--hidden", "16", "--d-out", "8",
+                 "--param", "batch=8,16", "--cpu-affinity", "999", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "999" in err and err.count("\n") <= 2, err
+    assert not out.exists()
