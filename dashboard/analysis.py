@@ -833,15 +833,20 @@ def with_operators(kernels: pd.DataFrame, operators: dict[str, dict[str, str]]) 
 
 
 def readable_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
-    """A run's kernel table with names that tell kernels apart (``trace.kernel_label``: five
-    ``vectorized_elementwise_kernel`` rows become ``...<FillFunctor>``, ``...<mse_kernel_cuda>``...),
-    worked out from the full names, so runs recorded before those labels read the same; the
-    ``operator`` column kept ("" where the run did not record it)."""
+    """A run's kernel table with names that tell kernels apart: where kernels of one mode share a
+    name (five ``vectorized_elementwise_kernel`` rows, recorded before the trace named them
+    apart), each of them is named from its full name by ``trace.kernel_label``
+    (``...<FillFunctor>``, ``...<mse_kernel_cuda>``...); a name that is already unique is shown as
+    the run wrote it. The ``operator`` column is kept ("" where the run did not record it)."""
     if kernels.empty or "kernel_full" not in kernels:
         return kernels
+    names = kernels["kernel"].astype(str)
     full = kernels["kernel_full"].astype(str)
-    labels = {name: kernel_label(name) for name in full.unique()}
-    out = kernels.assign(kernel=full.map(labels).astype(kernels["kernel"].dtype))
+    shared = (pd.DataFrame({"mode": kernels["mode"].astype(str), "kernel": names, "full": full})
+              .groupby(["mode", "kernel"])["full"].transform("nunique") > 1)
+    relabelled = [kernel_label(f) if clash else n for n, f, clash in zip(names, full, shared)]
+    out = kernels.assign(kernel=pd.Series(relabelled, index=kernels.index,
+                                          dtype=kernels["kernel"].dtype))
     if "operator" not in out:
         out = out.assign(operator="")
     else:

@@ -1113,10 +1113,15 @@ def test_kernels_are_named_apart_with_their_operator(run):
     for full, label in names.items():
         assert kernel_label(full) == label
         assert len(kernel_label(full)) <= 60
-    # a run recorded before the labels and the operator column reads the same
+    # a run recorded before the labels: kernels of a mode that share a name are named apart from
+    # their full names; a unique name is shown as the run wrote it (no operator column: empty)
     old = run.table("kernels").drop(columns=["operator"])
-    readable = analysis.readable_kernels(old)
-    assert list(readable["kernel"]) == [kernel_label(n) for n in old["kernel_full"]]
+    assert analysis.readable_kernels(old)["kernel"].tolist() == old["kernel"].tolist()
+    clash = pd.DataFrame({"mode": "eager", "kernel": "vectorized_elementwise_kernel",
+                          "kernel_full": list(names), "calls_per_iter": 1.0, "total_us": 1.0,
+                          "mean_us": 1.0, "min_us": 1.0, "max_us": 1.0, "share_of_gpu_pct": 1.0})
+    readable = analysis.readable_kernels(clash)  # five rows alike, as the issue saw them
+    assert readable["kernel"].tolist() == list(names.values())
     assert (readable["operator"] == "").all()
     assert list(analysis.kernel_table(readable).columns) == analysis.KERNEL_TABLE_COLUMNS
     # the comparison takes the operator that launched the kernel eagerly
@@ -1131,7 +1136,7 @@ def test_kernels_are_named_apart_with_their_operator(run):
     assert list(hover) == ["k&lt;F&gt;", "aten::fill_"]
     assert charts.kernel_top_bar(kernels, "eager").layout.title.text.startswith("Under the profiler")
     # a run without the column: the operators read from its traces fill the empty cells only
-    filled = analysis.with_operators(readable, {"eager": {n: "aten::x" for n in old["kernel_full"]}})
+    filled = analysis.with_operators(readable, {"eager": {n: "aten::x" for n in clash["kernel_full"]}})
     assert set(filled.loc[filled["mode"] == "eager", "operator"]) == {"aten::x"}
     assert (filled.loc[filled["mode"] == "graph", "operator"] == "").all()
     assert analysis.with_operators(kernels, {"eager": {"k<F>": "other"}})["operator"].tolist() == \
