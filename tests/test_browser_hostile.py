@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 from test_dashboard_hostile import HOSTILE, IMAGE, LINK, PLOTLY_LINK, _markdown_run
 
-from profiler_core.trace import short_kernel_name
-
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,9 +115,7 @@ def test_a_runs_markdown_shows_as_text_and_loads_nothing(browser_page, view, tit
 
 @pytest.mark.parametrize("view, title, shows", [
     ("Counters", "Counters: the article's lessons", "![x](http://attacker.invalid/p.png)"),
-    # a kernel is labelled by its short name (template arguments, here the <a ...> tag, left
-    # out): what is left is shown as written
-    ("Kernels", "Kernels", short_kernel_name(PLOTLY_LINK)),
+    ("Kernels", "Kernels", PLOTLY_LINK),  # a name no other kernel shares: shown as written
     ("GPU", "GPU telemetry (NVML)", PLOTLY_LINK)])
 def test_chart_labels_from_a_run_show_as_written_and_link_nothing(browser_page, view, title, shows):
     """Plotly renders <a href>, <b> and entities in category labels, legend entries and hover
