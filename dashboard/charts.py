@@ -1093,9 +1093,11 @@ def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
     if data.empty:
         return empty_figure(title)
     method = data["method"] if "method" in data else pd.Series([""] * len(data), index=data.index)
-    data = data.assign(_x=[f"{escape(r)}<br>{escape(m)}" if str(m) else escape(r)
+    # narrow labels: a run's timing method wrapped, a long mode name broken after '_', so a run
+    # of five modes beside a run of one keeps its words apart
+    data = data.assign(_x=[f"{escape(r)}<br>{_wrap(str(m), 16)}" if str(m) else escape(r)
                            for r, m in zip(data["run"], method)],
-                       _bar=[f"{escape(mode)}<br>{float(v):.3f} ms"
+                       _bar=[f"{_tick_name(mode)}<br>{float(v):.3f} ms"
                              for mode, v in zip(data["mode"], data["median_ms"])])
     fig = go.Figure()
     for i, mode in enumerate(ordered_modes(data)):
@@ -1103,7 +1105,7 @@ def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
         median = part["median_ms"].to_numpy(dtype=float)
         fig.add_trace(go.Bar(
             x=[part["_x"].tolist(), part["_bar"].tolist()], y=median, name=escape(mode),
-            marker_color=_color(mode, i),
+            marker_color=_color(mode, i), showlegend=False,  # each bar is named on the axis
             error_y={"type": "data", "symmetric": False,
                      "array": np.nan_to_num(np.clip(part["p90_ms"].to_numpy(dtype=float) - median,
                                                     0, None)),
@@ -1121,7 +1123,7 @@ def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
                                      float(top.max())))
     else:
         fig.update_yaxes(title_text="ms per step", rangemode="tozero")
-    return _layout(fig, title, height=HEIGHT + 60, margin={"l": 60, "r": 20, "t": 76, "b": 110})
+    return _layout(fig, title, height=HEIGHT + 80, margin={"l": 60, "r": 20, "t": 60, "b": 150})
 
 
 def log_ticks(low: float, high: float, max_ticks: int = 12) -> dict:
