@@ -961,9 +961,8 @@ def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
 
 def kernel_diff_columns(other: str = "graph") -> list[str]:
     """The columns of :func:`kernel_diff` against ``other`` (eager is always the baseline)."""
-    return ["kernel", "where", "eager_calls_per_iter", f"{other}_calls_per_iter",
-            "eager_us_per_iter", f"{other}_us_per_iter", "change_us_per_iter", "operator",
-            "kernel_full"]
+    return ["kernel", "operator", "where", "eager_calls_per_iter", f"{other}_calls_per_iter",
+            "eager_us_per_iter", f"{other}_us_per_iter", "change_us_per_iter", "kernel_full"]
 
 
 KERNEL_DIFF_COLUMNS = kernel_diff_columns("graph")

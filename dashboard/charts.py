@@ -152,6 +152,13 @@ def _plural(count: int, one: str, many: str) -> str:
 # ----------------------------------------------------------------------------- overview
 
 
+def _tick_name(mode: str, width: int = 10) -> str:
+    """A mode's name for an axis tick, escaped, broken after '_' when longer than ``width``
+    ('graphed_<br>callables'), so five modes' ticks stand upright side by side."""
+    text = escape(mode)
+    return text.replace("_", "_<br>") if len(str(mode)) > width else text
+
+
 def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
                 method: str = "steady_event", method_label: str | None = None) -> go.Figure:
     """Median time per step per mode with p10-p90 whiskers; ``medians`` (columns mode and
@@ -170,16 +177,18 @@ def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
         median, p10, p90 = float(row["median_ms"]), float(row["p10_ms"]), float(row["p90_ms"])
         # the median is written under its bar, never on it: the whisker runs through the bar's
         # middle, and a wide p10-p90 (a CPU run) would cross any label placed there
-        ticks.append(f"{escape(mode)}<br><b>{median:.3f} ms</b>")
-        fig.add_trace(go.Bar(
+        ticks.append(f"{_tick_name(mode)}<br><b>{median:.3f} ms</b>")
+        fig.add_trace(go.Bar(  # named on the axis, so not in the legend (the floor is)
             x=[escape(mode)], y=[median], name=escape(mode), marker_color=_color(mode, i),
+            showlegend=False,
             offsetgroup="median", error_y={"type": "data", "symmetric": False,
                      "array": [max(p90 - median, 0) if math.isfinite(p90) else 0],
                      "arrayminus": [max(median - p10, 0) if math.isfinite(p10) else 0]},
             customdata=[[p10, p90]],
             hovertemplate="%{x}: median %{y:.4f} ms<br>p10 %{customdata[0]:.4f} / "
                           "p90 %{customdata[1]:.4f}<extra></extra>"))
-    fig.update_xaxes(tickvals=[escape(m) for m in ordered_modes(part)], ticktext=ticks)
+    fig.update_xaxes(tickvals=[escape(m) for m in ordered_modes(part)], ticktext=ticks,
+                     tickangle=0)
     if medians is not None and not medians.empty:
         floor = _finite_frame(medians, ("gpu_busy_us",)).dropna(subset=["gpu_busy_us"])
         fig.add_trace(go.Scatter(
@@ -1084,9 +1093,11 @@ def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
     if data.empty:
         return empty_figure(title)
     method = data["method"] if "method" in data else pd.Series([""] * len(data), index=data.index)
-    data = data.assign(_x=[f"{escape(r)}<br>{escape(m)}" if str(m) else escape(r)
+    # narrow labels: a run's timing method wrapped, a long mode name broken after '_', so a run
+    # of five modes beside a run of one keeps its words apart
+    data = data.assign(_x=[f"{escape(r)}<br>{_wrap(str(m), 16)}" if str(m) else escape(r)
                            for r, m in zip(data["run"], method)],
-                       _bar=[f"{escape(mode)}<br>{float(v):.3f} ms"
+                       _bar=[f"{_tick_name(mode)}<br>{float(v):.3f} ms"
                              for mode, v in zip(data["mode"], data["median_ms"])])
     fig = go.Figure()
     for i, mode in enumerate(ordered_modes(data)):
@@ -1094,7 +1105,7 @@ def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
         median = part["median_ms"].to_numpy(dtype=float)
         fig.add_trace(go.Bar(
             x=[part["_x"].tolist(), part["_bar"].tolist()], y=median, name=escape(mode),
-            marker_color=_color(mode, i),
+            marker_color=_color(mode, i), showlegend=False,  # each bar is named on the axis
             error_y={"type": "data", "symmetric": False,
                      "array": np.nan_to_num(np.clip(part["p90_ms"].to_numpy(dtype=float) - median,
                                                     0, None)),
@@ -1112,7 +1123,7 @@ def compare_medians(frame: pd.DataFrame, log_scale: bool = False) -> go.Figure:
                                      float(top.max())))
     else:
         fig.update_yaxes(title_text="ms per step", rangemode="tozero")
-    return _layout(fig, title, height=HEIGHT + 60, margin={"l": 60, "r": 20, "t": 76, "b": 110})
+    return _layout(fig, title, height=HEIGHT + 80, margin={"l": 60, "r": 20, "t": 60, "b": 150})
 
 
 def log_ticks(low: float, high: float, max_ticks: int = 12) -> dict:

@@ -679,7 +679,7 @@ def test_compare_shows_a_cpu_run_by_wall_time_beside_gpu_runs_and_any_number_of_
     fig = json.loads(at.get_by_key("compare_medians").proto.spec)
     # a two-level axis: the run (its tag and timing method), then the mode with its median
     bars = {trace["name"]: trace["x"][0] for trace in fig["data"]}
-    by_tag = {x.split("<br>")[0]: x.split("<br>")[1] for xs in bars.values() for x in xs}
+    by_tag = {x.split("<br>")[0]: " ".join(x.split("<br>")[1:]) for xs in bars.values() for x in xs}
     assert set(by_tag) == {"A", "B", "C"}  # every run has its bar, the CPU run too
     cpu_tag = next(tag for tag, method in by_tag.items() if "wall clock" in method)
     assert by_tag[cpu_tag] == "steady state, per trial (wall clock)"
