@@ -30,10 +30,6 @@ for part in $parts; do
       timeout "${PYTEST_TIMEOUT:-200}" python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/test_gpu.py \
         -k "${PYTEST_K:-seed_config or cli_seed or launch_bound or captured_before or uncapturable}" \
         tests/test_launcher.py tests/test_predict.py tests/test_sweep.py 2>&1 | grep -v "^\[" | tail -15 ;;
-    cprofile)
-      timeout 90 python3 -m cProfile -o "$OUT/run.prof" -m profiler_core run --preset seed --dtype bf16 \
-        --out "$w/cprofile" --progress none > /dev/null 2>&1; echo "cprofile run rc $?"
-      python3 tests/gpu/timing_profile.py "$OUT/run.prof" ;;
     repeats)
       s=$(date +%s.%N)
       timeout 150 python3 -m profiler_core run --preset seed --dtype bf16 --repeats "${REPEATS:-3}" \
