@@ -350,18 +350,12 @@ def _trivial_graph(torch: Any, device: Any, kernels: int, elements: int = 1) -> 
 
 def _held_mean_us(action: Callable[[], None], count: int, clock: Any,
                   hold: Callable[[int], None] | None) -> float:
-    """Device time of ``action`` per call: ``count`` calls queued behind a held GPU (when
-    ``hold`` exists) between two CUDA events, so they run back to back on the GPU."""
-    start, end = clock.marks(2)
-    clock.synchronize()
-    if hold is not None:
-        hold(CALIBRATION_HOLD_CYCLES)
-    clock.record(start)
-    for _ in range(count):
-        action()
-    clock.record(end)
-    clock.synchronize()
-    return clock.elapsed_ms(start, end) * 1e3 / count
+    """Device time of ``action`` per call, in microseconds: ``timing.held_mean_ms`` behind a GPU
+    held for ``CALIBRATION_HOLD_CYCLES`` (when ``hold`` exists)."""
+    from profiler_core.timing import held_mean_ms
+
+    hold_device = (lambda: hold(CALIBRATION_HOLD_CYCLES)) if hold is not None else None
+    return held_mean_ms(action, count, clock, hold_device) * 1e3
 
 
 # ------------------------------------------------------------------------------ a run's headline

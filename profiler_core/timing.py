@@ -167,37 +167,39 @@ def _steady_rows(mode: Mode, first_iteration: int, finished: int, trial: int, cl
     return rows
 
 
-def input_copy_ms(mode: Mode, count: int, clock: Clock, hold_device: Callable[[], None]) -> float:
-    """The device time of one batch copy into a mode's static inputs: ``count`` copies queued
-    behind ``hold_device`` (work that keeps the device busy until all of them are enqueued) run
-    back to back between two marks; their mean. NaN for a mode that copies nothing."""
-    if mode.load is None:
-        return math.nan
+def held_mean_ms(action: Callable[[], None], count: int, clock: Clock,
+                 hold_device: Callable[[], None] | None) -> float:
+    """The device time of one call of ``action``: ``count`` calls queued behind ``hold_device``
+    (work that keeps the device busy until all of them are enqueued, so they run back to back
+    and none waits for the host; None: queued as they come) between two marks; their mean."""
     start, end = clock.marks(2)
     clock.synchronize()
-    hold_device()
+    if hold_device is not None:
+        hold_device()
     clock.record(start)
-    for i in range(count):
-        mode.load(i)
+    for _ in range(count):
+        action()
     clock.record(end)
     clock.synchronize()
     return clock.elapsed_ms(start, end) / count
 
 
+def input_copy_ms(mode: Mode, count: int, clock: Clock, hold_device: Callable[[], None]) -> float:
+    """The device time of one batch copy into a mode's static inputs (:func:`held_mean_ms`, the
+    batches in turn). NaN for a mode that copies nothing."""
+    if mode.load is None:
+        return math.nan
+    load, turn = mode.load, iter(range(count))
+    return held_mean_ms(lambda: load(next(turn)), count, clock, hold_device)
+
+
 def held_replay_ms(mode: Mode, count: int, clock: Clock, hold_device: Callable[[], None]) -> float:
-    """The device time of one iteration of ``mode`` with no wait for the host: ``count`` iterations
-    (no batch copy) queued behind ``hold_device`` run back to back between two marks; their mean,
-    per training step. For a graph this is its kernels' time as replayed, measured with no
-    profiler: the check on the profiled window's kernel time."""
-    start, end = clock.marks(2)
-    clock.synchronize()
-    hold_device()
-    clock.record(start)
-    for i in range(count):
-        mode.run(i)
-    clock.record(end)
-    clock.synchronize()
-    return clock.elapsed_ms(start, end) / (count * mode.steps)
+    """The device time of one iteration of ``mode`` with no wait for the host
+    (:func:`held_mean_ms`, no batch copy), per training step. For a graph this is its kernels'
+    time as replayed, measured with no profiler: the check on the profiled window's kernel
+    time."""
+    run, turn = mode.run, iter(range(count))
+    return held_mean_ms(lambda: run(next(turn)), count, clock, hold_device) / mode.steps
 
 
 def cold_iteration(mode: Mode, iteration: int, trial: int, clock: Clock,
