@@ -53,10 +53,10 @@ SPLIT_LABELS = {
 # Parts of a step that are not one of the four (the CPU waiting on the GPU, an unattributed rest).
 REST_COLOR = "#C9CED6"
 # Lines that are neither a mode nor a part of a step (runs of an overlay, sweep series, a mode this
-# dashboard has no colour for): dark or muted hues at least 25 CIELAB units from every mode and
-# part colour, so orange always means eager and blue the graph. Runs beyond the palette also
-# change their dash (``run_line``).
-SERIES_PALETTE = ["#283593", "#B5BD00", "#00796B", "#37474F", "#6A1B9A", "#880E4F"]
+# dashboard has no colour for): hues at least 25 CIELAB units from every mode and part colour, so
+# orange always means eager and blue the graph, and at least 50 from both themes' backgrounds, so
+# a line reads on light and dark. Runs beyond the palette also change their dash (``run_line``).
+SERIES_PALETTE = ["#3949AB", "#B5BD00", "#00796B", "#8E24AA", "#880E4F", "#827717"]
 RUN_DASHES = ["solid", "dash", "dot", "dashdot"]
 # The GPU chart's phase bands: at most this many shapes, and legend entries for this many kinds
 # of phase (the others share one grey entry). A run has about 70 blocks and 15 phase names, of
@@ -1246,6 +1246,8 @@ def compare_speedups(frame: pd.DataFrame, missing: dict[str, str] | None = None,
     step = _nice_step(top * 1.12 / 4)
     fig.update_yaxes(title_text="speedup over eager (x)", dtick=step,
                      range=[0, math.ceil(top * 1.12 / step) * step])
+    # modes of one run side by side, not on one vertical line where their labels overlapped
+    fig.update_layout(scattermode="group", scattergap=0.5)
     return _layout(fig, title)
 
 
@@ -1292,7 +1294,10 @@ def compare_latency_ecdf(frame: pd.DataFrame, log_scale: bool = False,
         fig.update_xaxes(title_text="ms per step" + (" (log scale)" if log_scale else ""),
                          type="log" if log_scale else "linear", row=1, col=column, **ticks)
     fig.update_yaxes(title_text="fraction of steps", range=[0, 1.02], tickformat=".0%", row=1, col=1)
-    return _layout(fig, title)
+    # the runs' legend above the panels' titles (at the usual place it covered the first title)
+    return _layout(fig, title, legend={"orientation": "h", "yanchor": "bottom", "y": 1.1, "x": 0,
+                                       "xanchor": "left"},
+                   margin={"l": 60, "r": 20, "t": 110, "b": 50})
 
 
 # ----------------------------------------------------------------------------- sweeps

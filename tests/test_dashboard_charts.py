@@ -1043,6 +1043,8 @@ def test_run_colours_never_look_like_a_mode_or_a_part_of_a_step():
     meaning = [*charts.MODE_COLORS.values(), *charts.SPLIT_COLORS.values()]
     for color in charts.SERIES_PALETTE:
         assert min(_apart(color, other) for other in meaning) >= 25, color
+        # and a line of it reads on both themes' backgrounds (Streamlit's light and dark)
+        assert min(_apart(color, "#FFFFFF"), _apart(color, "#0E1117")) >= 50, color
     steps = pd.DataFrame({"run": np.repeat([f"R{i}" for i in range(8)], 10), "mode": "eager",
                           "ms": np.tile(np.linspace(1, 2, 10), 8), "timed_by": "x"})
     lines = charts.compare_latency_ecdf(steps).data
@@ -1056,6 +1058,7 @@ def test_the_speedup_overlay_holds_every_marker_and_says_why_a_run_has_none():
     frame = pd.DataFrame({"run": ["A"], "mode": ["graph"], "speedup": [6.73],
                           "speedup_ci_low": [6.51], "speedup_ci_high": [6.85]})
     fig = charts.compare_speedups(frame, {"B": "a CPU run times eager only"}, order=["B", "A"])
+    assert fig.layout.scattermode == "group"  # a run's modes side by side, labels apart
     assert list(fig.layout.xaxis.categoryarray) == ["B", "A"]
     assert fig.layout.yaxis.range[1] > 6.85 * 1.1  # the marker, its CI and its label inside
     assert fig.layout.yaxis.range[1] % fig.layout.yaxis.dtick == 0  # closed by a gridline
