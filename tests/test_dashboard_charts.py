@@ -936,6 +936,13 @@ def test_the_median_label_is_under_its_bar_never_crossed_by_the_whisker():
     assert not bar.text  # nothing written on the bar, where the p10-p90 whisker runs
     assert list(fig.layout.xaxis.ticktext) == ["eager<br><b>21.001 ms</b>"]
     assert list(fig.layout.xaxis.tickvals) == ["eager"] == list(bar.x)
+    modes = pd.DataFrame({"mode": ["eager", "graph", "graphed_callables"], "median_ms": [1.5, 0.24, 1.0],
+                          "speedup": [1.0, 6.29, 1.44], "speedup_ci_low": [0.8, 5.4, 1.1],
+                          "speedup_ci_high": [1.2, 7.1, 1.7], "one_time_ms": [0.0, 14.6, 500.0]})
+    every = charts.modes_speedup_bars(modes)  # the Overview's 'Every mode': the same rule
+    assert not every.data[0].text
+    assert list(every.layout.xaxis.ticktext) == ["eager<br><b>1.00x</b>", "graph<br><b>6.29x</b>",
+                                                 "graphed_<br>callables<br><b>1.44x</b>"]
     rows, _ = analysis.compare_rows("B", {"timing_method": "steady_trial"}, _cpu_stats(), cpu=True)
     compare = charts.compare_medians(rows)
     assert not compare.data[0].text
