@@ -53,10 +53,10 @@ SPLIT_LABELS = {
 # Parts of a step that are not one of the four (the CPU waiting on the GPU, an unattributed rest).
 REST_COLOR = "#C9CED6"
 # Lines that are neither a mode nor a part of a step (runs of an overlay, sweep series, a mode this
-# dashboard has no colour for): dark or muted hues at least 25 CIELAB units from every mode and
-# part colour, so orange always means eager and blue the graph. Runs beyond the palette also
-# change their dash (``run_line``).
-SERIES_PALETTE = ["#283593", "#B5BD00", "#00796B", "#37474F", "#6A1B9A", "#880E4F"]
+# dashboard has no colour for): hues at least 25 CIELAB units from every mode and part colour, so
+# orange always means eager and blue the graph, and at least 50 from both themes' backgrounds, so
+# a line reads on light and dark. Runs beyond the palette also change their dash (``run_line``).
+SERIES_PALETTE = ["#3949AB", "#B5BD00", "#00796B", "#8E24AA", "#880E4F", "#827717"]
 RUN_DASHES = ["solid", "dash", "dot", "dashdot"]
 # The GPU chart's phase bands: at most this many shapes, and legend entries for this many kinds
 # of phase (the others share one grey entry). A run has about 70 blocks and 15 phase names, of
@@ -1175,13 +1175,16 @@ def modes_speedup_bars(modes: pd.DataFrame) -> go.Figure:
         error_y={"type": "data", "symmetric": False,
                  "array": np.nan_to_num(np.clip(data["speedup_ci_high"].to_numpy(dtype=float) - speedup, 0, None)),
                  "arrayminus": np.nan_to_num(np.clip(speedup - data["speedup_ci_low"].to_numpy(dtype=float), 0, None))},
-        text=[f"{value:.2f}x" for value in speedup], textposition="inside",
         customdata=np.stack([data["median_ms"].to_numpy(dtype=float),
                              data["one_time_ms"].to_numpy(dtype=float)], axis=1),
         hovertemplate="%{x}: %{y:.2f}x, %{customdata[0]:.4f} ms per step<br>one-time cost "
                       "%{customdata[1]:,.1f} ms<extra></extra>"))
     fig.add_hline(y=1.0, line_dash="dot", line_color="#888", annotation_text="eager",
                   annotation_position="bottom right")
+    # each speedup written under its bar, never on it, where its CI whisker runs
+    fig.update_xaxes(tickvals=names, tickangle=0,
+                     ticktext=[f"{_tick_name(str(mode))}<br><b>{value:.2f}x</b>"
+                               for mode, value in zip(data["mode"], speedup)])
     fig.update_yaxes(title_text="speedup over eager (x)", rangemode="tozero")
     return _layout(fig, title, showlegend=False)
 
@@ -1246,6 +1249,8 @@ def compare_speedups(frame: pd.DataFrame, missing: dict[str, str] | None = None,
     step = _nice_step(top * 1.12 / 4)
     fig.update_yaxes(title_text="speedup over eager (x)", dtick=step,
                      range=[0, math.ceil(top * 1.12 / step) * step])
+    # modes of one run side by side, not on one vertical line where their labels overlapped
+    fig.update_layout(scattermode="group", scattergap=0.5)
     return _layout(fig, title)
 
 
@@ -1292,7 +1297,10 @@ def compare_latency_ecdf(frame: pd.DataFrame, log_scale: bool = False,
         fig.update_xaxes(title_text="ms per step" + (" (log scale)" if log_scale else ""),
                          type="log" if log_scale else "linear", row=1, col=column, **ticks)
     fig.update_yaxes(title_text="fraction of steps", range=[0, 1.02], tickformat=".0%", row=1, col=1)
-    return _layout(fig, title)
+    # the runs' legend above the panels' titles (at the usual place it covered the first title)
+    return _layout(fig, title, legend={"orientation": "h", "yanchor": "bottom", "y": 1.1, "x": 0,
+                                       "xanchor": "left"},
+                   margin={"l": 60, "r": 20, "t": 110, "b": 50})
 
 
 # ----------------------------------------------------------------------------- sweeps

@@ -936,6 +936,13 @@ def test_the_median_label_is_under_its_bar_never_crossed_by_the_whisker():
     assert not bar.text  # nothing written on the bar, where the p10-p90 whisker runs
     assert list(fig.layout.xaxis.ticktext) == ["eager<br><b>21.001 ms</b>"]
     assert list(fig.layout.xaxis.tickvals) == ["eager"] == list(bar.x)
+    modes = pd.DataFrame({"mode": ["eager", "graph", "graphed_callables"], "median_ms": [1.5, 0.24, 1.0],
+                          "speedup": [1.0, 6.29, 1.44], "speedup_ci_low": [0.8, 5.4, 1.1],
+                          "speedup_ci_high": [1.2, 7.1, 1.7], "one_time_ms": [0.0, 14.6, 500.0]})
+    every = charts.modes_speedup_bars(modes)  # the Overview's 'Every mode': the same rule
+    assert not every.data[0].text
+    assert list(every.layout.xaxis.ticktext) == ["eager<br><b>1.00x</b>", "graph<br><b>6.29x</b>",
+                                                 "graphed_<br>callables<br><b>1.44x</b>"]
     rows, _ = analysis.compare_rows("B", {"timing_method": "steady_trial"}, _cpu_stats(), cpu=True)
     compare = charts.compare_medians(rows)
     assert not compare.data[0].text
@@ -1043,6 +1050,8 @@ def test_run_colours_never_look_like_a_mode_or_a_part_of_a_step():
     meaning = [*charts.MODE_COLORS.values(), *charts.SPLIT_COLORS.values()]
     for color in charts.SERIES_PALETTE:
         assert min(_apart(color, other) for other in meaning) >= 25, color
+        # and a line of it reads on both themes' backgrounds (Streamlit's light and dark)
+        assert min(_apart(color, "#FFFFFF"), _apart(color, "#0E1117")) >= 50, color
     steps = pd.DataFrame({"run": np.repeat([f"R{i}" for i in range(8)], 10), "mode": "eager",
                           "ms": np.tile(np.linspace(1, 2, 10), 8), "timed_by": "x"})
     lines = charts.compare_latency_ecdf(steps).data
@@ -1056,6 +1065,7 @@ def test_the_speedup_overlay_holds_every_marker_and_says_why_a_run_has_none():
     frame = pd.DataFrame({"run": ["A"], "mode": ["graph"], "speedup": [6.73],
                           "speedup_ci_low": [6.51], "speedup_ci_high": [6.85]})
     fig = charts.compare_speedups(frame, {"B": "a CPU run times eager only"}, order=["B", "A"])
+    assert fig.layout.scattermode == "group"  # a run's modes side by side, labels apart
     assert list(fig.layout.xaxis.categoryarray) == ["B", "A"]
     assert fig.layout.yaxis.range[1] > 6.85 * 1.1  # the marker, its CI and its label inside
     assert fig.layout.yaxis.range[1] % fig.layout.yaxis.dtick == 0  # closed by a gridline
