@@ -14,16 +14,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core import fields
-from profiler_core.attribution import stretched_kernel_notes
-from profiler_core.config import (MODE_LABELS, MODE_NAMES, RunConfig,  # noqa: F401 (the labels:
-                                  preset_label, preset_text)          # one rule, in config)
-from profiler_core.schema import BREAKDOWN_COMPONENTS
-from profiler_core.trace import decompose_medians, kernel_label
+from profiler_core.analysis.attribution import stretched_kernel_notes
+from profiler_core.analysis.trace import decompose_medians, kernel_label
+from profiler_core.spec import fields
+from profiler_core.spec.config import (  # noqa: F401 (the labels:
+    MODE_LABELS,
+    MODE_NAMES,
+    RunConfig,
+    preset_label,  # one rule, in config)
+    preset_text,
+)
+from profiler_core.spec.schema import BREAKDOWN_COMPONENTS
 
 MODES = ("eager", "graph")  # the article's pair: eager is every comparison's baseline
 
-# Every timing method of stats.csv (see profiler_core.schema), in the order they are shown.
+# Every timing method of stats.csv (see profiler_core.spec.schema), in the order they are shown.
 METHOD_LABELS = {
     "steady_trial": "steady state, per trial (CUDA events)",
     "steady_event": "steady state, every step (CUDA events)",
@@ -330,7 +335,7 @@ BREAK_EVEN_DEFINITION = ("steps until the one-time cost (warm-up + capture) is p
 NEGATIVE_SHARE_TEXT = ("A negative share is time the graph added, e.g. its batch copy or extra "
                        "kernels of a capturable optimizer; the other parts then add up to more "
                        "than 100%.")
-# The attribution's components in words (profiler_core.attribution: the three parts add up to the
+# The attribution's components in words (profiler_core.analysis.attribution: the three parts add up to the
 # step; host issue is shown beside them).
 ATTRIBUTION_LABELS = {
     "gpu_kernels": "GPU kernels",
@@ -579,7 +584,7 @@ def verdict(headline: dict[str, Any], attribution: pd.DataFrame,
             no_split_reason: str | None = None, mode: str = "graph",
             pay: PayBack | None = None) -> Verdict:
     """Plain words: how much ``mode`` saves per step (the headline, timed with no profiler) and
-    why, from the attribution of that saving (``profiler_core.attribution``): how long the eager
+    why, from the attribution of that saving (``profiler_core.analysis.attribution``): how long the eager
     GPU sat idle, how much idle the mode removed, and what it added (its batch copy, a change in
     kernel time). Every figure is per training step of the headline; the profiled window's totals
     (slower: the profiler slows every launch) are never quoted as the step. ``pay``: the mode's
@@ -812,7 +817,7 @@ def environment_table(environment: dict[str, Any]) -> pd.DataFrame:
 
 KERNEL_TABLE_COLUMNS = ["mode", "kernel", "operator", "calls_per_iter", "total_us", "mean_us",
                         "min_us", "max_us", "share_of_gpu_pct", "kernel_full"]
-# What the Kernels page says of the operator column (``profiler_core.trace.OPERATOR_CATEGORY``).
+# What the Kernels page says of the operator column (``profiler_core.analysis.trace.OPERATOR_CATEGORY``).
 OPERATOR_MEANING = ("operator: the CPU op that launched the kernel (the innermost aten:: op around "
                     "its launch call, linked by correlation id), as the PyTorch profiler and HTA "
                     "attribute kernels; in a graph's window its kernels were launched by the "

@@ -1,6 +1,6 @@
 """Every figure of the dashboard: pure functions from tidy DataFrames to Plotly figures.
 
-Scope: drawing only. No Streamlit here; the inputs are the run's tables (``profiler_core.schema``)
+Scope: drawing only. No Streamlit here; the inputs are the run's tables (``profiler_core.spec.schema``)
 or the derived tables of ``dashboard.analysis``. An empty input gives a figure that says so.
 Long inputs stay cheap: histograms are binned with numpy, the ECDF is drawn at a few hundred
 quantiles, and the iteration series is min/max-decimated and drawn with Scattergl, so 100,000
@@ -27,7 +27,7 @@ tones that read on Streamlit's light and dark themes alike.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,9 +35,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard import analysis
-from dashboard.analysis import (RESIDUAL_COMPONENTS, TIMELINE_OF_COMPONENT, TOTAL_COMPONENT,
-                                ordered_modes)
-from profiler_core.schema import BREAKDOWN_COMPONENTS
+from dashboard.analysis import (
+    RESIDUAL_COMPONENTS,
+    TIMELINE_OF_COMPONENT,
+    TOTAL_COMPONENT,
+    ordered_modes,
+)
+from profiler_core.spec.schema import BREAKDOWN_COMPONENTS
 
 # One colour per mode, none of them the green, orange, purple or grey of the launch split's parts.
 MODE_COLORS = {"eager": "#E4572E", "graph": "#2E86AB", "graphed_callables": "#8C564B",
@@ -87,7 +91,7 @@ NVML_DRIVER_COLOR = "#C2185B"
 COUNTER_COLORS = {"predicted": "#A9B8CC", "observed": "#4F6D8F"}
 LATENCY_LABELS = {"gpu_ms": "ms per step (CUDA events)", "wall_ms": "ms per step (wall clock)"}
 HEIGHT = 380
-# Lanes and event kinds of the one-iteration timeline (``profiler_core.trace.iteration_timeline``).
+# Lanes and event kinds of the one-iteration timeline (``profiler_core.analysis.trace.iteration_timeline``).
 TIMELINE_KIND_COLORS = {
     "CPU op": SPLIT_COLORS["cpu_other_us"],
     "launch call": SPLIT_COLORS["cpu_launch_us"],
@@ -565,7 +569,7 @@ def profiled_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdo
                    margin={"l": 60, "r": 20, "t": 80, "b": 60})
 
 
-# The attribution's parts (``profiler_core.attribution.PARTS``) as waterfall steps: label, colour.
+# The attribution's parts (``profiler_core.analysis.attribution.PARTS``) as waterfall steps: label, colour.
 ATTRIBUTION_STEPS = {
     "gpu_kernels": ("kernel time changed", SPLIT_COLORS["gpu_busy_us"]),
     "input_copy": ("batch copy added", TIMELINE_KIND_COLORS["memcpy/memset"]),
@@ -704,7 +708,7 @@ def iteration_timeline(events: pd.DataFrame, title: str, span_us: float | None =
     """One profiled iteration as lanes (CPU ops per thread, CPU launch calls, GPU work): one
     horizontal bar per event from its start, in microseconds since the iteration began.
 
-    ``events`` has ``profiler_core.trace.TIMELINE_COLUMNS`` (lane, kind, name, start_us, dur_us)."""
+    ``events`` has ``profiler_core.analysis.trace.TIMELINE_COLUMNS`` (lane, kind, name, start_us, dur_us)."""
     title = escape(title)
     if events.empty:
         return empty_figure(title, "no events in this iteration")
@@ -1334,9 +1338,9 @@ def sweep_speedup(table: pd.DataFrame, x: str, threshold: float, crossovers: pd.
                   numeric: bool = True, log_x: bool = False,
                   empty_message: str = NO_GRAPH_TIMING) -> go.Figure:
     """Speedup over eager against the swept ``x``, one line per series of
-    ``profiler_core.sweep.speedup_table`` with its 95% CI as a band (and, dashed with open markers,
+    ``profiler_core.sweep.core.speedup_table`` with its 95% CI as a band (and, dashed with open markers,
     the speedup predicted from the eager profile where the points have it), the threshold as a
-    dashed line and each series' crossover (``profiler_core.sweep.crossovers``) marked."""
+    dashed line and each series' crossover (``profiler_core.sweep.core.crossovers``) marked."""
     title = f"Speedup over eager against {escape(x)} (band: 95% CI)"
     data = _finite_frame(table, ("speedup", "speedup_ci_low", "speedup_ci_high")) \
         .dropna(subset=["speedup"]) if not table.empty else table
@@ -1468,7 +1472,7 @@ def sweep_heatmap(table: pd.DataFrame, x: str, y: str, mode: str = "graph",
 
 def sweep_amortisation(amortisation: pd.DataFrame) -> go.Figure:
     """The graph's time per training step against the steps captured in one graph
-    (``profiler_core.sweep.amortisation_table``), approaching the GPU-busy floor (dotted), beside
+    (``profiler_core.sweep.core.amortisation_table``), approaching the GPU-busy floor (dotted), beside
     eager (dashed)."""
     title = "Amortisation: time per training step against iterations per graph"
     data = _finite_frame(amortisation, ("graph_ms", "eager_ms", "floor_ms")) \
@@ -1514,7 +1518,7 @@ PREDICTION_PART_COLORS = {"GPU busy (eager)": SPLIT_COLORS["gpu_busy_us"], "laun
 
 def prediction_bars(parts: pd.DataFrame) -> go.Figure:
     """The graph time per step predicted before capture, in its parts, beside the measured one
-    (``profiler_core.predict.prediction_parts``: bar, part, us)."""
+    (``profiler_core.analysis.predict.prediction_parts``: bar, part, us)."""
     title = "Graph time per step: predicted before capture vs measured"
     data = _finite_frame(parts, ("us",)).dropna(subset=["us"]) if not parts.empty else parts
     if data.empty:

@@ -1,8 +1,8 @@
-"""The sidebar's run controls, generated from ``profiler_core.fields``: one widget per
+"""The sidebar's run controls, generated from ``profiler_core.spec.fields``: one widget per
 ``RunConfig`` field, in its section, with its label and help; presets; and validation.
 
 Scope: widgets -> a validated ``RunConfig``. What each control is (label, help, section, kind,
-the workloads it sizes, what it does on the CPU) is declared once in ``profiler_core.fields``,
+the workloads it sizes, what it does on the CPU) is declared once in ``profiler_core.spec.fields``,
 which the command line is generated from too. Ranges come from ``INT_LIMITS``/``FLOAT_LIMITS``
 (the widgets refuse values outside them); every other rule of ``RunConfig`` (trials <= replays,
 no tensor over 2^31 elements, ...) is checked by building the config, and a ``ConfigError`` is
@@ -19,8 +19,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import devices
-from profiler_core import fields
-from profiler_core.config import (
+from profiler_core.spec import fields
+from profiler_core.spec.config import (
     ALWAYS_MEASURED,
     HOW_MEASURED_FIELDS,
     INT_LIMITS,
@@ -30,8 +30,8 @@ from profiler_core.config import (
     PRESETS,
     RunConfig,
 )
-from profiler_core.errors import ConfigError
-from profiler_core.workload_kinds import BUILT_IN
+from profiler_core.spec.errors import ConfigError
+from profiler_core.spec.workload_kinds import BUILT_IN
 
 PREFIX = "cfg_"
 PRESET_KEY = "cfg_preset"

@@ -16,9 +16,9 @@ CPU_DEVICE = "cpu"
 
 def _nvml_gpus() -> tuple[pd.DataFrame, str]:
     try:
-        from profiler_core.telemetry import default_nvml, list_gpus
+        from profiler_core.engine.telemetry import default_nvml, list_gpus
     except ImportError as exc:  # telemetry not there yet
-        return pd.DataFrame(), f"profiler_core.telemetry is not importable ({exc})"
+        return pd.DataFrame(), f"profiler_core.engine.telemetry is not importable ({exc})"
     nvml = default_nvml()
     gpus = list_gpus(nvml)
     return gpus, "" if not gpus.empty else (nvml.reason or "NVML lists no GPU")

@@ -1,8 +1,8 @@
 """How far a run's figures move: the panels the Overview and the Latency view share for a run
 measured in several fresh processes (``repeats.csv``) and for an unstable measurement.
 
-Scope: drawing only. The figures come from ``profiler_core.repeats`` (the between-process table)
-and ``profiler_core.stability`` (the checks), the chart from ``dashboard.charts``.
+Scope: drawing only. The figures come from ``profiler_core.orchestration.repeats`` (the between-process table)
+and ``profiler_core.timing.stability`` (the checks), the chart from ``dashboard.charts``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import streamlit as st
 
 from dashboard import charts, ui
 from dashboard.rundata import OpenedRun
-from profiler_core import repeats, stability
+from profiler_core.orchestration import repeats
+from profiler_core.timing import stability
 
 
 def stability_warnings(run: OpenedRun) -> None:

@@ -1,6 +1,6 @@
 """Run directories for the dashboard: open, list, zip, and validate uploaded zips.
 
-Scope: files only, no Streamlit. A run is opened with ``profiler_core.results.RunResult.load``
+Scope: files only, no Streamlit. A run is opened with ``profiler_core.storage.results.RunResult.load``
 (JSON and CSV only: nothing from a run is ever executed or unpickled) after its files are
 checked: regular files only (no links, devices or pipes) and none over its size limit. Listing
 reads only each run's summary.json. Uploads are checked before anything is written: size, member
@@ -8,7 +8,7 @@ names (no path traversal, no links, no encryption, no duplicates), declared size
 tables together, the whole run), the expected files, and every table read once in chunks (its
 columns, its number of rows, the length of each line). Only known file names are ever written,
 so a name inside a zip never becomes a path. The zip of a run and every table downloaded are
-made safe to open in a spreadsheet (``profiler_core.csvsafe``). The runs folder typed in the
+made safe to open in a spreadsheet (``profiler_core.storage.csvsafe``). The runs folder typed in the
 sidebar must lie under an allowed root (:func:`resolve_runs_folder`). Every failure is a
 ``ProfilerError`` with a message and a hint.
 """
@@ -31,14 +31,21 @@ from typing import Any
 
 import pandas as pd
 
-from profiler_core import index as run_index
-from profiler_core.config import MODE_NAMES, RunConfig, preset_label
-from profiler_core.csvsafe import csv_bytes, neutralise_formulas
-from profiler_core.errors import ConfigError, ProfilerError, RunFormatError
-from profiler_core.outputs import MANIFEST_FILE
-from profiler_core.results import RunResult
-from profiler_core.schema import (LATER_COLUMNS, READABLE_SCHEMA_VERSIONS, SUMMARY_FILE,
-                                  TABLE_FILES, TRACE_FILES, clean_text, trace_file)
+from profiler_core.spec.config import MODE_NAMES, RunConfig, preset_label
+from profiler_core.spec.errors import ConfigError, ProfilerError, RunFormatError
+from profiler_core.spec.schema import (
+    LATER_COLUMNS,
+    READABLE_SCHEMA_VERSIONS,
+    SUMMARY_FILE,
+    TABLE_FILES,
+    TRACE_FILES,
+    clean_text,
+    trace_file,
+)
+from profiler_core.storage import index as run_index
+from profiler_core.storage.csvsafe import csv_bytes, neutralise_formulas
+from profiler_core.storage.outputs import MANIFEST_FILE
+from profiler_core.storage.results import RunResult
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
 # Sweeps measured on an H200 and bundled, so the Sweep page has something to show without a GPU.
@@ -384,7 +391,7 @@ RUN_LIST_COLUMNS = ["name", "started", "gpu", "preset", "dtype", "eager_ms", "gr
 
 
 def run_list_row(item: dict[str, Any]) -> dict[str, Any]:
-    """A run of ``profiler_core.index.RunIndex.runs`` as a row of the runs list
+    """A run of ``profiler_core.storage.index.RunIndex.runs`` as a row of the runs list
     (``RUN_LIST_COLUMNS``); a point of a sweep is named ``sweep/point``. A folder whose name is
     not valid UTF-8 is listed (its bytes as U+FFFD) as one that cannot be opened here: neither
     pandas' text columns nor Streamlit take such a name."""
@@ -411,7 +418,7 @@ def not_utf8(path: str) -> bool:
 
 def list_runs(folder: Path) -> pd.DataFrame:
     """Run folders directly under ``folder``, newest first, from the folder's run index
-    (``profiler_core.index``: rebuilt from the folders when missing, damaged or out of date, so
+    (``profiler_core.storage.index``: rebuilt from the folders when missing, damaged or out of date, so
     only new or changed summaries are read). Every run's files are still checked here (links,
     sizes), and a run that cannot be read is listed with ``problem`` saying why, in
     :func:`read_summary`'s words."""
@@ -445,7 +452,7 @@ def list_runs(folder: Path) -> pd.DataFrame:
 def table_csv_bytes(frame: pd.DataFrame) -> bytes:
     """A table as CSV (UTF-8, header row, no index) - what every download button serves.
 
-    Written by ``profiler_core.csvsafe``: a text cell that a spreadsheet would run as a formula
+    Written by ``profiler_core.storage.csvsafe``: a text cell that a spreadsheet would run as a formula
     (a kernel named ``=cmd|...``) gets a leading quote; numbers are untouched.
     """
     return csv_bytes(frame)
@@ -491,7 +498,7 @@ def run_zip_bytes(path: Path, root: str | None = None) -> bytes:
 
 def inert_table_bytes(data: bytes) -> bytes:
     """A run's CSV table with no cell a spreadsheet would run as a formula: ``data`` itself when
-    no cell needs it, else rewritten through ``profiler_core.csvsafe``. Every cell is read as
+    no cell needs it, else rewritten through ``profiler_core.storage.csvsafe``. Every cell is read as
     text, so numbers (a negative one too) are written back exactly as they were."""
     try:
         frame = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False)
@@ -713,8 +720,7 @@ def unpack_run(data: bytes, dest: Path, name: str = "") -> OpenedRun:
 def sweeps_with_samples(listed: pd.DataFrame, samples_dir: Path | None = None) -> pd.DataFrame:
     """The runs folder's sweeps (``sweep.list_sweeps``), then the bundled sample sweeps, each
     named ``sample: <name>`` (so it cannot clash with a folder of the user's)."""
-    from profiler_core import sweep
-
+    from profiler_core.sweep import core as sweep
     samples = sweep.list_sweeps(samples_dir or SAMPLE_SWEEPS_DIR)
     if samples.empty:
         return listed

@@ -3,7 +3,7 @@
 Scope: the Run button (sidebar), the live panel above every view (progress bar, current phase,
 Cancel; or the queue position and who holds the device and since when), and what happens when a
 run ends (the new run opens). The work itself is done by :class:`dashboard.worker.RunJob`, through
-the server's one warm :class:`~profiler_core.launcher.Launcher` (a spare worker with torch imported
+the server's one warm :class:`~profiler_core.orchestration.launcher.Launcher` (a spare worker with torch imported
 and CUDA up waits for the next run, so a second Run starts fast).
 """
 
@@ -18,9 +18,9 @@ import streamlit as st
 
 from dashboard import controls, rundata, state, ui, worker
 from dashboard.gpulock import LockState
-from profiler_core.config import PRESETS, RunConfig
-from profiler_core.errors import ConfigError
-from profiler_core.launcher import REPO_ROOT, Launcher
+from profiler_core.orchestration.launcher import REPO_ROOT, Launcher
+from profiler_core.spec.config import PRESETS, RunConfig
+from profiler_core.spec.errors import ConfigError
 
 POLL_S = 0.5
 HANDLED = "job_handled"

@@ -15,9 +15,9 @@ import streamlit as st
 
 from dashboard import devices, rundata, uploads
 from dashboard.gpulock import GpuLockRegistry
-from profiler_core import index as run_index
-from profiler_core import trace
-from profiler_core.errors import ProfilerError
+from profiler_core.analysis import trace
+from profiler_core.spec.errors import ProfilerError
+from profiler_core.storage import index as run_index
 
 SAMPLE = "sample"  # the option key of the bundled sample run; every other key is a folder path
 OPEN_RUN = "open_run"
@@ -248,7 +248,7 @@ def _timeline(path: str, stamp: float, iteration: int | None) -> trace.Iteration
 def iteration_timeline(path: Path, iteration: int | None = None) -> trace.IterationTimeline:
     """One profiled iteration of a run's Chrome trace, cut at its ProfilerStep# markers (cached
     per file and modification time). Raises ``RunFormatError`` for a trace that cannot be read
-    (too large, not JSON, hostile values: see ``profiler_core.trace.load_trace``)."""
+    (too large, not JSON, hostile values: see ``profiler_core.analysis.trace.load_trace``)."""
     path = Path(path)
     return _timeline(str(path), path.stat().st_mtime, iteration)
 

@@ -19,7 +19,7 @@ import streamlit as st
 
 from dashboard import rundata, state
 from dashboard.rundata import OpenedRun
-from profiler_core.errors import ProfilerError
+from profiler_core.spec.errors import ProfilerError
 
 # Characters that would break the line or reorder it: C0/C1 controls, line and paragraph
 # separators, bidirectional overrides. Each run of them shows as one space.

@@ -80,7 +80,7 @@ class UploadStore:
         self.keep = keep
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)
 
-    def session(self) -> "SessionUploads":
+    def session(self) -> SessionUploads:
         """A new session's uploads (keeps this store, hence its folder, alive while it lives)."""
         return SessionUploads(self)
 

@@ -1,6 +1,6 @@
 """A run from the page in a separate worker process, once the device's lock is ours.
 
-Scope: the dashboard's layer over :mod:`profiler_core.launcher` (which starts the worker in its own
+Scope: the dashboard's layer over :mod:`profiler_core.orchestration.launcher` (which starts the worker in its own
 process group, follows its JSON-lines records, stops it, kills what it leaves behind and
 classifies the ending): the per-device lock, the snapshot the page reads, and the wording of how
 a run ended.
@@ -8,13 +8,13 @@ a run ended.
 How a :class:`RunJob` runs (on one daemon thread, never touching Streamlit):
 1. wait for the device's :class:`~dashboard.gpulock.GpuLock` (first come, first served; a Cancel
    while waiting leaves the queue);
-2. start the worker through a :class:`~profiler_core.launcher.Launcher` (the server's warm one, so
+2. start the worker through a :class:`~profiler_core.orchestration.launcher.Launcher` (the server's warm one, so
    a run may be served by a warm worker; or a private launcher of fresh processes);
 3. its records update the snapshot: ``progress`` the phase and the bar, ``done``/``error`` how it
    ended, the launcher's ``stopping``/``fallback`` records what the launcher is doing;
 4. when the worker has exited (and whatever it left in its process group is gone), the launcher's
-   :class:`~profiler_core.launcher.Ending` becomes the job's final state: done, error (the worker's
-   error record, kinds from ``profiler_core.schema.ERROR_KINDS``), cancelled, timeout or crashed;
+   :class:`~profiler_core.orchestration.launcher.Ending` becomes the job's final state: done, error (the worker's
+   error record, kinds from ``profiler_core.spec.schema.ERROR_KINDS``), cancelled, timeout or crashed;
 5. release the lock, whatever happened, before the page can see the job finished.
 Cancel (and the timeout) stop the worker's whole process group: SIGTERM, then SIGKILL after a grace
 period. Workers still running when the server exits are stopped by the launcher (``atexit``).
@@ -28,12 +28,13 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from dashboard.gpulock import GpuLock, Ticket
-from profiler_core.launcher import (  # noqa: F401  (KIND_OF_EXIT: read here with the wording)
+from profiler_core.orchestration.launcher import (  # noqa: F401  (KIND_OF_EXIT: read here with the wording)
     KIND_OF_EXIT,
     REPO_ROOT,
     Ending,
@@ -41,7 +42,6 @@ from profiler_core.launcher import (  # noqa: F401  (KIND_OF_EXIT: read here wit
     RunProcess,
     run_env,
 )
-from profiler_core.launcher import run_argv as worker_argv  # the page's worker command line
 
 ACTIVE = ("queued", "starting", "running", "cancelling")
 REFUSALS = ("ConfigError", "UsageError")  # error kinds that mean "this input was refused"
@@ -147,7 +147,7 @@ class RunJob:
 
     # -- control (called from the Streamlit script thread) --------------------------------------
 
-    def start(self) -> "RunJob":
+    def start(self) -> RunJob:
         """Join the device's queue now (so runs start in the order Run was pressed) and go."""
         self._lock.enqueue(self._ticket)
         try:

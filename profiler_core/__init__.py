@@ -1,10 +1,28 @@
 """profiler_core: measure how much CUDA Graphs speed up a PyTorch training step, and why.
 
-Scope: the measuring engine. It runs a training step eagerly and as a captured
-``torch.cuda.CUDAGraph``, times both correctly, splits launch / kernel / idle time with
-``torch.profiler``, samples NVML, and writes a run directory. It never imports a UI library.
+The measuring engine, in layers (each imports only those listed before it): ``spec``,
+``timing``, ``analysis``, ``storage``, ``engine``, ``orchestration``, ``sweep``, ``cli``. It
+never imports a UI library. The public API below is loaded on first use, so importing one layer
+never pulls in torch through this file.
 """
 
-from profiler_core.errors import ProfilerError
+from __future__ import annotations
 
-__all__ = ["ProfilerError"]
+import importlib
+from typing import Any
+
+_PUBLIC = {
+    "ProfilerError": "profiler_core.spec.errors",
+    "RunConfig": "profiler_core.spec.config",
+    "RunResult": "profiler_core.storage.results",
+    "run_experiment": "profiler_core.engine.runner",
+    "Launcher": "profiler_core.orchestration.launcher",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'profiler_core' has no attribute {name!r}")
+    return getattr(importlib.import_module(_PUBLIC[name]), name)

@@ -21,10 +21,10 @@ SYNTHETIC_GPU = "Synthetic GPU (test fixture)"
 
 def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: int = 10,
                         started_at: str = "2026-11-30T14:02:11") -> Path:
-    from profiler_core import attribution
-    from profiler_core.config import PRESETS
-    from profiler_core.metrics import from_saved_headline
-    from profiler_core.results import RunResult, coerce_table, empty_table
+    from profiler_core.analysis import attribution
+    from profiler_core.analysis.metrics import from_saved_headline
+    from profiler_core.spec.config import PRESETS
+    from profiler_core.storage.results import RunResult, coerce_table, empty_table
 
     rng = np.random.default_rng(seed)
     config = PRESETS["seed"].replace(replays=per_mode, trials=trials)

@@ -1,6 +1,6 @@
 """Runs generated through the writer's own code, for the round-trip tests (issue 17).
 
-A run here is what ``profiler_core.runner.run_experiment`` would have written on a machine that
+A run here is what ``profiler_core.engine.runner.run_experiment`` would have written on a machine that
 measured the drawn numbers: the same timed loops (``runner._steady_trials``, ``_cold_trials``,
 ``_article_loops``, the batch copy and held replay), the same assembly (``_timed_results``,
 ``_profiled_results``, ``_cpu_results``, ``_finish``, ``predict.calibrated_prediction``,
@@ -30,16 +30,24 @@ from unittest import mock
 import torch
 from hypothesis import strategies as st
 
-from profiler_core import predict, runner, schema, telemetry
-from profiler_core.config import (ALWAYS_MEASURED, DTYPES, MODE_NAMES, PRESETS, RunConfig,
-                                  changed_from_preset)
-from profiler_core.counters import predicted_counters
-from profiler_core.modes import REGISTRY, Prepared
-from profiler_core.profiling import ProfiledWindow
-from profiler_core.progress import ProgressCounter
-from profiler_core.telemetry import NvmlCapability, PhaseRecorder
-from profiler_core.timing import Mode
-from profiler_core.trace import analyse_trace, load_trace
+from profiler_core.analysis import predict
+from profiler_core.analysis.trace import analyse_trace, load_trace
+from profiler_core.engine import runner, telemetry
+from profiler_core.engine.counters import predicted_counters
+from profiler_core.engine.modes import REGISTRY, Prepared
+from profiler_core.engine.profiling import ProfiledWindow
+from profiler_core.engine.telemetry import NvmlCapability, PhaseRecorder
+from profiler_core.spec import schema
+from profiler_core.spec.config import (
+    ALWAYS_MEASURED,
+    DTYPES,
+    MODE_NAMES,
+    PRESETS,
+    RunConfig,
+    changed_from_preset,
+)
+from profiler_core.spec.progress import ProgressCounter
+from profiler_core.timing.trials import Mode
 
 SIM_GPU = "Simulated GPU (round-trip test)"
 EXTRA_MODES = tuple(m for m in MODE_NAMES if m not in ALWAYS_MEASURED)

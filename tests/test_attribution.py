@@ -1,4 +1,4 @@
-"""The headline's saving attributed to its parts (profiler_core.attribution): the parts add up to
+"""The headline's saving attributed to its parts (profiler_core.analysis.attribution): the parts add up to
 the headline on synthetic tables and on recorded H200 runs, a negative part is kept, a mode whose
 profiled kernels exceed its unprofiled step is noted, and a run without a profile keeps NaN."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profiler_core import attribution
-from profiler_core.results import RunResult
-from profiler_core.schema import ATTRIBUTION_COLUMNS, LATENCY_COLUMNS, STATS_COLUMNS
+from profiler_core.analysis import attribution
+from profiler_core.spec.schema import ATTRIBUTION_COLUMNS, LATENCY_COLUMNS, STATS_COLUMNS
+from profiler_core.storage.results import RunResult
 
 REPO = Path(__file__).resolve().parents[1]
 

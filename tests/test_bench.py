@@ -1,4 +1,4 @@
-"""profiler_core.bench on the CPU: the round schedule, the ratio intervals and the tables, with
+"""profiler_core.orchestration.bench on the CPU: the round schedule, the ratio intervals and the tables, with
 fake processes in place of the tool's run and the bare loop."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from profiler_core import bench
+from profiler_core.orchestration import bench
 
 
 def test_roles_rotate_so_each_takes_each_position():

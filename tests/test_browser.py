@@ -70,7 +70,7 @@ def _write_interrupted_run(path: Path) -> Path:
     """A run stopped during its timed trials: latency only, the rest empty, complete=false."""
     from conftest import write_synthetic_run
 
-    from profiler_core.results import RunResult
+    from profiler_core.storage.results import RunResult
 
     full = RunResult.load(write_synthetic_run(path.parent.parent / f"{path.name}-full"))  # outside
     latency = full.table("latency")

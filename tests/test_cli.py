@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from profiler_core import cli, schema
-from profiler_core.__main__ import format_summary, main
-from profiler_core.config import preset
-from profiler_core.results import RunResult
+from profiler_core.cli import parser as cli
+from profiler_core.cli.main import format_summary, main
+from profiler_core.spec import schema
+from profiler_core.spec.config import preset
+from profiler_core.storage.results import RunResult
 
 TINY = ["--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4", "--replays", "20",
         "--trials", "4", "--no-profile", "--no-nvml", "--parity-steps", "0"]
@@ -86,7 +87,7 @@ def test_a_preset_run_on_another_device_keeps_the_presets_label():
 
 
 def test_custom_settings_keep_their_label_through_the_worker_command_line():
-    from profiler_core.config import PRESETS
+    from profiler_core.spec.config import PRESETS
 
     custom = PRESETS["seed"].replace(batch=64, preset="custom")
     args = cli.parse(["run", "--out", "x", *cli.config_to_argv(custom)])
@@ -97,8 +98,8 @@ def test_custom_settings_keep_their_label_through_the_worker_command_line():
 def test_run_device_cpu_alone_runs_the_small_cpu_step():
     """The README's "no GPU needed" example: the workload's small CPU step (the dashboard's), not
     the seed step, which takes minutes on a CPU."""
-    from profiler_core import fields
-    from profiler_core.workload_kinds import BUILT_IN
+    from profiler_core.spec import fields
+    from profiler_core.spec.workload_kinds import BUILT_IN
 
     args = cli.parse(["run", "--out", "x", "--device", "cpu", "--dtype", "bf16"])
     config = cli.config_from_args(args)
@@ -139,8 +140,7 @@ def test_run_device_cpu_end_to_end_says_it_runs_the_small_step(tmp_path, capsys)
 
 
 def test_a_long_cpu_run_says_how_long_it_will_take_before_it_starts(tmp_path, capsys, monkeypatch):
-    from profiler_core import cpu_time
-
+    from profiler_core.engine import cpu_time
     seen = []
     monkeypatch.setattr(cpu_time, "measure", lambda config: seen.append(config) or
                         cpu_time.CpuEstimate(0.95, 3, 213, False))
@@ -153,8 +153,8 @@ def test_a_long_cpu_run_says_how_long_it_will_take_before_it_starts(tmp_path, ca
 
 
 def test_the_cpu_estimate_times_the_runs_own_step_and_leaves_the_rngs_alone():
-    from profiler_core import cpu_time
-    from profiler_core.runner import plan_units
+    from profiler_core.engine import cpu_time
+    from profiler_core.engine.runner import plan_units
 
     config = preset("seed", device="cpu", batch=8, d_in=16, hidden=32, d_out=4, replays=20)
     before = torch.random.get_rng_state()

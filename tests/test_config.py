@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from profiler_core.config import INT_LIMITS, PRESETS, RunConfig, preset
-from profiler_core.errors import ConfigError
-from profiler_core.counters import predicted_counters
+from profiler_core.engine.counters import predicted_counters
+from profiler_core.spec.config import INT_LIMITS, PRESETS, RunConfig, preset
+from profiler_core.spec.errors import ConfigError
 
 
 def test_defaults_are_the_article_step():

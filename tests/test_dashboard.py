@@ -14,9 +14,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import analysis, devices, rundata, runpanel, state, worker
-from profiler_core.errors import RunFormatError
-from profiler_core.results import RunResult
-from profiler_core.schema import TABLE_FILES
+from profiler_core.spec.errors import RunFormatError
+from profiler_core.spec.schema import TABLE_FILES
+from profiler_core.storage.results import RunResult
 
 pytestmark = pytest.mark.usefixtures("fresh_app_state")
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -639,8 +639,8 @@ def test_the_progress_bar_shows_the_time_left_and_the_sidebar_agrees_with_the_pa
 
 def _cpu_run(path: Path, eager_ms: float = 3.0) -> Path:
     """A finished CPU run as the engine writes one: eager only, wall-clock steady state."""
-    from profiler_core.config import PRESETS
-    from profiler_core.results import coerce_table
+    from profiler_core.spec.config import PRESETS
+    from profiler_core.storage.results import coerce_table
 
     rng = np.random.default_rng(3)
     wall = eager_ms * rng.lognormal(0, 0.05, 40)

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 from dashboard import rundata, state
-from profiler_core import attribution
-from profiler_core.config import PRESETS
-from profiler_core.results import RunResult, coerce_table
-from profiler_core.schema import TABLE_FILES
+from profiler_core.analysis import attribution
+from profiler_core.spec.config import PRESETS
+from profiler_core.spec.schema import TABLE_FILES
+from profiler_core.storage.results import RunResult, coerce_table
 from tests.test_dashboard import _app, _cpu_run, _texts
 from tests.test_dashboard_charts import FP32_B2048, FP32_B2048_HEADLINE, FP32_B2048_MODES, _numbers
 

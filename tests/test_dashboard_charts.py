@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 import pytest
 
 from dashboard import analysis, charts
-from profiler_core.results import RunResult, empty_table
-from profiler_core.schema import BREAKDOWN_COLUMNS, METRIC_COLUMNS, TABLE_FILES
+from profiler_core.spec.schema import BREAKDOWN_COLUMNS, METRIC_COLUMNS, TABLE_FILES
+from profiler_core.storage.results import RunResult, empty_table
 
 
 @pytest.fixture
@@ -216,10 +216,9 @@ def test_kernel_top_bar_is_sorted_and_limited(run):
 
 def _attribution(eager_ms, graph_ms, eager_busy_us, graph_busy_us, copy_ms, eager_host_ms=np.nan,
                  graph_host_ms=np.nan, mode="graph") -> pd.DataFrame:
-    """attribution.csv as the runner writes it (``profiler_core.attribution.build``) from a run's
+    """attribution.csv as the runner writes it (``profiler_core.analysis.attribution.build``) from a run's
     medians: the steady-state step, the profiled GPU busy time, the batch copy, the host issue."""
-    from profiler_core import attribution
-
+    from profiler_core.analysis import attribution
     stats = pd.DataFrame([["eager", "steady_trial", eager_ms], [mode, "steady_trial", graph_ms],
                           [mode, "input_copy", copy_ms], ["eager", "host_issue", eager_host_ms],
                           [mode, "host_issue", graph_host_ms]],
@@ -313,7 +312,7 @@ def test_a_graph_that_is_not_faster_never_pays_back_and_says_so_everywhere():
     assert shares.isna().all()  # no saving to share: a share of -12 us would flip every sign
     table = analysis.modes_table(FP32_B2048_MODES, FP32_B2048_HEADLINE)
     assert table["break_even"].tolist() == ["", "never (graph not faster)"]
-    from profiler_core.config import PRESETS
+    from profiler_core.spec.config import PRESETS
     row = analysis.compare_summary("A", "fp32-b2048", PRESETS["seed"], {"gpu_name": "H200"},
                                    FP32_B2048_HEADLINE, empty_table("stats"), v.title, True,
                                    pay.text)
@@ -474,7 +473,7 @@ def test_per_step_latency_divides_replays_of_several_steps():
 
 
 def test_config_diff_and_tables():
-    from profiler_core.config import PRESETS
+    from profiler_core.spec.config import PRESETS
 
     diff = analysis.config_diff(PRESETS["seed"], PRESETS["lesson3"])
     # the eager steps and trials both runs used (automatic: from the replays) differ too
@@ -775,7 +774,7 @@ def test_phase_summary_and_the_default_zoom_skip_the_setup():
 
 
 def test_preset_label_says_custom_when_values_differ():
-    from profiler_core.config import PRESETS
+    from profiler_core.spec.config import PRESETS
 
     assert analysis.preset_label(PRESETS["seed"]) == "seed"
     assert analysis.preset_label(PRESETS["seed"].replace(device="cpu")) == "seed"
@@ -1077,8 +1076,7 @@ def test_the_speedup_overlay_holds_every_marker_and_says_why_a_run_has_none():
 
 
 def test_a_cpu_sweep_draws_eager_medians():
-    from profiler_core import sweep
-
+    from profiler_core.sweep import core as sweep
     points = pd.DataFrame({"index": [0, 1, 2], "batch": [8, 16, 32], "status": "done",
                            "floor_ms": np.nan})
     point_modes = pd.DataFrame({"index": [0, 1, 2], "mode": "eager", "median_ms": [0.2, 0.3, 0.5],
@@ -1095,7 +1093,7 @@ def test_a_cpu_sweep_draws_eager_medians():
 
 
 def test_kernels_are_named_apart_with_their_operator(run):
-    from profiler_core.trace import kernel_label
+    from profiler_core.analysis.trace import kernel_label
 
     names = {
         "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "

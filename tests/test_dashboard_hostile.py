@@ -14,7 +14,6 @@ import struct
 import subprocess
 import sys
 import time
-import tomllib
 import tracemalloc
 import urllib.request
 import zipfile
@@ -24,13 +23,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import tomllib
 from conftest import write_synthetic_run
 from streamlit.testing.v1 import AppTest
 
 from dashboard import binding, rundata, state, ui, uploads
-from profiler_core.csvsafe import csv_bytes, neutralise_formulas
-from profiler_core.errors import ProfilerError
-from profiler_core.results import RunResult
+from profiler_core.spec.errors import ProfilerError
+from profiler_core.storage.csvsafe import csv_bytes, neutralise_formulas
+from profiler_core.storage.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "dashboard" / "app.py"

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
-import pytest
-
 from dashboard import controls, devices, state
-from profiler_core.results import RunResult
+from profiler_core.storage.results import RunResult
 from tests.test_dashboard import ONE_GPU
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -78,8 +77,8 @@ def _three_mode_run(tmp_path: Path) -> Path:
     its breakdown block differs from what its launch split (the graph's) would give."""
     import pandas as pd
 
-    from profiler_core import attribution
-    from profiler_core.results import RunResult, coerce_table
+    from profiler_core.analysis import attribution
+    from profiler_core.storage.results import RunResult, coerce_table
     from tests.conftest import write_synthetic_run
 
     path = write_synthetic_run(tmp_path / "runs" / "three")

@@ -12,8 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import analysis, state
-from profiler_core import fields
-from profiler_core.config import PRESETS, RunConfig
+from profiler_core.spec import fields
+from profiler_core.spec.config import PRESETS, RunConfig
 
 pytestmark = pytest.mark.usefixtures("fresh_app_state")
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -64,8 +64,8 @@ def test_the_config_table_lists_the_settings_that_applied():
 
 
 def test_the_cpu_modes_are_the_registrys():
-    from profiler_core.config import CPU_MODES
-    from profiler_core.modes import REGISTRY
+    from profiler_core.engine.modes import REGISTRY
+    from profiler_core.spec.config import CPU_MODES
 
     assert set(CPU_MODES) == {name for name, spec in REGISTRY.items() if not spec.cuda_only}
 
@@ -86,8 +86,8 @@ def test_the_compare_diff_compares_the_values_the_runs_used():
 
 def _cpu_run_folder(runs: Path, name: str, config: RunConfig) -> Path:
     """A real CPU run of ``config`` through the command line, as the dashboard's worker runs it."""
-    from profiler_core import cli
-    from profiler_core.__main__ import main
+    from profiler_core.cli import parser as cli
+    from profiler_core.cli.main import main
 
     argv = ["run", "--out", str(runs / name), "--progress", "none", *cli.config_to_argv(config)]
     assert main(argv) == 0
@@ -145,10 +145,10 @@ def test_the_sample_has_one_label_in_the_index_the_runs_list_and_the_dashboard(t
     import shutil
 
     from dashboard import rundata
-    from profiler_core import index
-    from profiler_core.__main__ import main
-    from profiler_core.config import preset_label, preset_text
-    from profiler_core.results import RunResult
+    from profiler_core.cli.main import main
+    from profiler_core.spec.config import preset_label, preset_text
+    from profiler_core.storage import index
+    from profiler_core.storage.results import RunResult
 
     runs = tmp_path / "runs"
     shutil.copytree(SAMPLE, runs / "sample")
@@ -175,8 +175,8 @@ def test_the_sample_has_one_label_in_the_index_the_runs_list_and_the_dashboard(t
 
 
 def test_a_run_recorded_by_this_version_keeps_its_label_everywhere():
-    from profiler_core import cli
-    from profiler_core.config import preset_label
+    from profiler_core.cli import parser as cli
+    from profiler_core.spec.config import preset_label
 
     for argv, label in ((["--preset", "seed", "--dtype", "bf16"], "custom"),
                         (["--preset", "lesson3"], "lesson3"),

@@ -45,11 +45,12 @@ from dashboard import (
 )
 from dashboard.gpulock import GpuLock
 from dashboard.worker import ERROR_TITLES, KIND_OF_EXIT, REFUSALS, RunJob
-from profiler_core import launcher, repeats, stability
-from profiler_core.config import PRESETS
-from profiler_core.errors import ProfilerError, RunFormatError
-from profiler_core.results import RunResult, coerce_table
-from profiler_core.schema import BREAKDOWN_COMPONENTS, ERROR_KINDS, TABLE_FILES
+from profiler_core.orchestration import launcher, repeats
+from profiler_core.spec.config import PRESETS
+from profiler_core.spec.errors import ProfilerError, RunFormatError
+from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, ERROR_KINDS, TABLE_FILES
+from profiler_core.storage.results import RunResult, coerce_table
+from profiler_core.timing import stability
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "dashboard" / "app.py"

@@ -14,9 +14,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import charts, devices, state
-from profiler_core import repeats
-from profiler_core.results import RunResult, coerce_table
-from profiler_core.schema import REPEAT_COLUMNS, STATS_COLUMNS
+from profiler_core.orchestration import repeats
+from profiler_core.spec.schema import REPEAT_COLUMNS, STATS_COLUMNS
+from profiler_core.storage.results import RunResult, coerce_table
 
 pytestmark = pytest.mark.usefixtures("fresh_app_state")
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -93,7 +93,7 @@ def test_a_run_of_one_process_shows_no_repeats_section(tmp_path):
 
 def _unstable_cpu_run(path: Path) -> Path:
     """The issue's CPU run: trial means with a median of 21.0 ms, single steps of 6.43 ms."""
-    from profiler_core.config import PRESETS
+    from profiler_core.spec.config import PRESETS
 
     rng = np.random.default_rng(0)
     wall = 6.43 * rng.lognormal(0, 0.02, 40)
@@ -165,8 +165,7 @@ def test_the_repeats_chart_falls_back_to_eager_times_and_to_a_message():
 def test_the_sweep_page_makes_every_point_a_repeats_run(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from profiler_core import sweep
-
+    from profiler_core.sweep import core as sweep
     started = []
 
     class Launcher:  # every point ends at once, failed: only its config matters here

@@ -1,4 +1,4 @@
-"""One profiled iteration drawn lane by lane: ``profiler_core.trace.iteration_timeline`` on a
+"""One profiled iteration drawn lane by lane: ``profiler_core.analysis.trace.iteration_timeline`` on a
 synthetic trace, on traces recorded on an H200, and in the Launch split view (AppTest)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from conftest import synthetic_trace, write_synthetic_run
 from streamlit.testing.v1 import AppTest
 
 from dashboard import charts, state
-from profiler_core import trace
+from profiler_core.analysis import trace
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "dashboard" / "app.py"
@@ -125,8 +125,8 @@ def test_a_trace_that_cannot_be_read_is_said_and_the_view_still_works(tmp_path):
 
 
 def test_a_cpu_run_says_why_it_has_no_timeline(tmp_path):
-    from profiler_core.config import PRESETS
-    from profiler_core.results import RunResult
+    from profiler_core.spec.config import PRESETS
+    from profiler_core.storage.results import RunResult
 
     RunResult(config=PRESETS["seed"].replace(device="cpu", preset="custom", batch=64),
               environment={"device_type": "cpu"}, headline={}, tables={}, notes=[],

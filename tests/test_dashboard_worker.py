@@ -7,12 +7,12 @@ import threading
 import time
 
 import pytest
+from conftest import process_alive, wait_for
 
 from dashboard.gpulock import GpuLock, GpuLockRegistry, Ticket
-from conftest import process_alive, wait_for
 from dashboard.worker import RunJob, worker_argv
-from profiler_core import cli
-from profiler_core.config import PRESETS
+from profiler_core.cli import parser as cli
+from profiler_core.spec.config import PRESETS
 
 
 def test_worker_argv_is_the_cli_contract(tmp_path):

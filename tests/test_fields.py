@@ -1,4 +1,4 @@
-"""The one declaration of every ``RunConfig`` field (``profiler_core.fields``): each field is
+"""The one declaration of every ``RunConfig`` field (``profiler_core.spec.fields``): each field is
 declared exactly once, and both the command line and the sidebar offer every declared field, so
 a new field cannot be forgotten in one of them. Also reading a field's value from text."""
 
@@ -14,9 +14,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import controls, devices, state
-from profiler_core import cli, fields, workload_kinds
-from profiler_core.config import FLOAT_LIMITS, INT_LIMITS, RunConfig
-from profiler_core.errors import ConfigError
+from profiler_core.cli import parser as cli
+from profiler_core.spec import fields, workload_kinds
+from profiler_core.spec.config import FLOAT_LIMITS, INT_LIMITS, RunConfig
+from profiler_core.spec.errors import ConfigError
 from tests.test_dashboard import ONE_GPU
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -142,7 +143,7 @@ def test_parse_value_refuses_an_unknown_field():
 
 
 def test_the_declarations_import_neither_torch_nor_streamlit():
-    code = ("import sys, profiler_core.fields; "
+    code = ("import sys, profiler_core.spec.fields; "
             "print(sorted(m for m in ('torch', 'streamlit', 'argparse') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent)

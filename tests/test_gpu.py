@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 import torch
 
-from profiler_core import schema
-from profiler_core.config import RunConfig, preset
-from profiler_core.results import RunResult
-from profiler_core.runner import run_experiment
-from profiler_core.trace import analyse_trace, load_trace
+from profiler_core.analysis.trace import analyse_trace, load_trace
+from profiler_core.engine.runner import run_experiment
+from profiler_core.spec import schema
+from profiler_core.spec.config import RunConfig, preset
+from profiler_core.storage.results import RunResult
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -168,9 +168,9 @@ def test_cli_seed_run_end_to_end(tmp_path):
 
 _BROKEN_RUN = textwrap.dedent("""
     import json, sys
-    from profiler_core.config import RunConfig
-    from profiler_core.errors import CaptureError, CudaFaultError
-    from profiler_core.runner import run_experiment
+    from profiler_core.spec.config import RunConfig
+    from profiler_core.spec.errors import CaptureError, CudaFaultError
+    from profiler_core.engine.runner import run_experiment
     small = dict(batch=64, d_in=512, hidden=512, d_out=256, replays=10, trials=2, nvml=False,
                  profile=False, parity_steps=0)
     report = {}
@@ -217,8 +217,8 @@ def test_uncapturable_steps_are_diagnosed_and_the_next_run_works(workload, cause
 
 
 def test_out_of_memory_is_caught_freed_and_the_next_run_works(monkeypatch):
-    import profiler_core.runner as runner
-    from profiler_core.errors import GpuMemoryError
+    import profiler_core.engine.runner as runner
+    from profiler_core.spec.errors import GpuMemoryError
 
     monkeypatch.setattr(runner, "check_fits", lambda config, device: None)  # skip the estimate
     free_before, _ = torch.cuda.mem_get_info()
@@ -241,7 +241,7 @@ def test_out_of_memory_is_caught_freed_and_the_next_run_works(monkeypatch):
 
 
 def test_the_memory_estimate_refuses_before_allocating():
-    from profiler_core.errors import GpuMemoryError
+    from profiler_core.spec.errors import GpuMemoryError
 
     huge = RunConfig(batch=131_072, d_in=16_384, hidden=16_384, d_out=16_384)
     before = torch.cuda.memory_allocated()
@@ -254,8 +254,8 @@ def test_the_memory_estimate_refuses_before_allocating():
 
 _DEFAULT_VS_OFF = textwrap.dedent("""
     import json
-    from profiler_core.config import RunConfig
-    from profiler_core.runner import run_experiment
+    from profiler_core.spec.config import RunConfig
+    from profiler_core.engine.runner import run_experiment
     size = dict(batch=64, d_in=512, hidden=512, d_out=256, parity_steps=0)
     medians = {"default": [], "off": []}
     for kind in ["off", "default", "default", "off"] * 3:
@@ -343,8 +343,9 @@ def test_a_run_where_the_graph_does_not_pay_opens_in_every_reader(tmp_path):
     """Issue 17: at seed fp32 with batch 2,048 the H200 is GPU-bound and the graph is no faster
     (0.99x on 2026-12-01). "Never pays back" is a result: the run saves, loads, is indexed and is
     read as a sweep point, and its parts still add up to its (negative) saving."""
-    from profiler_core import attribution, index, sweep
-
+    from profiler_core.analysis import attribution
+    from profiler_core.storage import index
+    from profiler_core.sweep import core as sweep
     config = preset("seed").replace(batch=2048, replays=60, trials=4, nvml=False, parity_steps=0)
     saved = run_experiment(config).save(tmp_path / "runs" / "no-pay")
     run = RunResult.load(saved)

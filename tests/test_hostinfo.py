@@ -1,5 +1,5 @@
 """The host's figures that move an eager step between processes, and pinning a run to CPUs
-(``profiler_core.hostinfo``; issue 17, item 3)."""
+(``profiler_core.spec.hostinfo``; issue 17, item 3)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from profiler_core import cli, hostinfo
-from profiler_core.__main__ import main
-from profiler_core.config import PRESETS, RunConfig, changed_from_preset
-from profiler_core.errors import ConfigError
-from profiler_core.results import RunResult
+from profiler_core.cli import parser as cli
+from profiler_core.cli.main import main
+from profiler_core.spec import hostinfo
+from profiler_core.spec.config import PRESETS, RunConfig, changed_from_preset
+from profiler_core.spec.errors import ConfigError
+from profiler_core.storage.results import RunResult
 
 TINY = ["--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4", "--replays", "20",
         "--trials", "4", "--no-profile", "--no-nvml", "--parity-steps", "0"]

@@ -1,4 +1,4 @@
-"""The run index (``profiler_core.index``): built from the run folders, recorded on save, queried
+"""The run index (``profiler_core.storage.index``): built from the run folders, recorded on save, queried
 by any setting, GPU and date; rebuilt when missing, damaged, truncated, of another version or out
 of date; a file at its path that is not ours left alone; read-only and locked folders served from
 memory; concurrent writers; sweeps. Then the ``index`` command and the Runs page (AppTest)
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import write_synthetic_run
 from streamlit.testing.v1 import AppTest
 
-from conftest import write_synthetic_run
-from profiler_core import index
-from profiler_core.__main__ import main
-from profiler_core.errors import ConfigError
-from profiler_core.results import RunResult
+from profiler_core.cli.main import main
+from profiler_core.spec.errors import ConfigError
+from profiler_core.storage import index
+from profiler_core.storage.results import RunResult
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "tests" / "data" / "h200_schema2_sample"  # two modes, its figures in its headline
@@ -291,7 +291,7 @@ def test_a_locked_index_is_read_from_the_folders_for_that_call(runs, monkeypatch
 WRITER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from profiler_core import index
+    from profiler_core.storage import index
     folder, me = Path(sys.argv[1]), int(sys.argv[2])
     for turn in range(15):
         with index.open_index(folder, rebuild=(turn + me) % 3 == 0) as ix:
@@ -559,7 +559,7 @@ def test_speedup_rows_take_every_mode_else_the_headline_and_skip_what_is_not_fin
     import pandas as pd
 
     from dashboard import analysis
-    from profiler_core.results import empty_table
+    from profiler_core.storage.results import empty_table
 
     modes = pd.DataFrame({"mode": ["eager", "graph", "compile_ro"], "median_ms": [1.0, 0.2, 0.3],
                           "speedup": [1.0, 5.0, float("inf")], "speedup_ci_low": [1.0, 4.5, 3.0],

@@ -1,4 +1,4 @@
-"""The process launcher (profiler_core/launcher.py) and the warm worker (profiler_core/serve.py).
+"""The process launcher (profiler_core/orchestration/launcher.py) and the warm worker (profiler_core/engine/serve.py).
 
 On the CPU: how an ending is classified, the process group killed on cancel and at the time limit,
 leftovers killed, a failing event handler, a process that cannot start (the fake worker of
@@ -20,7 +20,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -28,11 +27,18 @@ import pytest
 import torch
 from conftest import process_alive, wait_for
 
-from profiler_core import parent, serve
-from profiler_core.config import PRESETS
-from profiler_core.launcher import (STATUSES, Launcher, describe_exit, left_timed_phases,
-                                    run_argv, run_env)
-from profiler_core.results import RunResult
+from profiler_core.engine import serve
+from profiler_core.orchestration import parent
+from profiler_core.orchestration.launcher import (
+    STATUSES,
+    Launcher,
+    describe_exit,
+    left_timed_phases,
+    run_argv,
+    run_env,
+)
+from profiler_core.spec.config import PRESETS
+from profiler_core.storage.results import RunResult
 
 SAFETY_NET_S = 120  # only stops a broken test from hanging; nothing waits this long when it works
 NEEDS_STREAMLIT = pytest.mark.skipif(importlib.util.find_spec("streamlit") is None,
@@ -430,8 +436,7 @@ def test_an_idle_spare_is_stopped_after_the_idle_time_and_the_next_run_starts_fr
     that no run takes within ``idle_timeout_s`` of being ready is stopped (default 10 minutes,
     stated in the README); the next run starts in a fresh process, without a fallback record,
     and a spare is started again after it."""
-    from profiler_core import launcher as launcher_module
-
+    from profiler_core.orchestration import launcher as launcher_module
     assert launcher_module.IDLE_TIMEOUT_S == 600.0
     docs = Path(launcher_module.__file__).parent.parent / "docs" / "how-it-measures.md"
     assert "no run takes within 10 minutes of being ready is stopped" in docs.read_text()
@@ -471,7 +476,7 @@ def test_close_stops_the_spare(tmp_path, fake_python):
 # waits to be killed. Children that honour the contract call parent.end_with_parent() first.
 LAUNCHER_SCRIPT = r'''
 import json, sys, threading, time
-from profiler_core.launcher import Launcher
+from profiler_core.orchestration.launcher import Launcher
 argv = json.loads(sys.argv[1])
 launcher = Launcher(warm=False)
 started = []
@@ -492,7 +497,7 @@ time.sleep(120)
 # the pipe alone), ignores SIGTERM where "ignore-term" is given, then sleeps.
 WATCHING_CHILD = textwrap.dedent('''
     import signal, sys, time
-    from profiler_core import parent
+    from profiler_core.orchestration import parent
     if "no-prctl" in sys.argv:
         parent._arm_death_signal = lambda: False
     if "ignore-term" in sys.argv:
@@ -552,8 +557,8 @@ def test_a_real_run_and_a_warm_spare_end_when_their_launcher_is_killed(tmp_path)
     script = textwrap.dedent('''
         import json, sys, threading, time
         from pathlib import Path
-        from profiler_core.config import PRESETS
-        from profiler_core.launcher import Launcher
+        from profiler_core.spec.config import PRESETS
+        from profiler_core.orchestration.launcher import Launcher
         spares = Launcher(warm=True)
         spares._wanted_device = "cpu"  # as after a CPU run: a spare for the CPU
         with spares._guard:
@@ -725,7 +730,7 @@ def test_gpu_seed_run_cold_against_warm(tmp_path):
     the first run's timed phases, ready before the second is asked for). Printed: wall time from
     start() to the end, the setup phase, the wait before the timed trials, and the memory figures,
     which the warm-up must leave exactly as a fresh process measures them."""
-    from profiler_core.results import RunResult
+    from profiler_core.storage.results import RunResult
 
     launcher = Launcher(warm=True)
     config = PRESETS["seed"]

@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from profiler_core import cli, modes
-from profiler_core.__main__ import main
-from profiler_core.config import RunConfig
-from profiler_core.errors import ConfigError
-from profiler_core.results import RunResult
+from profiler_core.cli import parser as cli
+from profiler_core.cli.main import main
+from profiler_core.engine import modes
+from profiler_core.spec.config import RunConfig
+from profiler_core.spec.errors import ConfigError
+from profiler_core.storage.results import RunResult
 
 TINY = ["--device", "cpu", "--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4",
         "--replays", "20", "--trials", "4", "--progress", "none"]
@@ -68,7 +69,7 @@ def test_a_cpu_run_times_compile_beside_eager_and_skips_what_needs_cuda(tmp_path
 
 
 def test_the_registry_holds_every_mode_in_run_order_eager_first():
-    from profiler_core.config import MODE_LABELS, MODE_NAMES
+    from profiler_core.spec.config import MODE_LABELS, MODE_NAMES
 
     assert tuple(modes.REGISTRY) == MODE_NAMES and MODE_NAMES[0] == "eager"
     assert {name: spec.label for name, spec in modes.REGISTRY.items()} == MODE_LABELS
@@ -80,9 +81,9 @@ def test_the_registry_holds_every_mode_in_run_order_eager_first():
 
 
 def test_every_mode_is_prepared_through_the_registry_with_its_phases_and_one_time_cost(fast_compile):
-    from profiler_core.progress import ProgressCounter
-    from profiler_core.telemetry import PhaseRecorder
-    from profiler_core.workloads import make_batches
+    from profiler_core.engine.telemetry import PhaseRecorder
+    from profiler_core.engine.workloads import make_batches
+    from profiler_core.spec.progress import ProgressCounter
 
     config = RunConfig(device="cpu", batch=4, d_in=8, hidden=16, d_out=2, capture_iters=2)
     batches = make_batches(config, 3, torch.device("cpu"))
@@ -119,10 +120,10 @@ def test_skip_reasons_are_collected_from_inductors_log():
 def test_what_torch_warns_while_a_mode_is_prepared_becomes_a_note_of_the_run(monkeypatch):
     import warnings
 
-    from profiler_core import runner
-    from profiler_core.progress import ProgressCounter
-    from profiler_core.telemetry import PhaseRecorder
-    from profiler_core.workloads import make_batches
+    from profiler_core.engine import runner
+    from profiler_core.engine.telemetry import PhaseRecorder
+    from profiler_core.engine.workloads import make_batches
+    from profiler_core.spec.progress import ProgressCounter
 
     real = modes.REGISTRY["eager"]
 
@@ -145,8 +146,7 @@ def test_the_summary_keeps_the_pairs_figures_under_the_headlines_names():
     """The runner's summary keys for eager and the graph (read by the index, sweeps and the
     prediction): <mode>_<metric>, or the older name the headline always had; other modes' figures
     stay in metrics.csv only."""
-    from profiler_core import runner
-
+    from profiler_core.engine import runner
     headline = runner._pair_headline(
         {"eager": {"span_us": 900.0, "peak_bytes": 10},
          "graph": {"capture_ms": 12.0, "pool_bytes": 64, "break_even_iters": 3.0, "span_us": 300.0},

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profiler_core import runner
-from profiler_core.__main__ import main
-from profiler_core.config import RunConfig
-from profiler_core.errors import ConfigError, RunFormatError
-from profiler_core.results import RunResult, check_output, is_tool_run
+from profiler_core.cli.main import main
+from profiler_core.engine import runner
+from profiler_core.spec.config import RunConfig
+from profiler_core.spec.errors import ConfigError, RunFormatError
+from profiler_core.storage.results import RunResult, check_output, is_tool_run
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--device", "cpu", "--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4",
@@ -222,7 +222,7 @@ def test_a_cpu_out_of_memory_during_the_run_exits_5_and_keeps_the_partial_run(
 
 def test_under_an_address_space_limit_the_estimate_refuses(tmp_path):
     script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30));"
-              "from profiler_core.__main__ import main; sys.exit(main(sys.argv[1:]))")
+              "from profiler_core.cli.main import main; sys.exit(main(sys.argv[1:]))")
     completed = subprocess.run(
         [sys.executable, "-c", script, "run", "--out", str(tmp_path / "r"), "--device", "cpu",
          "--batch", "65536", "--d-in", "2048", "--hidden", "2048", "--d-out", "2048",
@@ -500,7 +500,7 @@ def test_overwrite_replaces_only_a_folder_holding_nothing_but_its_own_run(kind, 
 
 
 def test_replacing_removes_only_the_files_it_checked(tmp_path):
-    from profiler_core.outputs import NotOwned, Owned, remove_owned, replace_folder
+    from profiler_core.storage.outputs import NotOwned, Owned, remove_owned, replace_folder
 
     folder = tmp_path / "f"
     folder.mkdir()
@@ -522,7 +522,7 @@ def test_replacing_removes_only_the_files_it_checked(tmp_path):
 def test_a_full_disk_keeps_the_run_elsewhere_and_says_where(tmp_path, monkeypatch):
     import errno
 
-    from profiler_core.errors import SaveError
+    from profiler_core.spec.errors import SaveError
 
     scratch = tmp_path / "tmp"
     scratch.mkdir()

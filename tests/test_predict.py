@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler_core import predict
-from profiler_core.__main__ import format_summary, main
-from profiler_core.results import RunResult
+from profiler_core.analysis import predict
+from profiler_core.cli.main import format_summary, main
+from profiler_core.storage.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_BOUND = ROOT / "tests" / "data" / "h200_launch_bound"
@@ -245,8 +245,7 @@ def _fake_gpu(monkeypatch, busy_per_node_us: float,
     replay right after a copy takes ``after_copy_extra_us`` more than the two apart."""
     import torch
 
-    from profiler_core import profiling
-
+    from profiler_core.engine import profiling
     class Window:
         def __init__(self, busy_us: list[float]) -> None:
             split = pd.DataFrame({"iteration": range(len(busy_us)), "gpu_busy_us": busy_us})
@@ -378,12 +377,11 @@ def test_the_prediction_keys_round_trip_through_save_and_load(tmp_path, monkeypa
 
 def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_path,
                                                                          monkeypatch):
+    import streamlit as st
     from conftest import write_synthetic_run
     from streamlit.testing.v1 import AppTest
 
     from dashboard import devices, rundata, state
-
-    import streamlit as st
 
     st.cache_data.clear()
     monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")

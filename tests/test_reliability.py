@@ -9,14 +9,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler_core import memory
-from profiler_core.__main__ import main
-from profiler_core.capture import diagnose_capture_failure
-from profiler_core.cli import UsageError, config_from_args, parse
-from profiler_core.config import FLOAT_LIMITS, INT_LIMITS, RunConfig
-from profiler_core.errors import CaptureError, ConfigError, GpuMemoryError
-from profiler_core.results import RunResult
-from profiler_core.runner import _out_of_memory, run_experiment
+from profiler_core.cli.main import main
+from profiler_core.cli.parser import UsageError, config_from_args, parse
+from profiler_core.engine import memory
+from profiler_core.engine.capture import diagnose_capture_failure
+from profiler_core.engine.runner import _out_of_memory, run_experiment
+from profiler_core.spec.config import FLOAT_LIMITS, INT_LIMITS, RunConfig
+from profiler_core.spec.errors import CaptureError, ConfigError, GpuMemoryError
+from profiler_core.storage.results import RunResult
 
 TINY = dict(batch=8, d_in=16, hidden=32, d_out=4, replays=20, trials=4, profile=False, nvml=False,
             parity_steps=0, device="cpu")
@@ -130,7 +130,7 @@ def test_capture_failure_diagnosis_reads_through_a_masking_error():
 
 
 def test_an_interrupted_run_is_kept_incomplete_and_still_opens(tmp_path, monkeypatch, capsys):
-    import profiler_core.runner as runner
+    import profiler_core.engine.runner as runner
 
     original = runner._stats_table
 

@@ -12,11 +12,13 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from profiler_core import cli, repeats, stability
-from profiler_core.__main__ import main
-from profiler_core.config import PRESETS
-from profiler_core.errors import GpuMemoryError
-from profiler_core.results import RunResult
+from profiler_core.cli import parser as cli
+from profiler_core.cli.main import main
+from profiler_core.orchestration import repeats
+from profiler_core.spec.config import PRESETS
+from profiler_core.spec.errors import GpuMemoryError
+from profiler_core.storage.results import RunResult
+from profiler_core.timing import stability
 
 TINY = ["--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4", "--replays", "20",
         "--trials", "4", "--no-profile", "--no-nvml", "--parity-steps", "0"]
@@ -198,8 +200,7 @@ def test_ctrl_c_kills_the_running_repeat_and_keeps_the_finished_ones(tmp_path):
 
 def test_the_cli_exits_with_the_failed_repeats_code_and_says_what_was_kept(tmp_path, monkeypatch,
                                                                            capsys):
-    from profiler_core import launcher as launcher_module
-
+    from profiler_core.orchestration import launcher as launcher_module
     fake = FakeLauncher([5.0, _error()])
     monkeypatch.setattr(launcher_module, "Launcher", lambda **_: fake)
     out = tmp_path / "r"
@@ -238,8 +239,8 @@ def test_between_table_puts_the_interval_beside_the_runs_own_ci():
 
 
 def test_every_sweep_point_is_a_repeats_run():
-    from profiler_core.launcher import run_argv
-    from profiler_core.sweep import plan_from_args
+    from profiler_core.orchestration.launcher import run_argv
+    from profiler_core.sweep.core import plan_from_args
 
     args = cli.parse(["sweep", "--param", "batch=8,16", "--out", "x", "--device", "cpu",
                       "--repeats", "3", "--cpu-affinity", "0"])

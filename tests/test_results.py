@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler_core import metrics, schema
-from profiler_core.config import RunConfig
-from profiler_core.errors import RunFormatError
-from profiler_core.results import RunResult, coerce_table, empty_table
+from profiler_core.analysis import metrics
+from profiler_core.spec import schema
+from profiler_core.spec.config import RunConfig
+from profiler_core.spec.errors import RunFormatError
+from profiler_core.storage.results import RunResult, coerce_table, empty_table
 
 
 def _result(tmp_path):

@@ -24,15 +24,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from generated_runs import EXTRA_MODES, RawRun, Scenario, WindowSpec, build_run, raw_runs
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from dashboard import analysis, rundata, uploads
-from generated_runs import EXTRA_MODES, RawRun, Scenario, WindowSpec, build_run, raw_runs
-from profiler_core import attribution, index, predict, schema, stats, sweep
-from profiler_core.__main__ import format_summary
-from profiler_core.results import RunResult, coerce_table
-from profiler_core.trace import iteration_timeline, load_trace
+from profiler_core.analysis import attribution, predict
+from profiler_core.analysis.trace import iteration_timeline, load_trace
+from profiler_core.cli.main import format_summary
+from profiler_core.spec import schema
+from profiler_core.storage import index
+from profiler_core.storage.results import RunResult, coerce_table
+from profiler_core.sweep import core as sweep
+from profiler_core.timing import stats
 
 # Deterministic and short; no shrinking (a generated run is built and read by every reader, so
 # shrinking one takes minutes): a failure prints the whole drawn run instead. ROUNDTRIP_EXAMPLES

@@ -1,4 +1,4 @@
-"""Unstable measurements said so (``profiler_core.stability``; issue 17, item 3): a headline far
+"""Unstable measurements said so (``profiler_core.timing.stability``; issue 17, item 3): a headline far
 from the median single step, trials that spread."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from profiler_core import stability
-from profiler_core.config import PRESETS
-from profiler_core.results import RunResult
+from profiler_core.spec.config import PRESETS
+from profiler_core.storage.results import RunResult
+from profiler_core.timing import stability
 
 
 def _stats(rows):
-    from profiler_core.schema import STATS_COLUMNS
+    from profiler_core.spec.schema import STATS_COLUMNS
 
     return pd.DataFrame([[mode, method, count, median, median, median * 0.9, median * 1.1,
                           median * 1.2, iqr, median * 0.8, median * 1.3]
@@ -42,7 +42,7 @@ def test_trials_that_spread_are_flagged_and_steady_ones_are_not():
 
 
 def test_the_cli_summary_warns_about_an_unstable_run():
-    from profiler_core.__main__ import format_summary
+    from profiler_core.cli.main import format_summary
 
     result = RunResult(config=PRESETS["seed"].replace(device="cpu"), environment={},
                        headline={"eager_median_ms": 21.0},

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from profiler_core.stats import break_even_iterations, median_ratio_ci, summarize
+from profiler_core.timing.stats import break_even_iterations, median_ratio_ci, summarize
 
 
 def test_summary_of_known_samples():

@@ -1,4 +1,4 @@
-"""Stopping a run (profiler_core/stopping.py): the first Ctrl-C, SIGTERM or time limit raises,
+"""Stopping a run (profiler_core/engine/stopping.py): the first Ctrl-C, SIGTERM or time limit raises,
 later ones wait and say so, the handlers are restored, and the backstop ends a process whose run
 never sees the time limit. Signals are sent to this process (the main thread) or to a child."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler_core.errors import TimeLimitReached
-from profiler_core.stopping import RunStopper
+from profiler_core.engine.stopping import RunStopper
+from profiler_core.spec.errors import TimeLimitReached
 
 
 def _signal_self(sig: int) -> None:
@@ -67,7 +67,7 @@ def test_a_run_that_never_sees_the_time_limit_is_ended_by_the_backstop():
     backstop thread ends the process (exit 124) and says why."""
     child = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import signal, time
-        from profiler_core.stopping import RunStopper
+        from profiler_core.engine.stopping import RunStopper
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         with RunStopper(backstop_s=0.3) as stopper:
             stopper.limit(0.2)

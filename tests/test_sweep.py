@@ -15,13 +15,19 @@ import pandas as pd
 import pytest
 import torch
 
-from profiler_core import sweep
-from profiler_core.__main__ import main
-from profiler_core.config import RunConfig, preset
-from profiler_core.errors import ConfigError, RunFormatError
-from profiler_core.results import RunResult
-from profiler_core.sweep import (PointTrials, SweepAxis, SweepPlan, SweepRunner, parse_param,
-                                 parse_values)
+from profiler_core.cli.main import main
+from profiler_core.spec.config import RunConfig, preset
+from profiler_core.spec.errors import ConfigError, RunFormatError
+from profiler_core.storage.results import RunResult
+from profiler_core.sweep import core as sweep
+from profiler_core.sweep.core import (
+    PointTrials,
+    SweepAxis,
+    SweepPlan,
+    SweepRunner,
+    parse_param,
+    parse_values,
+)
 
 TINY = dict(d_in=16, hidden=16, d_out=8, device="cpu")
 
@@ -1025,7 +1031,7 @@ def test_a_cpu_sweep_page_draws_eager_medians_and_says_plainly_there_is_no_graph
 def test_a_cpu_this_machine_lacks_refuses_the_sweep_before_anything_is_written(tmp_path, capsys):
     """Found by the fuzz campaign: ``sweep --cpu-affinity 999`` ran every point into a failure;
     the plan's CPUs are checked first, like ``run``'s, and nothing is written."""
-    from profiler_core.__main__ import main
+    from profiler_core.cli.main import main
 
     out = tmp_path / "s"
     code = main(["sweep", "--device", "cpu", "--d-in", "16", "--hidden", "16", "--d-out", "8",

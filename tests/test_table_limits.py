@@ -1,6 +1,6 @@
 """Size limits of a run folder's tables (issue 18), all in temporary folders.
 
-Every table has a size that a run of its config never exceeds (``profiler_core.tablelimits``);
+Every table has a size that a run of its config never exceeds (``profiler_core.storage.tablelimits``);
 a table past it is refused before pandas parses it, in one line naming the file and the limit.
 Before: a breakdown.csv of a million rows kept the Launch split page busy over 600 s, counters
 and phases of a million rows kept their pages busy over 120 s (phases once ending in a fatal
@@ -22,9 +22,10 @@ from conftest import write_synthetic_run
 from streamlit.testing.v1 import AppTest
 
 from dashboard import charts, rundata, state
-from profiler_core import schema, tablelimits
-from profiler_core.errors import RunFormatError
-from profiler_core.results import RunResult
+from profiler_core.spec import schema
+from profiler_core.spec.errors import RunFormatError
+from profiler_core.storage import tablelimits
+from profiler_core.storage.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "dashboard" / "sample_run"

@@ -1,4 +1,4 @@
-"""Tests for profiler_core.telemetry on CPU: a fake pynvml drives every path; one test uses the
+"""Tests for profiler_core.engine.telemetry on CPU: a fake pynvml drives every path; one test uses the
 real pynvml on a machine without a driver."""
 
 from __future__ import annotations
@@ -13,13 +13,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profiler_core import telemetry
-from profiler_core.errors import ConfigError, ProfilerError
-from profiler_core.schema import NVML_COLUMNS, NVML_METRICS, PHASE_COLUMNS
-from profiler_core.telemetry import (
-    GPU_COLUMNS, NVML_UTILISATION_CAVEAT, Nvml, NvmlSampler, NvmlSamplerProcess, PhaseRecorder,
-    list_gpus, read_metrics,
+from profiler_core.engine import telemetry
+from profiler_core.engine.telemetry import (
+    GPU_COLUMNS,
+    NVML_UTILISATION_CAVEAT,
+    Nvml,
+    NvmlSampler,
+    NvmlSamplerProcess,
+    PhaseRecorder,
+    list_gpus,
+    read_metrics,
 )
+from profiler_core.spec.errors import ConfigError, ProfilerError
+from profiler_core.spec.schema import NVML_COLUMNS, NVML_METRICS, PHASE_COLUMNS
 from tests.fake_pynvml import FakeNVMLError, FakePynvml, sample
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""profiler_core.timing with a fake clock: steady-state event pairs between consecutive iterations,
+"""profiler_core.timing.trials with a fake clock: steady-state event pairs between consecutive iterations,
 the cold start, the article's loop, and the interleaving; and the runner's tables built on them."""
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler_core import runner, schema, timing
-from profiler_core.config import RunConfig
-from profiler_core.timing import Mode
+from profiler_core.engine import runner
+from profiler_core.spec import schema
+from profiler_core.spec.config import RunConfig
+from profiler_core.timing import trials as timing
+from profiler_core.timing.trials import Mode
 
 
 class FakeDevice:

@@ -1,4 +1,4 @@
-"""Tests for profiler_core.trace: synthetic Kineto-style traces with golden figures, file
+"""Tests for profiler_core.analysis.trace: synthetic Kineto-style traces with golden figures, file
 loading, and one real CPU-only trace recorded by torch.profiler on this machine."""
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import math
 import pandas as pd
 import pytest
 
-from profiler_core.errors import RunFormatError
-from profiler_core.schema import BREAKDOWN_COLUMNS, KERNEL_COLUMNS, LAUNCH_SPLIT_COLUMNS
-from profiler_core.trace import (
+from profiler_core.analysis.trace import (
     TraceAnalysis,
     analyse_trace,
     decompose_medians,
@@ -22,6 +20,8 @@ from profiler_core.trace import (
     short_kernel_name,
     write_tables,
 )
+from profiler_core.spec.errors import RunFormatError
+from profiler_core.spec.schema import BREAKDOWN_COLUMNS, KERNEL_COLUMNS, LAUNCH_SPLIT_COLUMNS
 
 FOO_KERNEL = "void at::native::(anonymous namespace)::foo<float, 4>(float*, int)"
 GEMM_KERNEL = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32"

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from profiler_core import trace
-from profiler_core.__main__ import main
-from profiler_core.errors import RunFormatError
-from profiler_core.trace import analyse_trace, load_trace, short_kernel_name, write_tables
+from profiler_core.analysis import trace
+from profiler_core.analysis.trace import analyse_trace, load_trace, short_kernel_name, write_tables
+from profiler_core.cli.main import main
+from profiler_core.spec.errors import RunFormatError
 
 KERNEL = {"ph": "X", "cat": "kernel", "name": "void foo<float>(float*)", "pid": 0, "tid": 7,
           "ts": 20, "dur": 30, "args": {"correlation": 1}}
@@ -383,7 +383,7 @@ def _limited_run(argv: list[str], env: dict | None = None) -> tuple[subprocess.C
     """``python -m profiler_core argv`` under a 4 GB address-space limit: the process, its wall
     time (s) and its peak resident memory (MiB)."""
     script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (4 * 10**9, 4 * 10**9));"
-              "from profiler_core.__main__ import main; code = main(sys.argv[1:]);"
+              "from profiler_core.cli.main import main; code = main(sys.argv[1:]);"
               "print('peak_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
               "file=sys.stderr); sys.exit(code)")
     started = time.perf_counter()
@@ -542,7 +542,7 @@ def test_a_slow_parse_reports_progress(tmp_path):
     assert [p.done for p in heard] == sorted(p.done for p in heard)
     assert "100,000 events" in heard[-1].message or heard[-1].done == heard[-1].total
     # the command's bar: on a terminal, after a second, and its line ended before any message
-    from profiler_core.cli import LateBar
+    from profiler_core.cli.parser import LateBar
     stream = io.StringIO()
     bar = LateBar(after_s=0.0, stream=stream, always=True, every_s=0.0)
     for progress in heard:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler_core.__main__ import main
-from profiler_core.trace import analyse_trace, decompose_speedup, load_trace
+from profiler_core.analysis.trace import analyse_trace, decompose_speedup, load_trace
+from profiler_core.cli.main import main
 
 DATA = Path(__file__).parent / "data" / "h200_launch_bound"
 

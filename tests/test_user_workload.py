@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from profiler_core.__main__ import main
-from profiler_core.readiness import FIXES, check_step
-from profiler_core.results import RunResult
-from profiler_core.user_workload import WorkloadError, build_parts, find_function
+from profiler_core.cli.main import main
+from profiler_core.engine.readiness import FIXES, check_step
+from profiler_core.engine.user_workload import WorkloadError, build_parts, find_function
+from profiler_core.storage.results import RunResult
 from tests import bad_steps
 
 CPU = ["--device", "cpu", "--replays", "8", "--parity-steps", "0", "--progress", "none"]

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from profiler_core import cli
-from profiler_core.__main__ import main
-from profiler_core.config import PRESETS, RunConfig, preset
-from profiler_core.errors import ConfigError
-from profiler_core.results import RunResult
-from profiler_core.workloads import TrainingStep, make_batches
+from profiler_core.cli import parser as cli
+from profiler_core.cli.main import main
+from profiler_core.engine.workloads import TrainingStep, make_batches
+from profiler_core.spec.config import PRESETS, RunConfig, preset
+from profiler_core.spec.errors import ConfigError
+from profiler_core.storage.results import RunResult
 
 SMALL = {"transformer": dict(batch=2, hidden=32, heads=4, seq_len=8, hidden_layers=2, d_out=16),
          "conv": dict(batch=4, channels=8, image_size=8, hidden_layers=2, d_out=5)}
@@ -65,8 +65,8 @@ def test_presets_name_their_workload_and_sizes_are_checked():
 @pytest.mark.parametrize("layers", [1, 3])
 def test_each_workload_counts_its_own_parameters_exactly(name, layers):
     """The workload object's parameter count (the memory estimate's basis) is the model's."""
-    from profiler_core.workload_kinds import workload_of
-    from profiler_core.workloads import build_model
+    from profiler_core.engine.workloads import build_model
+    from profiler_core.spec.workload_kinds import workload_of
 
     small = {"seed": RunConfig(d_in=48, hidden=32, d_out=8)}
     config = small.get(name) or preset(name, **SMALL[name])
@@ -76,8 +76,7 @@ def test_each_workload_counts_its_own_parameters_exactly(name, layers):
 
 
 def test_every_built_in_workload_has_a_memory_estimate_that_grows_with_its_sizes():
-    from profiler_core import memory
-
+    from profiler_core.engine import memory
     for name, size in (("seed", "batch"), ("transformer", "seq_len"), ("conv", "image_size")):
         small = PRESETS[name]
         large = small.replace(**{size: getattr(small, size) * 4})
@@ -91,8 +90,8 @@ def test_every_built_in_workload_has_a_memory_estimate_that_grows_with_its_sizes
 
 
 def test_a_transformer_too_large_for_the_host_is_refused_naming_its_own_sizes(monkeypatch):
-    from profiler_core import memory
-    from profiler_core.errors import GpuMemoryError
+    from profiler_core.engine import memory
+    from profiler_core.spec.errors import GpuMemoryError
 
     monkeypatch.setattr(memory, "host_memory_available", lambda: 2**20)
     config = PRESETS["transformer"].replace(device="cpu")

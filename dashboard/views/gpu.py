@@ -7,7 +7,7 @@ import streamlit as st
 from dashboard import analysis, charts, state, ui
 
 try:
-    from profiler_core.telemetry import NVML_UTILISATION_CAVEAT as CAVEAT
+    from profiler_core.engine.telemetry import NVML_UTILISATION_CAVEAT as CAVEAT
 except ImportError:
     CAVEAT = ("NVML utilisation is the percent of time any kernel ran over the driver's sample "
               "period (1/6 s to 1 s): it cannot resolve a millisecond step, and 100% does not "

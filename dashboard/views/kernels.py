@@ -6,8 +6,8 @@ be told apart (the functor of a generic kernel: ``analysis.readable_kernels``)."
 import streamlit as st
 
 from dashboard import analysis, charts, state, ui
-from profiler_core.config import MODE_LABELS
-from profiler_core.errors import ProfilerError
+from profiler_core.spec.config import MODE_LABELS
+from profiler_core.spec.errors import ProfilerError
 
 run = state.require_run()
 ui.run_header(run, "Kernels")

@@ -9,9 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, state, ui
-from profiler_core.config import MODE_LABELS
-from profiler_core import trace
-from profiler_core.errors import ProfilerError
+from profiler_core.analysis import trace
+from profiler_core.spec.config import MODE_LABELS
+from profiler_core.spec.errors import ProfilerError
 
 run = state.require_run()
 ui.run_header(run, "Launch split: CPU launch vs GPU work")

@@ -6,7 +6,7 @@ in long form)."""
 import streamlit as st
 
 from dashboard import analysis, charts, repeats_panel, state, ui
-from profiler_core import predict
+from profiler_core.analysis import predict
 
 gpus, no_gpu_reason = state.device_list()
 if gpus.empty:
@@ -78,8 +78,8 @@ with right:
                    + (analysis.profiler_overhead_text(overheads) if len(overheads) else ""))
     match = h.get("counters_match")
     if isinstance(match, bool):  # anything else says nothing about the counters
-        st.caption(("The article's counter lessons all matched." if match else
-                    "A counter lesson did not match: see Counters."))
+        st.caption("The article's counter lessons all matched." if match else
+                    "A counter lesson did not match: see Counters.")
 
 st.subheader("Prediction before capture")
 if predict.has_prediction(h):

@@ -10,9 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, rundata, state, ui
-from profiler_core import index as run_index
-from profiler_core.config import RunConfig
-from profiler_core.errors import ProfilerError
+from profiler_core.spec.config import RunConfig
+from profiler_core.spec.errors import ProfilerError
+from profiler_core.storage import index as run_index
 
 UPLOAD_KEY = "upload_zip"
 TAGS = [chr(c) for c in range(ord("A"), ord("Z") + 1)]  # runs in a comparison, in the order picked

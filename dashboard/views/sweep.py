@@ -3,7 +3,7 @@ see where CUDA graphs stop paying: speedup with its CI and the crossover, median
 GPU-busy floor, a heat map for two parameters, amortisation, and break-even per point.
 
 The base of a new sweep is a preset on a device. A sweep runs on a background thread
-(``profiler_core.sweep.BackgroundSweep``) holding the device's lock, like the Run button's run,
+(``profiler_core.sweep.core.BackgroundSweep``) holding the device's lock, like the Run button's run,
 and its points go through a launcher of its own with a pool of warm workers (the sweep's default,
 closed when it ends); this page reads its snapshot twice a second.
 """
@@ -18,9 +18,10 @@ import streamlit as st
 
 from dashboard import charts, controls, devices, rundata, state, ui
 from dashboard.gpulock import Ticket
-from profiler_core import fields, sweep
-from profiler_core.config import INT_LIMITS, PRESET_DESCRIPTIONS, PRESETS, RunConfig
-from profiler_core.errors import ProfilerError
+from profiler_core.spec import fields
+from profiler_core.spec.config import INT_LIMITS, PRESET_DESCRIPTIONS, PRESETS, RunConfig
+from profiler_core.spec.errors import ProfilerError
+from profiler_core.sweep import core as sweep
 
 JOB = "sweep_job"
 OPEN = "sweep_open"  # the sweep shown (the selector's key)

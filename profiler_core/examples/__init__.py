@@ -1,1 +1,1 @@
-"""Worked examples of ``--workload package.module:function`` (see ``profiler_core.user_workload``)."""
+"""Worked examples of ``--workload package.module:function`` (see ``profiler_core.engine.user_workload``)."""

@@ -529,7 +529,7 @@ class Fixtures:
     def _stopped_sweep(self, folder: Path) -> Path:
         from test_sweep import FakeLauncher, small_plan
 
-        from profiler_core.sweep import SweepRunner
+        from profiler_core.sweep.core import SweepRunner
 
         runner = None
 
@@ -1504,8 +1504,8 @@ def gen_workload(fixtures: Fixtures, root: Path, rng: random.Random) -> Spec:
 LAUNCHER_SCRIPT = r'''
 import json, sys, threading, time
 from pathlib import Path
-from profiler_core.config import PRESETS
-from profiler_core.launcher import Launcher
+from profiler_core.spec.config import PRESETS
+from profiler_core.orchestration.launcher import Launcher
 out, warm, spares, phase = sys.argv[1], sys.argv[2] == "warm", int(sys.argv[3]), sys.argv[4]
 launcher = Launcher(warm=warm, spares=spares) if warm else Launcher(warm=False)
 spare = None

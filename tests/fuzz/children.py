@@ -85,7 +85,7 @@ def _one_line(error, args: list) -> bool:
 def call_load(path: str) -> str:
     """The engine's loader and the dashboard's (its table limits, its summary checks)."""
     from dashboard import rundata
-    from profiler_core.results import RunResult
+    from profiler_core.storage.results import RunResult
 
     RunResult.load(path)
     rundata.open_run(Path(path), "folder")
@@ -93,8 +93,7 @@ def call_load(path: str) -> str:
 
 
 def call_load_sweep(path: str) -> str:
-    from profiler_core import sweep
-
+    from profiler_core.sweep import core as sweep
     sweep.list_sweeps(Path(path).parent)
     sweep.load_sweep(Path(path))
     return "loaded"
@@ -122,7 +121,7 @@ CALLS = {"load": call_load, "load_sweep": call_load_sweep, "upload": call_upload
 
 
 def _child(request: dict, write_end: int) -> None:
-    from profiler_core.errors import ProfilerError
+    from profiler_core.spec.errors import ProfilerError
 
     limit = request["limit"]
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -179,8 +178,8 @@ def _serve_one(request: dict) -> dict:
 def forks() -> int:
     # warm the imports once: every forked child starts with them done
     from dashboard import rundata, uploads  # noqa: F401
-    from profiler_core import sweep  # noqa: F401
-    from profiler_core.results import RunResult  # noqa: F401
+    from profiler_core.storage.results import RunResult  # noqa: F401
+    from profiler_core.sweep import core as sweep  # noqa: F401
 
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:

@@ -14,9 +14,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from profiler_core import attribution  # noqa: E402
-from profiler_core.results import RunResult  # noqa: E402
-from profiler_core.errors import ProfilerError  # noqa: E402
+from profiler_core.analysis import attribution  # noqa: E402
+from profiler_core.spec.errors import ProfilerError  # noqa: E402
+from profiler_core.storage.results import RunResult  # noqa: E402
 
 pd.set_option("display.width", 200)
 

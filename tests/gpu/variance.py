@@ -1,7 +1,7 @@
 """What moves a host-bound eager step between fresh processes (issue 17, item 3), for the record.
 
 Usage: python3 tests/gpu/variance.py OUT_CSV [--rounds R] [--cores K]
-Runs the bare loop (profiler_core/bare_loop.py, seed bf16) in fresh processes under several
+Runs the bare loop (profiler_core/timing/bare_loop.py, seed bf16) in fresh processes under several
 conditions, round-robin so drift hits every condition alike, and writes one row per process:
 condition, round, eager and graph ms per step, and the CPUs the process was seen running on
 (sampled from /proc/<pid>/stat every 50 ms). Conditions: unpinned; one torch thread

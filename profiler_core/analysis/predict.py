@@ -1,0 +1,617 @@
+"""Prediction before capture: a step's CUDA-graph time per training step, and so its speedup,
+from an eager profiled window alone.
+
+Scope: the model, the calibration of its two constants on the GPU in hand, and the prediction
+from a trace (``python -m profiler_core predict``) or from a run's headline (every run, every
+sweep point: :func:`prediction_from_headline`). It reads traces through ``trace``; only
+:func:`calibrate` runs anything on a GPU (torch is imported there, not at module level).
+
+The model, per training step (a graph holding S training steps pays its launch and its batch
+copy once per S steps)::
+
+    graph_us = gpu_busy_us + (launch_us + copy_us) / S + per_node_us * kernels
+
+- ``gpu_busy_us``: the eager window's median GPU busy time per step, the union of its kernel,
+  memcpy and memset intervals (overlaps counted once; ``trace``). A graph runs the same kernels,
+  so this is the floor: graph replays measured 1.025-1.16 times it on an H200 (GPU-FACTS.md).
+- ``kernels``: the eager window's median kernel count per step; each becomes a graph node.
+- ``launch_us`` and ``per_node_us``: what a replay adds on the GPU beyond its kernels' own run
+  time, once per graph and per node. :func:`calibrate` measures them on this GPU: graphs of k
+  dependent ``add_`` kernels over a tensor large enough to fill every SM, as a step's kernels do
+  (k in ``CALIBRATION_NODE_COUNTS``), are replayed back to back, queued behind a held GPU
+  (``torch.cuda._sleep``) so that the host's launch time is hidden as it is behind a real step,
+  and timed with CUDA events; the kernels' own busy time in those replays, from
+  ``torch.profiler``, is subtracted; a least-squares line through (k, what is left) gives the
+  per-node cost (slope). The launch cost is what a one-node replay adds right after a batch copy
+  (a loop's replay waits for its copy), or the line's intercept if larger.
+- ``copy_us``: copying a new batch into the graph's static inputs, which a real loop must do per
+  replay; :func:`calibrate` times copies of the run's batches in turn (queued back to back the
+  same way). ``predict`` leaves it out unless ``--copy-us`` gives it, and says so.
+- ``gpu_busy_us`` and ``kernels`` come from the step the graph will capture: a run whose
+  optimizer is Adam or AdamW profiles an eager window of the capturable twin too (the graphed
+  replica's optimizer runs more kernels: +37 per step and +187 us on a 6-layer AdamW step on an
+  H200) and predicts from it (``capture_twin_gpu_busy_us``, ``capture_twin_kernels``).
+
+What the model ignores: the host. It assumes the GPU is the bottleneck once the step is graphed
+(a replay costs the host about 10-25 us, so steps with less GPU work than that are bounded by the
+host and predicted too fast); kernels that run differently inside a graph (back to back, warmer
+caches, other clocks); nodes a graph adds or drops (``replay()`` enqueues two RNG kernels when
+the step draws random numbers; a capturable optimizer may launch other kernels than the eager
+one); and the eager time itself, which is measured, not predicted. The speedup is the measured
+eager time over the predicted graph time; from a bare trace it is the trace's own median
+iteration span, taken while profiled (slower than unprofiled by 27-62% on an H200), unless
+``--eager-ms`` gives the real figure.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from profiler_core.analysis.trace import (
+    API_NAME_SUFFIX_PATTERN,
+    GRAPH_LAUNCH_API_NAMES,
+    TraceAnalysis,
+    analyse_trace,
+    load_trace,
+    shown,
+)
+from profiler_core.spec.errors import ConfigError, RunFormatError
+from profiler_core.spec.progress import ProgressCallback
+
+# Calibration: graphs of this many one-element add kernels (at least two distinct counts).
+CALIBRATION_NODE_COUNTS = (1, 32, 256)
+CALIBRATION_REPLAYS = 100  # replays timed per graph, back to back, at most...
+CALIBRATION_TIMED_NODES = 6400  # ...and at most this many kernels per graph's timed replays
+CALIBRATION_UNTIMED_REPLAYS = 5  # per graph, before timing
+CALIBRATION_PROFILED_REPLAYS = 3  # per graph, in one torch.profiler window, for the kernels' busy time
+CALIBRATION_COPIES = 32  # batch copies timed together
+# GPU clock cycles the device is held busy while a timed block is enqueued (about 5 ms at 2 GHz).
+CALIBRATION_HOLD_CYCLES = 10_000_000
+
+
+MAX_CONSTANT_US = 1e6  # largest launch, per-node or copy cost accepted (one second)
+MAX_STEPS_PER_ITERATION = 1_000_000
+
+# Headline keys written by every CUDA run that profiled (``calibrate_and_predict``).
+HEADLINE_KEYS = (
+    "prediction_launch_us", "prediction_per_node_us", "prediction_copy_us",
+    "prediction_steps_per_graph", "prediction_constants_method", "prediction_calibration_ms",
+    "prediction_node_counts", "prediction_replay_us", "prediction_replay_busy_us",
+    "predicted_graph_ms", "predicted_speedup", "prediction_error_pct",
+    "predicted_speedup_error_pct",
+)
+# What ``prediction_from_headline`` returns.
+PREDICTION_KEYS = ("predicted_graph_ms", "predicted_speedup", "prediction_error_pct",
+                   "predicted_speedup_error_pct")
+
+OPTION_HINT = "measure them on your GPU with --calibrate, or pass --launch-us and --per-node-us"
+
+
+@dataclass(frozen=True)
+class GraphCosts:
+    """What a replay adds on the GPU beyond its kernels' own run time (microseconds)."""
+
+    launch_us: float  # once per graph replay
+    per_node_us: float  # per kernel node
+    source: str  # how they were obtained, shown beside every prediction
+
+
+# The constants measured on an H200 by the GPU test (tests/test_predict.py, 2026-12-01): the
+# in-run calibrations of the seed bf16, seed fp32 and launch-bound runs gave launch 1.03, 1.08 and
+# 1.20 us and per node 0.067, 0.068 and 0.067 us (their median here). Used by ``predict`` when
+# neither constants nor --calibrate are given, and named as such beside every prediction.
+H200_DEFAULT_COSTS = GraphCosts(1.08, 0.067, "H200 defaults (launch 1.08 us, 0.067 us per node), "
+                                             "measured 2026-12-01 by tests/test_predict.py")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One calibration on a GPU: the fitted costs and the timings they came from."""
+
+    costs: GraphCosts
+    node_counts: tuple[int, ...]  # kernels per calibration graph
+    replay_us: tuple[float, ...]  # CUDA events: time per replay, back to back
+    busy_us: tuple[float, ...]  # torch.profiler: the kernels' busy time per replay
+    copy_us: float  # one copy of the batch into static inputs; NaN without a batch
+    wall_ms: float  # how long the calibration took
+
+
+@dataclass(frozen=True)
+class EagerStep:
+    """What the prediction reads from an eager profiled window, per training step (medians)."""
+
+    gpu_busy_us: float
+    kernels: float
+    span_us: float  # the iteration's span per step (profiled eager time)
+    iterations: int  # iterations in the window
+    steps_per_iteration: int
+    iteration_source: str  # as in ``TraceAnalysis``
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted graph time per training step and its parts (microseconds)."""
+
+    graph_us: float
+    busy_us: float
+    launch_us: float  # the launch cost's share of one step
+    nodes_us: float  # per-node cost x kernels
+    copy_us: float  # the batch copy's share of one step; 0 when not included
+    copy_included: bool
+
+
+def fit_graph_costs(node_counts: Sequence[float], overhead_us: Sequence[float]) -> tuple[float, float]:
+    """(launch_us, per_node_us): the least-squares line through (kernels, replay time minus busy
+    time) over the calibration graphs. Needs two distinct finite node counts and finite times."""
+    counts = np.asarray(node_counts, dtype="float64")
+    overhead = np.asarray(overhead_us, dtype="float64")
+    if counts.shape != overhead.shape or len(np.unique(counts)) < 2:
+        raise ValueError("the fit needs timings for at least two distinct node counts")
+    if not (np.isfinite(counts).all() and np.isfinite(overhead).all()):
+        raise ValueError("the fit needs finite node counts and timings")
+    per_node_us, launch_us = np.polyfit(counts, overhead, 1)
+    return float(launch_us), float(per_node_us)
+
+
+def predict_graph(step: EagerStep, costs: GraphCosts, steps_per_graph: int = 1,
+                  copy_us: float = math.nan) -> Prediction:
+    """The model (module docstring) for one eager step; ``copy_us`` is per replay (NaN: left out)."""
+    copy_included = math.isfinite(copy_us)
+    launch_share = costs.launch_us / steps_per_graph
+    copy_share = copy_us / steps_per_graph if copy_included else 0.0
+    nodes_us = costs.per_node_us * step.kernels
+    return Prediction(graph_us=step.gpu_busy_us + launch_share + nodes_us + copy_share,
+                      busy_us=step.gpu_busy_us, launch_us=launch_share, nodes_us=nodes_us,
+                      copy_us=copy_share, copy_included=copy_included)
+
+
+def eager_step_from_analysis(analysis: TraceAnalysis, steps_per_iteration: int | None = None,
+                             where: str = "the trace") -> EagerStep:
+    """The per-step medians of an analysed eager window (``steps_per_iteration`` training steps
+    in each iteration; None: one, and not given). A window that cannot be one (no iterations,
+    graph replays, no GPU kernels, a whole trace without a step count) is refused."""
+    split = analysis.launch_split
+    if split.empty:
+        raise RunFormatError(f"{where} holds no events to analyse (no complete 'X' events with a "
+                             "timestamp)", "export the trace after the profiled steps ran, with "
+                                           "prof.export_chrome_trace(path)")
+    if any(API_NAME_SUFFIX_PATTERN.sub("", name) in GRAPH_LAUNCH_API_NAMES
+           for name in analysis.launch_api_names):
+        raise RunFormatError(f"{where} holds CUDA graph replays (cudaGraphLaunch), not an eager "
+                             "window", "profile the step without CUDA graphs: the prediction is "
+                                       "for a step not yet captured")
+    medians = analysis.summary()
+    if not medians["kernels"] > 0:
+        raise RunFormatError(f"{where} holds no GPU kernels in its iterations (a CPU-only "
+                             "profile?)", "profile with activities=[ProfilerActivity.CPU, "
+                                          "ProfilerActivity.CUDA] on a GPU")
+    if analysis.iteration_source == "whole_trace" and steps_per_iteration is None:
+        raise RunFormatError(f"{where} has no ProfilerStep# markers, so its training steps cannot "
+                             "be told apart", "profile with a schedule and call prof.step() each "
+                                              "step, or pass --steps-per-iteration with the "
+                                              "number of steps the trace holds")
+    steps_per_iteration = steps_per_iteration or 1
+    return EagerStep(gpu_busy_us=medians["gpu_busy_us"] / steps_per_iteration,
+                     kernels=medians["kernels"] / steps_per_iteration,
+                     span_us=medians["span_us"] / steps_per_iteration,
+                     iterations=len(split), steps_per_iteration=steps_per_iteration,
+                     iteration_source=analysis.iteration_source)
+
+
+def eager_step_from_trace(path: str | Path, steps_per_iteration: int | None = None,
+                          progress: ProgressCallback | None = None) -> EagerStep:
+    """Read and analyse an eager torch.profiler trace (refusals and ``progress`` as
+    ``trace.load_trace``)."""
+    analysis = analyse_trace(load_trace(path, progress), mode="eager")
+    return eager_step_from_analysis(analysis, steps_per_iteration, f"trace {shown(path)}")
+
+
+def check_constant(field: str, value: float | None) -> None:
+    """A constant given on the command line: finite, from 0 to ``MAX_CONSTANT_US``."""
+    if value is not None and not (math.isfinite(value) and 0 <= value <= MAX_CONSTANT_US):
+        raise ConfigError(field, f"must be a number of microseconds from 0 to {MAX_CONSTANT_US:g}; "
+                                 f"got {shown(value)}", OPTION_HINT)
+
+
+def given_costs(launch_us: float | None, per_node_us: float | None) -> GraphCosts:
+    """The constants to use without calibrating: both options, else the H200's defaults."""
+    check_constant("launch_us", launch_us)
+    check_constant("per_node_us", per_node_us)
+    if launch_us is not None and per_node_us is not None:
+        return GraphCosts(launch_us, per_node_us, "given on the command line")
+    if (launch_us is None) != (per_node_us is None):
+        missing = "launch_us" if launch_us is None else "per_node_us"
+        raise ConfigError(missing, "pass --launch-us and --per-node-us together",
+                          "or use --calibrate to measure both on this GPU")
+    return H200_DEFAULT_COSTS
+
+
+# ------------------------------------------------------------------------------ on the GPU
+
+
+def calibrate(device: Any, batch: Sequence[Any] = (),
+              node_counts: Sequence[int] = CALIBRATION_NODE_COUNTS,
+              replays: int = CALIBRATION_REPLAYS) -> Calibration:
+    """Measure the launch and per-node costs on ``device`` (module docstring), and the copy of
+    ``batch`` (its tensors, as a graph's static inputs would receive them) when given: a
+    sequence of tensors, or of batches (tuples of tensors) copied in turn, as a training loop
+    copies a new batch before every replay.
+
+    Run it after every timed trial: it uses torch.profiler, which slows later launches of the
+    process. It takes well under a second on an H200.
+    """
+    import torch
+
+    from profiler_core.engine.profiling import profile_window
+    from profiler_core.timing.trials import CudaClock, Mode
+
+    started = time.perf_counter()
+    clock = CudaClock(device)
+    hold = getattr(torch.cuda, "_sleep", None)
+    held = "queued behind a held GPU (torch.cuda._sleep)" if hold else (
+        "back to back (this PyTorch has no torch.cuda._sleep to hold the GPU, so the host's "
+        "launch time may be included)")
+    elements = _calibration_elements(torch, device)
+    graphs = [_trivial_graph(torch, device, count, elements) for count in node_counts]
+    timed = [max(1, min(replays, CALIBRATION_TIMED_NODES // count)) for count in node_counts]
+    replay_us = []
+    for (graph, _), count in zip(graphs, timed):
+        for _ in range(CALIBRATION_UNTIMED_REPLAYS):
+            graph.replay()
+        replay_us.append(_held_mean_us(graph.replay, count, clock, hold))
+    # One profiled window for all graphs (the profiler's start and export cost most of the
+    # calibration's time): iterations 0..P-1 replay the first graph, P..2P-1 the second, ...
+    profiled = CALIBRATION_PROFILED_REPLAYS
+    with tempfile.TemporaryDirectory(prefix="profiler_core-calibration-") as folder:
+        window = profile_window(Mode("calibration", 1, lambda i: graphs[i // profiled][0].replay()),
+                                profiled * len(graphs), device,
+                                Path(folder) / "trace_calibration.json")
+    split = window.analysis.launch_split.sort_values("iteration")
+    per_graph = split["gpu_busy_us"].groupby(split["iteration"].to_numpy() // profiled).median()
+    busy_us = [float(per_graph.get(index, math.nan)) for index in range(len(graphs))]
+    recorded = all(math.isfinite(busy) and busy > 0 for busy in busy_us)
+    subtracted = busy_us if recorded else [0.0] * len(busy_us)
+    launch_us, per_node_us = fit_graph_costs(
+        node_counts, [replay - busy for replay, busy in zip(replay_us, subtracted)])
+    copy_us = math.nan
+    batches = [[t for t in item if isinstance(t, torch.Tensor)] for item in batch
+               if isinstance(item, (tuple, list))] or [
+        [t for t in batch if isinstance(t, torch.Tensor)]]
+    batches = [tensors for tensors in batches if tensors]
+    if batches:
+        targets = [torch.empty_like(tensor) for tensor in batches[0]]
+        turn = [0]
+
+        def copy_batch() -> None:
+            tensors = batches[turn[0] % len(batches)]
+            turn[0] += 1
+            for target, tensor in zip(targets, tensors):
+                target.copy_(tensor)
+
+        copy_batch()
+        copy_us = _held_mean_us(copy_batch, CALIBRATION_COPIES, clock, hold)
+        # A loop copies a batch, then replays: what a replay costs after a copy (the graph's
+        # launch waits for the copy) beyond the copy and the graph's own nodes is its launch cost.
+        single = graphs[0][0]
+
+        def copy_then_replay() -> None:
+            copy_batch()
+            single.replay()
+
+        after_copy_us = _held_mean_us(copy_then_replay, CALIBRATION_COPIES, clock, hold)
+        after_copy_launch = (after_copy_us - copy_us - busy_us[0] * (1.0 if recorded else 0.0)
+                             - per_node_us * node_counts[0])
+        if math.isfinite(after_copy_launch) and after_copy_launch > launch_us:
+            launch_us = after_copy_launch
+    del graphs
+    minus = (f"minus their kernels' busy time from torch.profiler ({CALIBRATION_PROFILED_REPLAYS} "
+             "replays each)" if recorded else
+             "with nothing subtracted: torch.profiler recorded none of their kernels, so the "
+             "per-node cost includes a one-element kernel's own run time and is overstated")
+    method = (f"CUDA events around {'/'.join(str(t) for t in timed)} replays of graphs of "
+              f"{'/'.join(str(c) for c in node_counts)} dependent add kernels over "
+              f"{elements:,} elements (enough to fill every SM), {held}, {minus}; "
+              "least-squares line: per node = slope; launch = the larger of the intercept and "
+              "what a one-node replay adds after a batch copy, as a loop runs it")
+    source = (f"measured on {torch.cuda.get_device_name(device)} in this process: {method}")
+    return Calibration(costs=GraphCosts(launch_us, per_node_us, source),
+                       node_counts=tuple(int(c) for c in node_counts),
+                       replay_us=tuple(replay_us), busy_us=tuple(busy_us), copy_us=copy_us,
+                       wall_ms=(time.perf_counter() - started) * 1e3)
+
+
+def _calibration_elements(torch: Any, device: Any) -> int:
+    """Elements of the calibration kernels' tensor: 64 Ki per SM, so each add fills the GPU as a
+    training step's kernels do. Between such kernels a graph leaves about 0.34 us per node on an
+    H200, against 0.064 us between one-element adds (tests/gpu/node_gaps.py, 2026-12-01); the
+    gaps measured in real steps' graphs were 0.23-0.74 us per node."""
+    return int(torch.cuda.get_device_properties(device).multi_processor_count) * 65536
+
+
+def _trivial_graph(torch: Any, device: Any, kernels: int, elements: int = 1) -> tuple[Any, Any]:
+    """A graph of ``kernels`` dependent adds over ``elements`` values, and the tensor it reads
+    and writes (kept alive beside it). Warmed up on a side stream before capture, as PyTorch
+    advises."""
+    value = torch.zeros(elements, device=device)
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            value.add_(1.0)
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(kernels):
+            value.add_(1.0)
+    return graph, value
+
+
+def _held_mean_us(action: Callable[[], None], count: int, clock: Any,
+                  hold: Callable[[int], None] | None) -> float:
+    """Device time of ``action`` per call, in microseconds: ``timing.held_mean_ms`` behind a GPU
+    held for ``CALIBRATION_HOLD_CYCLES`` (when ``hold`` exists)."""
+    from profiler_core.timing.trials import held_mean_ms
+
+    hold_device = (lambda: hold(CALIBRATION_HOLD_CYCLES)) if hold is not None else None
+    return held_mean_ms(action, count, clock, hold_device) * 1e3
+
+
+# ------------------------------------------------------------------------------ a run's headline
+
+
+def calibrate_and_predict(device: Any, batch: Sequence[Any], steps_per_graph: int,
+                          headline: dict[str, Any]) -> dict[str, Any]:
+    """The runner's one call, after the profiled windows: calibrate on ``device`` with the run's
+    own batch, then predict from the eager window's figures already in ``headline``. Returns the
+    headline keys ``HEADLINE_KEYS``."""
+    return calibrated_prediction(calibrate(device, batch), steps_per_graph, headline)
+
+
+def calibrated_prediction(calibration: Calibration, steps_per_graph: int,
+                          headline: dict[str, Any]) -> dict[str, Any]:
+    """``calibrate_and_predict`` once calibrated: the calibration's constants and the prediction
+    from ``headline`` (pure)."""
+    constants = {
+        "prediction_launch_us": calibration.costs.launch_us,
+        "prediction_per_node_us": calibration.costs.per_node_us,
+        "prediction_copy_us": calibration.copy_us,
+        "prediction_steps_per_graph": int(steps_per_graph),
+        "prediction_constants_method": calibration.costs.source,
+        "prediction_calibration_ms": calibration.wall_ms,
+        "prediction_node_counts": list(calibration.node_counts),
+        "prediction_replay_us": list(calibration.replay_us),
+        "prediction_replay_busy_us": list(calibration.busy_us),
+    }
+    return {**constants, **prediction_from_headline({**headline, **constants})}
+
+
+def prediction_from_headline(headline: dict[str, Any]) -> dict[str, float]:
+    """The prediction and its errors from a run's headline alone (``PREDICTION_KEYS``; NaN
+    where the run lacks the eager window or the constants). Pure: for sweeps, per point.
+
+    Reads ``eager_gpu_busy_us``, ``eager_kernels`` (the eager window, per step; the capturable
+    twin's ``capture_twin_gpu_busy_us`` and ``capture_twin_kernels`` instead where the run has them),
+    ``prediction_launch_us``, ``prediction_per_node_us``, ``prediction_copy_us`` and
+    ``prediction_steps_per_graph`` (the calibration), ``eager_median_ms`` and
+    ``graph_median_ms`` (measured). Errors are (predicted - measured) / measured in percent.
+    """
+    number = _numbers(headline)
+    steps_per_graph = number("prediction_steps_per_graph")
+    if not (steps_per_graph >= 1):
+        steps_per_graph = 1.0
+    twin_busy, twin_kernels = number("capture_twin_gpu_busy_us"), number("capture_twin_kernels")
+    busy, kernels = ((twin_busy, twin_kernels) if math.isfinite(twin_busy) and twin_busy > 0
+                     and math.isfinite(twin_kernels) else
+                     (number("eager_gpu_busy_us"), number("eager_kernels")))
+    step = EagerStep(gpu_busy_us=busy, kernels=kernels,
+                     span_us=math.nan, iterations=0, steps_per_iteration=1,
+                     iteration_source="headline")
+    costs = GraphCosts(number("prediction_launch_us"), number("prediction_per_node_us"), "headline")
+    predicted_ms = predict_graph(step, costs, int(steps_per_graph),
+                                 number("prediction_copy_us")).graph_us / 1e3
+    eager_ms, graph_ms = number("eager_median_ms"), number("graph_median_ms")
+    predicted_speedup = eager_ms / predicted_ms if predicted_ms > 0 else math.nan
+    measured_speedup = eager_ms / graph_ms if graph_ms > 0 else math.nan
+    return {
+        "predicted_graph_ms": predicted_ms,
+        "predicted_speedup": predicted_speedup,
+        "prediction_error_pct": _error_pct(predicted_ms, graph_ms),
+        "predicted_speedup_error_pct": _error_pct(predicted_speedup, measured_speedup),
+    }
+
+
+PREDICTION_TABLE_COLUMNS = ["quantity", "predicted", "measured", "error_pct", "unit"]
+CONSTANTS_TABLE_COLUMNS = ["quantity", "value", "unit"]
+
+
+def has_prediction(headline: dict[str, Any]) -> bool:
+    """Whether a run's headline holds a prediction (CUDA runs with a profiled eager window)."""
+    value = headline.get("predicted_graph_ms")
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def prediction_table(headline: dict[str, Any]) -> pd.DataFrame:
+    """Predicted against measured, graph time per step and speedup, with the error in percent
+    of the measurement (PREDICTION_TABLE_COLUMNS; empty without a prediction)."""
+    if not has_prediction(headline):
+        return pd.DataFrame(columns=PREDICTION_TABLE_COLUMNS)
+    number = _numbers(headline)
+    rows = [("graph time per step", number("predicted_graph_ms"), number("graph_median_ms"),
+             number("prediction_error_pct"), "ms"),
+            ("speedup", number("predicted_speedup"), number("speedup"),
+             number("predicted_speedup_error_pct"), "x")]
+    return pd.DataFrame(rows, columns=PREDICTION_TABLE_COLUMNS)
+
+
+def constants_table(headline: dict[str, Any]) -> pd.DataFrame:
+    """What the prediction used: the eager window's figures and the calibrated constants
+    (CONSTANTS_TABLE_COLUMNS; empty without a prediction)."""
+    if not has_prediction(headline):
+        return pd.DataFrame(columns=CONSTANTS_TABLE_COLUMNS)
+    number = _numbers(headline)
+    rows = [("eager GPU busy per step", number("eager_gpu_busy_us"), "us"),
+            ("eager kernels per step", number("eager_kernels"), "kernels"),
+            ("launch cost per graph replay", number("prediction_launch_us"), "us"),
+            ("cost per kernel node", number("prediction_per_node_us"), "us"),
+            ("batch copy per replay", number("prediction_copy_us"), "us"),
+            ("training steps per graph", number("prediction_steps_per_graph"), "steps"),
+            ("calibration time", number("prediction_calibration_ms"), "ms")]
+    return pd.DataFrame(rows, columns=CONSTANTS_TABLE_COLUMNS)
+
+
+PARTS_COLUMNS = ["bar", "part", "us"]
+
+
+def prediction_parts(headline: dict[str, Any]) -> pd.DataFrame:
+    """The predicted graph time per step in its parts beside the measured one, for drawing
+    (PARTS_COLUMNS, microseconds per training step; empty without a prediction). Bar
+    "predicted": "GPU busy (eager)", "launch", "per-node cost", "batch copy"; bar "measured":
+    "graph, steady state"."""
+    if not has_prediction(headline):
+        return pd.DataFrame(columns=PARTS_COLUMNS)
+    number = _numbers(headline)
+    steps = number("prediction_steps_per_graph")
+    steps = steps if steps >= 1 else 1.0
+    copy_us = number("prediction_copy_us")
+    rows = [("predicted", "GPU busy (eager)", number("eager_gpu_busy_us")),
+            ("predicted", "launch", number("prediction_launch_us") / steps),
+            ("predicted", "per-node cost", number("prediction_per_node_us") * number("eager_kernels")),
+            ("predicted", "batch copy", copy_us / steps if math.isfinite(copy_us) else 0.0),
+            ("measured", "graph, steady state", number("graph_median_ms") * 1e3)]
+    return pd.DataFrame(rows, columns=PARTS_COLUMNS)
+
+
+def _numbers(headline: dict[str, Any]) -> Callable[[str], float]:
+    """A reader of the headline's numbers: NaN for what is missing or not a number."""
+    def number(key: str) -> float:
+        value = headline.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return math.nan
+        return float(value)
+    return number
+
+
+def headline_lines(headline: dict[str, Any]) -> list[str]:
+    """The prediction against the measurement, for a run's text summary (nothing when the run
+    has no prediction: no profiled eager window, or not a CUDA run)."""
+    if not has_prediction(headline):
+        return []
+    predicted = headline["predicted_graph_ms"]
+    copy_us = headline.get("prediction_copy_us", math.nan)
+    copy = f"batch copy {copy_us:.2f} us" if math.isfinite(copy_us) else "batch copy not timed"
+    return [
+        f"Predicted before capture: graph {predicted:.4f} ms per step, measured "
+        f"{headline.get('graph_median_ms', math.nan):.4f} ms ({headline['prediction_error_pct']:+.1f}%); "
+        f"speedup {headline['predicted_speedup']:.2f}x, measured {headline.get('speedup', math.nan):.2f}x "
+        f"({headline['predicted_speedup_error_pct']:+.1f}%)",
+        f"  from the eager window's GPU busy {headline['eager_gpu_busy_us']:.1f} us and "
+        f"{headline['eager_kernels']:g} kernels per step; launch {headline['prediction_launch_us']:.2f} "
+        f"us, {headline['prediction_per_node_us']:.3f} us per node, {copy}, per replay of "
+        f"{headline['prediction_steps_per_graph']} step(s); constants "
+        f"{headline['prediction_constants_method']}",
+    ]
+
+
+def _error_pct(predicted: float, measured: float) -> float:
+    return (predicted - measured) / measured * 100 if measured and math.isfinite(measured) else math.nan
+
+
+# ------------------------------------------------------------------------------ the command
+
+
+def check_count(field: str, value: int | None) -> None:
+    """A step count given on the command line: a whole number from 1 to
+    ``MAX_STEPS_PER_ITERATION``."""
+    if value is not None and not 1 <= value <= MAX_STEPS_PER_ITERATION:
+        raise ConfigError(field, f"must be a whole number from 1 to {MAX_STEPS_PER_ITERATION:,}; "
+                                 f"got {value:,}", "a number of training steps, such as 1")
+
+
+def trace_report(path: str | Path, launch_us: float | None = None,
+                 per_node_us: float | None = None, calibrate_here: bool = False,
+                 steps_per_iteration: int | None = None, steps_per_graph: int = 1,
+                 copy_us: float | None = None, eager_ms: float | None = None,
+                 progress: ProgressCallback | None = None) -> str:
+    """``python -m profiler_core predict``: options checked, then the trace read (refused in
+    one line when it cannot be an eager window; ``progress`` hears how the reading goes), then
+    the constants (given, the H200 defaults, or measured here with ``calibrate_here``), then the
+    report."""
+    check_count("steps_per_iteration", steps_per_iteration)
+    check_count("steps_per_graph", steps_per_graph)
+    check_constant("copy_us", copy_us)
+    if eager_ms is not None and not (math.isfinite(eager_ms) and 0 < eager_ms <= MAX_CONSTANT_US):
+        raise ConfigError("eager_ms", f"must be a positive number of milliseconds up to "
+                                      f"{MAX_CONSTANT_US:g}; got {shown(eager_ms)}",
+                          "give your eager step's measured time, unprofiled")
+    if calibrate_here and (launch_us is not None or per_node_us is not None):
+        raise ConfigError("calibrate", "--calibrate measures the constants, so it cannot be "
+                                       "combined with --launch-us or --per-node-us",
+                          "use one or the other")
+    costs = None if calibrate_here else given_costs(launch_us, per_node_us)
+    step = eager_step_from_trace(path, steps_per_iteration, progress)
+    if calibrate_here:
+        costs = calibrate(_cuda_device()).costs
+    prediction = predict_graph(step, costs, steps_per_graph,
+                               math.nan if copy_us is None else copy_us)
+    if eager_ms is not None:
+        eager_us, eager_source = eager_ms * 1e3, "given with --eager-ms"
+    else:
+        eager_us, eager_source = step.span_us, (
+            "the trace's median iteration span: profiled, so slower than your loop runs; pass "
+            "--eager-ms with the unprofiled time")
+    return format_prediction(step, prediction, costs, eager_us, eager_source, shown(path))
+
+
+def _cuda_device() -> Any:
+    import torch
+
+    from profiler_core.spec.errors import NoCudaError
+
+    if not torch.cuda.is_available():
+        raise NoCudaError("--calibrate needs a CUDA device (torch.cuda.is_available() is False)",
+                          "pass --launch-us and --per-node-us measured on the GPU you will use")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+# ------------------------------------------------------------------------------ the report
+
+
+def format_prediction(step: EagerStep, prediction: Prediction, costs: GraphCosts,
+                      eager_us: float, eager_source: str, where: str) -> str:
+    """The ``predict`` command's report: inputs, constants (with their source), the parts of the
+    predicted graph time per step, the predicted speedup, and what the model leaves out."""
+    source = {"profiler_steps": "its ProfilerStep# markers",
+              "whole_trace": "the whole trace (no ProfilerStep# markers)"}.get(
+        step.iteration_source, step.iteration_source)
+    copy_line = (f"  + batch copy           {prediction.copy_us:>10.2f} us" if prediction.copy_included
+                 else "  + batch copy                 n/a    (not included: pass --copy-us)")
+    speedup = eager_us / prediction.graph_us if prediction.graph_us > 0 else math.nan
+    return "\n".join([
+        f"Prediction before capture, from the eager trace {where}",
+        f"Iterations: {step.iterations}, from {source}; {step.steps_per_iteration} training "
+        "step(s) per iteration",
+        f"Constants: launch {costs.launch_us:.3f} us per graph, {costs.per_node_us:.3f} us per node "
+        f"({costs.source})",
+        "",
+        "Predicted graph time per training step:",
+        f"    GPU busy (eager)     {prediction.busy_us:>10.2f} us",
+        f"  + launch               {prediction.launch_us:>10.2f} us",
+        f"  + nodes                {prediction.nodes_us:>10.2f} us ({step.kernels:g} kernels x "
+        f"{costs.per_node_us:.3f} us)",
+        copy_line,
+        f"  = graph                {prediction.graph_us:>10.2f} us",
+        f"Eager time per step:     {eager_us:>10.2f} us ({eager_source})",
+        f"Predicted speedup:       {speedup:>10.2f}x",
+        "",
+        "The model assumes the GPU is the bottleneck once graphed: a replay also costs the host "
+        "about 10-25 us, so a step with less GPU work than that will be slower than predicted.",
+    ])

@@ -1,0 +1,1 @@
+"""The command line: argument parsing, progress bars and the commands."""

@@ -1,0 +1,607 @@
+"""The command line: ``python -m profiler_core {run,bench,trace-stats,predict}``.
+
+Exit codes: 0 success; 2 bad input (one line naming the option and what is allowed), or the
+user's own step failed (one line naming their file, line and function); 3 no CUDA device; 4 the
+step could not be captured; 5 not enough GPU memory; 6 a GPU fault; 124 ``run --timeout`` was
+reached; 130 interrupted. A run that stops early keeps what it measured in its run directory,
+marked incomplete.
+"""
+
+from __future__ import annotations
+
+if __name__ == "__main__":  # before the heavy imports: a launcher's child ends with it
+    from profiler_core.orchestration.parent import end_with_parent
+
+    end_with_parent()
+
+import contextlib
+import math
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from profiler_core.analysis.predict import headline_lines as prediction_lines
+from profiler_core.cli import parser as cli
+from profiler_core.engine.stopping import RunStopper
+from profiler_core.spec import hostinfo
+from profiler_core.spec.config import is_user_spec
+from profiler_core.spec.errors import (
+    ConfigError,
+    NoCudaError,
+    ProfilerError,
+    SaveError,
+    TimeLimitReached,
+)
+from profiler_core.spec.workload_kinds import workload_of
+from profiler_core.storage.results import RunResult, check_output
+from profiler_core.timing import stability
+from profiler_core.timing.stats import pay_back_text
+
+
+def _ms(value: float) -> str:
+    return f"{value:.4f} ms" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}x" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
+
+
+# Every timing method of stats.csv, in the order they are shown.
+TIMING_LABELS = {
+    "steady_trial": "steady state, each trial's mean (headline)",
+    "steady_event": "steady state, every step: CUDA events between consecutive steps",
+    "steady_wall": "steady state, every step: wall clock between consecutive steps",
+    "input_copy": "  of which: copying the batch into the static inputs (timed alone)",
+    "cold_event": "cold start: synchronise, then CUDA events around the step",
+    "cold_wall": "cold start: synchronised wall clock",
+    "block_sync": "loop, synchronised at the end",
+    "article_no_sync": "article's method: no sync (CPU enqueue only!)",
+}
+
+
+def _workload_text(config) -> str:
+    workload = workload_of(config)
+    if workload is None:
+        return f"your step {config.workload}, {config.dtype}"
+    return f"{workload.describe(config)}, {config.dtype}, {config.optimizer}"
+
+
+def format_summary(result: RunResult) -> str:
+    """The run's headline as plain text: counters, timing per method, one-time costs, split."""
+    config, env, head = result.config, result.environment, result.headline
+    lines = [
+        f"Device: {env.get('gpu_name') or 'CPU'} ({config.device}), torch {env.get('torch_version')}, "
+        f"CUDA {env.get('cuda_version')}, driver {env.get('driver_version')}",
+        f"Workload: {_workload_text(config)}; warm-up {config.warmup_iters}, "
+        f"{config.capture_iters} step(s) per graph, {config.replays} replays, "
+        f"{config.total_eager_iters} eager steps, {config.trial_count} interleaved trials",
+        "",
+        "Counters (the article's static_counter lessons)",
+    ]
+    counters = result.table("counters")
+    if len(counters):
+        lines.append(counters[["phase", "predicted", "observed", "match"]].to_string(index=False))
+    stats = result.table("stats")
+    if len(stats):
+        lines += ["", "Time per training step (median, p10-p90, n)"]
+        table = []
+        for method, label in TIMING_LABELS.items():
+            row = {"method": label}
+            for mode in ("eager", "graph"):
+                match = stats[(stats["mode"] == mode) & (stats["method"] == method)]
+                row[mode] = (f"{_ms(match['median_ms'].iloc[0])} ({match['p10_ms'].iloc[0]:.4f}-"
+                             f"{match['p90_ms'].iloc[0]:.4f}, {int(match['count'].iloc[0])})"
+                             if len(match) else "n/a")
+            if row["eager"] != "n/a" or row["graph"] != "n/a":
+                table.append(row)
+        lines.append(pd.DataFrame(table).to_string(index=False))
+    if "speedup" in head and config.is_cuda:
+        lines += ["",
+                  f"Speedup (median eager / median graph, {TIMING_LABELS.get(head.get('timing_method'), head.get('timing_method'))}): "
+                  f"{_ratio(head['speedup'])} (95% bootstrap CI {_ratio(head['speedup_ci_low'])}-"
+                  f"{_ratio(head['speedup_ci_high'])})",
+                  f"Cold start of each step: {_ratio(head.get('cold_speedup', math.nan))}; loop "
+                  f"synchronised at the end: {_ratio(head.get('block_speedup', math.nan))}; the "
+                  f"article's no-sync loop would claim {_ratio(head.get('article_speedup', math.nan))}",
+                  f"Copying a batch into the graph's static inputs: "
+                  f"{_ms(head.get('graph_input_copy_ms', math.nan))} per step (inside the graph's time)",
+                  f"Capture {_ms(head.get('capture_ms', math.nan))}, graph pool "
+                  f"{head.get('graph_pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
+                  f"{head.get('eager_peak_bytes', 0) / 2**20:.1f} MiB / graph "
+                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, break-even "
+                  f"{pay_back_text(head.get('graph_pays_back'), head.get('break_even_iters'))}"]
+        if "parity_max_abs_diff" in head:
+            lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
+                         f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
+        lines += prediction_lines(head)
+    modes = result.table("modes")
+    if len(modes) > 1:
+        lines += ["", "Every mode (steady state; speedup over eager with its 95% CI; one-time cost)"]
+        shown = modes.assign(
+            speedup=[f"{s:.2f}x ({lo:.2f}-{hi:.2f})" for s, lo, hi in
+                     zip(modes["speedup"], modes["speedup_ci_low"], modes["speedup_ci_high"])],
+            memory_mib=modes["memory_bytes"] / 2**20)
+        lines.append(shown[["mode", "median_ms", "speedup", "one_time_ms", "memory_mib",
+                            "graphs_recorded"]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    lines += _attribution_lines(result.table("attribution"))
+    breakdown = result.table("breakdown")
+    graph_breakdown = breakdown[breakdown["mode"] == "graph"]
+    if len(graph_breakdown):
+        lines += ["", "Under the profiler (a slower program than the timed one: see each mode's "
+                      "overhead below), per iteration, eager vs graph, medians of the profiled "
+                      "window (us)"]
+        shown = graph_breakdown.drop(columns="mode").rename(columns={"mode_us": "graph_us"})
+        lines.append(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+        for mode in ("eager", "graph"):
+            if f"{mode}_launches" in head:
+                lines.append(f"{mode}: {head[f'{mode}_launches']:.0f} launches, "
+                             f"{head[f'{mode}_kernels']:.0f} kernels per iteration; the profiled "
+                             f"window ran {head[f'{mode}_profiler_overhead_pct']:+.1f}% against "
+                             "the headline's time")
+    lines += _every_mode_split(breakdown)
+    lines += [""] + [f"Warning: {text}" for text in stability.warnings(stats, head)]
+    lines += [f"Note: {note}" for note in result.notes]
+    return "\n".join(lines)
+
+
+def _attribution_lines(table: pd.DataFrame) -> list[str]:
+    """The headline's saving per step attributed to its parts, per mode (attribution.csv): the
+    parts add up to the step saving; host issue time is shown beside them."""
+    lines: list[str] = []
+    for mode, block in table.groupby("mode", sort=False):
+        step = block.loc[block["component"] == "step", "saving_us"]
+        if not (len(step) and pd.notna(step.iloc[0])):
+            continue
+        lines += ["", f"Why, {mode} against eager: the headline's time per step in parts (us; "
+                      "step = GPU kernels + batch copy + GPU idle; kernels from the profiled "
+                      "window, the rest timed without the profiler)"]
+        shown = block.drop(columns=["mode", "source"]).rename(
+            columns={"mode_us": f"{mode}_us", "share_of_saving_pct": "share_pct"})
+        lines.append(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+        lines.append("A negative saving is time the mode added (its batch copy, the extra kernels "
+                     "of a capturable optimizer); host_issue is the host's time to issue a step, "
+                     "why the GPU waited, not part of the sum.")
+    return lines
+
+
+def _every_mode_split(breakdown: pd.DataFrame) -> list[str]:
+    """With modes beside the graph: each mode's profiled iteration next to eager's, component by
+    component (breakdown.csv's blocks side by side; the dashboard's Launch split draws them)."""
+    if breakdown["mode"].nunique() < 2:
+        return []
+    wide = breakdown.pivot_table(index="component", columns="mode", values="mode_us", sort=False)
+    eager = breakdown.drop_duplicates("component").set_index("component")["eager_us"]
+    wide.insert(0, "eager", eager.reindex(wide.index))
+    wide = wide[["eager", *pd.unique(breakdown["mode"])]]
+    return ["", "Every mode's iteration under the profiler, medians of the profiled window (us; "
+                "each mode's saving over eager is in breakdown.csv)",
+            wide.rename_axis(None, axis=1).reset_index().to_string(
+                index=False, float_format=lambda v: f"{v:.1f}")]
+
+
+MAX_BENCH_ROUNDS = 100
+# Characters that would break a one-line message (line and paragraph breaks, other controls).
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7f, 0xa0))}
+_CONTROL.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 0x2028: "\\u2028",
+                 0x2029: "\\u2029"})
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: control characters echoed from the input are shown escaped."""
+    return str(text).translate(_CONTROL)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _command_run(args, stopper: RunStopper | None = None) -> int:
+    """``run``: Ctrl-C, SIGTERM (the dashboard's Cancel) and ``--timeout`` stop it through
+    ``stopper`` (``stopping.RunStopper``, entered by ``main``), keeping what it measured."""
+    if stopper is None:
+        with RunStopper() as own:
+            return _command_run(args, own)
+    if not 0 <= args.timeout <= cli.MAX_TIMEOUT_S:
+        raise ConfigError("timeout", f"timeout must be from 0 to {cli.MAX_TIMEOUT_S:,.0f} seconds; "
+                                     f"got {args.timeout:g}", "0 means no limit")
+    config = cli.config_from_args(args)
+    small = cli.cpu_small_step(args, config)
+    check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
+    if small is not None:
+        print(cli.small_step_line(config, small), file=sys.stderr)
+        config = small
+    says_time = config.device == "cpu" and small is None and args.progress != "jsonl"
+    if config.repeats > 1:
+        if says_time:
+            _say_cpu_time(config, config.repeats)
+        return _command_repeats(config, args)
+    if config.cpu_affinity is not None:
+        hostinfo.pin(config.cpu_affinity)  # before torch is imported: its threads follow it
+    from profiler_core.engine.runner import run_experiment
+
+    stopper.limit(args.timeout)  # loading the user's step included
+    user_step = is_user_spec(config.workload)
+    reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
+        cli.BarProgress() if args.progress == "bar" else None)
+    loading = True
+    try:
+        if user_step:
+            _check_user_step(config)
+        loading = False
+        if says_time:
+            _say_cpu_time(config)
+        result = run_experiment(config, progress=reporter or (lambda progress: None))
+    except BaseException as error:
+        if reporter is not None:
+            reporter.close()  # the bar's line ends before the messages
+            reporter = None
+        partial = getattr(error, "partial_result", None)
+        if partial is not None:
+            stopper.saving()
+            _keep_partial(partial, args)
+        explained = _explained(error, config, loading)
+        if explained is error:
+            raise
+        raise explained from None
+    finally:
+        if reporter is not None:
+            reporter.close()
+    stopper.saving()  # measured: a Ctrl-C from now on waits until the run is written
+    try:
+        out = _save(result, args)
+    finally:
+        result.release_scratch()
+    if args.progress == "jsonl":
+        reporter.emit({"event": "done", "out": str(out)})
+    else:
+        print(format_summary(result))
+        print(f"\nWrote {out}")
+    return 0
+
+
+def _say_cpu_time(config, processes: int = 1) -> None:
+    """Before a CPU run larger than the small step: one line with the time it will take, from a
+    few of its steps timed (``cpu_time``); nothing for a quick run. A step too large for memory
+    is refused here, as the run would refuse it; any other failure leaves it to the run to
+    report."""
+    from profiler_core.engine.cpu_time import WORTH_SAYING_S, estimate_line, measure
+
+    try:
+        estimate = measure(config)
+    except (ProfilerError, KeyboardInterrupt):
+        raise
+    except Exception:  # noqa: BLE001 - the run itself reports whatever its step raises
+        return
+    if estimate is not None and estimate.total_s * processes >= WORTH_SAYING_S:
+        print(estimate_line(estimate, processes), file=sys.stderr, flush=True)
+
+
+def _command_repeats(config, args) -> int:
+    """``run --repeats N``: N fresh processes of the config, the median one saved with every
+    process's figures (``profiler_core.orchestration.repeats``)."""
+    from profiler_core.orchestration.repeats import run_repeats, summary_lines
+
+    if config.cpu_affinity is not None:
+        hostinfo.check_cpus(config.cpu_affinity)  # refused here, before any process starts
+    reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
+        cli.BarProgress() if args.progress == "bar" else None)
+    try:
+        result = run_repeats(config, args.out, overwrite=args.overwrite,
+                             progress=reporter or (lambda progress: None))
+    except BaseException as error:
+        kept = getattr(error, "kept", None)
+        if kept is not None:
+            print(f"The processes that finished were kept in {kept} (marked incomplete).",
+                  file=sys.stderr)
+        raise
+    finally:
+        if reporter is not None:
+            reporter.close()
+    if args.progress == "jsonl":
+        reporter.emit({"event": "done", "out": str(args.out)})
+    else:
+        print(format_summary(result))
+        print("\n".join(summary_lines(result.headline)))
+        print(f"\nWrote {args.out}")
+    return 0
+
+
+def _explained(error: BaseException, config, loading: bool) -> BaseException:
+    """The error to report for a run that failed: the time limit says where it stopped; anything
+    the user's own step raised (an exception, ``sys.exit``, any ``BaseException``) becomes one
+    line naming their file, line and function (exit 2), never a traceback or an exit code that
+    means something else. Ctrl-C and the tool's own errors are reported as they are."""
+    from profiler_core.engine.user_workload import user_code_error, user_frame
+
+    user_step = is_user_spec(config.workload)
+    if isinstance(error, TimeLimitReached):
+        where = user_frame(error) if user_step else None
+        doing = (f"; it was loading your step {config.workload}" if loading and user_step else "")
+        inside = f"; it was in your code at {where}" if where else ""
+        return TimeLimitReached(f"{error} (--timeout){doing}{inside}")
+    if isinstance(error, (KeyboardInterrupt, ProfilerError)) or not user_step:
+        return error
+    return user_code_error(config.workload, error)
+
+
+def _check_user_step(config) -> None:
+    """Load the user's step once before running and draw one batch (a bad module, function,
+    return value or batch is a one-line error, exit 2), then print what would break under
+    capture. The random number generators are left as they were."""
+    import torch
+
+    from profiler_core.engine.readiness import check_step
+    from profiler_core.engine.runner import resolve_device
+    from profiler_core.engine.user_workload import build_parts, check_batch, find_function
+
+    device = resolve_device(config)
+    parts = build_parts(config.workload, device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        generator = torch.Generator(device=device).manual_seed(config.seed)
+        check_batch(config.workload, parts.batch(generator), device)
+    for finding in check_step(find_function(config.workload), parts.model, parts.loss,
+                              parts.optimizer):
+        print(f"capture readiness: {finding.one_line()}", file=sys.stderr)
+    del parts
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _save(result: RunResult, args) -> Path:
+    """Save a run into ``--out``. The folder was checked before the run: if it is refused now
+    (it changed while the run went on), the run is kept elsewhere and ``SaveError`` says where."""
+    try:
+        return result.save(args.out, overwrite=args.overwrite)
+    except ConfigError as error:
+        raise result.keep_elsewhere(args.out, f"refused: {error.message}") from None
+
+
+def _keep_partial(partial: RunResult, args) -> None:
+    """Save what a run that stopped early measured; a failure to do so is said, not raised (the
+    run's own error is the one to report)."""
+    try:
+        kept = _save(partial, args)
+        print(f"The incomplete run was kept in {kept} (marked incomplete).", file=sys.stderr)
+    except SaveError as error:  # kept elsewhere (it says where), or lost (it says why)
+        print(f"The incomplete run (marked incomplete): {_one_line(str(error))}", file=sys.stderr)
+    except (ProfilerError, OSError) as error:
+        print(f"The incomplete run could not be kept: {_one_line(str(error))}", file=sys.stderr)
+    finally:
+        partial.release_scratch()
+
+
+def _command_bench(args) -> int:
+    from profiler_core.orchestration.bench import format_benchmark, run_benchmark
+
+    if not 1 <= args.rounds <= MAX_BENCH_ROUNDS:
+        raise ConfigError("rounds", f"rounds must be a whole number from 1 to {MAX_BENCH_ROUNDS}; "
+                                    f"got {args.rounds:,}", "6 rounds give a usable interval")
+    from profiler_core.orchestration.bench import BENCH_CONFIGS
+
+    names = [name.strip() for name in args.configs.split(",") if name.strip()]
+    unknown = [name for name in names if name not in BENCH_CONFIGS]
+    if not names or unknown:
+        raise ConfigError("configs", f"configs must name some of {', '.join(BENCH_CONFIGS)}; got "
+                                     f"{args.configs!r}", "separate several with commas")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NoCudaError("the benchmark needs a CUDA device (torch.cuda.is_available() is False)",
+                          "run it on a machine with an NVIDIA GPU and a CUDA build of torch")
+    bar = cli.BarProgress()
+    tables = run_benchmark(args.rounds, {name: BENCH_CONFIGS[name] for name in names}, progress=bar,
+                           quiet_tool=args.quiet_tool)
+    bar.close()
+    print(format_benchmark(tables))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, frame in tables.items():
+            frame.to_csv(out / f"bench_{name}.csv", index=False)
+        print(f"\nWrote {out}")
+    return 0
+
+
+def _command_serve(args) -> int:
+    from profiler_core.engine.serve import serve
+
+    return serve(args.device, main)
+
+
+def _check_table_outputs(folder: Path, overwrite: bool) -> None:
+    """``trace-stats --out``: a new or empty folder, or one holding nothing but the two tables an
+    earlier trace-stats wrote (plain files starting with our header), which are replaced only
+    when asked (``--overwrite``). Anything else in the folder refuses it, and it is left as it
+    was."""
+    from profiler_core.spec.schema import TABLE_FILES
+    from profiler_core.storage.outputs import shown_name
+
+    if not os.path.lexists(folder):
+        return
+    if folder.is_symlink() or not folder.is_dir():
+        raise ConfigError("out", f"{str(folder)!r} exists and is not a folder",
+                          "choose a folder for the tables")
+    headers = {TABLE_FILES[table][0]: ",".join(TABLE_FILES[table][1])
+               for table in ("launch_split", "kernels")}
+    try:
+        with os.scandir(folder) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+    except OSError as error:
+        raise ConfigError("out", f"{str(folder)!r} cannot be read ({error.strerror})",
+                          "choose another folder") from None
+    for entry in entries:
+        path = folder / entry.name
+        if entry.name not in headers:
+            raise ConfigError("out", f"{str(folder)!r} holds {shown_name(entry.name)}, which "
+                                     "trace-stats did not write, so nothing was written",
+                              "choose a new or empty folder for the tables")
+        if not entry.is_file(follow_symlinks=False) or _first_line(path) != headers[entry.name]:
+            raise ConfigError("out", f"{str(path)!r} exists and is not a table written by this "
+                                     "tool, so nothing was written", "choose another folder")
+    if entries and not overwrite:
+        raise ConfigError("out", f"{str(folder / entries[0].name)!r} already holds a table",
+                          "choose another folder, or pass --overwrite to replace it")
+
+
+def _first_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.readline(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _command_trace_stats(args) -> int:
+    from profiler_core.analysis.trace import (
+        analyse_trace,
+        format_report,
+        load_trace,
+        shown,
+        write_tables,
+    )
+    from profiler_core.spec.errors import RunFormatError
+    from profiler_core.storage.outputs import output_path
+
+    out = output_path(args.out) if args.out else None
+    if out is not None:
+        _check_table_outputs(out, args.overwrite)  # before any work: nothing is lost
+    bar = cli.LateBar()  # a bar on stderr once reading has taken a second
+    try:
+        events = load_trace(args.trace, progress=bar)
+    finally:
+        bar.close()
+    analysis = analyse_trace(events, mode=Path(args.trace).name)
+    if analysis.launch_split.empty:
+        raise RunFormatError(f"trace {shown(args.trace)} holds no events to analyse (no complete "
+                             "'X' events with a timestamp)",
+                             "export the trace after the profiled steps ran, with "
+                             "prof.export_chrome_trace(path)")
+    print(format_report(analysis))
+    if out is not None:
+        try:
+            written = write_tables(analysis, out)
+        except OSError as error:
+            raise ConfigError("out", f"cannot write the tables into {shown(args.out)}: "
+                                     f"{shown(error.strerror or str(error), 200)}",
+                              "pick a folder you can write to") from None
+        for path in written:
+            print(f"Wrote {path}")
+    return 0
+
+
+def _command_predict(args) -> int:
+    from profiler_core.analysis.predict import trace_report
+
+    bar = cli.LateBar()  # a bar on stderr once reading the trace has taken a second
+    try:
+        report = trace_report(args.trace, args.launch_us, args.per_node_us, args.calibrate,
+                              args.steps_per_iteration, args.steps_per_graph, args.copy_us,
+                              args.eager_ms, progress=bar)
+    finally:
+        bar.close()
+    print(report)
+    return 0
+
+
+COMMANDS = {"run": _command_run, "bench": _command_bench, "serve": _command_serve,
+            "trace-stats": _command_trace_stats,
+            "predict": _command_predict}
+
+
+def _command_sweep(args) -> int:
+    from profiler_core.sweep.core import command_sweep
+
+    # SIGTERM stops the sweep like Ctrl-C: finished points are kept and --resume continues it.
+    signal.signal(signal.SIGTERM, _interrupt)
+    return command_sweep(args)
+
+
+COMMANDS["sweep"] = _command_sweep
+
+
+def _command_index(args) -> int:
+    from profiler_core.spec.errors import RunFormatError
+    from profiler_core.spec.progress import Progress
+    from profiler_core.storage.index import format_listing, open_index, parse_where
+
+    if not Path(args.runs).is_dir():
+        raise RunFormatError(f"the runs folder {str(args.runs)!r} does not exist",
+                             "pass --runs with the folder your runs are saved in")
+    filters = [parse_where(text) for text in args.where]
+    bar = cli.BarProgress()
+    shown = []
+
+    def progress(done: int, total: int) -> None:
+        shown.append(done)
+        bar(Progress("index", done, total, f"{done} of {total} folders read"))
+
+    with open_index(args.runs, rebuild=args.rebuild, progress=progress) as index:
+        if shown:
+            bar.close()
+        print(format_listing(index, filters))
+    return 0
+
+
+COMMANDS["index"] = _command_index
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    jsonl = "--progress" in argv and argv[argv.index("--progress") + 1:][:1] == ["jsonl"]
+
+    def fail(code: int, kind: str, message: str, hint: str = "", field: str | None = None) -> int:
+        message, hint = _one_line(message), _one_line(hint)
+        if jsonl:
+            cli.JsonlProgress().emit({"event": "error", "kind": kind, "field": field,
+                                      "message": message, "hint": hint})
+        print(f"error: {message}" + (f" ({hint})" if hint else ""), file=sys.stderr)
+        return code
+
+    # A run's stop signals are handled until its error is reported (stopping.RunStopper).
+    with (RunStopper() if argv[:1] == ["run"] else contextlib.nullcontext()) as stopper:
+        try:
+            args = cli.parse(argv)
+            if args.command == "run":
+                return _command_run(args, stopper)
+            return COMMANDS[args.command](args)
+        except cli.UsageError as error:
+            return fail(2, "UsageError", str(error))
+        except ConfigError as error:
+            return fail(2, "ConfigError", cli.describe_config_error(error), error.hint, error.field)
+        except ProfilerError as error:
+            return fail(error.exit_code, type(error).__name__, error.message, error.hint)
+        except TimeLimitReached as error:
+            return fail(TimeLimitReached.exit_code, "TimeLimit", str(error),
+                        "pass a larger --timeout, or --timeout 0 for no limit")
+        except KeyboardInterrupt:
+            return fail(130, "Interrupted", "interrupted")
+
+
+def exit_now(code: int) -> None:
+    """End the process with ``code`` once everything is written: the atexit handlers run and the
+    standard streams are flushed, but the interpreter's own teardown is skipped (with torch and
+    pandas loaded it took 1.5 s on a 2-core machine, during which a caller waits for the exit).
+    Any other live non-daemon thread gets the ordinary exit, which waits for it."""
+    import atexit
+    import threading
+
+    others = [thread for thread in threading.enumerate()
+              if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()]
+    if others:
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def run_from_command_line() -> None:
+    """The ``python -m profiler_core`` entry point: run the command and exit with its code."""
+    exit_now(main())

@@ -1,0 +1,297 @@
+"""The mode registry: every way a run can execute one training step, each prepared the same way
+and timed the same way (``timing``, driven by ``runner``).
+
+Scope: what each mode is, how it is prepared on its own replica (built from the same seed, so
+every mode starts from identical weights and sees identical batches) and what that preparation
+cost once (wall time, memory), plus the figures only that mode has. The modes (``REGISTRY``):
+
+- ``eager``: the baseline, one step per iteration;
+- ``graph``: the article's whole-step capture (``capture.GraphedStep``): warm-up on a side
+  stream, capture, replay with static inputs; one iteration replays ``capture_iters`` steps;
+- ``graphed_callables``: ``torch.cuda.make_graphed_callables`` on the model (forward and
+  backward replayed as graphs; loss, optimizer and zero_grad eager);
+- ``compile``: ``torch.compile`` without CUDA graphs (the compiler's own share);
+- ``compile_ro``: ``torch.compile(mode="reduce-overhead")`` (CUDA graph trees), with the graphs
+  it recorded and every "skipping cudagraphs" reason it gave.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import torch
+
+from profiler_core.engine.capture import CaptureCosts, GraphedStep
+from profiler_core.engine.telemetry import PhaseRecorder
+from profiler_core.engine.workloads import TrainingStep
+from profiler_core.spec.config import MODE_LABELS, RunConfig
+from profiler_core.spec.progress import ProgressCounter
+from profiler_core.timing.trials import Mode
+
+# Iterations run once before timing: compilation, autotuning and graph recording happen here.
+PREPARE_ITERS = 3
+
+
+@dataclass
+class Prepared:
+    """A mode ready to time."""
+
+    mode: Mode
+    step: TrainingStep  # the replica it trains (its counter holds the article's lesson)
+    one_time_ms: float  # preparation (compile or capture, with its warm-up), synchronised wall time
+    memory_bytes: int  # memory the preparation added (``peak_added``); 0 for eager
+    details: dict[str, Any] = field(default_factory=dict)  # graphs_recorded, skip_reasons
+    # Figures only this mode has, for metrics.csv (the graph's capture_ms, pool_bytes...).
+    figures: dict[str, float] = field(default_factory=dict)
+    # The mode prepared afresh (the graph: captured again after the profiler's first use).
+    prepare_again: Callable[[], Mode] | None = None
+
+    @property
+    def graphs_recorded(self) -> float:
+        return float(self.details.get("graphs_recorded", math.nan))
+
+
+@dataclass
+class Preparation:
+    """What every mode's preparation is given: the run's config, device and batches, where it
+    records its phases and progress, the article's counters observed so far, the run's notes,
+    and the check to run on a step before capturing it (the user's step's readiness)."""
+
+    config: RunConfig
+    device: torch.device
+    batches: list
+    phases: PhaseRecorder
+    progress: ProgressCounter
+    observed: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    before_capture: Callable[[TrainingStep], None] = lambda step: None
+
+    @contextmanager
+    def phase(self, name: str, message: str) -> Iterator[None]:
+        self.progress.start_phase(name, message)
+        with self.phases.phase(name):
+            yield
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    """One entry of the registry."""
+
+    name: str
+    cuda_only: bool
+    prepare: Callable[[Preparation], Prepared]
+    # Timed iterations per run: as many training steps as every other mode, in iterations.
+    timed_iterations: Callable[[RunConfig], int] = lambda config: config.total_eager_iters
+
+    @property
+    def label(self) -> str:
+        return MODE_LABELS[self.name]
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def preparation_baseline(device: torch.device) -> tuple[int, int]:
+    """Start measuring a preparation's memory: garbage from earlier steps collected and the cache
+    emptied (so their freeing does not look like a saving), the peak reset; returns the bytes
+    allocated and reserved now."""
+    if device.type != "cuda":
+        return 0, 0
+    gc.collect()
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
+
+
+def peak_added(device: torch.device, baseline: tuple[int, int]) -> int:
+    """The memory a preparation added since ``preparation_baseline`` (never negative): the larger
+    of the allocator's peak allocation above the baseline and the reservation it kept, which
+    holds the private pools of CUDA graphs (Inductor's graph trees allocate there without
+    raising this process's peak allocation: 0 bytes on the H200 for the seed step)."""
+    if device.type != "cuda":
+        return 0
+    torch.cuda.synchronize(device)
+    allocated, reserved = baseline
+    return max(0, torch.cuda.max_memory_allocated(device) - allocated,
+               torch.cuda.memory_reserved(device) - reserved)
+
+
+def _step_mode(name: str, step: TrainingStep, batches) -> Mode:
+    return Mode(name, 1, lambda i: step.eager_step(*batches[i % len(batches)]))
+
+
+class _SkipReasons(logging.Handler):
+    """Collects Inductor's "skipping cudagraphs due to ..." messages (they propagate to the
+    ``torch._inductor`` logger whatever artifact logger emits them in a given torch version)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.reasons: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "skipping cudagraphs" in message and message not in self.reasons:
+            self.reasons.append(message.strip().splitlines()[0][:300])
+
+
+def _graphs_recorded(device: torch.device) -> float:
+    """CUDA graphs in Inductor's graph trees for the device; NaN where this torch does not say."""
+    try:
+        from torch._inductor import cudagraph_trees
+
+        manager = cudagraph_trees.get_manager(device.index, create_if_none_exists=False)
+    except (ImportError, AttributeError, TypeError, RuntimeError):
+        return math.nan
+    if manager is None:
+        return 0.0
+
+    def count(nodes) -> int:
+        return sum(1 + sum(count(children) for children in node.children.values())
+                   for node in nodes)
+
+    try:
+        return float(sum(count(nodes) for nodes in manager.roots.values()))
+    except AttributeError:
+        return math.nan
+
+
+def prepare_compiled(config, device: torch.device, batches, reduce_overhead: bool) -> Prepared:
+    """``torch.compile`` on the model (forward and backward); loss and optimizer stay eager."""
+    name = "compile_ro" if reduce_overhead else "compile"
+    step = TrainingStep(config, device, graphed=False)
+    step.model = torch.compile(step.model, mode="reduce-overhead" if reduce_overhead else None)
+    watcher = _SkipReasons()
+    inductor_log = logging.getLogger("torch._inductor")
+    inductor_log.addHandler(watcher)
+    try:
+        baseline, started = preparation_baseline(device), time.perf_counter()
+        for i in range(PREPARE_ITERS):
+            step.eager_step(*batches[i % len(batches)], count=False)
+        _synchronize(device)
+        one_time_ms = (time.perf_counter() - started) * 1e3
+    finally:
+        inductor_log.removeHandler(watcher)
+    details: dict[str, Any] = {}
+    if reduce_overhead:
+        details = {"graphs_recorded": _graphs_recorded(device) if device.type == "cuda" else 0.0,
+                   "skip_reasons": watcher.reasons}
+    return Prepared(_step_mode(name, step, batches), step, one_time_ms,
+                    peak_added(device, baseline), details)
+
+
+def prepare_graphed_callables(config, device: torch.device, batches) -> Prepared:
+    """``torch.cuda.make_graphed_callables`` on the model, under the step's autocast (whose
+    weight cache is off: a cached cast would outlive the capture)."""
+    step = TrainingStep(config, device, graphed=False)
+    sample = batches[0][0].clone()
+    baseline, started = preparation_baseline(device), time.perf_counter()
+    with step.autocast():
+        step.model = torch.cuda.make_graphed_callables(step.model, (sample,),
+                                                       num_warmup_iters=PREPARE_ITERS)
+    for i in range(PREPARE_ITERS):
+        step.eager_step(*batches[i % len(batches)], count=False)
+    _synchronize(device)
+    one_time_ms = (time.perf_counter() - started) * 1e3
+    return Prepared(_step_mode("graphed_callables", step, batches), step, one_time_ms,
+                    peak_added(device, baseline))
+
+
+def prepare_eager(prep: Preparation) -> Prepared:
+    """The baseline replica. Its iteration ``i`` uses the batch replay ``i // capture_iters`` of
+    the graph uses, so eager and the graph see the same data."""
+    config, batches = prep.config, prep.batches
+    with prep.phase("setup", f"the eager replica on {config.device}"):
+        step = TrainingStep(config, prep.device, graphed=False)
+
+    def run(i: int) -> None:
+        step.eager_step(*batches[(i // config.capture_iters) % len(batches)])
+    return Prepared(Mode("eager", 1, run), step, one_time_ms=0.0, memory_bytes=0)
+
+
+def new_graphed_step(config: RunConfig, device: torch.device, batches) -> GraphedStep:
+    """A graphed replica (its optimizer capturable), not yet captured."""
+    return GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
+
+
+def capture_graph(graphed: GraphedStep, config: RunConfig, batches,
+                  prep: Preparation | None = None) -> CaptureCosts:
+    """Warm ``graphed`` up on a side stream and capture it, as in the article; with ``prep``,
+    the readiness check runs first and phases, progress and the counters are recorded."""
+    warm_up = [batches[i % len(batches)] for i in range(config.warmup_iters)]
+    if prep is None:
+        return graphed.capture(config.capture_iters, graphed.warm_up(warm_up, count=config.count_warmup))
+    prep.before_capture(graphed.step)
+    counter = graphed.step.counter
+    prep.observed["initial"] = float(counter.item())
+    with prep.phase("warm-up", f"{config.warmup_iters} side-stream iterations"):
+        warmup_ms = graphed.warm_up(warm_up, count=config.count_warmup)
+    prep.progress.advance(config.warmup_iters)
+    prep.observed["after_warmup"] = float(counter.item())
+    with prep.phase("capture", f"{config.capture_iters} step(s) into one graph"):
+        costs = graphed.capture(config.capture_iters, warmup_ms)
+    prep.progress.advance(config.capture_iters)
+    prep.observed["after_capture"] = float(counter.item())
+    return costs
+
+
+def _replay_mode(graphed: GraphedStep, batches, steps_per_graph: int) -> Mode:
+    return Mode("graph", steps_per_graph, lambda i: graphed.replay(),
+                load=lambda i: graphed.load(*batches[i % len(batches)]))
+
+
+def prepare_graph(prep: Preparation) -> Prepared:
+    """The article's whole-step graph: one iteration is a replay of ``capture_iters`` steps, its
+    batch copied into the static inputs first."""
+    config, device, batches = prep.config, prep.device, prep.batches
+    graphed = new_graphed_step(config, device, batches)
+    baseline = preparation_baseline(device)
+    costs = capture_graph(graphed, config, batches, prep)
+
+    def prepare_again() -> Mode:
+        again = new_graphed_step(config, device, batches)
+        capture_graph(again, config, batches)
+        return _replay_mode(again, batches, config.capture_iters)
+    return Prepared(
+        _replay_mode(graphed, batches, config.capture_iters), graphed.step,
+        one_time_ms=costs.warmup_ms + costs.capture_ms, memory_bytes=peak_added(device, baseline),
+        details={"graphs_recorded": 1.0},
+        figures={"warmup_ms": costs.warmup_ms, "capture_ms": costs.capture_ms,
+                 "pool_bytes": costs.pool_reserved_bytes,
+                 "pool_allocated_bytes": costs.pool_allocated_bytes},
+        prepare_again=prepare_again)
+
+
+def _prepare_extra(name: str, prepare: Callable[[RunConfig, torch.device, list], Prepared]
+                   ) -> Callable[[Preparation], Prepared]:
+    """A mode beside eager and the graph: ``prepare`` in its own phase, its skip reasons noted."""
+    def run(prep: Preparation) -> Prepared:
+        with prep.phase(f"{name} preparation", MODE_LABELS[name]):
+            prepared = prepare(prep.config, prep.device, prep.batches)
+        prep.notes.extend(f"{name}: {reason}" for reason in prepared.details.get("skip_reasons", []))
+        return prepared
+    return run
+
+
+REGISTRY: dict[str, ModeSpec] = {spec.name: spec for spec in (
+    ModeSpec("eager", cuda_only=False, prepare=prepare_eager),
+    ModeSpec("graph", cuda_only=True, prepare=prepare_graph,
+             timed_iterations=lambda config: config.replays),
+    ModeSpec("graphed_callables", cuda_only=True,
+             prepare=_prepare_extra("graphed_callables", prepare_graphed_callables)),
+    ModeSpec("compile", cuda_only=False,
+             prepare=_prepare_extra("compile", partial(prepare_compiled, reduce_overhead=False))),
+    ModeSpec("compile_ro", cuda_only=True,
+             prepare=_prepare_extra("compile_ro", partial(prepare_compiled, reduce_overhead=True))),
+)}
+CUDA_ONLY_MODES = tuple(name for name, spec in REGISTRY.items() if spec.cuda_only)

@@ -1,0 +1,202 @@
+"""Capture readiness: what in a user's training step would break or silently change under CUDA-graph
+capture, found before capturing, each with its file, line and the fix.
+
+Scope: checks only; nothing runs. It reads the source of the code that runs inside the step (the
+``forward`` of every module class defined outside torch, a loss function defined outside torch)
+and of the function that built it, and looks at the built optimizer. The source checks are
+syntactic, so they can flag code that is in fact harmless (a ``float(...)`` of a Python number);
+each finding says what it saw. Findings:
+
+- ``host-sync``: ``.item()``, ``.cpu()``, ``.numpy()``, ``.tolist()``, ``print(...)``,
+  ``torch.cuda.synchronize()``, ``float/int/bool(...)`` of a value: capture fails on a sync.
+- ``cpu-tensor``: ``torch.tensor/zeros/ones/...`` without ``device=`` inside the step.
+- ``dynamic-shape``: ``nonzero``, ``masked_select``, ``unique``, one-argument ``torch.where`` and
+  boolean-mask indexing give outputs whose size depends on the data; a graph has fixed shapes.
+- ``data-dependent-branch``: an ``if``/``while`` decided by a tensor's value (``.any()``,
+  ``.sum()``...): a sync, and the graph records only the branch taken at capture.
+- ``frozen-python-state``: a Python number changed inside ``forward`` (``self.steps += 1``) moves
+  only while capturing; replays repeat the captured value (the article's counter lesson).
+- ``lr-schedule``: a learning-rate scheduler changes the optimizer's Python float ``lr``; a
+  captured ``step()`` keeps the lr it was captured with.
+- ``optimizer-not-capturable``: Adam-style optimizers need ``capturable=True`` to be captured.
+- ``extra-generator``: a ``torch.Generator`` inside the step is not registered with the graph, so
+  replays repeat the captured random numbers.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+_TORCH_DIR = Path(torch.__file__).resolve().parent
+_SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
+_FACTORIES = {"tensor", "zeros", "ones", "empty", "randn", "rand", "randint", "arange", "full",
+              "linspace", "eye", "as_tensor"}
+_DYNAMIC = {"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"}
+_REDUCTIONS = {"any", "all", "sum", "max", "min", "mean", "item", "norm"}
+_SCHEDULERS = {"LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
+               "ReduceLROnPlateau", "OneCycleLR", "CyclicLR", "LinearLR", "PolynomialLR",
+               "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler", "MultiplicativeLR",
+               "ConstantLR"}
+_CAPTURABLE_OPTIMIZERS = {"Adam", "AdamW", "NAdam", "RAdam", "Adamax", "ASGD", "Rprop", "Adadelta",
+                          "Adagrad", "SparseAdam", "LBFGS", "RMSprop"}
+
+FIXES = {
+    "host-sync": "read values after replay() instead, outside the captured step",
+    "cpu-tensor": "create the tensor once on the GPU before capture (pass device=...), or register "
+                  "it as a buffer",
+    "dynamic-shape": "keep shapes fixed: use a mask multiply or torch.where(cond, a, b) instead",
+    "data-dependent-branch": "compute both branches and select with torch.where, or move the "
+                             "decision outside the captured step",
+    "frozen-python-state": "keep the state in a GPU tensor (as the article's static_counter) and "
+                           "update it in place",
+    "lr-schedule": "pass lr as a GPU tensor (torch.tensor(lr, device=...)) with capturable=True and "
+                   "update it in place, or capture again after each change",
+    "optimizer-not-capturable": "build the optimizer with capturable=True (or use SGD)",
+    "extra-generator": "use the default generator, or register yours with "
+                       "graph.register_generator_state(generator)",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # one of FIXES
+    file: str
+    line: int
+    code: str  # the source line
+    problem: str
+
+    @property
+    def fix(self) -> str:
+        return FIXES[self.kind]
+
+    def one_line(self) -> str:
+        return f"{Path(self.file).name}:{self.line} `{self.code}`: {self.problem} (fix: {self.fix})"
+
+
+def _user_code(obj: Any) -> bool:
+    try:
+        path = Path(inspect.getsourcefile(obj) or "").resolve()
+    except (TypeError, OSError):
+        return False
+    return bool(str(path)) and _TORCH_DIR not in path.parents
+
+
+def _parse(function: Callable) -> tuple[ast.AST, str, int, list[str]] | None:
+    """The function's syntax tree, file, first line and source lines (None without source)."""
+    try:
+        lines, first = inspect.getsourcelines(function)
+        file = inspect.getsourcefile(function) or "<unknown>"
+    except (TypeError, OSError):
+        return None
+    source = textwrap.dedent("".join(lines))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    return tree, file, first, source.splitlines()
+
+
+def _name(node: ast.AST) -> str:
+    """The last name of a call target: ``torch.zeros`` -> zeros, ``x.item`` -> item."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def _is_torch_call(call: ast.Call) -> bool:
+    func = call.func
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch"
+
+
+def _step_findings(tree: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
+    """(node, kind, problem) for code that runs inside the captured step."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = _name(node.func)
+            if isinstance(node.func, ast.Attribute) and name in _SYNC_METHODS and not node.args:
+                yield node, "host-sync", f".{name}() copies a value to the host (a synchronisation)"
+            elif name == "to" and any(isinstance(a, ast.Constant) and a.value == "cpu" for a in node.args):
+                yield node, "host-sync", ".to('cpu') copies to the host (a synchronisation)"
+            elif isinstance(node.func, ast.Name) and name == "print":
+                yield node, "host-sync", "print() of a tensor synchronises with the host"
+            elif isinstance(node.func, ast.Name) and name in ("float", "int", "bool") and node.args \
+                    and not isinstance(node.args[0], ast.Constant):
+                yield node, "host-sync", f"{name}() of a tensor synchronises with the host"
+            elif name == "synchronize":
+                yield node, "host-sync", "an explicit synchronize inside the step"
+            elif _is_torch_call(node) and name in _FACTORIES and not any(
+                    k.arg == "device" for k in node.keywords):
+                yield node, "cpu-tensor", f"torch.{name}(...) without device= makes a CPU tensor"
+            elif name in _DYNAMIC:
+                yield node, "dynamic-shape", f"{name} returns a data-dependent number of elements"
+            elif _is_torch_call(node) and name == "where" and len(node.args) == 1:
+                yield node, "dynamic-shape", "torch.where(cond) returns data-dependent indices"
+            elif name == "Generator":
+                yield node, "extra-generator", "a torch.Generator made inside the step"
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Compare):
+            yield node, "dynamic-shape", "indexing with a boolean mask gives a data-dependent shape"
+        elif isinstance(node, (ast.If, ast.While)) and any(
+                isinstance(n, ast.Call) and _name(n.func) in _REDUCTIONS for n in ast.walk(node.test)):
+            yield node, "data-dependent-branch", "a branch decided by a tensor's value"
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute) and \
+                isinstance(node.target.value, ast.Name) and node.target.value.id == "self" and \
+                isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float)):
+            yield node, "frozen-python-state", f"self.{node.target.attr} is a Python number changed in the step"
+
+
+def _builder_findings(tree: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
+    """(node, kind, problem) in the function that builds the step."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = _name(node.func)
+            if name in _SCHEDULERS:
+                yield node, "lr-schedule", f"{name} changes the Python float learning rate"
+            elif name in _CAPTURABLE_OPTIMIZERS and not any(k.arg == "capturable" for k in node.keywords):
+                yield node, "optimizer-not-capturable", f"{name}(...) is built without capturable=True"
+
+
+def _located(function: Callable, found: Callable[[ast.AST], Iterator]) -> list[Finding]:
+    parsed = _parse(function)
+    if parsed is None:
+        return []
+    tree, file, first, lines = parsed
+    findings = []
+    for node, kind, problem in found(tree):
+        line = getattr(node, "lineno", 1)
+        code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        findings.append(Finding(kind, file, first + line - 1, code[:120], problem))
+    return findings
+
+
+def check_step(builder: Callable, model: torch.nn.Module, loss: Callable,
+               optimizer: torch.optim.Optimizer) -> list[Finding]:
+    """Every finding in the step built by ``builder``, in file and line order, without repeats."""
+    findings: list[Finding] = []
+    classes = {type(module) for module in model.modules()}
+    for cls in classes:
+        forward = getattr(cls, "forward", None)
+        if forward is not None and _user_code(forward):
+            findings += _located(forward, _step_findings)
+    if _user_code(loss) and inspect.isfunction(loss):
+        findings += _located(loss, _step_findings)
+    if _user_code(builder):
+        findings += _located(builder, _builder_findings)
+    on_gpu = any(parameter.is_cuda for parameter in model.parameters())
+    if on_gpu and type(optimizer).__name__ in _CAPTURABLE_OPTIMIZERS and not all(
+            group.get("capturable", False) for group in optimizer.param_groups):
+        if not any(f.kind == "optimizer-not-capturable" for f in findings):
+            findings.append(Finding("optimizer-not-capturable", "<optimizer>", 0,
+                                    type(optimizer).__name__,
+                                    f"{type(optimizer).__name__} has capturable=False"))
+    unique = {(f.kind, f.file, f.line): f for f in findings}
+    return sorted(unique.values(), key=lambda f: (f.file, f.line, f.kind))

@@ -1,0 +1,173 @@
+"""The warm worker: ``python -m profiler_core serve --device D`` serves exactly one run.
+
+Scope: what a spare process of :class:`profiler_core.orchestration.launcher.Launcher` does before and while it
+serves. It imports torch and the engine, brings the CUDA context up on ``D`` and runs a tiny
+training step there (an MLP and a convolution, fp32 and bf16 autocast: the cuBLAS, cuBLASLt and
+cuDNN handles, the first kernels),
+prints ``{"event": "worker", "state": "ready"}``, then reads one request from stdin,
+``{"argv": ["run", ...]}``, prints ``{"event": "worker", "state": "accepted"}`` and runs it through
+the same ``main`` as ``python -m profiler_core run`` (same records, outputs and exit code), and
+exits with its code. End of stdin before a request: exit 0 without running anything. A request
+that is not one line of UTF-8 JSON of at most ``MAX_REQUEST_CHARS`` characters, nested at most
+``MAX_REQUEST_DEPTH`` deep, of the form ``{"argv": ["run", ...]}`` with strings free of NUL
+characters, is refused with one JSON error record on stdout (``{"event": "error", "kind":
+"UsageError", ...}``) and a line on stderr, exit 2: never a traceback.
+
+The warm-up leaves nothing that a run measures: the random number generators are restored, the
+cuBLAS workspaces and the cached memory are given back and the peak-memory statistics reset, so a
+run allocates its workspaces where a fresh process would; torch.profiler, NVML and torch.compile
+are not touched (CUPTI would stay attached; a compile's one-time cost includes its imports). Only
+the run's ``setup`` phase is shorter. A warm-up that fails ends the worker (exit 1, the reason on
+stderr): the launcher then starts the run in a fresh process, which reports any real problem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import IO
+
+WARM_BATCH, WARM_WIDTH, WARM_IMAGE = 32, 64, 8
+# A request is one run's command line: a few hundred characters. Longer lines are refused after
+# this many characters are read (the rest is never read into memory).
+MAX_REQUEST_CHARS = 65_536
+MAX_REQUEST_DEPTH = 8  # {"argv": [...]} is 2 deep; json.loads would recurse much deeper
+
+
+def _record(stream: IO[str], **record) -> None:
+    stream.write(json.dumps({"event": "worker", **record}) + "\n")
+    stream.flush()
+
+
+def warm_up(device_name: str) -> None:
+    """Import what a run imports and run a tiny training step on ``device_name`` (the CPU, or a
+    CUDA device that exists; for any other the run itself says what is wrong)."""
+    import torch
+
+    import profiler_core.engine.runner  # noqa: F401  (the engine, pandas, numpy: what a run imports)
+
+    device = torch.device(device_name)
+    if device.type == "cuda":
+        index = 0 if device.index is None else device.index
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            return
+        with torch.cuda.device(index), torch.random.fork_rng(devices=[index]):
+            _tiny_steps(torch, device, (None, torch.bfloat16))
+            torch.cuda.synchronize(device)
+        clear_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear_workspaces is not None:
+            clear_workspaces()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        with torch.random.fork_rng(devices=[]):
+            _tiny_steps(torch, device, (None,))
+
+
+def _tiny_steps(torch, device, autocast_dtypes) -> None:
+    """Forward, loss, backward and an SGD step of a two-layer MLP and of a small convolution
+    (cuBLAS, and cuDNN for the conv workload), once per precision."""
+    nn = torch.nn
+    mlp = nn.Sequential(nn.Linear(WARM_WIDTH, WARM_WIDTH), nn.Dropout(0.1), nn.ReLU(),
+                        nn.Linear(WARM_WIDTH, WARM_WIDTH)).to(device)
+    conv = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4)).to(device)
+    optimizer = torch.optim.SGD([*mlp.parameters(), *conv.parameters()], lr=0.1)
+    vectors = torch.ones(WARM_BATCH, WARM_WIDTH, device=device)
+    images = torch.ones(2, 3, WARM_IMAGE, WARM_IMAGE, device=device)
+    labels = torch.zeros(2, dtype=torch.long, device=device)
+    for dtype in autocast_dtypes:
+        optimizer.zero_grad(set_to_none=True)
+        autocast = (torch.autocast(device.type, dtype=dtype, cache_enabled=False) if dtype
+                    else contextlib.nullcontext())
+        with autocast:
+            vector_out, image_out = mlp(vectors), conv(images)
+        loss = (torch.nn.functional.mse_loss(vector_out.float(), vectors)
+                + torch.nn.functional.cross_entropy(image_out.float(), labels))
+        loss.backward()
+        optimizer.step()
+
+
+def read_request(line: str) -> list[str]:
+    """The run's argv from one request line; ValueError (one line) for anything else."""
+    if len(line) > MAX_REQUEST_CHARS:
+        raise ValueError(f"the request is longer than {MAX_REQUEST_CHARS:,} characters")
+    if _nesting(line) > MAX_REQUEST_DEPTH:
+        raise ValueError(f"the request is nested more than {MAX_REQUEST_DEPTH} deep")
+    try:
+        request = json.loads(line)
+    except (ValueError, RecursionError):
+        raise ValueError("the request is not JSON") from None
+    argv = request.get("argv") if isinstance(request, dict) else None
+    if not (isinstance(argv, list) and argv[:1] == ["run"] and all(isinstance(a, str) for a in argv)):
+        raise ValueError('the request must be {"argv": ["run", ...]} with strings only')
+    if any("\x00" in a for a in argv):
+        raise ValueError("the request's argv holds a NUL character, which no argument can hold")
+    return argv
+
+
+def _nesting(text: str) -> int:
+    """How deep ``[`` and ``{`` nest in ``text`` (brackets inside strings count too: an upper
+    bound, enough to refuse before ``json.loads`` recurses)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_line(stdin: IO[str], limit: int = MAX_REQUEST_CHARS) -> str:
+    """One line of at most ``limit`` characters (one more is read to tell a longer one); bytes
+    that are not UTF-8 are a ValueError."""
+    raw = getattr(stdin, "buffer", None)
+    if raw is None:
+        return stdin.readline(limit + 1)
+    cap = 4 * limit + 4  # a character is at most 4 bytes in UTF-8
+    data = raw.readline(cap)
+    if len(data) >= cap and not data.endswith(b"\n"):
+        raise ValueError(f"the request is longer than {limit:,} characters")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("the request is not UTF-8 text") from None
+
+
+def _refuse(stdout: IO[str], message: str) -> int:
+    """A refused request: one JSON error record on stdout, one line on stderr, exit 2."""
+    hint = 'send one line: {"argv": ["run", ...]}, the arguments of python -m profiler_core run'
+    stdout.write(json.dumps({"event": "error", "kind": "UsageError", "field": None,
+                             "message": message, "hint": hint}) + "\n")
+    stdout.flush()
+    print(f"error: {message} ({hint})", file=sys.stderr)
+    return 2
+
+
+def serve(device_name: str, run_main: Callable[[Sequence[str]], int],
+          stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
+    """Warm up, say so, serve one request through ``run_main`` and return its exit code."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    started = time.perf_counter()
+    try:
+        warm_up(device_name)
+    except Exception as error:  # the launcher falls back to a fresh process
+        print(f"error: the warm-up on {device_name} failed: {error!r}", file=sys.stderr)
+        return 1
+    _record(stdout, state="ready", pid=os.getpid(), device=device_name,
+            warm_s=round(time.perf_counter() - started, 3))
+    try:
+        line = read_line(stdin)
+        if not line:
+            return 0  # the launcher let this spare go
+        argv = read_request(line.rstrip("\r\n") if line.endswith("\n") else line)
+    except ValueError as error:
+        return _refuse(stdout, str(error))
+    _record(stdout, state="accepted")
+    return run_main(argv)

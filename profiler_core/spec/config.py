@@ -1,0 +1,365 @@
+"""Run configuration: the frozen ``RunConfig``, its limits, validation and the article's presets.
+
+Scope: what to run, never how. Every field is checked when a ``RunConfig`` is built, so a config
+that exists is a valid one; a bad value raises ``ConfigError`` naming the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from profiler_core.spec.errors import ConfigError, quoted, shown, shown_int
+from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
+from profiler_core.spec.workload_kinds import workload_of
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16")
+# The article's step, its three lessons, and the built-in transformer and convolutional workloads.
+PRESET_NAMES = ("seed", "lesson1", "lesson2", "lesson3", "transformer", "conv")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+# The article's step, plus deliberately broken steps that cannot be captured (for the tests and the
+# CLI only; the dashboard never offers them): a host sync, a CPU tensor, a non-capturable optimizer.
+WORKLOADS = ("mlp", "transformer", "conv", "broken-host-sync", "broken-cpu-tensor",
+             "broken-optimizer")
+
+# The modes a run can time (``modes``). Eager is the baseline and the article's whole-step graph
+# is always measured; the others are added on request.
+MODE_NAMES = ("eager", "graph", "graphed_callables", "compile", "compile_ro")
+ALWAYS_MEASURED = ("eager", "graph")
+# The modes a CPU run can time (the others need a CUDA device; ``modes.REGISTRY``'s ``cuda_only``
+# says the same, which a test checks).
+CPU_MODES = ("eager", "compile")
+# name -> what it is, in the words shown beside it (CLI, dashboard, tables)
+MODE_LABELS = {
+    "eager": "eager (the baseline)",
+    "graph": "whole-step CUDA graph, manual capture (the article)",
+    "graphed_callables": "torch.cuda.make_graphed_callables on the model",
+    "compile": "torch.compile, no CUDA graphs",
+    "compile_ro": 'torch.compile(mode="reduce-overhead"), CUDA graph trees',
+}
+
+# Interleaved trials when none are asked for (fewer when the replays or eager steps are few).
+DEFAULT_TRIALS = 10
+
+# The user's own step: "package.module:function" (see ``user_workload``).
+USER_WORKLOAD_PATTERN = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+MAX_USER_SPEC_CHARS = 256  # a package.module:function reference, at most
+
+
+def is_user_spec(text: object) -> bool:
+    """Whether a workload name is a ``package.module:function`` reference."""
+    return isinstance(text, str) and USER_WORKLOAD_PATTERN.fullmatch(text) is not None
+
+
+# Largest tensor the tool will build, in elements (a layer over 2^31 elements is refused).
+MAX_TENSOR_ELEMENTS = 2**31
+
+# (low, high) inclusive limits of every numeric field; the dashboard's controls use them too.
+INT_LIMITS: dict[str, tuple[int, int]] = {
+    "batch": (1, 1_048_576),
+    "d_in": (1, 1_048_576),
+    "hidden": (1, 1_048_576),
+    "d_out": (1, 1_048_576),
+    "hidden_layers": (1, 64),
+    "warmup_iters": (1, 1_000),
+    "capture_iters": (1, 100),
+    "replays": (1, 100_000),
+    "eager_iters": (1, 10_000_000),
+    "trials": (1, 1_000),
+    "seed": (0, 2**31 - 1),
+    "profile_iters": (1, 1_000),
+    "parity_steps": (0, 1_000),
+    "heads": (1, 256),
+    "seq_len": (1, 65_536),
+    "channels": (1, 4_096),
+    "image_size": (4, 2_048),
+    "repeats": (1, 15),
+}
+FLOAT_LIMITS: dict[str, tuple[float, float]] = {
+    "dropout1": (0.0, 0.99),
+    "dropout2": (0.0, 0.99),
+    "nvml_interval_ms": (1.0, 10_000.0),
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One eager-vs-graph experiment. Defaults are the seed article's tutorial step."""
+
+    batch: int = 640  # N: rows per training batch
+    d_in: int = 4096  # input features
+    hidden: int = 2048  # H: width of every hidden layer
+    d_out: int = 1024  # output features
+    hidden_layers: int = 1  # mlp: 1 = the article's Linear-Dropout-Linear-Dropout, k adds k-1
+    #                         Linear+ReLU; transformer: encoder layers; conv: convolution blocks
+    heads: int = 8  # transformer: attention heads (hidden must divide by it)
+    seq_len: int = 128  # transformer: tokens per sequence
+    channels: int = 64  # conv: channels of every convolution
+    image_size: int = 32  # conv: input images are image_size x image_size, 3 channels
+    dropout1: float = 0.2  # dropout after the first Linear
+    dropout2: float = 0.1  # dropout after the last Linear
+    dtype: str = "fp32"  # fp32 (TF32 off), tf32, bf16 autocast, fp16 autocast + GradScaler
+    optimizer: str = "sgd"  # sgd (lr 0.1), adam, adamw (capturable=True in the graphed replica)
+    warmup_iters: int = 3  # side-stream warm-up iterations before capture
+    capture_iters: int = 1  # training steps captured in one graph (article lesson 3: 3)
+    replays: int = 200  # timed graph replays
+    eager_iters: int | None = None  # timed eager steps; None = replays * capture_iters
+    count_warmup: bool = True  # does the static counter count warm-up steps (lesson 2: no)
+    seed: int = 0  # seeds weights, batches and dropout
+    device: str = "cuda:0"  # "cuda:N" or "cpu" (cpu runs only the eager half)
+    trials: int | None = None  # eager and graph alternate in this many blocks; None = auto
+    profile: bool = True  # record a torch.profiler window per mode (launch/kernel split)
+    profile_iters: int = 20  # iterations in each profiled window
+    nvml: bool = True  # sample GPU utilisation, clocks, power with NVML during the run
+    nvml_interval_ms: float = 20.0  # NVML polling period
+    parity_steps: int = 5  # replays compared with eager steps for numerical parity (0 = skip)
+    modes: tuple[str, ...] = ALWAYS_MEASURED  # eager, graph, then any of MODE_NAMES' others
+    workload: str = "mlp"  # "mlp", a deliberately broken step (WORKLOADS), or "package.module:function"
+    preset: str = "custom"  # the preset the values started from; a run whose values differ
+    #                         from it is labelled custom everywhere (``preset_label``)
+    repeats: int = 1  # fresh processes measuring this config; the headline is their median
+    cpu_affinity: str | None = None  # CPUs the timing process is pinned to, as taskset writes
+    #                                  them ("3", "2-5", "0,2,4"); None: not pinned
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cpu_affinity, str):  # one spelling per set of CPUs: "2,3,4" is "2-4"
+            try:
+                compact = format_cpu_list(parse_cpu_list(self.cpu_affinity))
+            except ValueError as error:
+                raise ConfigError("cpu_affinity", f"cpu_affinity: {error}",
+                                  f"give CPU numbers as taskset does: {CPU_LIST_EXAMPLE}, or "
+                                  "leave it empty: not pinned") from None
+            object.__setattr__(self, "cpu_affinity", compact or None)
+        _validate(self)
+
+    @property
+    def total_eager_iters(self) -> int:
+        """Timed eager steps: the explicit value, else as many training steps as the replays do."""
+        return self.eager_iters if self.eager_iters is not None else self.replays * self.capture_iters
+
+    @property
+    def trial_count(self) -> int:
+        """Interleaved blocks per mode: the explicit value, else up to ``DEFAULT_TRIALS`` with at
+        least two iterations in each block (a steady-state block keeps all but its first)."""
+        if self.trials is not None:
+            return self.trials
+        return max(1, min(DEFAULT_TRIALS, self.replays // 2, self.total_eager_iters // 2))
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    @property
+    def device_index(self) -> int | None:
+        return int(self.device.split(":")[1]) if self.is_cuda else None
+
+    def replace(self, **changes: Any) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def extra_modes(self) -> tuple[str, ...]:
+        """The requested modes beside eager and the article's graph."""
+        return tuple(mode for mode in self.modes if mode not in ALWAYS_MEASURED)
+
+    def to_dict(self) -> dict[str, Any]:
+        values = dataclasses.asdict(self)
+        values["modes"] = list(self.modes)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> RunConfig:
+        """Build from a mapping (a saved summary, a form); unknown keys are refused."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(str(unknown[0])[:40], f"unknown setting {quoted(unknown[0])}",
+                              f"known settings: {', '.join(sorted(known))}")
+        values = dict(values)
+        if isinstance(values.get("modes"), list):
+            values["modes"] = tuple(values["modes"])
+        return cls(**values)
+
+
+def _allowed_int(name: str) -> str:
+    low, high = INT_LIMITS[name]
+    return f"a whole number from {low:,} to {high:,}"
+
+
+def _check_int(config: RunConfig, name: str) -> None:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(name, f"{name} must be {_allowed_int(name)}; got {quoted(value)}")
+    low, high = INT_LIMITS[name]
+    if not low <= value <= high:
+        raise ConfigError(name, f"{name} must be {_allowed_int(name)}; got {shown_int(value)}")
+
+
+def _check_float(config: RunConfig, name: str) -> None:
+    value = getattr(config, name)
+    low, high = FLOAT_LIMITS[name]
+    allowed = f"a number from {low:g} to {high:g}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and math.isnan(value)):
+        raise ConfigError(name, f"{name} must be {allowed}; got {quoted(value)}")
+    if not low <= value <= high:  # a whole number of 400 digits compares, but is no float
+        got = shown_int(value) if isinstance(value, int) else f"{value:g}"
+        raise ConfigError(name, f"{name} must be {allowed}; got {got}")
+
+
+def _check_choice(config: RunConfig, name: str, choices: tuple[str, ...]) -> None:
+    value = getattr(config, name)
+    if value not in choices:
+        raise ConfigError(name, f"{name} must be one of {', '.join(choices)}; got {quoted(value)}")
+
+
+def _validate(config: RunConfig) -> None:
+    for name in INT_LIMITS:
+        if name in ("eager_iters", "trials") and getattr(config, name) is None:
+            continue
+        _check_int(config, name)
+    for name in FLOAT_LIMITS:
+        _check_float(config, name)
+    _check_choice(config, "dtype", DTYPES)
+    _check_choice(config, "optimizer", OPTIMIZERS)
+    if is_user_spec(config.workload) and len(config.workload) > MAX_USER_SPEC_CHARS:
+        raise ConfigError("workload", f"workload {quoted(config.workload)} is longer than "
+                                      f"{MAX_USER_SPEC_CHARS} characters",
+                          "name your step by a shorter package.module:function")
+    if not (config.workload in WORKLOADS or is_user_spec(config.workload)):
+        raise ConfigError("workload", f"workload must be one of {', '.join(WORKLOADS)} or a "
+                                      f"package.module:function; got {quoted(config.workload)}",
+                          "see README, 'Your own training step'")
+    if config.cpu_affinity is not None and not isinstance(config.cpu_affinity, str):
+        raise ConfigError("cpu_affinity", f"cpu_affinity must be a list of CPUs such as "
+                                          f"{CPU_LIST_EXAMPLE}; got {config.cpu_affinity!r}")
+    for name in ("count_warmup", "profile", "nvml"):
+        if not isinstance(getattr(config, name), bool):
+            raise ConfigError(name, f"{name} must be true or false; got {quoted(getattr(config, name))}")
+    device = config.device
+    if not isinstance(device, str) or not (
+        device == "cpu" or (device.startswith("cuda:") and device[5:].isdigit() and len(device) < 9)
+    ):
+        raise ConfigError("device", f"device must be 'cpu' or a CUDA index such as 0; got {quoted(device)}")
+    if config.dtype == "fp16" and config.capture_iters > 1:
+        raise ConfigError("capture_iters", "with fp16, capture_iters must be 1",
+                          "fp16's GradScaler step runs outside the graph, so a graph can hold only "
+                          "one training step: use bf16, or capture_iters 1")
+    if config.trials is not None and config.trials > config.replays:
+        raise ConfigError("trials", f"trials ({config.trials}) cannot exceed replays ({config.replays})",
+                          "each trial needs at least one replay: lower trials, raise replays, or "
+                          "leave trials empty (automatic)")
+    if config.trials is not None and config.total_eager_iters < config.trials:
+        raise ConfigError("eager_iters",
+                          f"eager_iters ({config.total_eager_iters}) cannot be fewer than trials "
+                          f"({config.trials})", "raise eager_iters or lower trials")
+    if config.workload == "transformer" and config.hidden % config.heads:
+        raise ConfigError("heads", f"hidden ({config.hidden:,}) must divide by heads "
+                                   f"({config.heads:,})", "pick heads that divide the width")
+    workload = workload_of(config)
+    layer_sizes = workload.largest_tensors(config) if workload is not None else {}
+    for name, elements in layer_sizes.items():
+        if elements > MAX_TENSOR_ELEMENTS:
+            raise ConfigError(
+                name,
+                f"a tensor of {elements:,} elements (over 2^31) follows from {name}={getattr(config, name):,}",
+                "shrink the batch or layer sizes so that no weight or activation exceeds 2^31 elements",
+            )
+    modes = config.modes
+    if not isinstance(modes, tuple) or not all(isinstance(m, str) for m in modes):
+        raise ConfigError("modes", f"modes must be a list of names; got {quoted(modes)}")
+    unknown = [m for m in modes if m not in MODE_NAMES]
+    if unknown:
+        raise ConfigError("modes", f"modes must be some of {', '.join(MODE_NAMES)}; got "
+                                   f"{quoted(unknown[0])}")
+    if len(set(modes)) != len(modes) or modes[:2] != ALWAYS_MEASURED:
+        raise ConfigError("modes", f"modes must start with eager, graph and name each mode once; "
+                                   f"got {shown(', '.join(modes))}",
+                          "eager (the baseline) and graph (the article's capture) are always "
+                          "measured: add the others after them")
+    if config.preset not in PRESET_NAMES + ("custom",):
+        raise ConfigError("preset", f"preset must be custom or one of {', '.join(PRESET_NAMES)}; "
+                          f"got {quoted(config.preset)}")
+
+
+PRESETS: dict[str, RunConfig] = {
+    "seed": RunConfig(preset="seed"),
+    # Lesson 1: work runs during warm-up but not during capture; replay runs it.
+    "lesson1": RunConfig(warmup_iters=1, capture_iters=1, replays=10, count_warmup=True,
+                         preset="lesson1"),
+    # Lesson 2: only what is captured matters (the warm-up does not touch the counter).
+    "lesson2": RunConfig(warmup_iters=1, capture_iters=1, replays=10, count_warmup=False,
+                         preset="lesson2"),
+    # Lesson 3: a loop captured into one graph replays as that many steps.
+    "lesson3": RunConfig(warmup_iters=3, capture_iters=3, replays=10, count_warmup=True,
+                         preset="lesson3"),
+    # A stack of transformer encoder layers (pre-norm, GELU MLP of 4x the width), bf16 autocast.
+    "transformer": RunConfig(workload="transformer", batch=16, hidden=512, hidden_layers=4,
+                             heads=8, seq_len=128, d_out=512, dtype="bf16", optimizer="adamw",
+                             preset="transformer"),
+    # A small convolutional classifier: conv blocks at 64 channels on 32x32 images, 10 classes.
+    "conv": RunConfig(workload="conv", batch=64, channels=64, image_size=32, hidden_layers=4,
+                      d_out=10, dtype="bf16", optimizer="sgd", preset="conv"),
+}
+
+PRESET_DESCRIPTIONS = {
+    "seed": "The article's tutorial step: N=640, 4096 -> 2048 -> 1024, SGD, 200 replays.",
+    "lesson1": "Lesson 1: warm-up computes, capture does not; 10 replays count 10.",
+    "lesson2": "Lesson 2: only what happens during capture matters; warm-up leaves the counter at 0.",
+    "lesson3": "Lesson 3: 3 steps captured in one graph; 10 replays count 30.",
+    "transformer": "4 transformer encoder layers, width 512, 8 heads, 16 x 128 tokens, bf16, AdamW.",
+    "conv": "A convolutional classifier: 4 blocks of 64 channels on 64 images of 32x32, bf16, SGD.",
+}
+
+
+# Fields that say where a run ran, not which values it used: a preset run on the CPU is still that
+# preset.
+NOT_PRESET_FIELDS = ("device", "preset")
+# Fields that say how a run is measured (in how many fresh processes, on which CPUs), not which
+# values it used: the seed step measured five times, pinned, is still the seed preset.
+HOW_MEASURED_FIELDS = ("repeats", "cpu_affinity")
+
+
+def changed_from_preset(config: RunConfig) -> list[str]:
+    """The fields whose values differ from the preset ``config`` names (all of them: no preset)."""
+    base = PRESETS.get(config.preset)
+    names = [f for f in config.to_dict() if f not in NOT_PRESET_FIELDS + HOW_MEASURED_FIELDS]
+    if base is None:
+        return names
+    return [f for f in names if getattr(config, f) != getattr(base, f)]
+
+
+def preset_label(config: RunConfig) -> str:
+    """The one label of a run's values, in every reader (the dashboard, ``index``, the runs
+    list): the preset it names when every setting equals that preset's, else "custom" (a run
+    whose values were changed from a preset, even if its summary names the preset it started
+    from, as the bundled sample's does: seed, with dtype bf16)."""
+    if config.preset not in PRESETS or changed_from_preset(config):
+        return "custom"
+    return config.preset
+
+
+def preset_text(config: RunConfig, limit: int = 3) -> str:
+    """The label with what changed, where the run recorded the preset it started from: 'seed',
+    'custom (seed with dtype bf16)', 'custom'."""
+    label = preset_label(config)
+    base = PRESETS.get(config.preset)
+    if label != "custom" or base is None:
+        return label
+    changed = [f"{f} {getattr(config, f)}" for f in changed_from_preset(config)]
+    shown = ", ".join(changed[:limit]) + (f" and {len(changed) - limit} more"
+                                          if len(changed) > limit else "")
+    return f"custom ({config.preset} with {shown})"
+
+
+def preset(name: str, **overrides: Any) -> RunConfig:
+    """A preset's config with optional overrides (validated like any config)."""
+    if name not in PRESETS:
+        raise ConfigError("preset", f"unknown preset {quoted(name)}", f"choose one of {', '.join(PRESETS)}")
+    return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]

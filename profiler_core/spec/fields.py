@@ -1,0 +1,414 @@
+"""Every ``RunConfig`` field declared once: its label, help, sidebar section, kind, command-line
+option, the workloads it sizes, what a CPU run does with it, and how its value is read from text.
+
+Scope: metadata and text parsing only (no argparse, no Streamlit, no torch). The command line's
+run options (``cli.add_run_options``) and the sidebar's controls (``dashboard.controls``) are both
+generated from ``FIELDS``, so a field declared here is offered in both. Ranges stay in
+``config.INT_LIMITS``/``config.FLOAT_LIMITS`` and are looked up from there, never copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from profiler_core.spec.config import (
+    ALWAYS_MEASURED,
+    CPU_MODES,
+    DTYPES,
+    FLOAT_LIMITS,
+    INT_LIMITS,
+    MODE_NAMES,
+    OPTIMIZERS,
+    PRESET_NAMES,
+    WORKLOADS,
+    RunConfig,
+    changed_from_preset,
+    is_user_spec,
+)
+from profiler_core.spec.errors import ConfigError, quoted
+from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
+from profiler_core.spec.workload_kinds import BUILT_IN, COMMON_FIELDS, workload_of
+
+# What a field's value is, which decides how it is read from text, its option and its widget.
+INT = "int"
+FLOAT = "float"
+BOOL = "bool"
+CHOICE = "choice"  # one of ``choices``
+LIST = "list"  # modes: names separated by commas (eager and graph always first)
+DEVICE = "device"  # "cpu" or a CUDA index ("0", "cuda:1")
+WORKLOAD = "workload"  # a built-in or deliberately broken workload, or "package.module:function"
+PRESET = "preset"  # a preset's name, or custom: where the other fields start from
+CPUS = "cpus"  # CPUs as taskset writes them ("3", "2-5", "0,2,4"); empty: not pinned
+KINDS = (INT, FLOAT, BOOL, CHOICE, LIST, DEVICE, WORKLOAD, PRESET, CPUS)
+
+# The sidebar's sections, in order. Device and preset have their own selectors above them.
+MODEL = "Model"
+SCHEDULE = "Schedule"
+MEASUREMENT = "Measurement"
+SECTIONS = (MODEL, SCHEDULE, MEASUREMENT)
+ABOVE_SECTIONS = "above the sections"
+
+# The workloads with their own size fields (and the ones the dashboard offers).
+BUILT_IN_WORKLOADS = ("mlp", "transformer", "conv")
+CUSTOM_PRESET = "custom"  # the label of a run whose values are not a preset's
+
+# Why a graph-only control does nothing on the CPU (a CPU run times the eager step only).
+GRAPH_ONLY_NOTE = "Off on the CPU: it needs a CUDA GPU (a CPU run times the eager step only)."
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One ``RunConfig`` field as people see it: in the sidebar and on the command line."""
+
+    name: str  # the RunConfig field
+    label: str  # the sidebar's label, and how a refusal names the field
+    help: str  # the sidebar's help: one or two sentences
+    option_help: str  # the command line's help (run --help adds the default)
+    kind: str  # one of KINDS
+    section: str  # one of SECTIONS, or ABOVE_SECTIONS
+    choices: tuple[str, ...] = ()  # CHOICE: the values; WORKLOAD: the ones the dashboard offers
+    workloads: tuple[str, ...] = BUILT_IN_WORKLOADS  # the built-in workloads it applies to
+    option: str = ""  # the command-line option; empty: "--" + the name with dashes
+    metavar: str | None = None  # the option's value in run --help (argparse's default if None)
+    empty: str = ""  # the field may be None (automatic); this says what that means
+    graph_only: bool = False  # does nothing on the CPU: the sidebar disables it there
+    cpu_value: int | bool | None = None  # what a CPU run uses instead (None: nothing fixed)
+    cpu_note: str = ""  # what else changes on the CPU, for a control that stays enabled
+    unit: str = ""  # shown after the label: "NVML interval (ms)"
+    step: float | None = None  # FLOAT: the sidebar's step
+    number_format: str | None = None  # FLOAT: the sidebar's printf format
+
+    @property
+    def cli_option(self) -> str:
+        return self.option or "--" + self.name.replace("_", "-")
+
+    @property
+    def label_with_unit(self) -> str:
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
+    @property
+    def limits(self) -> tuple[int, int] | tuple[float, float] | None:
+        """(low, high), inclusive, from ``config``'s tables; None for a field without a range."""
+        return INT_LIMITS.get(self.name) or FLOAT_LIMITS.get(self.name)
+
+    @property
+    def cpu_reason(self) -> str:
+        """What the sidebar says about this control on the CPU ("" when nothing changes)."""
+        return GRAPH_ONLY_NOTE if self.graph_only else self.cpu_note
+
+    def applies_to(self, workload: str) -> bool:
+        """Whether this field matters for a built-in workload (a size field of another does not)."""
+        return workload in self.workloads
+
+
+_MLP_ONLY = ("mlp",)
+_TRANSFORMER = ("transformer",)
+_CONV = ("conv",)
+
+# The command line's order, and the sidebar's within each section: preset and device (drawn
+# above the sections), then section by section.
+FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec("preset", "Preset", "Fills every control with one of the article's experiments.",
+              "start from a preset (default: seed; with --device cpu and neither a preset nor a "
+              "size option, the workload's small CPU step, which runs in seconds); other options "
+              "override it, and a run whose values differ from its preset is labelled "
+              f"{CUSTOM_PRESET}", PRESET, ABOVE_SECTIONS,
+              choices=(*PRESET_NAMES, CUSTOM_PRESET)),
+    FieldSpec("device", "GPU",
+              "The machine's GPUs by index, name and free memory. A CPU run times the eager step "
+              "only.", "CUDA device index, or cpu", DEVICE, ABOVE_SECTIONS),
+    # Model
+    FieldSpec("workload", "Workload",
+              "The article's MLP, a stack of transformer encoder layers, or a small convolutional "
+              "classifier. Each shows its own size controls.",
+              "the article's MLP (mlp), a stack of transformer encoder layers (transformer), a "
+              "small convolutional classifier (conv), a deliberately broken step that cannot be "
+              "captured ("
+              + ", ".join(w for w in WORKLOADS if w not in BUILT_IN_WORKLOADS)
+              + "), or your own step: a function build(device) returning model, batch, loss, "
+              "optimizer (see README)", WORKLOAD, MODEL, choices=BUILT_IN_WORKLOADS,
+              metavar="NAME|package.module:function"),
+    FieldSpec("batch", "Batch size N", "Rows per training batch.", "batch size N", INT, MODEL),
+    FieldSpec("d_in", "Input features D_in", "Features into the first Linear layer.",
+              "input features", INT, MODEL, workloads=_MLP_ONLY),
+    FieldSpec("hidden", "Hidden width H", "Width of every hidden layer.", "hidden width H", INT,
+              MODEL, workloads=("mlp", "transformer")),
+    FieldSpec("d_out", "Output features D_out", "Features out of the last Linear layer.",
+              "output features", INT, MODEL),
+    FieldSpec("hidden_layers", "Hidden layers",
+              "1 is the article's Linear-Dropout-Linear-Dropout; k adds k-1 Linear+ReLU.",
+              "mlp: hidden layers; transformer: encoder layers; conv: conv blocks", INT, MODEL),
+    FieldSpec("dropout1", "Dropout after the first Linear",
+              "Dropout probability after the first Linear.",
+              "dropout after the first and the last Linear", FLOAT, MODEL,
+              workloads=("mlp", "transformer"), option="--dropout", metavar="P1", step=0.05,
+              number_format="%.2f"),
+    FieldSpec("dropout2", "Dropout after the last Linear",
+              "Dropout probability after the last Linear.", "dropout after the last Linear",
+              FLOAT, MODEL, workloads=("mlp", "conv"), option="--dropout", metavar="P2", step=0.05,
+              number_format="%.2f"),
+    FieldSpec("seq_len", "Sequence length", "Tokens per sequence.",
+              "transformer: tokens per sequence", INT, MODEL, workloads=_TRANSFORMER),
+    FieldSpec("heads", "Attention heads",
+              "Attention heads of every encoder layer (the width must divide by it).",
+              "transformer: attention heads", INT, MODEL, workloads=_TRANSFORMER),
+    FieldSpec("image_size", "Image size",
+              "Input images are this many pixels wide and high, 3 channels.",
+              "conv: image height and width", INT, MODEL, workloads=_CONV),
+    FieldSpec("channels", "Channels", "Channels of every convolution.",
+              "conv: channels of every convolution", INT, MODEL, workloads=_CONV),
+    FieldSpec("dtype", "Precision",
+              "fp32 (TF32 off), tf32, bf16 autocast or fp16 autocast with a GradScaler.",
+              "precision", CHOICE, MODEL, choices=DTYPES),
+    FieldSpec("optimizer", "Optimizer",
+              "SGD (lr 0.1), Adam or AdamW (capturable=True in the graphed copy).", "optimizer",
+              CHOICE, MODEL, choices=OPTIMIZERS),
+    # Schedule
+    FieldSpec("warmup_iters", "Warm-up iterations",
+              "Side-stream iterations before capture (CUDA graphs need them).",
+              "side-stream warm-up iterations", INT, SCHEDULE),
+    FieldSpec("capture_iters", "Iterations per graph",
+              "Training steps captured in one graph (the article's lesson 3 uses 3).",
+              "training steps captured per graph", INT, SCHEDULE, graph_only=True, cpu_value=1),
+    FieldSpec("replays", "Graph replays", "Timed graph replays.", "timed graph replays", INT,
+              SCHEDULE, graph_only=True),
+    FieldSpec("eager_iters", "Eager iterations",
+              "Timed eager steps. Empty: replays x iterations per graph, so both modes train for "
+              "the same number of steps.", "timed eager steps (default: replays x capture-iters)",
+              INT, SCHEDULE, empty="auto: replays x iterations per graph"),
+    FieldSpec("trials", "Trials (eager/graph blocks)",
+              "Eager and graph alternate in this many blocks, so drift hits both. Empty: up to "
+              "10, with at least two iterations in each block.",
+              "interleaved eager/graph blocks (default: up to 10, at least 2 iterations per "
+              "block)", INT, SCHEDULE, empty="auto: up to 10"),
+    FieldSpec("count_warmup", "Counter counts warm-up",
+              "Does the static counter count warm-up steps (the article's lesson 2: no).",
+              "let the static counter count warm-up steps (lesson 2: no)", BOOL, SCHEDULE),
+    FieldSpec("seed", "Seed", "Seeds weights, batches and dropout.", "random seed", INT,
+              SCHEDULE),
+    # Measurement
+    FieldSpec("modes", "Also time these modes",
+              "Eager (the baseline) and the article's whole-step graph are always timed. Add "
+              "make_graphed_callables on the model, torch.compile without CUDA graphs (its own "
+              "share), or torch.compile(mode='reduce-overhead'); each is timed the same way, with "
+              "its one-time cost.",
+              "modes to time beside eager and the article's graph (always measured): "
+              "graphed_callables, compile, compile_ro (reduce-overhead)", LIST, MEASUREMENT,
+              choices=tuple(m for m in MODE_NAMES if m not in ALWAYS_MEASURED),
+              metavar="MODE,MODE",
+              cpu_note="On the CPU only torch.compile can run: the graph modes need a CUDA GPU "
+                       "and are skipped."),
+    FieldSpec("profile", "Profiler (launch split)",
+              "Record a torch.profiler window per mode: CPU launch vs GPU busy/idle, kernels, "
+              "traces.", "record a torch.profiler window per mode", BOOL, MEASUREMENT,
+              graph_only=True, cpu_value=False),
+    FieldSpec("profile_iters", "Profiled iterations", "Iterations in each profiled window.",
+              "iterations per profiled window", INT, MEASUREMENT, graph_only=True),
+    FieldSpec("nvml", "NVML telemetry",
+              "Sample GPU utilisation, clocks, power and memory with NVML during the run.",
+              "sample GPU utilisation with NVML", BOOL, MEASUREMENT, graph_only=True,
+              cpu_value=False),
+    FieldSpec("nvml_interval_ms", "NVML interval", "NVML polling period.", "NVML polling period",
+              FLOAT, MEASUREMENT, graph_only=True, unit="ms", step=5.0, number_format="%.1f"),
+    FieldSpec("parity_steps", "Parity steps",
+              "Replays compared with eager steps for numerical parity (0 skips it).",
+              "steps compared for parity (0: skip)", INT, MEASUREMENT, graph_only=True,
+              cpu_value=0),
+    FieldSpec("repeats", "Fresh processes",
+              "Measure the same settings in this many fresh processes, one after another. The "
+              "headline is the run whose speedup is the median, with the spread between processes "
+              "beside its own confidence interval: where a process lands on the host moves a "
+              "host-bound eager step by 10-40%.",
+              "measure in this many fresh processes, one after another; the saved run is the "
+              "median one, with repeats.csv and the between-process interval", INT, MEASUREMENT,
+              metavar="N"),
+    FieldSpec("cpu_affinity", "Pin to CPUs",
+              f"Pin the timing process to these CPUs, as taskset writes them ({CPU_LIST_EXAMPLE}). "
+              "Empty: not pinned (wherever the system runs it).",
+              f"pin the timing process to these CPUs, as taskset -c takes them ({CPU_LIST_EXAMPLE}); "
+              "checked against the CPUs this machine allows (default: not pinned)", CPUS,
+              MEASUREMENT, metavar="CPUS", empty="not pinned"),
+)
+SPECS: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
+
+# What a CPU run does with the graph-only settings, whatever they held.
+CPU_FIXED: dict[str, int | bool] = {f.name: f.cpu_value for f in FIELDS if f.cpu_value is not None}
+
+
+def cpu_step_values(workload: str) -> dict[str, Any]:
+    """The values that make a built-in workload's small CPU step (its declaration's
+    ``cpu_sizes``) with what a CPU run does with the graph-only settings; {} for the user's own
+    step, whose sizes only its code knows. The dashboard's CPU controls and ``run --device cpu``
+    both use it."""
+    kind = BUILT_IN.get("mlp" if workload.startswith("broken-") else workload)
+    return {**kind.cpu_sizes, **CPU_FIXED} if kind is not None else {}
+
+
+def applies(name: str, config: RunConfig) -> bool:
+    """Whether a field's value had any effect on a run of ``config``: a workload's own size
+    fields only for that workload (none for the user's own step, whose code sets its sizes and
+    dropout), and the graph-only settings only on a CUDA device."""
+    field = SPECS[name]
+    kind = workload_of(config)
+    if kind is None and (field.workloads != BUILT_IN_WORKLOADS or name in COMMON_FIELDS):
+        return False
+    if kind is not None and not field.applies_to(kind.name):
+        return False
+    return config.is_cuda or not field.graph_only
+
+
+def applied_settings(config: RunConfig) -> dict[str, Any]:
+    """The settings that applied to a run of ``config``, in ``RunConfig``'s order, with the
+    values it used: the fields that had an effect (``applies``), the timed eager steps and the
+    trials as counted (not None for automatic), and on the CPU only the modes that run there."""
+    values = {name: value for name, value in config.to_dict().items()
+              if name not in SPECS or applies(name, config)}
+    values["eager_iters"] = config.total_eager_iters
+    values["trials"] = config.trial_count
+    values["modes"] = [mode for mode in config.modes if config.is_cuda or mode in CPU_MODES]
+    return values
+
+
+def small_cpu_step(config: RunConfig) -> RunConfig:
+    """``config`` on the CPU with its workload's small step; labelled custom when that is not
+    the preset's own step (it never is for the built-in presets)."""
+    small = config.replace(device="cpu", **cpu_step_values(config.workload))
+    return small.replace(preset=CUSTOM_PRESET) if changed_from_preset(small) else small
+
+
+def spec(name: str) -> FieldSpec:
+    """The declaration of one ``RunConfig`` field; ``ConfigError`` for a name that is not one."""
+    if name not in SPECS:
+        raise ConfigError(name, f"unknown setting {quoted(name)}",
+                          f"known settings: {', '.join(sorted(SPECS))}")
+    return SPECS[name]
+
+
+def in_section(section: str) -> tuple[FieldSpec, ...]:
+    return tuple(s for s in FIELDS if s.section == section)
+
+
+def options() -> dict[str, tuple[FieldSpec, ...]]:
+    """Command-line option -> the fields it sets, in declaration order. Fields that share an
+    option take their values together (``--dropout P1 P2``); the first one's help describes it."""
+    grouped: dict[str, tuple[FieldSpec, ...]] = {}
+    for field in FIELDS:
+        grouped[field.cli_option] = grouped.get(field.cli_option, ()) + (field,)
+    return grouped
+
+
+def allowed_text(name: str) -> str:
+    """What a field accepts, in words ("" for an unknown name or a field without a rule to say)."""
+    field = SPECS.get(name)
+    if field is None:
+        return ""
+    if field.kind == INT:
+        low, high = INT_LIMITS[name]
+        extra = " (empty: automatic)" if field.empty else ""
+        return f"Allowed: a whole number from {low:,} to {high:,}{extra}."
+    if field.kind == FLOAT:
+        low, high = FLOAT_LIMITS[name]
+        return f"Allowed: {low:g} to {high:g}."
+    if field.kind in (CHOICE, WORKLOAD):
+        return f"Allowed: {', '.join(field.choices)}."
+    if field.kind == CPUS:
+        return f"Allowed: CPU numbers as taskset writes them, {CPU_LIST_EXAMPLE} (empty: not pinned)."
+    return ""
+
+
+AUTO = "auto"  # the text of an automatic (None) value
+_TRUE_WORDS = ("on", "true", "yes", "1")
+_FALSE_WORDS = ("off", "false", "no", "0")
+
+
+def read_whole_number(text: str) -> int:
+    """"1024" or "1_024"; ``ValueError`` saying what was expected."""
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        raise ValueError(f"expected a whole number, got {quoted(text)}") from None
+
+
+def read_number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"expected a number, got {quoted(text)}") from None
+
+
+def read_device(text: str) -> str:
+    """"cpu", or a CUDA device as "cuda:N" from "N", "cuda" or "cuda:N"."""
+    text = text.strip().lower()
+    if text == "cpu":
+        return "cpu"
+    index = text[5:] if text.startswith("cuda:") else ("0" if text == "cuda" else text)
+    if not index.isdigit() or len(index) > 4 or int(index) > MAX_CUDA_INDEX:
+        raise ValueError(f"expected 'cpu' or a CUDA index from 0 to {MAX_CUDA_INDEX}, got "
+                         f"{quoted(text)}")
+    return f"cuda:{int(index)}"
+
+
+# The largest CUDA device index accepted (a machine has a few GPUs; the run checks it has this one).
+MAX_CUDA_INDEX = 1023
+
+
+def read_text(field: FieldSpec, text: str) -> Any:
+    """``text`` as a value of ``field``; ``ValueError`` saying what was expected (the command
+    line's option parser turns it into its own error; ``parse_value`` into a ``ConfigError``).
+    Ranges are not checked here: building the ``RunConfig`` checks them."""
+    if field.kind == INT:
+        return read_whole_number(text)
+    if field.kind == FLOAT:
+        return read_number(text)
+    if field.kind == DEVICE:
+        return read_device(text)
+    if field.kind == BOOL:
+        word = text.strip().lower()
+        if word in _TRUE_WORDS or word in _FALSE_WORDS:
+            return word in _TRUE_WORDS
+        raise ValueError(f"expected on or off, got {quoted(text)}")
+    if field.kind == LIST:
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        unknown = [name for name in names if name not in MODE_NAMES]
+        if unknown:
+            raise ValueError(f"expected modes among {', '.join(MODE_NAMES)}, got {quoted(unknown[0])}")
+        return tuple(dict.fromkeys([*ALWAYS_MEASURED, *names]))
+    if field.kind == CPUS:
+        return format_cpu_list(parse_cpu_list(text)) or None
+    if field.kind == WORKLOAD:
+        if text in WORKLOADS or is_user_spec(text):
+            return text
+        raise ValueError(f"expected one of {', '.join(WORKLOADS)} or package.module:function, "
+                         f"got {quoted(text)}")
+    if text in field.choices:  # CHOICE, PRESET
+        return text
+    raise ValueError(f"expected one of {', '.join(field.choices)}, got {quoted(text)}")
+
+
+def parse_value(name: str, text: str) -> Any:
+    """One field's value from text, as the command line reads it ("1_024", "bf16", "off",
+    "compile,compile_ro", "0" for cuda:0), or None from "auto" or "" for a field that may be
+    automatic (trials, eager_iters). A ``ConfigError`` naming the field says what was expected.
+    Ranges are checked when the ``RunConfig`` is built."""
+    field = spec(name)
+    if field.empty and text.strip().lower() in ("", AUTO):
+        return None
+    try:
+        return read_text(field, text)
+    except ValueError as error:
+        raise ConfigError(name, f"{name}: {error}", allowed_text(name).rstrip(".")) from None
+
+
+def format_value(name: str, value: Any) -> str:
+    """A field's value as text that ``parse_value`` reads back: on/off, modes joined by commas,
+    auto for an automatic field."""
+    kind = spec(name).kind
+    if value is None:
+        return AUTO
+    if kind == BOOL:
+        return "on" if value else "off"
+    if kind == LIST:
+        return ",".join(value)
+    return str(value)
+

@@ -1,0 +1,304 @@
+"""What the tool may write and replace on disk: output paths, manifests, and folder ownership.
+
+Scope: the rules every command that writes a folder follows (``run``, ``sweep``, ``trace-stats``):
+
+- :func:`output_path`: the folder an ``--out`` names. ``~`` is expanded (as a shell would have
+  done) and ``..`` is taken lexically (``sub/../x`` is ``x``), before anything is created, so a
+  literal ``./~`` folder or an empty ``sub/`` is never left behind.
+- :func:`check_writable` probes a new folder's location and leaves nothing behind: the missing
+  parents it made for the probe are removed again (:func:`make_parents` makes them when writing).
+- A manifest (``manifest.json``, written last) lists each file the tool wrote into a folder with
+  its size (:func:`write_manifest`). :func:`owned_folder` says which entries of a folder the tool
+  wrote: every entry must be a regular file of a name the folder's kind allows and, when the
+  folder has a manifest, listed there with the same size; a subfolder only where the kind allows
+  one, owned in turn. Links, other kinds of file and anything else make the folder someone's
+  own (``NotOwned`` names the entry). Links are never followed.
+- :func:`replace_folder` replaces an owned folder: it is moved aside in one rename, checked
+  there (and moved back untouched when refused), the new folder takes its place, and exactly the
+  files that were checked are removed, then the emptied folders.
+- :func:`replace_file` writes a file through a temporary sibling and a rename, so that a file
+  hard-linked elsewhere keeps its content.
+
+Reading never needs a manifest: folders written before manifests existed keep opening.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profiler_core.spec.errors import ConfigError
+
+TOOL_NAME = "profiler_core"  # what a summary.json, sweep.json or manifest.json of ours says
+MANIFEST_FILE = "manifest.json"
+MANIFEST_VERSION = 1
+_MAX_MANIFEST_BYTES = 4 * 2**20
+_SHOWN_NAME_CHARS = 60
+
+
+def is_version(value: Any, allowed: Collection[int]) -> bool:
+    """Whether ``value`` is one of the whole numbers ``allowed`` (``True`` is not 1 here)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value in allowed
+
+
+def read_folder_json(path: Path, file_name: str, max_bytes: int) -> Any:
+    """The JSON in ``path/file_name`` when ``path`` is a real folder and the file a real file of at
+    most ``max_bytes``; None otherwise (links, other kinds of file, unreadable or not JSON)."""
+    target = path / file_name
+    try:
+        if path.is_symlink() or not path.is_dir() or target.is_symlink() or not target.is_file():
+            return None
+        if target.stat().st_size > max_bytes:
+            return None
+        return json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def output_path(directory: str | os.PathLike) -> Path:
+    """The folder ``directory`` names: ``~`` expanded and the path normalised lexically (``a/../b``
+    is ``b``, a trailing ``/`` dropped). An empty text stays empty (``Path('')`` is ``.``)."""
+    text = os.fspath(directory)
+    if not text.strip():
+        return Path(text)
+    return Path(os.path.normpath(os.path.expanduser(text)))
+
+
+def shown_name(name: str) -> str:
+    """A file name for a message: quoted, escaped, at most about 60 characters."""
+    return repr(name if len(name) <= _SHOWN_NAME_CHARS else name[:_SHOWN_NAME_CHARS - 3] + "...")
+
+
+def make_parents(target: Path) -> list[Path]:
+    """Create the missing folders above ``target``; returns those created, outermost first."""
+    missing = []
+    for parent in Path(target).parents:
+        if os.path.lexists(parent):
+            break
+        missing.append(parent)
+    missing.reverse()
+    try:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    except BaseException:
+        remove_made(missing)  # those it made before it failed
+        raise
+    return missing
+
+
+def remove_made(folders: list[Path]) -> None:
+    """Remove folders :func:`make_parents` created, innermost first, where they are still empty
+    (one that is missing is skipped: it was never made)."""
+    for folder in reversed(folders):
+        try:
+            os.rmdir(folder)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
+
+
+def check_writable(target: Path, described: str, refuse: Callable[[str], Exception]) -> None:
+    """Raise ``refuse(reason)`` when a folder could not be created at ``target``: the missing
+    parents are created, a probe folder beside ``target`` is made and removed, then the parents
+    made for the probe are removed again (nothing is left behind either way)."""
+    made: list[Path] = []
+    try:
+        made = make_parents(target)
+        probe = tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent)
+        os.rmdir(probe)
+    except OSError as error:
+        raise refuse(f"cannot write {described}: {error.strerror or type(error).__name__}") from None
+    finally:
+        remove_made(made)
+
+
+# ----------------------------------------------------------------------------- manifests
+
+
+def write_manifest(folder: Path, kind: str, files: Iterable[str],
+                   folders: Iterable[str] = ()) -> None:
+    """Write ``folder/manifest.json`` (through a temporary file and a rename): ``kind``, each of
+    ``files`` that is there with its size, and the subfolders the tool may write (``folders``)."""
+    sizes = {}
+    for name in dict.fromkeys(files):
+        try:
+            info = os.lstat(folder / name)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            sizes[name] = info.st_size
+    content = {"tool": TOOL_NAME, "kind": kind, "manifest_version": MANIFEST_VERSION,
+               "files": sizes, "folders": sorted(dict.fromkeys(folders))}
+    replace_file(folder / MANIFEST_FILE, json.dumps(content, indent=1).encode("utf-8"))
+
+
+def _read_manifest(folder: Path, kind: str) -> tuple[dict[str, int], set[str]] | None:
+    """(file -> size, subfolder names) of a manifest of ``kind`` in ``folder``; None when it is
+    not one this tool wrote."""
+    content = read_folder_json(folder, MANIFEST_FILE, _MAX_MANIFEST_BYTES)
+    if not isinstance(content, dict) or content.get("tool") != TOOL_NAME or \
+            content.get("kind") != kind or not is_version(content.get("manifest_version"),
+                                                          (MANIFEST_VERSION,)):
+        return None
+    files, folders = content.get("files"), content.get("folders", [])
+    if not isinstance(files, dict) or not isinstance(folders, list):
+        return None
+    if not all(isinstance(name, str) and is_version(size, range(0, 2**63))
+               for name, size in files.items()) or not all(isinstance(n, str) for n in folders):
+        return None
+    return dict(files), set(folders)
+
+
+# ----------------------------------------------------------------------------- ownership
+
+
+class NotOwned(Exception):
+    """A folder holds something the tool did not write: ``entry`` (relative to the folder
+    checked) and ``what`` about it."""
+
+    def __init__(self, entry: str, what: str) -> None:
+        super().__init__(f"{shown_name(entry)} {what}" if entry else what)
+        self.entry, self.what = entry, what
+
+    def inside(self, folder_name: str) -> NotOwned:
+        """The same reason, one folder further out."""
+        return NotOwned(f"{folder_name}/{self.entry}" if self.entry else folder_name, self.what)
+
+
+@dataclass(frozen=True)
+class Owned:
+    """The entries of a folder the tool wrote: its files (names) and owned subfolders."""
+
+    path: Path
+    files: tuple[str, ...]
+    folders: tuple[Owned, ...] = ()
+
+
+def owned_folder(folder: Path, kind: str, file_ok: Callable[[str], bool],
+                 subfolder: Callable[[Path], Owned] | None = None,
+                 folder_ok: Callable[[str], bool] = lambda name: False) -> Owned:
+    """The entries of ``folder`` when every one of them was written by the tool; ``NotOwned``
+    naming the first that was not.
+
+    Every entry must be a regular file (never a link) whose name ``file_ok`` accepts, or the
+    manifest; or a real folder whose name ``folder_ok`` accepts and that ``subfolder`` accepts in
+    turn. With a manifest of ``kind``, a file must also be listed there with its size unchanged,
+    and a folder listed among its folders. Without one (a folder written before manifests
+    existed) the names alone decide. A manifest of another kind, or not of this tool, refuses."""
+    if folder.is_symlink() or not folder.is_dir():
+        raise NotOwned("", "is not a folder")
+    listed: dict[str, int] | None = None
+    listed_folders: set[str] | None = None
+    has_manifest = os.path.lexists(folder / MANIFEST_FILE)
+    if has_manifest:
+        manifest = _read_manifest(folder, kind)
+        if manifest is None:
+            raise NotOwned(MANIFEST_FILE, f"is not a manifest of a {kind} written by this tool")
+        listed, listed_folders = manifest
+    with os.scandir(folder) as scan:
+        entries = sorted(scan, key=lambda entry: entry.name)
+    files, subfolders = [], []
+    for entry in entries:
+        name = entry.name
+        if entry.is_symlink():
+            raise NotOwned(name, "is a link, which this tool never writes")
+        if entry.is_dir(follow_symlinks=False):
+            if subfolder is None or not folder_ok(name) or (
+                    listed_folders is not None and name not in listed_folders):
+                raise NotOwned(name, "is a folder this tool did not write")
+            try:
+                subfolders.append(subfolder(Path(entry.path)))
+            except NotOwned as inner:
+                raise inner.inside(name) from None
+            continue
+        if not entry.is_file(follow_symlinks=False):
+            raise NotOwned(name, "is not a regular file")
+        if name == MANIFEST_FILE:
+            files.append(name)
+            continue
+        if not file_ok(name) or (listed is not None and name not in listed):
+            raise NotOwned(name, "is not a file this tool wrote")
+        if listed is not None and entry.stat(follow_symlinks=False).st_size != listed[name]:
+            raise NotOwned(name, "was changed after this tool wrote it")
+        files.append(name)
+    return Owned(folder, tuple(files), tuple(subfolders))
+
+
+def remove_owned(owned: Owned) -> bool:
+    """Remove exactly the files ``owned`` lists (regular files only, links never followed), then
+    the folders emptied; returns whether ``owned.path`` is gone (anything else keeps it)."""
+    for inner in owned.folders:
+        remove_owned(inner)
+    for name in owned.files:
+        path = owned.path / name
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.unlink(path)
+        except OSError:
+            pass
+    try:
+        os.rmdir(owned.path)
+    except OSError:
+        return False
+    return True
+
+
+def replace_folder(target: Path, check: Callable[[Path], Owned], new: Path | None = None) -> None:
+    """Replace the folder at ``target`` by ``new`` (a folder beside it; None: by nothing).
+
+    ``target`` is moved aside in one rename and ``check`` runs on it there: when it refuses
+    (``NotOwned``, or any error) the folder is moved back untouched and the error raised. Then
+    ``new`` takes its place and exactly the files ``check`` listed are removed, then the emptied
+    folders. Whatever appeared there in between stays, in the hidden folder it was moved to."""
+    retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+    aside = retired / target.name
+    try:
+        os.replace(target, aside)
+    except BaseException:
+        os.rmdir(retired)
+        raise
+    try:
+        owned = check(aside)
+        if new is not None:
+            os.replace(new, target)
+    except BaseException:
+        _put_back(aside, target)
+        raise
+    if remove_owned(owned):
+        try:
+            os.rmdir(retired)
+        except OSError:
+            pass
+
+
+def _put_back(aside: Path, target: Path) -> None:
+    try:
+        os.replace(aside, target)
+        os.rmdir(aside.parent)
+    except OSError as error:
+        raise ConfigError("out", f"{str(target)!r} changed while it was being replaced; what was "
+                                 f"there is kept in {str(aside)!r} ({error.strerror})",
+                          "move it back by hand") from None
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` at ``path`` through a temporary file beside it and a rename: the old entry
+    is replaced, never written through (a hard link elsewhere keeps the old content)."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,576 @@
+"""``RunResult``: everything one run measured, as tidy DataFrames plus JSON-able metadata.
+
+Scope: the in-memory result and its run directory (``summary.json`` + one CSV per table + Chrome
+traces + ``manifest.json``, written last, listing those files with their sizes). Saving is atomic
+(a temporary sibling directory, then a rename) and never touches what is not the tool's own: it
+writes a new folder, or replaces a folder that holds one of this tool's runs and nothing else
+when asked to (``overwrite``: :func:`run_files` says what that is, and exactly those files are
+removed); anything else at the path is refused before a run starts (:func:`check_output`). A run
+that cannot be written (a full disk) is written under the system's temporary folder instead and
+``SaveError`` says where. Loading needs no manifest (older runs have none) and checks the schema
+version, the files, the columns and the values (finite, in range, of the right kind), and never
+executes anything from the directory (no pickle).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from profiler_core.analysis import attribution, metrics
+from profiler_core.spec import schema
+from profiler_core.spec.config import RunConfig
+from profiler_core.spec.errors import ConfigError, RunFormatError, SaveError, shown
+from profiler_core.storage import outputs
+from profiler_core.storage.index import record_run
+from profiler_core.storage.outputs import (
+    TOOL_NAME,
+    NotOwned,
+    Owned,
+    is_version,
+    make_parents,
+    output_path,
+    owned_folder,
+    read_folder_json,
+    remove_made,
+    replace_folder,
+    write_manifest,
+)
+from profiler_core.storage.tablelimits import check_table_file, table_row_limit
+
+# A summary larger than this is not one of ours (ours are a few kilobytes).
+_MAX_SUMMARY_BYTES = 4 * 2**20
+# Largest time a table may hold: a step of more than ~11 days is not a measurement.
+MAX_TIME_MS = 1e9
+# A mode or timing method is a short identifier (it appears in file names, legends and labels).
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_+-]{0,39}")
+# Columns that can never be negative (times, counts, shares of a total).
+_NON_NEGATIVE = {
+    "latency": ("trial", "iteration", "steps", "gpu_ms", "wall_ms"),
+    "stats": ("count", "mean_ms", "median_ms", "p10_ms", "p90_ms", "p99_ms", "iqr_ms", "min_ms",
+              "max_ms"),
+    "launch_split": ("iteration", "span_us", "cpu_launch_us", "gpu_busy_us", "launches", "kernels"),
+    "kernels": ("calls_per_iter", "total_us", "mean_us", "min_us", "max_us", "share_of_gpu_pct"),
+    "breakdown": ("eager_us", "mode_us"),
+    "modes": ("median_ms", "one_time_ms", "graphs_recorded"),
+    "repeats": ("repeat", "pid", "eager_median_ms", "graph_median_ms", "run_wall_s"),
+}
+
+# Breakdown components that may be negative: other CPU time is the window less its launch calls,
+# which exceed the window when several threads launch at once (``trace``).
+_SIGNED_COMPONENTS = {"cpu_other"}
+# Figures derived from measurements that a finite measurement can make as large as it likes (a
+# ratio to a tiny figure, the share of a tiny saving, the steps a tiny saving takes to pay a
+# one-time cost back): finite, but not bounded like a measurement.
+_UNBOUNDED = {
+    "metrics": ("value", "eager_value", "ratio_to_eager"),
+    "breakdown": ("share_of_saving_pct",),
+    "attribution": ("share_of_saving_pct",),
+    "modes": ("speedup", "speedup_ci_low", "speedup_ci_high"),
+}
+
+# Text columns whose writer stores "" for "none" (a kernel no operator launched): an empty cell
+# reads back as "", not as missing.
+_MAY_BE_EMPTY_TEXT = {"kernels": ("operator",)}
+
+# Column dtypes that are not float: everything else in a table is read as a float.
+_TEXT_COLUMNS = {"mode", "method", "phase", "rule", "component", "kernel", "kernel_full", "metric",
+                 "source", "operator"}
+_INT_COLUMNS = {"trial", "iteration", "steps", "count", "launches", "kernels", "repeat", "pid"}
+_BOOL_COLUMNS = {"match", "shown"}
+
+
+SCRATCH_PREFIX = "profiler_core_traces_"  # the private folder a run keeps its traces in
+UNSAVED_PREFIX = "profiler_core_unsaved_"  # where a run goes when its folder cannot be written
+RUN_KIND = "run"  # a run folder's manifest kind
+_RUN_FILES = {schema.SUMMARY_FILE, *(file_name for file_name, _ in schema.TABLE_FILES.values())}
+_TRACE_NAME = re.compile(r"trace_[a-z][a-z0-9_+-]{0,39}\.json(\.gz)?")
+
+
+def _refused_output(message: str, hint: str) -> ConfigError:
+    return ConfigError("out", message, hint)
+
+
+def is_run_file_name(name: str) -> bool:
+    """Whether this tool writes a file of that name into a run folder: summary.json, a table of
+    ``schema.TABLE_FILES`` or a trace (``trace_<mode>.json``, ``.json.gz``)."""
+    return name in _RUN_FILES or _TRACE_NAME.fullmatch(name) is not None
+
+
+def is_tool_run(path: Path) -> bool:
+    """Whether ``path`` is a real folder holding one of this tool's runs (its summary.json says
+    so, with a schema version this tool reads: a whole number, not true/false); links, files and
+    any other folder are not. Recognising a run is not owning its folder: see :func:`run_files`."""
+    content = read_folder_json(Path(path), schema.SUMMARY_FILE, _MAX_SUMMARY_BYTES)
+    return (isinstance(content, dict) and content.get("tool") == TOOL_NAME
+            and is_version(content.get("schema_version"), schema.READABLE_SCHEMA_VERSIONS))
+
+
+def run_files(path: Path) -> Owned:
+    """What ``--overwrite`` removes from the run folder ``path``; ``NotOwned`` (naming the entry)
+    when the folder is not wholly one run of this tool.
+
+    The rule: ``path`` is a real folder holding one of this tool's runs (:func:`is_tool_run`) and
+    nothing else: every entry is a regular file (no links, no subfolders) named as this tool
+    names a run's files (:func:`is_run_file_name`) or ``manifest.json``. A run saved with a
+    manifest (this version on) must also match it: every file listed there, with the size it was
+    written with, so a file edited since is refused too. A run saved by an earlier version has no
+    manifest, and the names alone decide."""
+    if not is_tool_run(path):
+        raise NotOwned("", "is not a run folder of this tool")
+    return owned_folder(Path(path), RUN_KIND, is_run_file_name)
+
+
+def _not_replaced(shown: str, why: NotOwned | OSError) -> ConfigError:
+    if isinstance(why, OSError):
+        return _refused_output(f"{shown} cannot be read ({why.strerror or type(why).__name__}), "
+                               "so nothing was written there", "choose a new folder name")
+    if not why.entry:
+        return _refused_output(f"{shown} already exists and is not a run folder of this tool, so "
+                               "nothing was written there", "choose a new folder name")
+    return _refused_output(
+        f"{shown} holds a run of this tool and more: {why}, so nothing was written there",
+        "move what you keep out of it, or choose a new folder name; --overwrite replaces "
+        "only a folder holding nothing but files this tool wrote")
+
+
+def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
+    """The run folder to write, checked before anything runs: a new folder whose parent can be
+    written, or (with ``overwrite``) a folder holding one of this tool's earlier runs and nothing
+    else (:func:`run_files`). Anything else is refused with ``ConfigError`` on ``out`` and left
+    untouched. The path is taken as :func:`outputs.output_path` reads it (``~`` expanded, ``..``
+    taken lexically); nothing is created (the parents made to probe the location are removed)."""
+    text = os.fspath(directory)
+    shown = repr(text)
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate (a serve request can carry one)
+        raise _refused_output(f"out {shown} holds a character no file name can hold",
+                              "choose a folder name of ordinary text") from None
+    last = os.path.basename(text.rstrip(os.sep))
+    target = output_path(text)
+    if not text.strip() or last in ("", ".", "..") or Path(text).name in ("", ".", "..") or \
+            target.name in ("", ".", ".."):
+        raise _refused_output(f"out must name a new folder for the run; got {shown}",
+                              "give a folder name such as runs/seed")
+    if os.path.lexists(target):
+        try:
+            run_files(target)
+        except (NotOwned, OSError) as why:
+            raise _not_replaced(shown, why) from None
+        if not overwrite:
+            raise _refused_output(f"{shown} already holds a run",
+                                  "choose a new folder, or pass --overwrite to replace that run")
+    try:
+        limit = os.pathconf(target.parent if target.parent.is_dir() else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if len(target.name.encode("utf-8", "surrogateescape")) > limit - 16:  # room for a staging name
+        raise _refused_output(f"the folder name {shown} is too long (over {limit - 16} bytes)",
+                              "choose a shorter name")
+    check_writable(target, f"the run folder {shown}")
+    return target
+
+
+def check_writable(target: Path, described: str) -> None:
+    """Refuse (``ConfigError`` on ``out``) a folder that could not be created at ``target``; the
+    probe leaves nothing behind (:func:`outputs.check_writable`)."""
+    outputs.check_writable(target, described, lambda reason: _refused_output(
+        reason, "choose a folder on a writable disk"))
+
+
+def _trace_name(mode: str, path: str | os.PathLike) -> str:
+    """The name a mode's trace has in a run folder: ``trace_<mode>.json``, ``.json.gz`` if packed."""
+    return schema.trace_file(mode) + (".gz" if os.fspath(path).endswith(".gz") else "")
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error) or type(error).__name__
+
+
+def _refuse_booleans(name: str, raw: pd.DataFrame, path: Path) -> None:
+    """true/false in a numeric column would be read as 1/0: refuse it instead."""
+    for column in schema.TABLE_FILES[name][1]:
+        if column in _TEXT_COLUMNS or column in _BOOL_COLUMNS or column not in raw.columns:
+            continue
+        values = raw[column]
+        if values.dtype == bool or (values.dtype == object and values.astype(str).str.strip()
+                                    .str.lower().isin(("true", "false")).any()):
+            raise RunFormatError(f"{path}: column {column} holds true/false where numbers belong",
+                                 "the file was damaged or edited; run again")
+
+
+def _check_values(name: str, frame: pd.DataFrame, path: Path) -> None:
+    """Every number finite (or NaN: not measured), times in range, counts and durations not
+    negative, modes and methods short identifiers."""
+    def refuse(what: str) -> None:
+        raise RunFormatError(f"{path}: {what}", "the file was damaged or edited; run again")
+
+    for column in schema.TABLE_FILES[name][1]:
+        if column in _TEXT_COLUMNS or column in _BOOL_COLUMNS:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        if values.isin([math.inf, -math.inf]).any():
+            refuse(f"column {column} holds an infinite value")
+        if column not in _UNBOUNDED.get(name, ()) and (
+                values.abs() > (MAX_TIME_MS * 1e3 if name != "nvml" else 1e12)).any():
+            refuse(f"column {column} holds a value beyond any measurement")
+        negative = values < 0
+        if name == "breakdown":
+            signed = frame["component"].isin(_SIGNED_COMPONENTS)
+            negative &= ~signed.to_numpy(dtype=bool, na_value=False)
+        if column in _NON_NEGATIVE.get(name, ()) and negative.any():
+            refuse(f"column {column} holds a negative value")
+        if column.endswith("_ms") and (values > MAX_TIME_MS).any():
+            refuse(f"column {column} holds a time beyond {MAX_TIME_MS:g} ms")
+    for column in ("mode", "method"):
+        if column in frame.columns and len(frame):
+            if frame[column].isna().any():
+                refuse(f"column {column} is empty in a row")
+            bad = [str(v) for v in frame[column] if not _IDENTIFIER.fullmatch(str(v))]
+            if bad:
+                refuse(f"column {column} holds {bad[0][:40]!r}, which is not a mode or method name")
+    if name == "latency" and len(frame):
+        if not frame["method"].isin(schema.LATENCY_METHODS).all():
+            refuse(f"column method must be one of {', '.join(schema.LATENCY_METHODS)}")
+        if (frame["gpu_ms"].isna() & frame["wall_ms"].isna()).any():
+            refuse("a timed iteration has neither a GPU nor a wall time")
+        if (frame["steps"] < 1).any():
+            refuse("column steps must be at least 1")
+    if name == "stats" and len(frame) and frame["median_ms"].isna().any():
+        refuse("a statistics row has no median")
+    if name == "phases" and len(frame) and (frame["end_s"] < frame["start_s"]).any():
+        refuse("a phase ends before it starts")
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """The table ``name`` with its columns and no rows."""
+    return coerce_table(name, pd.DataFrame(columns=schema.TABLE_FILES[name][1]))
+
+
+def coerce_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns in schema order with their dtypes; a missing column is an error."""
+    columns = schema.TABLE_FILES[name][1]
+    later = [c for c in schema.LATER_COLUMNS.get(name, ()) if c not in frame.columns]
+    if later:  # a run written before these columns existed: they are empty
+        frame = frame.assign(**{c: "" if c in _TEXT_COLUMNS else math.nan for c in later})
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise RunFormatError(f"table {name} lacks columns {missing}",
+                             "the run directory was not written by this tool, or was edited by hand")
+    frame = frame[columns].copy()
+    for column in columns:
+        if column in _TEXT_COLUMNS:
+            frame[column] = frame[column].astype("string")
+        elif column in _BOOL_COLUMNS:
+            frame[column] = frame[column].astype("boolean")
+        elif column in _INT_COLUMNS:
+            frame[column] = pd.to_numeric(frame[column], errors="raise").astype("Int64")
+        else:
+            frame[column] = pd.to_numeric(frame[column], errors="raise").astype(float)
+    return frame.reset_index(drop=True)
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities become strings JSON can carry; everything else stays as it is."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _pandas_error(error: Exception) -> str:
+    """A pandas parse error's text on one line (its messages may end in a line break), shortened."""
+    return shown(" ".join(str(error).split()), 200)
+
+
+def _from_json_safe(value: Any) -> Any:
+    """summary.json as read back: "nan"/"inf" strings as floats, every text (keys too) with
+    lone surrogates (``\\udcff`` escapes) as U+FFFD, which pyarrow and Streamlit refuse."""
+    if isinstance(value, str):
+        return float(value) if value in ("nan", "inf", "-inf") else schema.clean_text(value)
+    if isinstance(value, dict):
+        return {schema.clean_text(k) if isinstance(k, str) else k: _from_json_safe(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_json_safe(v) for v in value]
+    return value
+
+
+@dataclass
+class RunResult:
+    """One run: config, environment, headline numbers, tables and the paths of its traces."""
+
+    config: RunConfig
+    environment: dict[str, Any]
+    headline: dict[str, Any]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    complete: bool = True
+    trace_paths: dict[str, Path | None] = field(default_factory=dict)
+    scratch_dir: Path | None = None  # private folder holding the traces until saved
+
+    def table(self, name: str) -> pd.DataFrame:
+        return self.tables.get(name, empty_table(name))
+
+    def summary_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": schema.SCHEMA_VERSION,
+            "tool": "profiler_core",
+            "complete": self.complete,
+            "config": self.config.to_dict(),
+            "environment": self.environment,
+            "headline": self.headline,
+            "notes": list(self.notes),
+        }
+
+    def save(self, directory: str | os.PathLike, overwrite: bool = False) -> Path:
+        """Write the run directory atomically: a staging folder beside it (its manifest written
+        last), then a rename. A folder already there is replaced only when ``overwrite`` is set
+        and it holds one of this tool's runs and nothing else (:func:`run_files`); exactly that
+        run's files are then removed. Anything else is refused (``ConfigError`` on ``out``) and
+        left as it was. When the folder cannot be written (``OSError``: a full disk, a read-only
+        disk...), the run is written under the system's temporary folder instead and
+        ``SaveError`` says where, or that nothing could be saved and why."""
+        target = check_output(directory, overwrite)
+        try:
+            self._save_at(target, overwrite)
+        except OSError as error:
+            raise self.keep_elsewhere(directory, _reason(error)) from None
+        self.trace_paths = {mode: (target / _trace_name(mode, path) if path else None)
+                            for mode, path in self.trace_paths.items()}
+        record_run(target)  # never raises; a busy or damaged index catches up on the next listing
+        return target
+
+    def _save_at(self, target: Path, overwrite: bool) -> None:
+        made = make_parents(target)
+        staging = None
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+            self._write_into(staging)
+            if os.path.lexists(target):
+                check_output(target, overwrite)  # still one of our runs, just before it goes
+                try:
+                    replace_folder(target, run_files, new=staging)  # checked again once aside
+                except NotOwned as why:
+                    raise _not_replaced(repr(str(target)), why) from None
+            else:
+                os.replace(staging, target)
+        except BaseException:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)  # our own staging folder only
+            remove_made(made)
+            raise
+
+    def keep_elsewhere(self, wanted: str | os.PathLike, reason: str) -> SaveError:
+        """Write the run into a new folder under the system's temporary folder, after it could
+        not be saved at ``wanted`` (``reason``), so that its measurements are not lost; returns
+        the ``SaveError`` to raise, which says where the run is, or that nothing could be saved
+        and why."""
+        shown = repr(os.fspath(wanted))
+        folder = None
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=UNSAVED_PREFIX))
+            self._write_into(folder)
+        except OSError as error:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)  # our own, just made
+            where = repr(str(folder or tempfile.gettempdir()))
+            return SaveError(f"the run could not be saved in {shown} ({reason}) nor in {where} "
+                             f"({_reason(error)}), so its measurements are lost",
+                             "free some disk space, or choose a folder on another disk with "
+                             "--out, and run again")
+        self.trace_paths = {mode: (folder / _trace_name(mode, path) if path else None)
+                            for mode, path in self.trace_paths.items()}
+        return SaveError(f"the run could not be saved in {shown} ({reason}); it was saved in "
+                         f"{str(folder)!r} instead",
+                         "free some disk space, then move that folder where you want it")
+
+    def _write_into(self, directory: Path) -> None:
+        """Write every file of the run into ``directory`` (new, empty), then its manifest. Files
+        are written through open handles (pandas would expand a ``~`` in a path)."""
+        written = [schema.SUMMARY_FILE]
+        with open(directory / schema.SUMMARY_FILE, "w", encoding="utf-8") as handle:
+            json.dump(_json_safe(self.summary_dict()), handle, indent=2, sort_keys=False)
+        for name, (file_name, _) in schema.TABLE_FILES.items():
+            with open(directory / file_name, "w", encoding="utf-8", newline="") as handle:
+                coerce_table(name, self.table(name)).to_csv(handle, index=False)
+            written.append(file_name)
+        for mode, path in self.trace_paths.items():
+            if path is not None and Path(path).is_file():
+                written.append(_trace_name(mode, path))
+                shutil.copyfile(path, directory / written[-1])
+        write_manifest(directory, RUN_KIND, written)
+
+    def release_scratch(self) -> None:
+        """Delete the private folder the run kept its traces in before saving (if any)."""
+        scratch, self.scratch_dir = self.scratch_dir, None
+        if scratch is not None and Path(scratch).name.startswith(SCRATCH_PREFIX):
+            shutil.rmtree(scratch, ignore_errors=True)
+            self.trace_paths = {mode: (None if path is not None and Path(scratch) in Path(path).parents
+                                       else path) for mode, path in self.trace_paths.items()}
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> RunResult:
+        """Read a run directory written by ``save``; a malformed one raises ``RunFormatError``."""
+        directory = Path(directory)
+        summary_path = directory / schema.SUMMARY_FILE
+        if not summary_path.is_file():
+            raise RunFormatError(f"{directory} has no {schema.SUMMARY_FILE}",
+                                 "choose a run directory written by python -m profiler_core run")
+        try:
+            summary = _from_json_safe(json.loads(summary_path.read_text(encoding="utf-8")))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+            raise RunFormatError(f"{summary_path} is not valid JSON: {type(error).__name__}",
+                                 "the file was damaged or edited; run again") from None
+        version = summary.get("schema_version") if isinstance(summary, dict) else None
+        if isinstance(version, bool) or not isinstance(version, int) or (
+                version not in schema.READABLE_SCHEMA_VERSIONS):
+            raise RunFormatError(
+                f"{summary_path} has schema version {version!r}",
+                "this tool reads versions "
+                + ", ".join(str(v) for v in schema.READABLE_SCHEMA_VERSIONS))
+        expected = {"complete": bool, "config": dict, "environment": dict, "headline": dict,
+                    "notes": list}
+        for key, kind in expected.items():
+            if not isinstance(summary.get(key), kind):
+                raise RunFormatError(f"{summary_path}: {key!r} must be a JSON {kind.__name__}",
+                                     "the file was damaged or edited; run again")
+        try:
+            config = RunConfig.from_dict(summary["config"])
+        except (ConfigError, TypeError) as error:
+            raise RunFormatError(f"{summary_path} holds an invalid config: {error}",
+                                 "the file was edited by hand; run again") from None
+        tables = {}
+        for name, (file_name, _) in schema.TABLE_FILES.items():
+            path = directory / file_name
+            if not path.is_file():
+                tables[name] = empty_table(name)
+                continue
+            # rows, line lengths and NUL bytes checked in chunks before pandas parses the file
+            check_table_file(path, table_row_limit(name, config, summary["environment"]))
+            try:
+                frame = pd.read_csv(path)
+            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+                raise RunFormatError(f"{path} is not a readable CSV: {_pandas_error(error)}",
+                                     "the file was damaged or edited; run again") from None
+            if version == 1:
+                frame = _upgrade_v1_table(name, frame)
+            if version < 3:
+                frame = _upgrade_v2_table(name, frame)
+            _refuse_booleans(name, frame, path)  # before anything is written into a column
+            for column in _MAY_BE_EMPTY_TEXT.get(name, ()):
+                if column in frame.columns:  # an empty cell is the writer's "" (CSV cannot tell)
+                    frame[column] = frame[column].astype("string").fillna("")
+            if name == "metrics":
+                frame = _upgrade_never_pays_back(frame)
+            try:
+                tables[name] = coerce_table(name, frame)
+            except (ValueError, TypeError, OverflowError) as error:
+                raise RunFormatError(f"{path} holds a non-numeric value (or one out of range): "
+                                     f"{_pandas_error(error)}",
+                                     "the file was damaged or edited; run again") from None
+            _check_values(name, tables[name], path)
+        headline, notes = summary["headline"], [str(n) for n in summary["notes"]]
+        if version == 1:
+            headline, notes = _upgrade_v1_summary(headline, notes)
+        if version < 3:
+            tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(
+                metrics.from_saved_headline(tables["modes"], tables["stats"], headline)))
+        headline = _headline_pay_back(headline, tables["metrics"])
+        if not (directory / schema.TABLE_FILES["attribution"][0]).is_file():  # written before it existed
+            tables["attribution"] = coerce_table("attribution", attribution.build(
+                tables["stats"], tables["launch_split"], tables["latency"]))
+        traces = {}
+        for mode in dict.fromkeys([*schema.TRACE_FILES, *config.modes]):
+            file_name = schema.trace_file(mode)
+            plain, packed = directory / file_name, directory / (file_name + ".gz")
+            traces[mode] = plain if plain.is_file() else (packed if packed.is_file() else None)
+        return cls(config=config, environment=summary["environment"], headline=headline,
+                   tables=tables, notes=notes, complete=summary["complete"], trace_paths=traces)
+
+
+def _upgrade_never_pays_back(frame: pd.DataFrame) -> pd.DataFrame:
+    """metrics.csv as written before 2026-12-01 stored a mode that never pays back its one-time
+    cost as ``break_even_iters = inf``: today that is ``pays_back = 0`` with ``break_even_iters``
+    NaN (every stored figure finite or NaN). Modes without ``pays_back`` get it from their
+    break-even."""
+    if not {"mode", "metric", "value"} <= set(frame.columns) or frame.empty:
+        return frame
+    frame = frame.copy()
+    values = pd.to_numeric(frame["value"], errors="coerce")
+    is_break_even = frame["metric"].astype(str) == "break_even_iters"
+    never = is_break_even & (values == float("inf"))
+    frame.loc[never, "value"] = float("nan")
+    has_pay_back = set(frame.loc[frame["metric"].astype(str) == "pays_back", "mode"].astype(str))
+    added = []
+    for row, is_never in zip(frame[is_break_even].itertuples(), never[is_break_even]):
+        if str(row.mode) in has_pay_back:
+            continue
+        finite_steps = pd.notna(pd.to_numeric(row.value, errors="coerce"))
+        pays = 0.0 if is_never else (1.0 if finite_steps else float("nan"))
+        added.append({"mode": row.mode, "metric": "pays_back", "value": pays})
+    if added:
+        frame = pd.concat([frame, pd.DataFrame(added)], ignore_index=True)
+    return frame
+
+
+def _headline_pay_back(headline: dict[str, Any], metrics_table: pd.DataFrame) -> dict[str, Any]:
+    """The headline's break-even as stored today: ``break_even_iters`` finite or NaN, and
+    ``graph_pays_back`` (true, false, or absent when not measured) from metrics.csv."""
+    headline = dict(headline)
+    if headline.get("break_even_iters") == float("inf"):
+        headline["break_even_iters"] = float("nan")
+        headline.setdefault("graph_pays_back", 0.0)
+    rows = metrics_table[(metrics_table["mode"] == "graph") & (metrics_table["metric"] == "pays_back")]
+    if "graph_pays_back" not in headline and len(rows) and pd.notna(rows["value"].iloc[0]):
+        headline["graph_pays_back"] = float(rows["value"].iloc[0])
+    return headline
+
+
+# Schema 1 timed each iteration from an idle device only: its methods are today's cold start.
+_V1_METHODS = {"cuda_event": "cold_event", "sync_wall": "cold_wall"}
+
+
+def _upgrade_v1_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """A schema-1 table in today's columns and method names."""
+    frame = frame.copy()
+    if name == "latency":
+        if "method" not in frame.columns:
+            frame.insert(min(1, len(frame.columns)), "method", "cold")
+    if name == "stats" and "method" in frame.columns:
+        frame["method"] = frame["method"].replace(_V1_METHODS)
+    return frame
+
+
+def _upgrade_v2_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """A schema-2 (or 1) table in today's columns: its breakdown was the graph's, in graph_us."""
+    if name != "breakdown" or "mode" in frame.columns:
+        return frame
+    frame = frame.rename(columns={"graph_us": "mode_us"})
+    frame.insert(0, "mode", "graph")
+    return frame
+
+
+def _upgrade_v1_summary(headline: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """A schema-1 headline: its speedup is the cold-start one (a synchronise before every step)."""
+    headline = dict(headline)
+    method = headline.get("timing_method")
+    if isinstance(method, str):
+        headline["timing_method"] = _V1_METHODS.get(method, method)
+    return headline, notes + [
+        "recorded by an earlier version of this tool (run schema 1), which timed every step from "
+        "an idle device (cold start): its headline is the cold-start speedup, not the steady "
+        "state of a training loop; run it again for the steady-state figure"]

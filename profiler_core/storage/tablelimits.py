@@ -1,0 +1,111 @@
+"""How large each table of a run folder can be, and a cheap check of a table file against it.
+
+Scope: for every CSV table of a run directory (``schema.TABLE_FILES``), the most rows a run of
+a given config ever writes (:func:`table_row_limit`, generous: twice the most the runner writes,
+plus room), and :func:`check_table_file`, which reads a file in chunks (never more than a
+mebibyte at a time) before pandas parses it, refusing NUL bytes, a line over
+``MAX_LINE_BYTES`` and more rows than the limit. A table past its limit was not written by a
+run of that config (it was damaged, edited or crafted), and parsing it whole could take
+gigabytes and minutes in the loader and the dashboard (issue 18: a million-row breakdown.csv
+kept the Launch split page busy for ten minutes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from profiler_core.analysis.attribution import COMPONENTS as ATTRIBUTION_COMPONENTS
+from profiler_core.spec.config import ALWAYS_MEASURED, INT_LIMITS, RunConfig
+from profiler_core.spec.errors import RunFormatError
+from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, NVML_METRICS
+
+READ_CHUNK_BYTES = 1 << 20
+MAX_LINE_BYTES = 1 << 20  # one line of a table (a kernel's two names: 8 kB at most)
+HINT = "the file was damaged, edited or crafted; run again"
+
+# Rows per mode, beyond what depends on the config (generous: the runner writes fewer).
+STATS_ROWS_PER_MODE = 32  # timing methods of stats.csv (about 10)
+METRIC_ROWS_PER_MODE = 256  # metrics of metrics.csv (about 60)
+KERNEL_ROWS_PER_MODE = 5_000  # distinct kernels of a profiled window (real: tens to hundreds)
+COUNTER_ROWS = 16  # the counter lesson's phases (5)
+PHASES_PER_MODE = 16  # phases a mode has beside its trials: warm-up, profiled... (about 5)
+# NVML: polled samples of every metric at the config's interval, plus the driver's own samples
+# (at most every 1/6 s). When the run's duration is unknown, MAX_NVML_ROWS: 90 minutes polled
+# every 20 ms.
+DRIVER_SAMPLE_S = 1 / 6
+MAX_NVML_ROWS = 2_000_000
+MIN_NVML_ROWS = 100_000
+ROOM = 64  # added to every limit
+
+
+def table_row_limit(name: str, config: RunConfig,
+                    environment: Mapping[str, Any] | None = None) -> int:
+    """The most rows table ``name`` of a run of ``config`` may have (``environment``: the run's,
+    whose ``started_at`` and ``finished_at`` bound the NVML samples)."""
+    modes = max(len(config.modes), len(ALWAYS_MEASURED))
+    timed = max(config.total_eager_iters, config.replays * config.capture_iters)
+    rows = {
+        # steady and cold rows for every timed iteration of every mode
+        "latency": modes * 2 * timed,
+        "stats": modes * STATS_ROWS_PER_MODE,
+        "counters": COUNTER_ROWS,
+        "launch_split": modes * config.profile_iters * max(1, config.capture_iters),
+        "breakdown": modes * len(BREAKDOWN_COMPONENTS),
+        "attribution": modes * len(ATTRIBUTION_COMPONENTS),
+        "kernels": modes * KERNEL_ROWS_PER_MODE,
+        "nvml": _nvml_rows(config, environment),
+        # the timed, cold-start and article-loop blocks of every trial, and a mode's other phases
+        "phases": modes * (3 * config.trial_count + PHASES_PER_MODE),
+        "modes": modes,
+        "metrics": modes * METRIC_ROWS_PER_MODE,
+        "repeats": INT_LIMITS["repeats"][1],  # one row per process of a --repeats run
+    }[name]
+    return 2 * rows + ROOM
+
+
+def _nvml_rows(config: RunConfig, environment: Mapping[str, Any] | None) -> int:
+    duration_s = _duration_s(environment or {})
+    if duration_s is None:
+        return MAX_NVML_ROWS
+    per_second = len(NVML_METRICS) * (1e3 / config.nvml_interval_ms + 1 / DRIVER_SAMPLE_S)
+    return max(MIN_NVML_ROWS, int(per_second * (duration_s + 60)))
+
+
+def _duration_s(environment: Mapping[str, Any]) -> float | None:
+    """Seconds from the run's start to its end, when both are recorded (and in order)."""
+    try:
+        started = datetime.fromisoformat(str(environment["started_at"]))
+        finished = datetime.fromisoformat(str(environment["finished_at"]))
+        seconds = (finished - started).total_seconds()
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+    return seconds if math.isfinite(seconds) and 0 <= seconds <= 30 * 86_400 else None
+
+
+def check_table_file(path: Path, limit: int) -> None:
+    """Read ``path`` in chunks and refuse (``RunFormatError``) a NUL byte, a line over
+    ``MAX_LINE_BYTES`` or more than ``limit`` rows after the header (counted as line breaks: a
+    quoted cell may hold one, so this over-counts, never under-counts). Stops at the first
+    problem; memory stays within a chunk. A chunk is no longer than a line may be, so only a
+    line running across chunks can be too long."""
+    lines = 0  # line breaks seen
+    open_line = 0  # bytes of the line not ended yet
+    with open(path, "rb") as handle:
+        while chunk := handle.read(READ_CHUNK_BYTES):
+            if b"\x00" in chunk:
+                raise RunFormatError(f"{path} holds NUL bytes, so it is not a table written by "
+                                     "this tool", HINT)
+            first_break = chunk.find(b"\n")
+            ended = open_line + (len(chunk) if first_break < 0 else first_break)
+            if ended > MAX_LINE_BYTES:
+                raise RunFormatError(f"{path} has a line over {MAX_LINE_BYTES // 1024:,} KiB, "
+                                     "longer than any line this tool writes", HINT)
+            open_line = ended if first_break < 0 else len(chunk) - 1 - chunk.rindex(b"\n")
+            lines += chunk.count(b"\n")
+            if lines - 1 + (open_line > 0) > limit:
+                raise RunFormatError(f"{path} has more than {limit:,} rows, more than a run of its "
+                                     "config ever writes there", HINT)

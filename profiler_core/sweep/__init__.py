@@ -1,0 +1,1 @@
+"""Sweeps over a grid of configurations: plan, folder, runner and analysis."""
