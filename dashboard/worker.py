@@ -42,6 +42,9 @@ from profiler_core.orchestration.launcher import (  # noqa: F401  (KIND_OF_EXIT:
     RunProcess,
     run_env,
 )
+from profiler_core.orchestration.launcher import (
+    run_argv as worker_argv,  # noqa: F401  (the page's worker command line)
+)
 
 ACTIVE = ("queued", "starting", "running", "cancelling")
 REFUSALS = ("ConfigError", "UsageError")  # error kinds that mean "this input was refused"
