@@ -239,8 +239,8 @@ def test_between_table_puts_the_interval_beside_the_runs_own_ci():
 
 
 def test_every_sweep_point_is_a_repeats_run():
-    from profiler_core.orchestration.launcher import run_argv
-    from profiler_core.sweep.core import plan_from_args
+    from profiler_core.cli.sweep_command import plan_from_args
+    from profiler_core.orchestration.command import run_argv
 
     args = cli.parse(["sweep", "--param", "batch=8,16", "--out", "x", "--device", "cpu",
                       "--repeats", "3", "--cpu-affinity", "0"])
