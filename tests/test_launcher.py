@@ -439,7 +439,7 @@ def test_an_idle_spare_is_stopped_after_the_idle_time_and_the_next_run_starts_fr
     and a spare is started again after it."""
     from profiler_core.orchestration import launcher as launcher_module
     assert launcher_module.IDLE_TIMEOUT_S == 600.0
-    docs = Path(launcher_module.__file__).parent.parent / "docs" / "how-it-measures.md"
+    docs = Path(launcher_module.__file__).parents[2] / "docs" / "how-it-measures.md"
     assert "no run takes within 10 minutes of being ready is stopped" in docs.read_text()
     make, _, _ = fake_python
     launcher = make(idle_timeout_s=0.5)

@@ -9,11 +9,6 @@ marked incomplete.
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # before the heavy imports: a launcher's child ends with it
-    from profiler_core.orchestration.parent import end_with_parent
-
-    end_with_parent()
-
 import contextlib
 import math
 import os
