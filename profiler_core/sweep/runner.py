@@ -91,6 +91,7 @@ class SweepOutcome:
 # Worker errors after which no later point can run either: stop the sweep, keep the point pending.
 FATAL_KINDS = ("NoCudaError", "UsageError")
 ProgressCallback = Callable[[SweepProgress], None]
+
 # Warm workers a sweep keeps ready at once: they warm up together between two points, so the
 # sweep waits for one warm-up per this many points (on the H200 one warm-up took about 10 s and a
 # seed-size point about 1.5 s, so with one spare a sweep managed only 4.4 points per minute).
