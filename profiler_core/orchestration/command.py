@@ -1,10 +1,10 @@
-"""The command line and environment of a fresh run process: the one place a ``RunConfig``
+"""The command lines and environment of the launcher's processes: the one place a ``RunConfig``
 becomes argv.
 
 Scope: :func:`run_argv` (``python -m profiler_core run <options> --timeout 0 --out ... --progress
-jsonl``), :func:`config_to_argv` (the options that ``run`` parses back into exactly the config) and
-:func:`run_env`. A warm worker is handed the config itself (``profiler_core.engine.serve``), never
-a command line.
+jsonl``), :func:`config_to_argv` (the options that ``run`` parses back into exactly the config),
+:func:`serve_argv` (a warm worker) and :func:`run_env`. A warm worker is then handed the config
+itself (``profiler_core.engine.serve.RunRequest``), never a command line.
 """
 
 from __future__ import annotations
@@ -38,6 +38,11 @@ def run_argv(config: RunConfig, out_dir: Path | str, *, python: str = sys.execut
     ``--timeout 0``: the run sets itself no time limit, its launcher's caller does (``timeout_s``)."""
     return [python, "-m", "profiler_core", "run", *config_to_argv(config), "--timeout", "0",
             "--out", str(out_dir), "--progress", "jsonl", *(["--overwrite"] if overwrite else [])]
+
+
+def serve_argv(device: str, *, python: str = sys.executable) -> list[str]:
+    """The command line of a warm worker for ``device`` (``profiler_core.engine.serve``)."""
+    return [python, "-m", "profiler_core", "serve", "--device", device]
 
 
 def run_env(base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from profiler_core.engine.serve import RunRequest
 from profiler_core.orchestration.child import Child
-from profiler_core.orchestration.command import run_argv, run_env
+from profiler_core.orchestration.command import run_argv, run_env, serve_argv
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.schema import ERROR_KINDS
 
@@ -503,7 +503,7 @@ class Launcher:
             return
         if self._pool.live():
             return  # refilled only once empty: a spare warming up delays the next run's start
-        argv = [self.python, "-m", "profiler_core", "serve", "--device", self._wanted_device]
+        argv = serve_argv(self._wanted_device, python=self.python)
         self._pool.device = self._wanted_device
         for _ in range(self.spares):
             try:
