@@ -718,10 +718,10 @@ def unpack_run(data: bytes, dest: Path, name: str = "") -> OpenedRun:
 
 
 def sweeps_with_samples(listed: pd.DataFrame, samples_dir: Path | None = None) -> pd.DataFrame:
-    """The runs folder's sweeps (``sweep.list_sweeps``), then the bundled sample sweeps, each
+    """The runs folder's sweeps (``store.list_sweeps``), then the bundled sample sweeps, each
     named ``sample: <name>`` (so it cannot clash with a folder of the user's)."""
-    from profiler_core.sweep import core as sweep
-    samples = sweep.list_sweeps(samples_dir or SAMPLE_SWEEPS_DIR)
+    from profiler_core.sweep.store import list_sweeps
+    samples = list_sweeps(samples_dir or SAMPLE_SWEEPS_DIR)
     if samples.empty:
         return listed
     samples = samples.assign(name=SAMPLE_SWEEP_PREFIX + samples["name"].astype(str))

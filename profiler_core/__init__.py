@@ -17,6 +17,7 @@ _PUBLIC = {
     "RunResult": "profiler_core.storage.results",
     "run_experiment": "profiler_core.engine.runner",
     "Launcher": "profiler_core.orchestration.launcher",
+    "SweepPlan": "profiler_core.sweep.plan",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import analysis, devices, rundata, runpanel, state, worker
+from profiler_core.orchestration.launcher import Launcher
 from profiler_core.spec.errors import RunFormatError
 from profiler_core.spec.schema import TABLE_FILES
 from profiler_core.storage.results import RunResult
@@ -251,10 +252,12 @@ def fake_runs(monkeypatch, fake_worker, shared_run):
     """The Run button starts the fake worker; mode by device: cpu 'done', otherwise as set."""
     modes = {"mode": "done"}
 
-    def argv(config, out_dir, python=None):
-        return fake_worker(modes["mode"], out_dir, shared_run)
+    class FakeRuns(Launcher):  # the server's launcher, running the fake worker for each config
+        def start(self, config, out_dir, *, overwrite=False, **options):
+            return self.start_command(fake_worker(modes["mode"], out_dir, shared_run), out_dir,
+                                      **options)
 
-    monkeypatch.setattr(worker, "worker_argv", argv)
+    monkeypatch.setattr(runpanel, "run_launcher", lambda: FakeRuns(warm=False))
     return modes
 
 

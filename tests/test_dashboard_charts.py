@@ -1076,7 +1076,7 @@ def test_the_speedup_overlay_holds_every_marker_and_says_why_a_run_has_none():
 
 
 def test_a_cpu_sweep_draws_eager_medians():
-    from profiler_core.sweep import core as sweep
+    from profiler_core.sweep import analysis as sweep
     points = pd.DataFrame({"index": [0, 1, 2], "batch": [8, 16, 32], "status": "done",
                            "floor_ms": np.nan})
     point_modes = pd.DataFrame({"index": [0, 1, 2], "mode": "eager", "median_ms": [0.2, 0.3, 0.5],

@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import analysis, state
+from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec import fields
 from profiler_core.spec.config import PRESETS, RunConfig
 
@@ -86,10 +87,9 @@ def test_the_compare_diff_compares_the_values_the_runs_used():
 
 def _cpu_run_folder(runs: Path, name: str, config: RunConfig) -> Path:
     """A real CPU run of ``config`` through the command line, as the dashboard's worker runs it."""
-    from profiler_core.cli import parser as cli
     from profiler_core.cli.main import main
 
-    argv = ["run", "--out", str(runs / name), "--progress", "none", *cli.config_to_argv(config)]
+    argv = ["run", "--out", str(runs / name), "--progress", "none", *config_to_argv(config)]
     assert main(argv) == 0
     return runs / name
 

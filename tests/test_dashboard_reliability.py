@@ -45,7 +45,8 @@ from dashboard import (
 )
 from dashboard.gpulock import GpuLock
 from dashboard.worker import ERROR_TITLES, KIND_OF_EXIT, REFUSALS, RunJob
-from profiler_core.orchestration import launcher, repeats
+from profiler_core.orchestration import child, launcher, repeats
+from profiler_core.orchestration.command import run_argv
 from profiler_core.spec.config import PRESETS
 from profiler_core.spec.errors import ProfilerError, RunFormatError
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, ERROR_KINDS, TABLE_FILES
@@ -99,10 +100,12 @@ def fake_runs(monkeypatch, fake_worker, source_run):
     """The Run button starts the fake worker in ``modes["mode"]`` (extra argv in ``"extra"``)."""
     modes = {"mode": "done", "extra": None}
 
-    def argv(config, out_dir, python=None):
-        return fake_worker(modes["mode"], out_dir, modes["extra"] or source_run)
+    class FakeRuns(launcher.Launcher):  # the server's launcher, running the fake worker
+        def start(self, config, out_dir, *, overwrite=False, **options):
+            return self.start_command(fake_worker(modes["mode"], out_dir,
+                                                  modes["extra"] or source_run), out_dir, **options)
 
-    monkeypatch.setattr(worker, "worker_argv", argv)
+    monkeypatch.setattr(runpanel, "run_launcher", lambda: FakeRuns(warm=False))
     return modes
 
 
@@ -1038,7 +1041,7 @@ def test_text_typed_in_the_browser_never_reaches_a_shell(fake_runs, tmp_path, mo
         calls.append((args, kwargs))
         return real_popen(*args, **kwargs)
 
-    monkeypatch.setattr(launcher.subprocess, "Popen", spy)  # the launcher starts the worker
+    monkeypatch.setattr(child.subprocess, "Popen", spy)  # the launcher's child starts the worker
     monkeypatch.chdir(tmp_path)
     nasty = "runs/$(touch PWNED1); touch PWNED2 `touch PWNED3` | touch PWNED4 && touch PWNED5"
     at = _app(tmp_path / nasty)
@@ -1055,7 +1058,7 @@ def test_text_typed_in_the_browser_never_reaches_a_shell(fake_runs, tmp_path, mo
 
 def test_the_real_worker_argv_is_a_list_of_validated_values(tmp_path):
     nasty = tmp_path / "a b; rm -rf ~ $(id)"
-    argv = worker.worker_argv(PRESETS["seed"].replace(device="cpu"), nasty, python="python")
+    argv = run_argv(PRESETS["seed"].replace(device="cpu"), nasty, python="python")
     assert isinstance(argv, list) and argv[argv.index("--out") + 1] == str(nasty)
     assert argv.count(str(nasty)) == 1 and argv[:4] == ["python", "-m", "profiler_core", "run"]
 

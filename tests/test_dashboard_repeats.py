@@ -165,7 +165,7 @@ def test_the_repeats_chart_falls_back_to_eager_times_and_to_a_message():
 def test_the_sweep_page_makes_every_point_a_repeats_run(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from profiler_core.sweep import core as sweep
+    from profiler_core.sweep import runner as sweep
     started = []
 
     class Launcher:  # every point ends at once, failed: only its config matters here

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import controls, devices, state
 from profiler_core.cli import parser as cli
+from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec import fields, workload_kinds
 from profiler_core.spec.config import FLOAT_LIMITS, INT_LIMITS, RunConfig
 from profiler_core.spec.errors import ConfigError
@@ -91,10 +92,10 @@ def test_every_field_survives_the_worker_command_line():
             if getattr(EVERY_FIELD_CHANGED, n) == getattr(default, n)] == ["preset"]
     for config in (EVERY_FIELD_CHANGED, RunConfig(),
                    RunConfig(workload="profiler_core.examples.user_step:build", preset="custom")):
-        argv = cli.config_to_argv(config)
+        argv = config_to_argv(config)
         assert cli.config_from_args(cli.parse(["run", "--out", "x", *argv])) == config
     # one option per field (two values for --dropout), plus the negative forms of the toggles
-    argv = cli.config_to_argv(EVERY_FIELD_CHANGED)
+    argv = config_to_argv(EVERY_FIELD_CHANGED)
     assert [a for a in argv if a.startswith("--")] == [
         o if specs[0].kind != fields.BOOL else "--no-" + o[2:] for o, specs in fields.options().items()]
 

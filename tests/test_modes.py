@@ -10,6 +10,7 @@ import torch
 from profiler_core.cli import parser as cli
 from profiler_core.cli.main import main
 from profiler_core.engine import modes
+from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError
 from profiler_core.storage.results import RunResult
@@ -30,7 +31,7 @@ def test_modes_are_chosen_after_eager_and_graph():
     assert cli.config_from_args(args).modes == ("eager", "graph", "compile_ro", "compile")
     config = RunConfig(modes=("eager", "graph", "compile"))
     assert RunConfig.from_dict(config.to_dict()) == config and config.extra_modes == ("compile",)
-    assert cli.config_from_args(cli.parse(["run", "--out", "x", *cli.config_to_argv(config)])) == config
+    assert cli.config_from_args(cli.parse(["run", "--out", "x", *config_to_argv(config)])) == config
     with pytest.raises(ConfigError):
         RunConfig(modes=("graph", "eager"))
 

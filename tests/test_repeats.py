@@ -200,9 +200,8 @@ def test_ctrl_c_kills_the_running_repeat_and_keeps_the_finished_ones(tmp_path):
 
 def test_the_cli_exits_with_the_failed_repeats_code_and_says_what_was_kept(tmp_path, monkeypatch,
                                                                            capsys):
-    from profiler_core.orchestration import launcher as launcher_module
     fake = FakeLauncher([5.0, _error()])
-    monkeypatch.setattr(launcher_module, "Launcher", lambda **_: fake)
+    monkeypatch.setattr(repeats, "Launcher", lambda **_: fake)
     out = tmp_path / "r"
     assert main(["run", "--out", str(out), "--repeats", "2", "--progress", "jsonl"]) == 5
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -239,8 +238,8 @@ def test_between_table_puts_the_interval_beside_the_runs_own_ci():
 
 
 def test_every_sweep_point_is_a_repeats_run():
-    from profiler_core.orchestration.launcher import run_argv
-    from profiler_core.sweep.core import plan_from_args
+    from profiler_core.cli.sweep_command import plan_from_args
+    from profiler_core.orchestration.command import run_argv
 
     args = cli.parse(["sweep", "--param", "batch=8,16", "--out", "x", "--device", "cpu",
                       "--repeats", "3", "--cpu-affinity", "0"])

@@ -35,7 +35,10 @@ from profiler_core.cli.main import format_summary
 from profiler_core.spec import schema
 from profiler_core.storage import index
 from profiler_core.storage.results import RunResult, coerce_table
-from profiler_core.sweep import core as sweep
+from profiler_core.sweep import analysis as sweep_analysis
+from profiler_core.sweep import plan as sweep_plan
+from profiler_core.sweep import runner as sweep_runner
+from profiler_core.sweep import store as sweep_store
 from profiler_core.timing import stats
 
 # Deterministic and short; no shrinking (a generated run is built and read by every reader, so
@@ -250,8 +253,8 @@ def check_sweep(result: RunResult, runs: Path) -> Path:
     would), never marked failed for what it holds, read back by ``load_sweep`` and every sweep
     table, listed, and left alone by a resume."""
     config = result.config
-    plan = sweep.SweepPlan((sweep.SweepAxis("batch", (config.batch,)),), config,
-                           sweep.PointTrials(replays=config.replays, trials=config.trials,
+    plan = sweep_plan.SweepPlan((sweep_plan.SweepAxis("batch", (config.batch,)),), config,
+                           sweep_plan.PointTrials(replays=config.replays, trials=config.trials,
                                              profile=config.profile,
                                              profile_iters=config.profile_iters, nvml=config.nvml,
                                              parity_steps=config.parity_steps))
@@ -288,12 +291,12 @@ def check_sweep(result: RunResult, runs: Path) -> Path:
             pass
 
     folder = runs / "sweep-a"
-    outcome = sweep.SweepRunner.create(plan, folder, launcher=Launcher()).run()
+    outcome = sweep_runner.SweepRunner.create(plan, folder, launcher=Launcher()).run()
     point = outcome.points.iloc[0]
     assert point["status"] == ("done" if result.complete else "failed"), point.to_dict()
     if not result.complete:
         assert point["error_kind"] == "Interrupted"
-    data = sweep.load_sweep(folder)
+    data = sweep_store.load_sweep(folder)
     row = data.points.iloc[0]
     if result.complete:
         head = result.headline
@@ -305,16 +308,16 @@ def check_sweep(result: RunResult, runs: Path) -> Path:
         for mode_row in result.table("modes").itertuples():
             assert _same(float(modes.loc[mode_row.mode, "median_ms"]), float(mode_row.median_ms))
     axis_names = data.plan.axis_names
-    table = sweep.speedup_table(data.points, data.point_modes, axis_names, "batch")
-    found = sweep.crossovers(table, "batch", plan.threshold, True)
-    sweep.break_even_table(table, axis_names), sweep.amortisation_table(table, axis_names)
-    sweep.format_sweep(data.points, data.point_modes, data.plan)
+    table = sweep_analysis.speedup_table(data.points, data.point_modes, axis_names, "batch")
+    found = sweep_analysis.crossovers(table, "batch", plan.threshold, True)
+    sweep_analysis.break_even_table(table, axis_names), sweep_analysis.amortisation_table(table, axis_names)
+    sweep_analysis.format_sweep(data.points, data.point_modes, data.plan)
     _real_charts.sweep_speedup(table, "batch", plan.threshold, found, True, False)
     _real_charts.sweep_medians(table, "batch", True, False, False)
-    listed = sweep.list_sweeps(runs)
+    listed = sweep_store.list_sweeps(runs)
     assert list(listed["problem"]) == [""]
     Launcher.started = 0
-    resumed = sweep.SweepRunner.resume(folder, launcher=Launcher())
+    resumed = sweep_runner.SweepRunner.resume(folder, launcher=Launcher())
     assert resumed.rerun_damaged == ()  # the point's run folder is not taken for damaged
     resumed.run()
     assert Launcher.started == 0  # a measured or failed point is finished
@@ -327,7 +330,7 @@ def check_index(saved: Path, runs: Path, loaded: RunResult) -> None:
     head = loaded.headline
     with index.open_index(runs) as built:
         rows = {row["folder"]: row for row in built.runs(headline=True)}
-        assert set(rows) == {saved.name, f"sweep-a/{sweep.point_folder_name(0)}"}
+        assert set(rows) == {saved.name, f"sweep-a/{sweep_plan.point_folder_name(0)}"}
         for row in rows.values():
             assert row["problem"] == "" and row["complete"] == loaded.complete
             for key in index.HEADLINE_COLUMNS:

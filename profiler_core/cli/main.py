@@ -14,13 +14,15 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from profiler_core.analysis.predict import headline_lines as prediction_lines
 from profiler_core.cli import parser as cli
+from profiler_core.engine.serve import RunRequest, serve
 from profiler_core.engine.stopping import RunStopper
 from profiler_core.spec import hostinfo
 from profiler_core.spec.config import is_user_spec
@@ -209,7 +211,36 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
     if small is not None:
         print(cli.small_step_line(config, small), file=sys.stderr)
         config = small
-    says_time = config.device == "cpu" and small is None and args.progress != "jsonl"
+    output = RunOutput(args.out, args.overwrite, args.progress, args.timeout)
+    return _run_config(config, output, stopper, small_step=small is not None)
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """Where and how a run reports: ``run``'s --out, --overwrite, --progress and --timeout."""
+
+    out: str
+    overwrite: bool
+    progress: str
+    timeout: float
+
+
+def serve_request(request: RunRequest) -> int:
+    """A warm worker's run (``profiler_core.engine.serve``): what ``run --timeout 0 --progress
+    jsonl`` of the request's config does, errors reported the same way."""
+    output = RunOutput(request.out, request.overwrite, "jsonl", 0.0)
+
+    def run(stopper: RunStopper) -> int:
+        check_output(output.out, output.overwrite)
+        return _run_config(request.config, output, stopper, small_step=False)
+
+    with RunStopper() as stopper:
+        return _reported(lambda: run(stopper), jsonl=True)
+
+
+def _run_config(config, args: RunOutput, stopper: RunStopper, small_step: bool) -> int:
+    """Run ``config`` (its output checked) and write it as ``args`` says."""
+    says_time = config.device == "cpu" and not small_step and args.progress != "jsonl"
     if config.repeats > 1:
         if says_time:
             _say_cpu_time(config, config.repeats)
@@ -402,9 +433,7 @@ def _command_bench(args) -> int:
 
 
 def _command_serve(args) -> int:
-    from profiler_core.engine.serve import serve
-
-    return serve(args.device, main)
+    return serve(args.device, serve_request)
 
 
 def _check_table_outputs(folder: Path, overwrite: bool) -> None:
@@ -508,7 +537,7 @@ COMMANDS = {"run": _command_run, "bench": _command_bench, "serve": _command_serv
 
 
 def _command_sweep(args) -> int:
-    from profiler_core.sweep.core import command_sweep
+    from profiler_core.cli.sweep_command import command_sweep
 
     # SIGTERM stops the sweep like Ctrl-C: finished points are kept and --resume continues it.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -548,6 +577,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     jsonl = "--progress" in argv and argv[argv.index("--progress") + 1:][:1] == ["jsonl"]
 
+    def command(stopper: RunStopper | None) -> int:
+        args = cli.parse(argv)
+        if args.command == "run":
+            return _command_run(args, stopper)
+        return COMMANDS[args.command](args)
+
+    # A run's stop signals are handled until its error is reported (stopping.RunStopper).
+    with (RunStopper() if argv[:1] == ["run"] else contextlib.nullcontext()) as stopper:
+        return _reported(lambda: command(stopper), jsonl=jsonl)
+
+
+def _reported(command: Callable[[], int], jsonl: bool) -> int:
+    """``command``'s exit code; an error it raises is reported in one line (and as a JSON error
+    record with ``jsonl``) and becomes its exit code."""
     def fail(code: int, kind: str, message: str, hint: str = "", field: str | None = None) -> int:
         message, hint = _one_line(message), _one_line(hint)
         if jsonl:
@@ -556,24 +599,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {message}" + (f" ({hint})" if hint else ""), file=sys.stderr)
         return code
 
-    # A run's stop signals are handled until its error is reported (stopping.RunStopper).
-    with (RunStopper() if argv[:1] == ["run"] else contextlib.nullcontext()) as stopper:
-        try:
-            args = cli.parse(argv)
-            if args.command == "run":
-                return _command_run(args, stopper)
-            return COMMANDS[args.command](args)
-        except cli.UsageError as error:
-            return fail(2, "UsageError", str(error))
-        except ConfigError as error:
-            return fail(2, "ConfigError", cli.describe_config_error(error), error.hint, error.field)
-        except ProfilerError as error:
-            return fail(error.exit_code, type(error).__name__, error.message, error.hint)
-        except TimeLimitReached as error:
-            return fail(TimeLimitReached.exit_code, "TimeLimit", str(error),
-                        "pass a larger --timeout, or --timeout 0 for no limit")
-        except KeyboardInterrupt:
-            return fail(130, "Interrupted", "interrupted")
+    try:
+        return command()
+    except cli.UsageError as error:
+        return fail(2, "UsageError", str(error))
+    except ConfigError as error:
+        return fail(2, "ConfigError", cli.describe_config_error(error), error.hint, error.field)
+    except ProfilerError as error:
+        return fail(error.exit_code, type(error).__name__, error.message, error.hint)
+    except TimeLimitReached as error:
+        return fail(TimeLimitReached.exit_code, "TimeLimit", str(error),
+                    "pass a larger --timeout, or --timeout 0 for no limit")
+    except KeyboardInterrupt:
+        return fail(130, "Interrupted", "interrupted")
 
 
 def exit_now(code: int) -> None:

@@ -40,7 +40,8 @@ from typing import Any
 
 import pandas as pd
 
-from profiler_core.spec import errors, schema
+from profiler_core.orchestration.launcher import Ending, Launcher
+from profiler_core.spec import errors, fields, schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError, ProfilerError
 from profiler_core.spec.progress import Progress, ProgressCallback, ignore_progress
@@ -201,10 +202,9 @@ def _relay(progress: ProgressCallback, repeat: int, total: int, guard: threading
     return on_event
 
 
-def _child_error(ending: Any, repeat: int, total: int) -> BaseException:
+def _child_error(ending: Ending, repeat: int, total: int) -> BaseException:
     """The error a failed repeat's process reported, as this process's own (same kind, so the
     same exit code), its message saying which repeat it was."""
-    from profiler_core.cli import parser as cli
     record = dict(getattr(ending, "error", None) or {})
     kind = str(record.get("kind") or "")
     message = str(record.get("message") or getattr(ending, "message", "") or "it failed")
@@ -213,7 +213,8 @@ def _child_error(ending: Any, repeat: int, total: int) -> BaseException:
         return KeyboardInterrupt()
     if kind in ("ConfigError", "UsageError"):
         field = str(record.get("field") or "repeats")
-        option = cli.OPTION_OF_FIELD.get(field, "--" + field.replace("_", "-"))
+        option = (fields.SPECS[field].cli_option if field in fields.SPECS
+                  else "--" + field.replace("_", "-"))
         if message.startswith(f"{option}: "):
             message = message[len(option) + 2:]  # the option is named again when reported
         return ConfigError(field, f"repeat {repeat} of {total} failed: {message}", hint)
@@ -270,7 +271,7 @@ def combine(config: RunConfig, finished: list[_Finished], requested: int,
 
 
 def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
-                progress: ProgressCallback = ignore_progress, launcher: Any = None,
+                progress: ProgressCallback = ignore_progress, launcher: Launcher | None = None,
                 python: str = sys.executable) -> RunResult:
     """Measure ``config`` in ``config.repeats`` fresh processes and save the combined run into
     ``out`` (see the module docstring). Returns the saved result. A failure raises the failed
@@ -279,8 +280,6 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
     ``start`` (tests pass a stand-in); by default one of fresh processes only."""
     target = check_output(out, overwrite)
     if launcher is None:
-        from profiler_core.orchestration.launcher import Launcher
-
         launcher = Launcher(warm=False, python=python)
     total = config.repeats
     child = config.replace(repeats=1)
@@ -335,7 +334,7 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
         combined = combine(config, finished, total, stopped if failure is not None else "")
         combined.save(target, overwrite=overwrite)  # copies the shown repeat's traces
         if failure is not None:
-            failure.kept = target
+            failure.kept = target  # type: ignore[attr-defined]  # any error kind carries it
             raise failure
         with guard:
             progress(Progress("done", total * UNITS_PER_REPEAT, total * UNITS_PER_REPEAT,
