@@ -50,14 +50,6 @@ USER_WORKLOAD_HELP = ("A function build(device) returning the model, a batch mak
                       "loss and optimizer (README, 'Your own training step'). It runs your code; "
                       "empty: the workload above.")
 
-# What a CPU run does with the graph-only settings, whatever their disabled controls hold.
-CPU_FIXED = fields.CPU_FIXED
-# Choosing the CPU switches the model and schedule to its workload's small step (a few seconds on
-# 2 cores, where the seed preset's step takes minutes); a preset chosen while on the CPU keeps
-# these sizes. Declared once, on each workload (``workload_kinds.BUILT_IN[...].cpu_sizes``), where
-# ``run --device cpu`` reads them too.
-CPU_SIZES = BUILT_IN["mlp"].cpu_sizes
-CPU_WORKLOAD_SIZES = {name: kind.cpu_sizes for name, kind in BUILT_IN.items() if name != "mlp"}
 CPU_OPTION = "CPU (eager only)"  # the device selector's CPU entry: short, it must fit the sidebar
 CPU_WHY = ("CPU runs time the eager step only: graph replays, iterations per graph, the profiler "
            "(launch split, kernels, traces), NVML and parity need a CUDA GPU, so those controls "
@@ -123,7 +115,9 @@ def apply_preset() -> None:
 
 
 def apply_cpu_sizes() -> None:
-    """The CPU's small step and what a CPU run does with the graph-only settings."""
+    """Choosing the CPU switches the model and schedule to the workload's small step (a few
+    seconds on 2 cores; declared on the workload, ``fields.cpu_step_values``, which ``run --device
+    cpu`` reads too) and fixes the graph-only settings; a preset chosen on the CPU keeps them."""
     workload = st.session_state.get(key("workload"), "mlp")
     for field, value in fields.cpu_step_values(workload if workload in BUILT_IN else "mlp").items():
         st.session_state[key(field)] = value
@@ -239,11 +233,11 @@ def config_values() -> dict[str, Any]:
     if values["device"] == devices.CPU_DEVICE:
         # What a CPU run does, whatever a disabled control held; its replays follow the eager
         # iterations, so "trials <= replays" is the eager iterations' rule.
-        values.update(CPU_FIXED)
+        values.update(fields.CPU_FIXED)
         if values.get("eager_iters") is not None:
             values["replays"] = max(values["eager_iters"], INT_LIMITS["replays"][0])
             values["replays"] = min(values["replays"], INT_LIMITS["replays"][1])
-        for field in ("replays", *CPU_FIXED):
+        for field in ("replays", *fields.CPU_FIXED):
             st.session_state[key(field)] = values[field]
     chosen = st.session_state.get(PRESET_KEY, "seed")
     same = chosen in PRESETS and all(values[f] == getattr(PRESETS[chosen], f) for f in PRESET_FIELDS

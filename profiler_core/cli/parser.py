@@ -20,7 +20,7 @@ from profiler_core.spec import fields
 from profiler_core.spec.config import PRESETS, RunConfig, changed_from_preset
 
 CUSTOM = fields.CUSTOM_PRESET  # the label of a run whose values are not a preset's
-from profiler_core.spec.errors import ECHO_MAX_CHARS, ConfigError, shown
+from profiler_core.spec.errors import ECHO_MAX_CHARS, ConfigError, UsageError, shown
 from profiler_core.spec.progress import Progress
 
 # The benchmark's reference configs (``bench.BENCH_CONFIGS``; named here so that parsing the
@@ -33,10 +33,6 @@ MAX_TIMEOUT_S = 86_400.0
 
 # RunConfig field -> command-line option (declared in ``fields``).
 OPTION_OF_FIELD = {field.name: field.cli_option for field in fields.FIELDS}
-
-
-class UsageError(Exception):
-    """A command line that cannot be parsed; the message is one line naming the option."""
 
 
 class _Parser(argparse.ArgumentParser):

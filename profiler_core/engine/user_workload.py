@@ -41,17 +41,11 @@ import torch
 from torch import nn
 
 from profiler_core.spec.config import is_user_spec
-from profiler_core.spec.errors import ProfilerError
+from profiler_core.spec.errors import WorkloadError
 
 EXAMPLE = "profiler_core.examples.user_step:build"
 REQUIRED_KEYS = ("model", "batch")
 OPTIONAL_KEYS = ("loss", "optimizer")
-
-
-class WorkloadError(ProfilerError):
-    """The user's workload cannot be loaded or does not return what the tool needs."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)

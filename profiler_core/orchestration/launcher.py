@@ -16,7 +16,7 @@ A run's process:
 3. once it exits, anything left in its process group is killed (a child holding the pipe would
    otherwise keep it "running"), then the ending is classified (:class:`Ending`): ``done`` (exit 0
    and a ``done`` record, or exit 0 with a run written), ``timeout``, ``cancelled``, ``error`` (an
-   error record, or an exit code that stands for one of ``schema.ERROR_KINDS``), or ``crashed``
+   error record, or an exit code that stands for one of ``errors.ERROR_KINDS``), or ``crashed``
    (a signal, an exit it did not explain, a process that could not start, or a bug in
    ``on_event``: the process is then killed at once).
 Stopping sends SIGTERM to the group (the run keeps what it measured, marked incomplete), then
@@ -71,7 +71,7 @@ from typing import IO, Any
 from profiler_core.cli import parser as cli
 from profiler_core.orchestration import parent
 from profiler_core.spec.config import RunConfig
-from profiler_core.spec.schema import ERROR_KINDS
+from profiler_core.spec.errors import ERROR_KINDS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The kind an exit code stands for when a run died before writing its error record (the first

@@ -69,6 +69,7 @@ from profiler_core.spec.errors import (
 )
 from profiler_core.spec.fields import read_text, read_whole_number, spec
 from profiler_core.spec.schema import clean_text
+from profiler_core.spec.workload_kinds import workload_named
 from profiler_core.storage.outputs import (
     TOOL_NAME,
     NotOwned,
@@ -105,16 +106,6 @@ ALIASES = {"d-in": "d_in", "d-out": "d_out", "hidden-layers": "hidden_layers", "
            "hidden_layers", "seq-len": "seq_len", "capture-iters": "capture_iters",
            "iters-per-graph": "capture_iters", "precision": "dtype", "mode": "modes"}
 TEXT_PARAMETERS = ("dtype", "modes")
-# The RunConfig fields a size parameter sets, per built-in workload (absent: it changes nothing).
-_FIELDS = {
-    "mlp": {"batch": ("batch",), "width": ("d_in", "hidden", "d_out"), "d_in": ("d_in",),
-            "hidden": ("hidden",), "d_out": ("d_out",), "hidden_layers": ("hidden_layers",)},
-    "transformer": {"batch": ("batch",), "width": ("hidden", "d_out"), "hidden": ("hidden",),
-                    "d_out": ("d_out",), "hidden_layers": ("hidden_layers",),
-                    "seq_len": ("seq_len",)},
-    "conv": {"batch": ("batch",), "width": ("channels",), "d_out": ("d_out",),
-             "hidden_layers": ("hidden_layers",)},
-}
 _ANY_WORKLOAD = {"dtype": ("dtype",), "capture_iters": ("capture_iters",), "modes": ("modes",)}
 MAX_AXES = 2
 MAX_POINTS = 2_000  # about 100 minutes at 20 points a minute
@@ -337,9 +328,8 @@ def point_folder_name(index: int) -> str:
 def _fields_for(axis: str, workload: str) -> tuple[str, ...]:
     if axis in _ANY_WORKLOAD:
         return _ANY_WORKLOAD[axis]
-    if is_user_spec(workload):
-        return ()
-    return _FIELDS.get(workload, _FIELDS["mlp"]).get(axis, ())
+    declared = workload_named(workload)  # each workload declares its sweep axes
+    return declared.sweep_fields(axis) if declared is not None else ()
 
 
 def _point_changes(axis: str, value: Any, workload: str) -> dict[str, Any]:
@@ -1593,10 +1583,13 @@ def saved_plan(directory: str | os.PathLike) -> SweepPlan:
 
 def _check_machine(plan: SweepPlan) -> None:
     """What the plan asks of this machine, checked before the first point: its CPUs
-    (``--cpu-affinity``), then CUDA."""
+    (``--cpu-affinity``), the user's own step (it must load, as ``run`` checks), then CUDA."""
     if plan.base.cpu_affinity is not None:
         from profiler_core.spec import hostinfo
         hostinfo.check_cpus(plan.base.cpu_affinity)  # a CPU this machine lacks: one line, exit 2
+    if is_user_spec(plan.base.workload):
+        from profiler_core.engine.user_workload import find_function
+        find_function(plan.base.workload)  # a WorkloadError: one line, exit 2, no point run
     _check_cuda(plan)
 
 
@@ -1641,7 +1634,7 @@ def command_sweep(args: Any) -> int:
     import sys
 
     from profiler_core.cli import parser as cli
-    from profiler_core.spec.schema import ERROR_KINDS
+    from profiler_core.spec.errors import ERROR_KINDS
 
     if args.point_timeout is not None and not 0 < args.point_timeout <= 86_400:
         raise ConfigError("point_timeout", f"point-timeout must be from 0 to 86,400 seconds; got "
