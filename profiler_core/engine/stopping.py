@@ -21,9 +21,14 @@ import os
 import signal
 import sys
 import threading
-from typing import IO
+from collections.abc import Callable
+from types import FrameType
+from typing import IO, Any
 
 from profiler_core.spec.errors import TimeLimitReached
+
+# What signal.signal takes and returns: a function, SIG_DFL or SIG_IGN, or None (not set from Python).
+SignalHandler = Callable[[int, FrameType | None], Any] | int | None
 
 BACKSTOP_S = 30.0  # from the time limit to ending the process if the run did not stop itself
 _STOP_SIGNALS = ("SIGINT", "SIGTERM")
@@ -41,7 +46,7 @@ class RunStopper:
         self.reason: str | None = None
         self.deferred = 0
         self._saving = False
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, SignalHandler] = {}
         self._backstop: threading.Timer | None = None
         self._active = False
 

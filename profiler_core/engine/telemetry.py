@@ -340,13 +340,13 @@ class NvmlSampler:
         self._start_us = int(round(self._clock() * 1e6))
         self._stop_event.clear()
         self._thread = threading.Thread(
-            target=self._poll, args=(handle,), name="nvml-sampler", daemon=True,
+            target=self._poll, args=(handle, self._origin_s), name="nvml-sampler", daemon=True,
         )
         self._thread.start()
         return self
 
-    def _poll(self, handle: Any) -> None:
-        nvml, clock, origin_s = self._nvml, self._clock, self._origin_s
+    def _poll(self, handle: Any, origin_s: float) -> None:
+        nvml, clock = self._nvml, self._clock
         rows, lock = self._rows, self._rows_lock
         while True:
             with self._polling:  # pause() waits here until a poll in progress has finished
@@ -490,11 +490,14 @@ class NvmlSamplerProcess:
         process = self._process
         if process is None or not self.wait_until_polling(timeout_s):
             return False
+        stdin, stdout = process.stdin, process.stdout  # pipes: start() opens both
+        if stdin is None or stdout is None:
+            return False
         try:
-            process.stdin.write(f"{command}\n".encode())
-            process.stdin.flush()
-            readable, _, _ = select.select([process.stdout], [], [], timeout_s)
-            if readable and process.stdout.readline().strip() == command.encode():
+            stdin.write(f"{command}\n".encode())
+            stdin.flush()
+            readable, _, _ = select.select([stdout], [], [], timeout_s)
+            if readable and stdout.readline().strip() == command.encode():
                 return True
         except OSError:
             pass
@@ -515,10 +518,12 @@ class NvmlSamplerProcess:
     def stop(self) -> None:
         """Stop the child and read its samples (idempotent; waits at most ``SAMPLER_STOP_TIMEOUT_S``)."""
         process, self._process = self._process, None
-        if process is None or self._folder is None:
+        folder = self._folder
+        if process is None or folder is None:
             return
         try:
-            process.stdin.close()
+            if process.stdin is not None:
+                process.stdin.close()
         except OSError:
             pass  # the child is gone already
         try:
@@ -527,17 +532,17 @@ class NvmlSamplerProcess:
             process.kill()
             returncode = process.wait()
         try:
-            self._read_results(returncode)
+            self._read_results(returncode, folder)
         finally:
-            shutil.rmtree(self._folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
             self._folder = None
 
-    def _read_results(self, returncode: int) -> None:
-        path = self._folder / _SAMPLES_FILE
+    def _read_results(self, returncode: int, folder: Path) -> None:
+        path = folder / _SAMPLES_FILE
         try:
             payload = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            stderr = (self._folder / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+            stderr = (folder / "stderr.txt").read_text(encoding="utf-8", errors="replace")
             last = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
             self._capability = NvmlCapability(
                 False, f"the NVML sampler process ended with exit code {returncode} before writing "

@@ -102,7 +102,7 @@ def _tool_call(error: BaseException) -> str | None:
     if not frames:
         return None
     frame = frames[-1]
-    code = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+    code = (frame.line or linecache.getline(frame.filename, frame.lineno or 0)).strip()
     return f"`{code}` ({_shown_path(frame.filename)}:{frame.lineno})"
 
 

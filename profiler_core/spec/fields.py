@@ -295,8 +295,8 @@ def allowed_text(name: str) -> str:
         extra = " (empty: automatic)" if field.empty else ""
         return f"Allowed: a whole number from {low:,} to {high:,}{extra}."
     if field.kind == FLOAT:
-        low, high = FLOAT_LIMITS[name]
-        return f"Allowed: {low:g} to {high:g}."
+        lowest, highest = FLOAT_LIMITS[name]
+        return f"Allowed: {lowest:g} to {highest:g}."
     if field.kind in (CHOICE, WORKLOAD):
         return f"Allowed: {', '.join(field.choices)}."
     if field.kind == CPUS:

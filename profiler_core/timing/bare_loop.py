@@ -118,9 +118,10 @@ def main(argv: list[str]) -> int:
             end.record()
             end.synchronize()
             ms_per_step[mode].append(start.elapsed_time(end) / per_block)
-    result = {f"{mode}_ms": statistics.median(values) for mode, values in ms_per_step.items()}
+    result: dict[str, float | str] = {
+        f"{mode}_ms": statistics.median(values) for mode, values in ms_per_step.items()}
     result.update({f"{mode}_mean_ms": statistics.fmean(values) for mode, values in ms_per_step.items()})
-    result["torch_version"] = torch.__version__
+    result["torch_version"] = str(torch.__version__)
     print(json.dumps(result))
     return 0
 

@@ -62,6 +62,16 @@ def _row(stats: pd.DataFrame, mode: str, method: str) -> pd.Series | None:
     return match.iloc[0] if len(match) else None
 
 
+def _first_row(stats: pd.DataFrame, mode: str,
+               methods: tuple[str, ...]) -> tuple[str, pd.Series] | None:
+    """The first of ``methods`` that ``stats`` has a row for in ``mode``, with that row."""
+    for method in methods:
+        row = _row(stats, mode, method)
+        if row is not None:
+            return method, row
+    return None
+
+
 def _float(value: Any) -> float:
     try:
         number = float(value)
@@ -85,10 +95,10 @@ def unstable_timing(stats: pd.DataFrame, threshold: float = NOISY_FRACTION) -> l
     found = []
     for mode in pd.unique(stats["mode"].astype(str)):
         trial = _row(stats, mode, "steady_trial")
-        step_method = next((m for m in STEP_METHODS if _row(stats, mode, m) is not None), None)
-        if trial is None or step_method is None:
+        found_step = _first_row(stats, mode, STEP_METHODS)
+        if trial is None or found_step is None:
             continue
-        step = _row(stats, mode, step_method)
+        step_method, step = found_step
         trial_ms, step_ms = _float(trial["median_ms"]), _float(step["median_ms"])
         if not (trial_ms > 0 and step_ms > 0):
             continue
