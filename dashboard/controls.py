@@ -1,12 +1,8 @@
 """The sidebar's run controls, generated from ``profiler_core.spec.fields``: one widget per
 ``RunConfig`` field, in its section, with its label and help; presets; and validation.
 
-Scope: widgets -> a validated ``RunConfig``. What each control is (label, help, section, kind,
-the workloads it sizes, what it does on the CPU) is declared once in ``profiler_core.spec.fields``,
-which the command line is generated from too. Ranges come from ``INT_LIMITS``/``FLOAT_LIMITS``
-(the widgets refuse values outside them); every other rule of ``RunConfig`` (trials <= replays,
-no tensor over 2^31 elements, ...) is checked by building the config, and a ``ConfigError`` is
-shown right under the control it names, with what is allowed, before anything can run.
+Widgets -> a validated ``RunConfig``: ranges come from the config's limits, every other rule is
+checked by building the config, and a ``ConfigError`` is shown under the control it names.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ from profiler_core.spec.config import (
     RunConfig,
 )
 from profiler_core.spec.errors import ConfigError
-from profiler_core.spec.workload_kinds import BUILT_IN
+from profiler_core.spec.workload_kinds import BUILT_IN, workload_named
 
 PREFIX = "cfg_"
 PRESET_KEY = "cfg_preset"
@@ -70,18 +66,8 @@ def step_text(values: dict[str, Any], cpu: bool = False) -> str:
     quotes a preset's sizes that the controls no longer hold (the CPU's small step)."""
     get = values.get
     workload = str(get("workload") or "mlp")
-    layers = get("hidden_layers")
-    if workload == "mlp":
-        middle = f"{get('hidden')}" + (f" x{layers}" if isinstance(layers, int) and layers > 1 else "")
-        model = f"MLP, N={get('batch')}, {get('d_in')} -> {middle} -> {get('d_out')}"
-    elif workload == "transformer":
-        model = (f"{layers} transformer encoder layers, width {get('hidden')}, {get('heads')} "
-                 f"heads, {get('batch')} x {get('seq_len')} tokens")
-    elif workload == "conv":
-        model = (f"a convolutional classifier: {layers} blocks of {get('channels')} channels on "
-                 f"{get('batch')} images of {get('image_size')}x{get('image_size')}")
-    else:
-        model = f"the step {workload}"
+    declared = workload_named(workload)
+    model = declared.caption(values) if declared is not None else f"the step {workload}"
     optimizer = OPTIMIZER_NAMES.get(str(get("optimizer")), str(get("optimizer") or ""))
     eager = get("eager_iters")
     if cpu:

@@ -137,7 +137,7 @@ def test_pinning_pins_the_threads_already_running():
     a warm worker's torch threads) is pinned too. In a child process, so that pytest is not."""
     cpu = min(os.sched_getaffinity(0))
     code = ("import os, threading, time\n"
-            "from profiler_core import hostinfo\n"
+            "from profiler_core.spec import hostinfo\n"
             "ready = threading.Event()\n"
             "def work():\n"
             "    ready.set(); time.sleep(2)\n"

@@ -1,18 +1,8 @@
 """Stopping a run: Ctrl-C, SIGTERM (the dashboard's Cancel) and the run's time limit.
 
-Scope: the signal handling of ``python -m profiler_core run`` while it runs and saves (a
-:class:`RunStopper` around both). Only the main thread gets signals.
-
-- The first stop raises in the main thread: ``KeyboardInterrupt`` for SIGINT (Ctrl-C) or SIGTERM,
-  :class:`~profiler_core.spec.errors.TimeLimitReached` (a ``KeyboardInterrupt``) when the time limit
-  (SIGALRM, ``setitimer``) is reached. The engine stops there and keeps what it measured, marked
-  incomplete, which the command line then saves.
-- Any later stop, and any stop once the run's folder is being written (:meth:`RunStopper.saving`),
-  is said once on stderr and otherwise waits: a quick second Ctrl-C once stopped an incomplete run
-  from being saved, and it was lost. Saving takes seconds at most; Ctrl-\\ (SIGQUIT) still quits
-  at once.
-- A step stuck outside Python (a C call that never returns) never sees the time limit's exception:
-  ``BACKSTOP_S`` after the limit a thread ends the process with exit code 124 and says so.
+The signal handling of ``python -m profiler_core run`` while it runs and saves (a
+:class:`RunStopper` around both): the first stop raises in the main thread, a later one waits
+until the run's folder is written.
 """
 
 from __future__ import annotations

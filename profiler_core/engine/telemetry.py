@@ -1,18 +1,9 @@
 """NVML telemetry and run phases: what the GPU reported while the benchmark ran.
 
-Scope: one gate to NVML (:class:`Nvml`: lazy import and init, every call through ``query``,
-each call may fail on its own), a metric reader (:func:`read_metrics`), a polling thread that
-also collects the driver's own buffered utilisation samples (:class:`NvmlSampler`), the same
-sampler run in a child process (:class:`NvmlSamplerProcess`, ``python -m profiler_core.engine.telemetry``)
-so that no sampling thread competes with a measured process for its interpreter lock, a recorder
-of named wall-clock phases on the same clock (:class:`PhaseRecorder`) and the GPU list for the
-dashboard's selector (:func:`list_gpus`). Tables follow ``profiler_core.spec.schema``; a metric that
-could not be read is NaN and is named in :class:`NvmlCapability`, never a string.
-
-Everything works without a GPU or driver: NVML then reports ``available=False`` with a reason,
-and the tables are empty with their columns. Device indices are NVML's (PCI bus order), which
-matches CUDA's only with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and no ``CUDA_VISIBLE_DEVICES``
-remapping; the caller maps one to the other.
+One gate to NVML (:class:`Nvml`; every call may fail on its own, an unread metric is NaN), a
+polling sampler in a thread or in a child process (``python -m profiler_core.engine.telemetry``),
+a recorder of named wall-clock phases on the same clock, and the GPU list for the dashboard.
+Without a GPU or driver everything works and the tables are empty with their columns.
 """
 
 from __future__ import annotations
@@ -434,9 +425,9 @@ class NvmlSamplerProcess:
 
     A polling thread inside a measured process competes with its launching thread for the
     interpreter lock and slows CPU-bound eager steps; in a child process it cannot. Even from a
-    child, polling NVML while launch-bound steps are timed slowed them on an H200 (a run's eager
-    median 29% over one without NVML), so :meth:`pause` stops every NVML call for the timed
-    trials and the driver's own buffered samples, fetched at the end, cover them. :meth:`start`
+    child, polling NVML slows launch-bound steps (docs/h200-history.md, "Telemetry"), so
+    :meth:`pause` stops every NVML call for the timed trials and the driver's own buffered
+    samples, fetched at the end, cover them. :meth:`start`
     launches the child and returns at once (the child begins polling within about a second);
     :meth:`stop` closes the child's standard input, which tells it to stop, fetch the driver's
     buffered samples and write everything to a private temporary folder; the samples are read

@@ -8,6 +8,7 @@ controls), its small CPU step, its sweep axes, its model, batches, loss and coun
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,11 @@ class Workload:
     def describe(self, config: RunConfig) -> str:
         raise NotImplementedError
 
+    def caption(self, values: Mapping[str, Any]) -> str:
+        """The model in the words of the presets' captions, from field values that may not make
+        a valid config yet (the sidebar's)."""
+        raise NotImplementedError
+
     def build_model(self, config: RunConfig) -> Any:
         raise NotImplementedError
 
@@ -112,6 +118,11 @@ class Mlp(Workload):
     def describe(self, config: RunConfig) -> str:
         return (f"N={config.batch}, {config.d_in} -> {config.hidden} x{config.hidden_layers} -> "
                 f"{config.d_out}")
+
+    def caption(self, values: Mapping[str, Any]) -> str:
+        get, layers = values.get, values.get("hidden_layers")
+        middle = f"{get('hidden')}" + (f" x{layers}" if isinstance(layers, int) and layers > 1 else "")
+        return f"MLP, N={get('batch')}, {get('d_in')} -> {middle} -> {get('d_out')}"
 
     def build_model(self, config: RunConfig) -> Any:
         from torch import nn
@@ -163,6 +174,11 @@ class Transformer(Workload):
         return (f"transformer: {config.hidden_layers} encoder layers, width {config.hidden}, "
                 f"{config.heads} heads, {config.batch} x {config.seq_len} tokens")
 
+    def caption(self, values: Mapping[str, Any]) -> str:
+        get = values.get
+        return (f"{get('hidden_layers')} transformer encoder layers, width {get('hidden')}, "
+                f"{get('heads')} heads, {get('batch')} x {get('seq_len')} tokens")
+
     def build_model(self, config: RunConfig) -> Any:
         from torch import nn
 
@@ -212,6 +228,11 @@ class ConvClassifier(Workload):
         return (f"conv classifier: {config.hidden_layers} blocks of {config.channels} channels, "
                 f"{config.batch} images of {config.image_size}x{config.image_size}, "
                 f"{config.d_out} classes")
+
+    def caption(self, values: Mapping[str, Any]) -> str:
+        get = values.get
+        return (f"a convolutional classifier: {get('hidden_layers')} blocks of {get('channels')} "
+                f"channels on {get('batch')} images of {get('image_size')}x{get('image_size')}")
 
     def build_model(self, config: RunConfig) -> Any:
         from torch import nn

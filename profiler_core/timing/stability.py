@@ -1,17 +1,7 @@
 """Is a measurement stable? Checks on a run's own tables that say when its figures move.
 
-Scope: pure functions over a run's stats table and headline (no torch, no I/O, no UI), used by
-the command line's summary and the dashboard's Overview and Latency views:
-
-- :func:`unstable_timing`: per mode, the headline's figure (median over the trials of each
-  trial's mean step) against the median of single steps, and the spread of the trials. As
-  ``torch.utils.benchmark`` flags a measurement whose IQR is over 10% of its median, a run is
-  flagged when the two medians differ by more than 10%, or the trials' IQR is over 10% of their
-  median: a few slow steps (another process on the host, a step whose time varies) pull the
-  trial means away from a typical step, and the headline then depends on when they fell.
-- :func:`spread_beyond_ci`: a run of several fresh processes (``--repeats``) whose speedup moved
-  between processes more than its own confidence interval is wide: the within-run interval then
-  understates how far a new process would land.
+Pure functions over a run's stats table and headline (no torch, no I/O, no UI), for the command
+line's summary and the dashboard: :func:`unstable_timing` and :func:`spread_beyond_ci`.
 """
 
 from __future__ import annotations
