@@ -14,7 +14,7 @@ How a :class:`RunJob` runs (on one daemon thread, never touching Streamlit):
    ended, the launcher's ``stopping``/``fallback`` records what the launcher is doing;
 4. when the worker has exited (and whatever it left in its process group is gone), the launcher's
    :class:`~profiler_core.orchestration.launcher.Ending` becomes the job's final state: done, error (the worker's
-   error record, kinds from ``profiler_core.spec.schema.ERROR_KINDS``), cancelled, timeout or crashed;
+   error record, kinds from ``profiler_core.spec.errors.ERROR_KINDS``), cancelled, timeout or crashed;
 5. release the lock, whatever happened, before the page can see the job finished.
 Cancel (and the timeout) stop the worker's whole process group: SIGTERM, then SIGKILL after a grace
 period. Workers still running when the server exits are stopped by the launcher (``atexit``).
@@ -43,9 +43,9 @@ from profiler_core.orchestration.launcher import (  # noqa: F401  (KIND_OF_EXIT:
     RunProcess,
 )
 from profiler_core.spec.config import RunConfig
+from profiler_core.spec.errors import REFUSED_KINDS
 
 ACTIVE = ("queued", "starting", "running", "cancelling")
-REFUSALS = ("ConfigError", "UsageError")  # error kinds that mean "this input was refused"
 # Plain words for every error kind of the schema (a test checks that none is missing).
 ERROR_TITLES = {
     "UsageError": "The run was refused: a setting could not be read",
@@ -348,7 +348,7 @@ def describe_outcome(snap: JobSnapshot, field_label=lambda field: field) -> Outc
         kind = str(error.get("kind") or "")
         message = _sentence(error.get("message") or snap.message)
         hint = _sentence(error.get("hint") or "")
-        if kind in REFUSALS:
+        if kind in REFUSED_KINDS:
             field = error.get("field")
             where = f" ({field_label(field)})" if field else ""
             return Outcome("error", f"The run was refused{where}: nothing ran.", message, hint)

@@ -15,6 +15,7 @@ from profiler_core.cli.main import format_summary, main
 from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec import schema
 from profiler_core.spec.config import preset
+from profiler_core.spec.errors import ERROR_KINDS
 from profiler_core.storage.results import RunResult
 
 TINY = ["--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4", "--replays", "20",
@@ -299,7 +300,7 @@ def test_the_time_limit_stops_a_run_and_keeps_what_it_measured(tmp_path, capsys)
     assert record == {"event": "error", "kind": "TimeLimit", "field": None,
                       "message": "no result within the time limit of 2.5 s (--timeout)",
                       "hint": "pass a larger --timeout, or --timeout 0 for no limit"}
-    assert schema.ERROR_KINDS["TimeLimit"] == 124
+    assert ERROR_KINDS["TimeLimit"] == 124
     assert f"The incomplete run was kept in {out}" in printed.err
     run = RunResult.load(out)
     assert run.complete is False and len(run.table("latency")) > 0

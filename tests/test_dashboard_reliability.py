@@ -44,12 +44,12 @@ from dashboard import (
     worker,
 )
 from dashboard.gpulock import GpuLock
-from dashboard.worker import ERROR_TITLES, KIND_OF_EXIT, REFUSALS, RunJob
+from dashboard.worker import ERROR_TITLES, KIND_OF_EXIT, RunJob
 from profiler_core.orchestration import child, launcher, repeats
 from profiler_core.orchestration.command import run_argv
 from profiler_core.spec.config import PRESETS
-from profiler_core.spec.errors import ProfilerError, RunFormatError
-from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, ERROR_KINDS, TABLE_FILES
+from profiler_core.spec.errors import ERROR_KINDS, REFUSED_KINDS, ProfilerError, RunFormatError
+from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, TABLE_FILES
 from profiler_core.storage.results import RunResult, coerce_table
 from profiler_core.timing import stability
 
@@ -123,9 +123,9 @@ def _press_run_and_wait(at: AppTest, timeout: float = 300) -> worker.JobSnapshot
 
 def test_every_error_kind_of_the_schema_has_plain_words():
     assert set(ERROR_TITLES) == set(ERROR_KINDS)
-    assert set(REFUSALS) <= set(ERROR_KINDS)
+    assert set(REFUSED_KINDS) <= set(ERROR_KINDS)
     assert KIND_OF_EXIT[6] == "CudaFaultError" and KIND_OF_EXIT[5] == "GpuMemoryError"
-    assert KIND_OF_EXIT[4] == "CaptureError" and KIND_OF_EXIT[2] in REFUSALS
+    assert KIND_OF_EXIT[4] == "CaptureError" and KIND_OF_EXIT[2] in REFUSED_KINDS
     assert set(KIND_OF_EXIT) == set(ERROR_KINDS.values())
 
 

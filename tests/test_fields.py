@@ -50,12 +50,13 @@ def test_declarations_are_complete_and_ranges_come_from_config():
     for spec in fields.FIELDS:
         assert spec.kind in fields.KINDS and spec.label and spec.help and spec.option_help, spec.name
         assert spec.section in (*fields.SECTIONS, fields.ABOVE_SECTIONS), spec.name
-        assert set(spec.workloads) <= set(fields.BUILT_IN_WORKLOADS) and spec.workloads, spec.name
+        assert any(spec.applies_to(name) for name in fields.BUILT_IN_WORKLOADS), spec.name
         if spec.kind in (fields.CHOICE, fields.LIST, fields.WORKLOAD, fields.PRESET):
             assert spec.choices, spec.name
         if spec.cpu_value is not None:  # only a control the CPU cannot use is fixed there
             assert spec.graph_only, spec.name
             RunConfig(**{spec.name: spec.cpu_value}, device="cpu")
+    assert workload_kinds.SIZE_FIELDS <= set(fields.SPECS)  # every size field is declared
     assert {s.name for s in fields.FIELDS if s.kind == fields.INT} == set(INT_LIMITS)
     assert {s.name for s in fields.FIELDS if s.kind == fields.FLOAT} == set(FLOAT_LIMITS)
     assert all(fields.spec(name).limits is INT_LIMITS[name] for name in INT_LIMITS)
@@ -197,13 +198,15 @@ def test_on_the_cpu_every_graph_only_control_is_off_and_says_why(monkeypatch, tm
             assert widget.value == spec.cpu_value, spec.name
 
 
-def test_the_cpus_small_step_is_declared_once_on_each_workload():
+def test_the_cpus_small_step_is_declared_once_on_each_workload(monkeypatch):
     """The dashboard's CPU sizes and ``run --device cpu``'s small step are the same declaration."""
     for name, kind in workload_kinds.BUILT_IN.items():
         assert set(kind.cpu_sizes) <= set(kind.size_fields) | {"eager_iters", "replays", "trials"}
         assert fields.cpu_step_values(name) == {**kind.cpu_sizes, **fields.CPU_FIXED}
-        assert (controls.CPU_SIZES if name == "mlp" else controls.CPU_WORKLOAD_SIZES[name]) \
-            == kind.cpu_sizes
+        session = {controls.key("workload"): name}
+        monkeypatch.setattr(controls.st, "session_state", session)
+        controls.apply_cpu_sizes()  # what the sidebar sets when the CPU is chosen
+        assert {field: session[controls.key(field)] for field in kind.cpu_sizes} == kind.cpu_sizes
     assert fields.cpu_step_values("broken-host-sync") == fields.cpu_step_values("mlp")
     assert fields.cpu_step_values("mine.step:build") == {}
 

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from profiler_core.cli.main import main
-from profiler_core.cli.parser import UsageError, config_from_args, parse
+from profiler_core.cli.parser import config_from_args, parse
 from profiler_core.engine import memory
 from profiler_core.engine.capture import diagnose_capture_failure
 from profiler_core.engine.runner import _out_of_memory, run_experiment
 from profiler_core.spec.config import FLOAT_LIMITS, INT_LIMITS, RunConfig
-from profiler_core.spec.errors import CaptureError, ConfigError, GpuMemoryError
+from profiler_core.spec.errors import CaptureError, ConfigError, GpuMemoryError, UsageError
 from profiler_core.storage.results import RunResult
 
 TINY = dict(batch=8, d_in=16, hidden=32, d_out=4, replays=20, trials=4, profile=False, nvml=False,

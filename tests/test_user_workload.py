@@ -13,7 +13,8 @@ import torch
 
 from profiler_core.cli.main import main
 from profiler_core.engine.readiness import FIXES, check_step
-from profiler_core.engine.user_workload import WorkloadError, build_parts, find_function
+from profiler_core.engine.user_workload import build_parts, find_function
+from profiler_core.spec.errors import WorkloadError
 from profiler_core.storage.results import RunResult
 from tests import bad_steps
 

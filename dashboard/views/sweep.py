@@ -87,9 +87,7 @@ def base_for(preset_name: str, device: str) -> RunConfig:
     """A preset on ``device``; on the CPU with the sidebar's small CPU step (seconds per point)."""
     config = PRESETS[preset_name].replace(device=device)
     if device == devices.CPU_DEVICE:
-        config = config.replace(**{**controls.CPU_SIZES,
-                                   **controls.CPU_WORKLOAD_SIZES.get(config.workload, {}),
-                                   **controls.CPU_FIXED})
+        config = config.replace(**fields.cpu_step_values(config.workload))
     return config
 
 

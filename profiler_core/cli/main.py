@@ -1,10 +1,9 @@
 """The command line: ``python -m profiler_core {run,bench,trace-stats,predict}``.
 
-Exit codes: 0 success; 2 bad input (one line naming the option and what is allowed), or the
-user's own step failed (one line naming their file, line and function); 3 no CUDA device; 4 the
-step could not be captured; 5 not enough GPU memory; 6 a GPU fault; 124 ``run --timeout`` was
-reached; 130 interrupted. A run that stops early keeps what it measured in its run directory,
-marked incomplete.
+Exit codes: 0 success, else the exit code its error class declares (``spec.errors``: 2 a refused
+input, one line naming the option and what is allowed, or the user's own step failed, one line
+naming their file, line and function; 124 ``run --timeout`` was reached; 130 interrupted). A run
+that stops early keeps what it measured in its run directory, marked incomplete.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from profiler_core.spec.errors import (
     ProfilerError,
     SaveError,
     TimeLimitReached,
+    kind_and_exit_code,
 )
 from profiler_core.spec.workload_kinds import workload_of
 from profiler_core.storage.results import RunResult, check_output
@@ -531,9 +531,9 @@ def _command_predict(args) -> int:
     return 0
 
 
-COMMANDS = {"run": _command_run, "bench": _command_bench, "serve": _command_serve,
-            "trace-stats": _command_trace_stats,
-            "predict": _command_predict}
+COMMANDS: dict[str, Callable[..., int]] = {
+    "run": _command_run, "bench": _command_bench, "serve": _command_serve,
+    "trace-stats": _command_trace_stats, "predict": _command_predict}
 
 
 def _command_sweep(args) -> int:
@@ -591,7 +591,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _reported(command: Callable[[], int], jsonl: bool) -> int:
     """``command``'s exit code; an error it raises is reported in one line (and as a JSON error
     record with ``jsonl``) and becomes its exit code."""
-    def fail(code: int, kind: str, message: str, hint: str = "", field: str | None = None) -> int:
+    def fail(error: BaseException, message: str, hint: str = "", field: str | None = None) -> int:
+        """Report ``error`` (an error record with --progress jsonl, a line on stderr); its exit code."""
+        kind, code = kind_and_exit_code(error)
         message, hint = _one_line(message), _one_line(hint)
         if jsonl:
             cli.JsonlProgress().emit({"event": "error", "kind": kind, "field": field,
@@ -601,17 +603,14 @@ def _reported(command: Callable[[], int], jsonl: bool) -> int:
 
     try:
         return command()
-    except cli.UsageError as error:
-        return fail(2, "UsageError", str(error))
     except ConfigError as error:
-        return fail(2, "ConfigError", cli.describe_config_error(error), error.hint, error.field)
+        return fail(error, cli.describe_config_error(error), error.hint, error.field)
     except ProfilerError as error:
-        return fail(error.exit_code, type(error).__name__, error.message, error.hint)
+        return fail(error, error.message, error.hint)
     except TimeLimitReached as error:
-        return fail(TimeLimitReached.exit_code, "TimeLimit", str(error),
-                    "pass a larger --timeout, or --timeout 0 for no limit")
-    except KeyboardInterrupt:
-        return fail(130, "Interrupted", "interrupted")
+        return fail(error, str(error), "pass a larger --timeout, or --timeout 0 for no limit")
+    except KeyboardInterrupt as error:
+        return fail(error, "interrupted")
 
 
 def exit_now(code: int) -> None:

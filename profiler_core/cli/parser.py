@@ -19,7 +19,7 @@ from typing import IO, Any, NoReturn
 
 from profiler_core.spec import fields
 from profiler_core.spec.config import PRESETS, RunConfig, changed_from_preset
-from profiler_core.spec.errors import ECHO_MAX_CHARS, ConfigError, shown
+from profiler_core.spec.errors import ECHO_MAX_CHARS, ConfigError, UsageError, shown
 from profiler_core.spec.progress import Progress
 from profiler_core.spec.workload_kinds import workload_of
 from profiler_core.sweep.plan import PointTrials  # the sweep's shorter per-point trials
@@ -36,10 +36,6 @@ MAX_TIMEOUT_S = 86_400.0
 
 # RunConfig field -> command-line option (declared in ``fields``).
 OPTION_OF_FIELD = {field.name: field.cli_option for field in fields.FIELDS}
-
-
-class UsageError(Exception):
-    """A command line that cannot be parsed; the message is one line naming the option."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -12,9 +12,9 @@ import sys
 
 from profiler_core.cli import parser as cli
 from profiler_core.spec import hostinfo
-from profiler_core.spec.errors import ConfigError, NoCudaError
+from profiler_core.spec.config import is_user_spec
+from profiler_core.spec.errors import ERROR_KINDS, ConfigError, NoCudaError
 from profiler_core.spec.progress import Progress
-from profiler_core.spec.schema import ERROR_KINDS
 from profiler_core.sweep.analysis import format_sweep
 from profiler_core.sweep.plan import DEFAULT_THRESHOLD, PointTrials, SweepPlan, parse_param
 from profiler_core.sweep.runner import (
@@ -45,9 +45,13 @@ def plan_from_args(args: argparse.Namespace) -> SweepPlan:
 
 def _check_machine(plan: SweepPlan) -> None:
     """What the plan asks of this machine, checked before the first point: its CPUs
-    (``--cpu-affinity``), then CUDA."""
+    (``--cpu-affinity``), the user's own step (it must load, as ``run`` checks), then CUDA."""
     if plan.base.cpu_affinity is not None:
         hostinfo.check_cpus(plan.base.cpu_affinity)  # a CPU this machine lacks: one line, exit 2
+    if is_user_spec(plan.base.workload):
+        from profiler_core.engine.user_workload import find_function  # imports torch
+
+        find_function(plan.base.workload)  # a WorkloadError: one line, exit 2, no point run
     _check_cuda(plan)
 
 

@@ -1,9 +1,7 @@
 """How long a CPU run will take, said before it starts: a few of its training steps timed.
 
-Scope: ``run --device cpu`` of a step larger than the CPU's small one (the seed step takes
-minutes on a 2-core machine) prints one line with the time to expect before the long part. The
-steps are timed on a replica built from the run's own config, with the random number
-generators restored afterwards, so the run measures exactly what it would have without this.
+For ``run --device cpu`` of a step larger than the small CPU step: one line with the time to expect,
+from a replica built from the run's own config, the random number generators restored afterwards.
 The user's own step is not timed here (its code would run an extra time).
 """
 

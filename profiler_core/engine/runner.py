@@ -71,7 +71,7 @@ from profiler_core.spec.errors import (
     ProfilerError,
 )
 from profiler_core.spec.progress import ProgressCallback, ProgressCounter, ignore_progress
-from profiler_core.spec.workload_kinds import workload_of
+from profiler_core.spec.workload_kinds import BATCH_POOL_SIZE, workload_of
 from profiler_core.storage.results import SCRATCH_PREFIX, RunResult, coerce_table, empty_table
 from profiler_core.timing import stats
 from profiler_core.timing import trials as timing
@@ -79,8 +79,6 @@ from profiler_core.timing.trials import Mode
 
 # Untimed iterations per mode before the timed trials (module load, cuBLAS handles, caches).
 TIMING_WARMUP_ITERS = 5
-# Distinct batches drawn once and cycled through by both modes.
-BATCH_POOL_SIZE = 8
 # Shortest block, in replays, for the article's loop timing (a block of 1 would measure nothing).
 MIN_BLOCK_REPLAYS = 10
 

@@ -40,7 +40,7 @@ from profiler_core.engine.serve import RunRequest
 from profiler_core.orchestration.child import Child
 from profiler_core.orchestration.command import run_argv, run_env, serve_argv
 from profiler_core.spec.config import RunConfig
-from profiler_core.spec.schema import ERROR_KINDS
+from profiler_core.spec.errors import ERROR_KINDS
 
 # The kind an exit code stands for when a run died before writing its error record (the first
 # kind listed for a code wins: exit 2 is a refused input).

@@ -15,16 +15,15 @@ from typing import Any
 
 from profiler_core.spec.errors import ConfigError, quoted, shown, shown_int
 from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
-from profiler_core.spec.workload_kinds import workload_of
+from profiler_core.spec.workload_kinds import KNOWN, workload_of
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 # The article's step, its three lessons, and the built-in transformer and convolutional workloads.
 PRESET_NAMES = ("seed", "lesson1", "lesson2", "lesson3", "transformer", "conv")
 OPTIMIZERS = ("sgd", "adam", "adamw")
-# The article's step, plus deliberately broken steps that cannot be captured (for the tests and the
-# CLI only; the dashboard never offers them): a host sync, a CPU tensor, a non-capturable optimizer.
-WORKLOADS = ("mlp", "transformer", "conv", "broken-host-sync", "broken-cpu-tensor",
-             "broken-optimizer")
+# The declared workloads' names (``workload_kinds``): the built-in ones, then the deliberately
+# broken steps that cannot be captured (for the tests and the CLI only).
+WORKLOADS = tuple(KNOWN)
 
 # The modes a run can time (``modes``). Eager is the baseline and the article's whole-step graph
 # is always measured; the others are added on request.
@@ -259,10 +258,9 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("eager_iters",
                           f"eager_iters ({config.total_eager_iters}) cannot be fewer than trials "
                           f"({config.trials})", "raise eager_iters or lower trials")
-    if config.workload == "transformer" and config.hidden % config.heads:
-        raise ConfigError("heads", f"hidden ({config.hidden:,}) must divide by heads "
-                                   f"({config.heads:,})", "pick heads that divide the width")
     workload = workload_of(config)
+    if workload is not None:
+        workload.check(config)
     layer_sizes = workload.largest_tensors(config) if workload is not None else {}
     for name, elements in layer_sizes.items():
         if elements > MAX_TENSOR_ELEMENTS:

@@ -138,14 +138,6 @@ def trace_file(mode: str) -> str:
     """The Chrome trace of a mode's profiled window: ``trace_<mode>.json`` (``.gz`` when large)."""
     return f"trace_{mode}.json"
 
-# The worker's JSON-lines error record: "kind" is one of these, with the CLI's exit code.
-ERROR_KINDS = {
-    "UsageError": 2, "ConfigError": 2,  # refused input: nothing ran
-    "NoCudaError": 3, "CaptureError": 4, "GpuMemoryError": 5, "CudaFaultError": 6,
-    "RunFormatError": 2, "SaveError": 7, "WorkloadError": 2,  # the user's step failed or is unusable
-    "Interrupted": 130, "TimeLimit": 124,  # run --timeout was reached (exit code as GNU timeout's)
-}
-
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -26,6 +26,7 @@ from profiler_core.spec.config import (
 )
 from profiler_core.spec.errors import ConfigError, RunFormatError, quoted, shown, shown_int
 from profiler_core.spec.fields import read_text, read_whole_number, spec
+from profiler_core.spec.workload_kinds import workload_named
 
 # Parameter -> what it changes, in words (the CLI's help and the dashboard's choices).
 PARAMETERS = {
@@ -46,16 +47,6 @@ ALIASES = {"d-in": "d_in", "d-out": "d_out", "hidden-layers": "hidden_layers", "
            "hidden_layers", "seq-len": "seq_len", "capture-iters": "capture_iters",
            "iters-per-graph": "capture_iters", "precision": "dtype", "mode": "modes"}
 TEXT_PARAMETERS = ("dtype", "modes")
-# The RunConfig fields a size parameter sets, per built-in workload (absent: it changes nothing).
-_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "mlp": {"batch": ("batch",), "width": ("d_in", "hidden", "d_out"), "d_in": ("d_in",),
-            "hidden": ("hidden",), "d_out": ("d_out",), "hidden_layers": ("hidden_layers",)},
-    "transformer": {"batch": ("batch",), "width": ("hidden", "d_out"), "hidden": ("hidden",),
-                    "d_out": ("d_out",), "hidden_layers": ("hidden_layers",),
-                    "seq_len": ("seq_len",)},
-    "conv": {"batch": ("batch",), "width": ("channels",), "d_out": ("d_out",),
-             "hidden_layers": ("hidden_layers",)},
-}
 _ANY_WORKLOAD: dict[str, tuple[str, ...]] = {"dtype": ("dtype",), "capture_iters": ("capture_iters",), "modes": ("modes",)}
 MAX_AXES = 2
 MAX_POINTS = 2_000  # about 100 minutes at 20 points a minute
@@ -279,9 +270,8 @@ def point_folder_name(index: int) -> str:
 def _fields_for(axis: str, workload: str) -> tuple[str, ...]:
     if axis in _ANY_WORKLOAD:
         return _ANY_WORKLOAD[axis]
-    if is_user_spec(workload):
-        return ()
-    return _FIELDS.get(workload, _FIELDS["mlp"]).get(axis, ())
+    declared = workload_named(workload)  # each workload declares its sweep axes
+    return declared.sweep_fields(axis) if declared is not None else ()
 
 
 def _point_changes(axis: str, value: Any, workload: str) -> dict[str, Any]:
