@@ -147,7 +147,7 @@ def test_the_sample_has_one_label_in_the_index_the_runs_list_and_the_dashboard(t
     from dashboard import rundata
     from profiler_core.cli.main import main
     from profiler_core.spec.config import preset_label, preset_text
-    from profiler_core.storage import index
+    from profiler_core.storage import index, index_query
     from profiler_core.storage.results import RunResult
 
     runs = tmp_path / "runs"
@@ -160,8 +160,8 @@ def test_the_sample_has_one_label_in_the_index_the_runs_list_and_the_dashboard(t
     header, row = [line.split() for line in capsys.readouterr().out.splitlines()[1:3]]
     assert row[header.index("preset") + 1] == "custom"  # "started" takes two words
     with index.open_index(runs) as ix:
-        assert [r["folder"] for r in ix.runs([index.parse_where("preset=custom")])] == ["sample"]
-        assert ix.runs([index.parse_where("preset=seed")]) == []
+        assert [r["folder"] for r in ix.runs([index_query.parse_where("preset=custom")])] == ["sample"]
+        assert ix.runs([index_query.parse_where("preset=seed")]) == []
     assert list(rundata.list_runs(runs)["preset"]) == ["custom"]
     assert "custom bf16" in rundata.run_label("sample", {}, sample)
     at = _app(runs)

@@ -49,6 +49,7 @@ from profiler_core.orchestration import launcher, repeats
 from profiler_core.spec.config import PRESETS
 from profiler_core.spec.errors import ProfilerError, RunFormatError
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, ERROR_KINDS, TABLE_FILES
+from profiler_core.storage import runfolder
 from profiler_core.storage.results import RunResult, coerce_table
 from profiler_core.timing import stability
 
@@ -473,7 +474,7 @@ def _damage(run: Path, how: str) -> str:
         return "does not hold a JSON object"
     if how == "wrong_version":
         (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 4}))
-        return "has schema_version 4; this dashboard reads versions 1, 2, 3"
+        return "has schema_version 4, so it is not a run summary of a version this tool reads (1, 2, 3)"
     if how == "bad_config":
         (run / "summary.json").write_text(json.dumps({**summary, "config": {"batch": -1}}))
         return "invalid config"
@@ -776,7 +777,7 @@ def test_a_zip_bomb_like_upload_is_refused_before_anything_is_written(source_run
     files = _run_members(source_run)
     files["run/nvml.csv"] = b"t_s,metric,value,source\n" + b"0" * (40 * 2**20)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rundata, "MAX_TABLE_BYTES", 8 * 2**20)
+        mp.setattr(runfolder, "MAX_TABLE_BYTES", 8 * 2**20)
         with pytest.raises(RunFormatError, match="nvml.csv unpacks to 40 MiB"):
             rundata.extract_run_zip(_zip(files), tmp_path / "c")
     assert not (tmp_path / "c").exists()

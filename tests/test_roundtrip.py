@@ -33,7 +33,7 @@ from profiler_core.analysis import attribution, predict
 from profiler_core.analysis.trace import iteration_timeline, load_trace
 from profiler_core.cli.main import format_summary
 from profiler_core.spec import schema
-from profiler_core.storage import index
+from profiler_core.storage import index, index_query, index_rows
 from profiler_core.storage.results import RunResult, coerce_table
 from profiler_core.sweep import core as sweep
 from profiler_core.timing import stats
@@ -330,19 +330,19 @@ def check_index(saved: Path, runs: Path, loaded: RunResult) -> None:
         assert set(rows) == {saved.name, f"sweep-a/{sweep.point_folder_name(0)}"}
         for row in rows.values():
             assert row["problem"] == "" and row["complete"] == loaded.complete
-            for key in index.HEADLINE_COLUMNS:
+            for key in index_rows.HEADLINE_COLUMNS:
                 assert _same(float(row[key]), float(head.get(key, math.nan))), key
         speedup = float(head.get("speedup", math.nan))
-        matching = index.parse_where(f"speedup={speedup!r}..{speedup!r}") if math.isfinite(
-            speedup) else index.parse_where("speedup=0..")
+        matching = index_query.parse_where(f"speedup={speedup!r}..{speedup!r}") if math.isfinite(
+            speedup) else index_query.parse_where("speedup=0..")
         assert len(built.runs([matching])) == (2 if math.isfinite(speedup) else 0)
         pays = head.get("graph_pays_back")
         if pays is not None and not math.isnan(pays):
-            found = built.runs([index.parse_where(f"graph_pays_back={pays:g}")])
+            found = built.runs([index_query.parse_where(f"graph_pays_back={pays:g}")])
             assert len(found) == 2
         index.format_listing(built, [matching])
     assert index.record_run(saved) == ""
-    assert index.read_run(runs, saved.name)["run"]["problem"] == ""
+    assert index_rows.read_run(runs, saved.name)["run"]["problem"] == ""
     listed = rundata.list_runs(runs)
     assert list(listed["problem"]) == [""] and _same(float(listed["speedup"].iloc[0]),
                                                      float(head.get("speedup", math.nan)))

@@ -13,6 +13,7 @@ from dashboard import analysis, charts, rundata, state, ui
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.storage import index as run_index
+from profiler_core.storage.index_query import FieldFilter
 
 UPLOAD_KEY = "upload_zip"
 TAGS = [chr(c) for c in range(ord("A"), ord("Z") + 1)]  # runs in a comparison, in the order picked
@@ -36,7 +37,7 @@ def _shown(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
-def _field_filter(index: run_index.RunIndex, field: str) -> run_index.FieldFilter | None:
+def _field_filter(index: run_index.RunIndex, field: str) -> FieldFilter | None:
     """The control for one chosen field (a range for numbers, else values) and its filter."""
     values = index.field_values(field)
     if len(values) < 2:
@@ -48,13 +49,13 @@ def _field_filter(index: run_index.RunIndex, field: str) -> run_index.FieldFilte
                                      key=f"runs_filter_range_{field}", format_func=_shown)
         if (low, high) == (values[0], values[-1]):
             return None
-        return run_index.FieldFilter(field, low=low, high=high)
+        return FieldFilter(field, low=low, high=high)
     picked = st.multiselect(f"{field} is any of", values, key=f"runs_filter_values_{field}",
                             format_func=_shown, placeholder="any value")
-    return run_index.FieldFilter(field, values=tuple(picked)) if picked else None
+    return FieldFilter(field, values=tuple(picked)) if picked else None
 
 
-def _filters(index: run_index.RunIndex) -> list[run_index.FieldFilter]:
+def _filters(index: run_index.RunIndex) -> list[FieldFilter]:
     """The filter controls (GPU, date, any setting or figure) and the filters they set."""
     filters = []
     gpu_col, date_col = st.columns(2)
@@ -63,7 +64,7 @@ def _filters(index: run_index.RunIndex) -> list[run_index.FieldFilter]:
         picked = st.multiselect("GPU", [g for g in gpus if g is not None], key="runs_filter_gpu",
                                 placeholder="any GPU")
         if picked:
-            filters.append(run_index.FieldFilter("gpu", values=tuple(picked)))
+            filters.append(FieldFilter("gpu", values=tuple(picked)))
     days = [datetime.date.fromisoformat(d) for d in index.field_values("date")]
     with date_col:
         if len(days) >= 2:
@@ -71,7 +72,7 @@ def _filters(index: run_index.RunIndex) -> list[run_index.FieldFilter]:
                                    min_value=days[0], max_value=days[-1], key="runs_filter_dates")
             chosen = tuple(chosen) if isinstance(chosen, (tuple, list)) else (chosen,)
             if chosen and tuple(chosen) != (days[0], days[-1]):
-                filters.append(run_index.FieldFilter("date", low=chosen[0],
+                filters.append(FieldFilter("date", low=chosen[0],
                                                      high=chosen[1] if len(chosen) > 1 else None))
         elif days:
             st.caption(f"Every dated run started on {days[0].isoformat()}.")

@@ -526,7 +526,8 @@ COMMANDS["sweep"] = _command_sweep
 def _command_index(args) -> int:
     from profiler_core.spec.errors import RunFormatError
     from profiler_core.spec.progress import Progress
-    from profiler_core.storage.index import format_listing, open_index, parse_where
+    from profiler_core.storage.index import format_listing, open_index
+    from profiler_core.storage.index_query import parse_where
 
     if not Path(args.runs).is_dir():
         raise RunFormatError(f"the runs folder {str(args.runs)!r} does not exist",

@@ -81,7 +81,8 @@ from profiler_core.storage.outputs import (
     replace_folder,
     write_manifest,
 )
-from profiler_core.storage.results import RunResult, check_writable, is_tool_run, run_files
+from profiler_core.storage.results import RunResult, check_writable, run_files
+from profiler_core.storage.runfolder import is_tool_run
 from profiler_core.timing import stats
 
 # ----------------------------------------------------------------------------- the plan
