@@ -47,6 +47,7 @@ from profiler_core.spec.config import (
     changed_from_preset,
 )
 from profiler_core.spec.progress import ProgressCounter
+from profiler_core.storage import runtables
 from profiler_core.timing.trials import Mode
 
 SIM_GPU = "Simulated GPU (round-trip test)"
@@ -539,7 +540,7 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
     """``runner._run_cuda`` on the simulated GPU."""
     config = raw.config
     prepared = _prepare(raw, machine, phases, progress, state, list(config.modes))
-    state.headline.update(runner._pair_headline(
+    state.headline.update(runtables.pair_headline(
         {name: ready.figures for name, ready in prepared.items()}, {}))
     modes = [ready.mode for ready in prepared.values()]
     graph = prepared["graph"].mode
@@ -557,7 +558,7 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
     progress.start_phase("cold-start trials")
     runner._cold_trials(modes, iterations, trials, machine, phases, progress, state.latency_rows,
                         wall_clock=machine.wall)
-    state.tables["latency"] = runner._latency_table(state.latency_rows)
+    state.tables["latency"] = runtables.latency_table(state.latency_rows)
     progress.start_phase("article loop")
     loops = runner._article_loops(modes, runner._article_block_iters(config, modes), trials,
                                   machine, phases, progress, wall_clock=machine.wall)

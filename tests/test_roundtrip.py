@@ -2,7 +2,7 @@
 
 Runs are generated through the writer's own code (``generated_runs``: the runner's timed loops
 on a simulated machine, its table builders, the trace analysis, ``RunResult.save``) and each one
-is read back by: ``RunResult.load``; the dashboard (``rundata.read_summary`` / ``open_run`` and
+is read back by: ``RunResult.load``; the dashboard (``runfolder.read_summary`` / ``open_run`` and
 the data shaping and charts every view calls); an upload (the zip the dashboard's download gives,
 through ``uploads.SessionUploads``); the run index (``record_run``, ``read_run``, the listing and
 ``--where`` filters); a sweep (a point measured through a fake launcher, ``load_sweep``, its
@@ -33,7 +33,7 @@ from profiler_core.analysis import attribution, predict
 from profiler_core.analysis.trace import iteration_timeline, load_trace
 from profiler_core.cli.main import format_summary
 from profiler_core.spec import schema
-from profiler_core.storage import index, index_query, index_rows
+from profiler_core.storage import index, index_query, index_rows, runfolder
 from profiler_core.storage.results import RunResult, coerce_table
 from profiler_core.sweep import core as sweep
 from profiler_core.timing import stats
@@ -392,7 +392,7 @@ def check_every_reader(raw: RawRun, root: Path, draw: bool = False) -> None:
     summary = format_summary(loaded)
     if loaded.headline.get("graph_pays_back") == 0.0 and loaded.config.is_cuda:
         assert "break-even never" in summary  # issue 17: "never", not "after nan steps"
-    rundata.read_summary(saved)
+    runfolder.read_summary(saved)
     check_dashboard(rundata.open_run(saved, "folder"), draw)
     check_upload(saved, loaded, root / "uploads")
     check_predict(saved, loaded)
@@ -524,7 +524,7 @@ def check_run_that_does_not_pay(out: Path, summary: str, where: Path) -> None:
         assert math.isnan(figures[("graph", "break_even_iters")])
         assert "break-even never" in summary
     check_pay_back(loaded)
-    rundata.read_summary(out)
+    runfolder.read_summary(out)
     check_dashboard(rundata.open_run(out, "folder"), draw=True)
     check_upload(out, loaded, where / "uploads")
     check_predict(out, loaded)
