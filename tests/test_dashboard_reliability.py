@@ -37,6 +37,9 @@ from streamlit.testing.v1 import AppTest
 from dashboard import (
     analysis,
     charts,
+    kernel_tables,
+    percentiles,
+    run_facts,
     rundata,
     runpanel,
     state,
@@ -591,16 +594,16 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
         # It opened: what the views derive from it must work too (the charts of the damaged table).
         h = opened.headline
         steps = analysis.per_step_latency(opened.table("latency"))
-        analysis.percentile_table(opened.table("latency"), steps)
+        percentiles.percentile_table(opened.table("latency"), steps)
         timing = analysis.timing_comparison(opened.table("stats"), h)
         medians = analysis.split_medians(opened.table("launch_split"))
         pay = analysis.pay_back(h, opened.table("modes"))
         analysis.verdict(h, opened.table("attribution"), None, "graph", pay)
-        lessons = analysis.counter_lessons(opened.table("counters"), opened.config)
+        lessons = run_facts.counter_lessons(opened.table("counters"), opened.config)
         analysis.one_time_costs(h, pay, analysis.profiler_overheads(
             opened.table("metrics"), opened.table("stats"), opened.table("latency")))
-        analysis.environment_table(opened.environment)
-        analysis.kernel_table(opened.table("kernels"))
+        run_facts.environment_table(opened.environment)
+        kernel_tables.kernel_table(opened.table("kernels"))
         rundata.where_it_stopped(opened.notes)
         series = analysis.headline_method(h, opened.table("stats"))
         steps, column = analysis.series_steps(steps, series if series in analysis.SERIES

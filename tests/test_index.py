@@ -558,36 +558,36 @@ def test_the_runs_page_lists_and_compares_the_points_of_a_sweep(sample_runs):
 def test_speedup_rows_take_every_mode_else_the_headline_and_skip_what_is_not_finite():
     import pandas as pd
 
-    from dashboard import analysis
+    from dashboard import compare
     from profiler_core.storage.results import empty_table
 
     modes = pd.DataFrame({"mode": ["eager", "graph", "compile_ro"], "median_ms": [1.0, 0.2, 0.3],
                           "speedup": [1.0, 5.0, float("inf")], "speedup_ci_low": [1.0, 4.5, 3.0],
                           "speedup_ci_high": [1.0, 5.5, 3.6], "one_time_ms": [0, 5, 900],
                           "memory_bytes": [0, 1, 2], "graphs_recorded": [0, 1, 3]})
-    rows = analysis.compare_speedup_rows("A", {}, modes)
+    rows = compare.compare_speedup_rows("A", {}, modes)
     assert list(rows["mode"]) == ["graph"] and rows["speedup_ci_high"][0] == 5.5  # inf left out
     headline = {"speedup": 4.0, "speedup_ci_low": 3.5, "speedup_ci_high": 4.4}
-    rows = analysis.compare_speedup_rows("B", headline, empty_table("modes"))
+    rows = compare.compare_speedup_rows("B", headline, empty_table("modes"))
     assert rows.to_dict("records") == [{"run": "B", "mode": "graph", "speedup": 4.0,
                                         "speedup_ci_low": 3.5, "speedup_ci_high": 4.4}]
-    assert analysis.compare_speedup_rows("C", {"speedup": float("nan")},
+    assert compare.compare_speedup_rows("C", {"speedup": float("nan")},
                                          empty_table("modes")).empty  # a CPU run
 
 
 def test_overlay_steps_use_cuda_events_else_the_wall_clock():
     import pandas as pd
 
-    from dashboard import analysis
+    from dashboard import analysis, compare
 
     gpu = pd.DataFrame({"mode": "graph", "method": "steady", "trial": 0, "iteration": [0, 1],
                         "steps": 2, "gpu_ms": [1.0, 1.2], "wall_ms": float("nan")})
-    steps = analysis.overlay_steps("A", gpu)
+    steps = compare.overlay_steps("A", gpu)
     assert list(steps["ms"]) == [0.5, 0.6] and set(steps["timed_by"]) == {
         analysis.METHOD_LABELS["steady_event"]}  # per training step
     cpu = gpu.assign(mode="eager", gpu_ms=float("nan"), wall_ms=[3.0, 4.0], steps=1)
-    assert list(analysis.overlay_steps("B", cpu)["ms"]) == [3.0, 4.0]
-    assert analysis.overlay_steps("C", cpu.iloc[0:0]).empty
+    assert list(compare.overlay_steps("B", cpu)["ms"]) == [3.0, 4.0]
+    assert compare.overlay_steps("C", cpu.iloc[0:0]).empty
 
 
 def test_overlay_charts_draw_only_finite_numbers_and_show_run_labels_as_text():

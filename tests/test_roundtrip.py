@@ -28,7 +28,7 @@ from generated_runs import EXTRA_MODES, RawRun, Scenario, WindowSpec, build_run,
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from dashboard import analysis, rundata, uploads
+from dashboard import analysis, compare, kernel_tables, percentiles, run_facts, rundata, uploads
 from profiler_core.analysis import attribution, predict
 from profiler_core.analysis.trace import iteration_timeline, load_trace
 from profiler_core.cli.main import format_summary
@@ -173,14 +173,14 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
     if len(modes) > 2:
         charts.modes_speedup_bars(modes)
         analysis.modes_table(modes)
-    analysis.environment_table(env), analysis.config_table(config)
+    run_facts.environment_table(env), run_facts.config_table(config)
     # latency
     steps = analysis.per_step_latency(run.table("latency"))
     for series in analysis.series_available(steps) or ["steady_event"]:
         shown, column = analysis.series_steps(steps, series)
         charts.latency_histogram(shown, column), charts.latency_ecdf(shown, column)
         charts.latency_series(shown, column)
-    analysis.percentile_table(run.table("latency"), steps)
+    percentiles.percentile_table(run.table("latency"), steps)
     charts.timing_methods_bars(analysis.timing_comparison(stats_table, h))
     # launch split
     charts.split_bars(medians, "none"), charts.launch_count_bars(medians, "none")
@@ -197,30 +197,30 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
             timeline = iteration_timeline(load_trace(path))
             charts.iteration_timeline(timeline.events, mode, timeline.span_us)
     # counters
-    lessons = analysis.counter_lessons(run.table("counters"), config)
+    lessons = run_facts.counter_lessons(run.table("counters"), config)
     if len(lessons):
         charts.counter_bars(lessons)
     # GPU
-    summary = analysis.phase_summary(run.table("phases"))
-    window = analysis.default_phase_range(summary)
-    x_range = analysis.phase_window(summary, *window) if window else None
+    summary = run_facts.phase_summary(run.table("phases"))
+    window = run_facts.default_phase_range(summary)
+    x_range = run_facts.phase_window(summary, *window) if window else None
     charts.nvml_timeseries(run.table("nvml"), run.table("phases"), x_range=x_range,
                            empty_message="none")
     # kernels
     kernels = run.table("kernels")
     if len(kernels):
         for other in [m for m in analysis.ordered_modes(kernels) if m != "eager"] or ["graph"]:
-            charts.kernel_diff_bars(analysis.kernel_diff(kernels, other), 10)
+            charts.kernel_diff_bars(kernel_tables.kernel_diff(kernels, other), 10)
         for mode in analysis.ordered_modes(kernels):
             charts.kernel_top_bar(kernels, mode, 10)
-        analysis.kernel_table(analysis.filter_by_name(kernels, "kernel"))
+        kernel_tables.kernel_table(kernel_tables.filter_by_name(kernels, "kernel"))
     # runs: the comparison, this run beside itself
-    analysis.compare_summary("A", run.label, config, env, h, stats_table, verdict.title,
+    compare.compare_summary("A", run.label, config, env, h, stats_table, verdict.title,
                              run.complete)
-    rows, _ = analysis.compare_rows("A", h, stats_table, cpu)
+    rows, _ = compare.compare_rows("A", h, stats_table, cpu)
     charts.compare_medians(rows, True)
-    charts.compare_speedups(analysis.compare_speedup_rows("A", h, modes))
-    charts.compare_latency_ecdf(analysis.overlay_steps("A", run.table("latency")), False)
+    charts.compare_speedups(compare.compare_speedup_rows("A", h, modes))
+    charts.compare_latency_ecdf(compare.overlay_steps("A", run.table("latency")), False)
 
 
 def check_upload(saved: Path, loaded: RunResult, where: Path) -> None:

@@ -5,7 +5,7 @@ in long form)."""
 
 import streamlit as st
 
-from dashboard import analysis, charts, repeats_panel, state, ui
+from dashboard import analysis, charts, repeats_panel, run_facts, state, ui
 from profiler_core.analysis import predict
 
 gpus, no_gpu_reason = state.device_list()
@@ -123,12 +123,12 @@ repeats_panel.between_processes(run, key="overview_repeats")
 left, right = st.columns(2)
 with left:
     st.subheader("GPU and software")
-    ui.table(analysis.environment_table(run.environment), f"{run.name}-environment.csv",
+    ui.table(run_facts.environment_table(run.environment), f"{run.name}-environment.csv",
              key="overview_env", label="environment CSV",
              empty="This run does not say which GPU and software it ran on.")
 with right:
     st.subheader("Configuration")
-    ui.table(analysis.config_table(run.config), f"{run.name}-config.csv", key="overview_config",
+    ui.table(run_facts.config_table(run.config), f"{run.name}-config.csv", key="overview_config",
              label="config CSV")
 
 ui.notes(run)

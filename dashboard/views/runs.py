@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, charts, rundata, state, ui
+from dashboard import analysis, charts, compare, run_facts, rundata, state, ui
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.storage import index as run_index
@@ -215,23 +215,23 @@ for tag, run in loaded.items():
     reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
     pay = analysis.pay_back(run.headline, run.table("modes"), "graph")
     verdict = analysis.verdict(run.headline, run.table("attribution"), reason, "graph", pay)
-    summary.append(analysis.compare_summary(tag, run.label, run.config, run.environment,
+    summary.append(compare.compare_summary(tag, run.label, run.config, run.environment,
                                             run.headline, run.table("stats"), verdict.title,
                                             run.complete, "" if cpu else pay.text))
-    rows, text = analysis.compare_rows(tag, run.headline, run.table("stats"), cpu)
+    rows, text = compare.compare_rows(tag, run.headline, run.table("stats"), cpu)
     bars.append(rows)
     timed_by.append(text)
     m = analysis.split_medians(run.table("launch_split"))
     m["mode"] = tag + ": " + m["mode"].astype(str)
     medians.append(m)
-    speedups.append(analysis.compare_speedup_rows(tag, run.headline, run.table("modes")))
+    speedups.append(compare.compare_speedup_rows(tag, run.headline, run.table("modes")))
     if speedups[-1].empty:
         no_speedup[tag] = ("a CPU run times eager only" if cpu else
                            "the run stopped before its graph was timed" if not run.complete else
                            "the run has no graph timing")
-    steps.append(analysis.overlay_steps(tag, run.table("latency")))
+    steps.append(compare.overlay_steps(tag, run.table("latency")))
 
-ui.table(pd.DataFrame(summary, columns=analysis.COMPARE_SUMMARY_COLUMNS), "compare_runs.csv",
+ui.table(pd.DataFrame(summary, columns=compare.COMPARE_SUMMARY_COLUMNS), "compare_runs.csv",
          key="compare_summary", label="comparison CSV",
          column_order=["tag", "run", "speedup", "eager_ms", "graph_ms", "break_even", "timed_by"],
          column_config={"tag": st.column_config.TextColumn(width="small"),
@@ -275,7 +275,7 @@ else:
                + "; ".join(f"{ui.escape_md(r)}: {ui.escape_md(t)}"
                            for r, t in zip(methods["run"], methods["timed_by"])) + ".")
 st.markdown("**Settings that differ**")
-diff = analysis.configs_diff({tag: run.config for tag, run in loaded.items()})
+diff = run_facts.configs_diff({tag: run.config for tag, run in loaded.items()})
 if diff.empty:
     st.caption("All these runs used the same settings.")
 else:
