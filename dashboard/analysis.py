@@ -8,6 +8,7 @@ its documented columns also when the input is empty.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from profiler_core.spec.config import (  # noqa: F401 (the labels:
     preset_text,
 )
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS
+from profiler_core.storage.figures import Figures, as_number
 
 MODES = ("eager", "graph")  # the article's pair: eager is every comparison's baseline
 
@@ -109,27 +111,22 @@ def no_profile_reason(config: RunConfig | None, environment: dict[str, Any] | No
     return "the run recorded none"
 
 
-def number(values: dict[str, Any], key: str) -> float:
-    """``values[key]`` as a float; NaN when missing, None, not a number (text, true/false, a JSON
-    object or list) or too large for a float."""
-    value = values.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return math.nan
-    try:
-        return float(value)
-    except OverflowError:  # a whole number of hundreds of digits
-        return math.nan
+def number(values: Mapping[str, Any], key: str) -> float:
+    """``values[key]`` as a float (a fact of the summary's headline, such as the parity); NaN when
+    missing, None, not a number (text, true/false, a JSON object or list) or too large for a
+    float."""
+    return as_number(values.get(key))
 
 
 def finite(value: float) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def headline_method(headline: dict[str, Any], stats: pd.DataFrame) -> str:
-    """The timing method the speedup uses (the steady state per trial; cold-start events for runs
-    recorded before steady-state timing existed)."""
-    method = headline.get("timing_method")
-    method = method if isinstance(method, str) else None  # a JSON object or list says nothing
+def headline_method(timing_method: str, stats: pd.DataFrame) -> str:
+    """The timing method the speedup uses (``Headline.timing_method``: the steady state per trial;
+    cold-start events for runs recorded before steady-state timing existed), else the first
+    method ``stats`` has."""
+    method = timing_method
     present = set(stats["method"].dropna()) if not stats.empty else set()
     if method in present or (method in METHOD_LABELS and not present):
         return str(method)
@@ -191,7 +188,7 @@ def per_step_latency(latency: pd.DataFrame) -> pd.DataFrame:
 TIMING_COLUMNS = ["method", "label", "eager_median_ms", "graph_median_ms", "speedup", "meaning"]
 
 
-def timing_comparison(stats: pd.DataFrame, headline: dict[str, Any], cpu: bool = False) -> pd.DataFrame:
+def timing_comparison(stats: pd.DataFrame, figures: Figures, cpu: bool = False) -> pd.DataFrame:
     """Median per-step time per timing method and mode: the article's method beside the true ones
     (``cpu``: a CPU run, whose steady state is timed by the wall clock, labelled so)."""
     rows = []
@@ -204,7 +201,7 @@ def timing_comparison(stats: pd.DataFrame, headline: dict[str, Any], cpu: bool =
                      eager / graph if graph else math.nan,
                      f"{METHOD_VERDICT[method]}: {METHOD_MEANING[method]}"])
     if "article_no_sync" not in methods:
-        eager, graph = number(headline, "article_eager_ms"), number(headline, "article_graph_ms")
+        eager, graph = (figures.get(mode, "article_no_sync_median_ms") for mode in MODES)
         if finite(eager) or finite(graph):
             rows.append(["article_no_sync", METHOD_LABELS["article_no_sync"], eager, graph,
                          eager / graph if graph else math.nan,
@@ -460,10 +457,10 @@ class PayBack:
         return f"{self.one_time_ms:,.1f} ms" if finite(self.one_time_ms) else "not recorded"
 
 
-def pay_back(headline: dict[str, Any], modes: pd.DataFrame, mode: str = "graph") -> PayBack:
+def pay_back(figures: Figures, modes: pd.DataFrame, mode: str = "graph") -> PayBack:
     """``mode``'s break-even by ``BREAK_EVEN_DEFINITION``, worked out here for every run: modes.csv's
     one-time cost and medians when it has them, else (the graph of a run recorded before
-    modes.csv) the headline's warm-up + capture and medians. A run recorded when break-even counted
+    modes.csv) its figures' warm-up + capture and medians. A run recorded when break-even counted
     the capture alone thus says the same as today's; one not faster never pays back."""
     table = modes.set_index(modes["mode"].astype(str)) if len(modes) else pd.DataFrame()
 
@@ -474,10 +471,10 @@ def pay_back(headline: dict[str, Any], modes: pd.DataFrame, mode: str = "graph")
         return float(value) if pd.notna(value) and math.isfinite(float(value)) else math.nan
 
     eager_ms, mode_ms = from_modes("eager", "median_ms"), from_modes(mode, "median_ms")
-    warmup, capture = (number(headline, "warmup_ms"), number(headline, "capture_ms")) if (
+    warmup, capture = (figures.get(mode, "warmup_ms"), figures.get(mode, "capture_ms")) if (
         mode == "graph") else (math.nan, math.nan)
     if mode == "graph" and not (finite(eager_ms) and finite(mode_ms)):
-        eager_ms, mode_ms = number(headline, "eager_median_ms"), number(headline, "graph_median_ms")
+        eager_ms, mode_ms = figures.get("eager", "median_ms"), figures.get(mode, "median_ms")
     one_time = from_modes(mode, "one_time_ms")
     if not finite(one_time) and finite(warmup) and finite(capture):
         one_time = warmup + capture
@@ -486,7 +483,7 @@ def pay_back(headline: dict[str, Any], modes: pd.DataFrame, mode: str = "graph")
         warmup = capture = math.nan  # only a split that adds up to the cost is shown
     saving = eager_ms - mode_ms if finite(eager_ms) and finite(mode_ms) else math.nan
     pays = math.nan if not finite(saving) else (1.0 if saving > 0 else 0.0)
-    if not finite(pays) and mode == "graph" and number(headline, "graph_pays_back") == 0:
+    if not finite(pays) and mode == "graph" and figures.get(mode, "pays_back") == 0:
         pays = 0.0  # recorded as never paying back, medians not kept
     steps = (float(math.ceil(one_time / saving)) if pays == 1 and finite(one_time)
              else math.nan)
@@ -518,7 +515,7 @@ def _share(part: float, saving: float) -> str:
     return f" ({pct:.0f}% of the saving)" if abs(pct) >= 100 else f" ({pct:.1f}% of the saving)"
 
 
-def verdict(headline: dict[str, Any], attribution: pd.DataFrame,
+def verdict(figures: Figures, attribution: pd.DataFrame,
             no_split_reason: str | None = None, mode: str = "graph",
             pay: PayBack | None = None) -> Verdict:
     """Plain words: how much ``mode`` saves per step (the headline, timed with no profiler) and
@@ -532,10 +529,10 @@ def verdict(headline: dict[str, Any], attribution: pd.DataFrame,
     (e_copy, m_copy), (e_idle, m_idle) = parts["input_copy"], parts["gpu_idle"]
     e_host = parts["host_issue"][0]
     if mode == "graph" and not (finite(eager) and finite(other)):
-        eager = number(headline, "eager_median_ms") * 1e3
-        other = number(headline, "graph_median_ms") * 1e3
+        eager = figures.get("eager", "median_ms") * 1e3
+        other = figures.get(mode, "median_ms") * 1e3
     speedup = eager / other if finite(eager) and finite(other) and other > 0 else (
-        number(headline, "speedup") if mode == "graph" else math.nan)
+        figures.get(mode, "speedup") if mode == "graph" else math.nan)
     speedup_text = f"{speedup:.2f}x" if finite(speedup) else "unknown"
     saving = eager - other
     net = (f"a saving of {_us(saving)} us per step" if saving > 0 else
@@ -544,7 +541,7 @@ def verdict(headline: dict[str, Any], attribution: pd.DataFrame,
              f"{mode} step {_us(other)} us: {speedup_text}, {net}. "
              if finite(eager) and finite(other) else "")
     if no_split_reason and no_split_reason.startswith("a CPU run"):
-        eager_ms = number(headline, "eager_median_ms")
+        eager_ms = figures.get("eager", "median_ms")
         eager_text = (f"Timed in a training loop on the CPU, an eager step took {eager_ms:.3f} "
                       "ms (wall clock). " if finite(eager_ms) else "")
         return Verdict(
@@ -630,27 +627,28 @@ def verdict(headline: dict[str, Any], attribution: pd.DataFrame,
     return Verdict(kind, title, text + never + stretched)
 
 
-def one_time_costs(headline: dict[str, Any], pay: PayBack | None = None,
+def one_time_costs(figures: Figures, facts: Mapping[str, Any], pay: PayBack | None = None,
                    overheads: pd.DataFrame | None = None) -> pd.DataFrame:
     """Capture cost, memory and parity in one table (quantity, value, unit, and ``shown``: the
-    value with its unit, as text). ``pay``: the graph's break-even (``pay_back``; worked out from
-    the headline alone when not given), shown as 'never (graph not faster)' when it never pays
+    value with its unit, as text); ``facts``: the summary's headline, for the parity. ``pay``: the
+    graph's break-even (``pay_back``; worked out from the figures alone when not given), shown as 'never (graph not faster)' when it never pays
     back. ``overheads`` (``profiler_overheads``): the profiler's overhead per mode against the
     headline; without it no overhead is shown (a run's stored figure may be against the cold
     start)."""
     mib = 2**20
-    pay = pay if pay is not None else pay_back(headline, pd.DataFrame(), "graph")
+    pay = pay if pay is not None else pay_back(figures, pd.DataFrame(), "graph")
     rows = [
-        ("warm-up time", number(headline, "warmup_ms"), "ms"),
-        ("capture time", number(headline, "capture_ms"), "ms"),
+        ("warm-up time", figures.get("graph", "warmup_ms"), "ms"),
+        ("capture time", figures.get("graph", "capture_ms"), "ms"),
         ("one-time cost (warm-up + capture)", pay.one_time_ms, "ms"),
-        ("batch copy into the static inputs, per step", number(headline, "graph_input_copy_ms"), "ms"),
-        ("graph memory pool", number(headline, "graph_pool_bytes") / mib, "MiB"),
-        ("peak memory, eager", number(headline, "eager_peak_bytes") / mib, "MiB"),
-        ("peak memory, graph", number(headline, "graph_peak_bytes") / mib, "MiB"),
+        ("batch copy into the static inputs, per step",
+         figures.get("graph", "input_copy_median_ms"), "ms"),
+        ("graph memory pool", figures.get("graph", "pool_bytes") / mib, "MiB"),
+        ("peak memory, eager", figures.get("eager", "peak_bytes") / mib, "MiB"),
+        ("peak memory, graph", figures.get("graph", "peak_bytes") / mib, "MiB"),
         ("break-even (see below)", pay.steps, "steps"),
-        ("parity: max abs diff", number(headline, "parity_max_abs_diff"), ""),
-        ("parity: max rel diff", number(headline, "parity_max_rel_diff"), ""),
+        ("parity: max abs diff", number(facts, "parity_max_abs_diff"), ""),
+        ("parity: max rel diff", number(facts, "parity_max_rel_diff"), ""),
     ]
     for row in (overheads if overheads is not None else pd.DataFrame(
             columns=PROFILER_OVERHEAD_COLUMNS)).itertuples():
@@ -725,14 +723,14 @@ MODES_TABLE_COLUMNS = ["mode", "what", "median_ms", "speedup", "speedup_ci_low",
                        "one_time_ms", "break_even", "memory_mib", "graphs_recorded"]
 
 
-def modes_table(modes: pd.DataFrame, headline: dict[str, Any] | None = None) -> pd.DataFrame:
+def modes_table(modes: pd.DataFrame, figures: Figures | None = None) -> pd.DataFrame:
     """modes.csv for people: what each mode is, its break-even (``BREAK_EVEN_DEFINITION``, as
     text: '13 steps', 'never (graph not faster)'; '' for eager), memory in MiB."""
     if modes.empty:
         return pd.DataFrame(columns=MODES_TABLE_COLUMNS)
     out = modes.copy()
     out["what"] = [MODE_LABELS.get(str(mode), str(mode)) for mode in out["mode"]]
-    out["break_even"] = ["" if str(mode) == "eager" else pay_back(headline or {}, modes, str(mode)).text
+    out["break_even"] = ["" if str(mode) == "eager" else pay_back(figures or Figures({}), modes, str(mode)).text
                          for mode in out["mode"]]
     out["memory_mib"] = pd.to_numeric(out["memory_bytes"], errors="coerce") / 2**20
     return out[MODES_TABLE_COLUMNS].reset_index(drop=True)

@@ -17,12 +17,12 @@ from dashboard.analysis import (
     headline_method,
     is_cpu_run,
     method_label,
-    number,
     per_step_latency,
     series_available,
     series_steps,
 )
 from profiler_core.spec.config import RunConfig, preset_text
+from profiler_core.storage.figures import Headline
 
 COMPARE_COLUMNS = ["run", "mode", "method", "median_ms", "p10_ms", "p90_ms"]
 
@@ -37,25 +37,25 @@ COMPARE_FALLBACKS = ("steady_trial", "steady_event", "steady_wall", "cold_event"
                      "block_sync")
 
 
-def compare_method(headline: dict[str, Any], stats: pd.DataFrame) -> str:
-    """The method a run is compared by: its headline method if it has a finite median, else the
-    first of ``COMPARE_FALLBACKS`` that has one ('' when none has)."""
+def compare_method(timing_method: str, stats: pd.DataFrame) -> str:
+    """The method a run is compared by: its headline method (``Headline.timing_method``) if it has
+    a finite median, else the first of ``COMPARE_FALLBACKS`` that has one ('' when none has)."""
     if stats.empty:
         return ""
     medians = pd.to_numeric(stats["median_ms"], errors="coerce")
     usable = set(stats.loc[np.isfinite(medians.astype(float)), "method"].astype(str))
-    first = headline_method(headline, stats)
+    first = headline_method(timing_method, stats)
     for method in (first, *COMPARE_FALLBACKS):
         if method in usable:
             return method
     return ""
 
 
-def compare_rows(tag: str, headline: dict[str, Any], stats: pd.DataFrame,
+def compare_rows(tag: str, timing_method: str, stats: pd.DataFrame,
                  cpu: bool) -> tuple[pd.DataFrame, str]:
     """One run's bars for the comparison chart (``COMPARE_COLUMNS``) and a sentence saying how it
     was timed, or why it has no bar."""
-    method = compare_method(headline, stats)
+    method = compare_method(timing_method, stats)
     if not method:
         return (pd.DataFrame(columns=COMPARE_COLUMNS),
                 f"{tag} has no timing statistics (it stopped before the timed trials), so it has "
@@ -79,17 +79,16 @@ def compare_rows(tag: str, headline: dict[str, Any], stats: pd.DataFrame,
 
 
 def compare_summary(tag: str, label: str, config: RunConfig, environment: dict[str, Any],
-                    headline: dict[str, Any], stats: pd.DataFrame, verdict_title: str,
+                    pair: Headline, stats: pd.DataFrame, verdict_title: str,
                     complete: bool, break_even: str = "") -> dict[str, Any]:
     """One row of the comparison's summary table (``COMPARE_SUMMARY_COLUMNS``); ``break_even``:
     the graph's ``PayBack.text`` ('' for a run without a graph)."""
     cpu = is_cpu_run(config, environment)
-    method = compare_method(headline, stats)
+    method = compare_method(pair.timing_method, stats)
     return {"tag": tag, "run": label,
             "device": "CPU" if cpu else str(environment.get("gpu_name") or config.device),
-            "preset": preset_text(config), "speedup": number(headline, "speedup"),
-            "eager_ms": number(headline, "eager_median_ms"),
-            "graph_ms": number(headline, "graph_median_ms"), "break_even": break_even,
+            "preset": preset_text(config), "speedup": pair.speedup,
+            "eager_ms": pair.eager_ms, "graph_ms": pair.graph_ms, "break_even": break_even,
             "timed_by": method_label(method, cpu) if method else "no timing",
             "verdict": verdict_title, "complete": bool(complete)}
 
@@ -100,9 +99,9 @@ SPEEDUP_ROW_COLUMNS = ["run", "mode", "speedup", "speedup_ci_low", "speedup_ci_h
 OVERLAY_STEP_COLUMNS = ["run", "mode", "ms", "timed_by"]
 
 
-def compare_speedup_rows(tag: str, headline: dict[str, Any], modes: pd.DataFrame) -> pd.DataFrame:
+def compare_speedup_rows(tag: str, pair: Headline, modes: pd.DataFrame) -> pd.DataFrame:
     """One run's speedups over eager with their 95% CI (``SPEEDUP_ROW_COLUMNS``): every mode of
-    its modes table but eager, else the headline's graph speedup; rows without a finite speedup
+    its modes table but eager, else the pair's graph speedup; rows without a finite speedup
     are left out (a CPU run has none)."""
     if not modes.empty and "speedup" in modes:
         part = modes[modes["mode"].astype(str) != "eager"]
@@ -111,9 +110,9 @@ def compare_speedup_rows(tag: str, headline: dict[str, Any], modes: pd.DataFrame
                              "speedup_ci_low": float_column(part, "speedup_ci_low"),
                              "speedup_ci_high": float_column(part, "speedup_ci_high")})
     else:
-        rows = pd.DataFrame([{"run": tag, "mode": "graph", "speedup": number(headline, "speedup"),
-                              "speedup_ci_low": number(headline, "speedup_ci_low"),
-                              "speedup_ci_high": number(headline, "speedup_ci_high")}])
+        rows = pd.DataFrame([{"run": tag, "mode": "graph", "speedup": pair.speedup,
+                              "speedup_ci_low": pair.speedup_ci_low,
+                              "speedup_ci_high": pair.speedup_ci_high}])
     finite_rows = np.isfinite(pd.to_numeric(rows["speedup"], errors="coerce").astype(float))
     return rows[finite_rows][SPEEDUP_ROW_COLUMNS].reset_index(drop=True)
 

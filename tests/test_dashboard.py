@@ -349,7 +349,7 @@ def test_csv_builders_produce_the_schema_columns(shared_run):
         assert len(pd.read_csv(io.StringIO(csv))) == len(run.table(name))
     derived = {
         "percentiles": (percentiles.percentile_table(run.table("latency")), percentiles.PERCENTILE_COLUMNS),
-        "timing": (analysis.timing_comparison(run.table("stats"), run.headline), analysis.TIMING_COLUMNS),
+        "timing": (analysis.timing_comparison(run.table("stats"), run.figures), analysis.TIMING_COLUMNS),
         "split": (analysis.split_medians(run.table("launch_split")), analysis.SPLIT_MEDIAN_COLUMNS),
         "lessons": (run_facts.counter_lessons(run.table("counters")), run_facts.COUNTER_LESSON_COLUMNS),
         "kernels": (kernel_tables.kernel_table(run.table("kernels")), kernel_tables.KERNEL_TABLE_COLUMNS),

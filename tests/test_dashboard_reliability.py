@@ -595,17 +595,17 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
         h = opened.headline
         steps = analysis.per_step_latency(opened.table("latency"))
         percentiles.percentile_table(opened.table("latency"), steps)
-        timing = analysis.timing_comparison(opened.table("stats"), h)
+        timing = analysis.timing_comparison(opened.table("stats"), opened.figures)
         medians = analysis.split_medians(opened.table("launch_split"))
-        pay = analysis.pay_back(h, opened.table("modes"))
-        analysis.verdict(h, opened.table("attribution"), None, "graph", pay)
+        pay = analysis.pay_back(opened.figures, opened.table("modes"))
+        analysis.verdict(opened.figures, opened.table("attribution"), None, "graph", pay)
         lessons = run_facts.counter_lessons(opened.table("counters"), opened.config)
-        analysis.one_time_costs(h, pay, analysis.profiler_overheads(
+        analysis.one_time_costs(opened.figures, h, pay, analysis.profiler_overheads(
             opened.table("metrics"), opened.table("stats"), opened.table("latency")))
         run_facts.environment_table(opened.environment)
         kernel_tables.kernel_table(opened.table("kernels"))
         rundata.where_it_stopped(opened.notes)
-        series = analysis.headline_method(h, opened.table("stats"))
+        series = analysis.headline_method(opened.pair.timing_method, opened.table("stats"))
         steps, column = analysis.series_steps(steps, series if series in analysis.SERIES
                                               else "steady_event")
         draw = {
@@ -628,7 +628,7 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
                                   analysis.modes_table(opened.table("modes"))),
             "metrics.csv": lambda: rundata.table_csv_bytes(opened.table("metrics")),
             "repeats.csv": lambda: (charts.repeats_chart(opened.table("repeats")),
-                                    repeats.between_table(h), stability.spread_beyond_ci(h)),
+                                    repeats.between_table(h, opened.pair), stability.spread_beyond_ci(h)),
         }
         draw[file.name]()
         assert isinstance(opened.complete, bool)

@@ -34,6 +34,7 @@ from profiler_core.analysis.trace import iteration_timeline, load_trace
 from profiler_core.cli.main import format_summary
 from profiler_core.spec import schema
 from profiler_core.storage import index, index_query, index_rows, runfolder
+from profiler_core.storage.figures import Figures
 from profiler_core.storage.results import RunResult, coerce_table
 from profiler_core.sweep import core as sweep
 from profiler_core.timing import stats
@@ -111,6 +112,30 @@ def check_loaded(result: RunResult, loaded: RunResult) -> None:
         pd.testing.assert_frame_equal(loaded.table(name), coerce_table(name, result.table(name)),
                                       check_exact=True, obj=name)
     check_pay_back(loaded)
+    check_figures(result, loaded)
+
+
+def check_figures(result: RunResult, loaded: RunResult) -> None:
+    """The typed run model reads back what the writer measured: every figure of metrics.csv by
+    mode and metric (``Figures.get``), the article's pair (``Headline``) as the writer's own, and
+    the figures the summary's headline keeps under their stored names agree with metrics.csv
+    (each figure is held once: the stored names are only the schema's, upgraded on reading)."""
+    written, read = result.figures, loaded.figures
+    for mode, metric, value in written.items():
+        if math.isfinite(value):
+            assert _same(read.get(mode, metric), value), (mode, metric)
+    assert set(read.modes()) >= {m for m, _, v in written.items() if math.isfinite(v)}
+    assert all(_same(a, b) for a, b in zip(dataclasses.astuple(loaded.pair),
+                                           dataclasses.astuple(result.pair))), loaded.pair
+    stored = Figures.from_headline(loaded.headline)
+    table = Figures.from_table(loaded.table("metrics"))
+    for mode, metric, value in stored.items():
+        if table.has(mode, metric) and math.isfinite(value):
+            assert _same(table.get(mode, metric), value), (mode, metric)
+    pair = loaded.pair
+    if "eager" in set(loaded.table("modes")["mode"]):
+        eager = loaded.table("modes").set_index("mode").loc["eager", "median_ms"]
+        assert _same(pair.eager_ms, float(eager))
 
 
 def check_pay_back(run: RunResult) -> None:
@@ -146,24 +171,24 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
     """What every view computes from a run, as the views call it (no Streamlit); with ``draw``
     the charts too."""
     charts = _real_charts if draw else _NoCharts()
-    h, config, env = run.headline, run.config, run.environment
+    h, figures, pair, config, env = run.headline, run.figures, run.pair, run.config, run.environment
     cpu = analysis.is_cpu_run(config, env)
     stats_table, split = run.table("stats"), run.table("launch_split")
     reason = analysis.no_profile_reason(config, env, run.complete)
-    method = analysis.headline_method(h, stats_table)
+    method = analysis.headline_method(pair.timing_method, stats_table)
     label = analysis.method_label(method, cpu)
     attribution = run.table("attribution")
-    pay = analysis.pay_back(h, run.table("modes"), "graph")
-    verdict = analysis.verdict(h, attribution, reason, "graph", pay)
+    pay = analysis.pay_back(figures, run.table("modes"), "graph")
+    verdict = analysis.verdict(figures, attribution, reason, "graph", pay)
     assert verdict.title and verdict.text
     medians = analysis.split_medians(split)
     charts.median_bars(stats_table, analysis.kernel_floor(attribution), method=method,
                        method_label=label)
     overheads = analysis.profiler_overheads(run.table("metrics"), stats_table,
                                             run.table("latency"))
-    costs = analysis.one_time_costs(h, pay, overheads)
+    costs = analysis.one_time_costs(figures, h, pay, overheads)
     assert not costs["shown"].astype(str).str.contains("nan|inf", case=False).any(), costs
-    if h.get("graph_pays_back") == 0.0:  # "never" on screen (issue 17)
+    if pair.pays_back == 0.0:  # "never" on screen (issue 17)
         assert pay.text.startswith("never")
         assert costs.set_index("quantity").loc["break-even (see below)", "shown"].startswith("never")
     if predict.has_prediction(h):
@@ -172,7 +197,7 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
     modes = run.table("modes")
     if len(modes) > 2:
         charts.modes_speedup_bars(modes)
-        analysis.modes_table(modes)
+        analysis.modes_table(modes, figures)
     run_facts.environment_table(env), run_facts.config_table(config)
     # latency
     steps = analysis.per_step_latency(run.table("latency"))
@@ -181,7 +206,7 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
         charts.latency_histogram(shown, column), charts.latency_ecdf(shown, column)
         charts.latency_series(shown, column)
     percentiles.percentile_table(run.table("latency"), steps)
-    charts.timing_methods_bars(analysis.timing_comparison(stats_table, h))
+    charts.timing_methods_bars(analysis.timing_comparison(stats_table, figures))
     # launch split
     charts.split_bars(medians, "none"), charts.launch_count_bars(medians, "none")
     for other in analysis.decomposable_modes(run.table("breakdown"), medians) or ["graph"]:
@@ -215,11 +240,11 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
             charts.kernel_top_bar(kernels, mode, 10)
         kernel_tables.kernel_table(kernel_tables.filter_by_name(kernels, "kernel"))
     # runs: the comparison, this run beside itself
-    compare.compare_summary("A", run.label, config, env, h, stats_table, verdict.title,
+    compare.compare_summary("A", run.label, config, env, pair, stats_table, verdict.title,
                              run.complete)
-    rows, _ = compare.compare_rows("A", h, stats_table, cpu)
+    rows, _ = compare.compare_rows("A", pair.timing_method, stats_table, cpu)
     charts.compare_medians(rows, True)
-    charts.compare_speedups(compare.compare_speedup_rows("A", h, modes))
+    charts.compare_speedups(compare.compare_speedup_rows("A", pair, modes))
     charts.compare_latency_ecdf(compare.overlay_steps("A", run.table("latency")), False)
 
 

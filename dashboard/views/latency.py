@@ -11,7 +11,7 @@ ui.run_header(run, "Latency per training step")
 cpu = analysis.is_cpu_run(run.config, run.environment)
 all_steps = analysis.per_step_latency(run.table("latency"))
 available = analysis.series_available(all_steps) or ["steady_event"]
-default = analysis.headline_method(run.headline, run.table("stats"))
+default = analysis.headline_method(run.pair.timing_method, run.table("stats"))
 series = st.radio("Timing", available, index=available.index(default) if default in available else 0,
                   horizontal=True, key="latency_timing",
                   format_func=lambda name: analysis.method_label(name, cpu),
@@ -59,7 +59,7 @@ st.markdown(
 if cpu:
     st.caption("A CPU run has no such pitfall to show: a step on the CPU has finished when its "
                "call returns, so only the steady-state wall clock is measured.")
-timing = analysis.timing_comparison(run.table("stats"), run.headline, cpu)
+timing = analysis.timing_comparison(run.table("stats"), run.figures, cpu)
 ui.chart(charts.timing_methods_bars(timing), key="latency_methods")
 ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table", label="timing CSV",
          empty="No timing statistics in this run (stats.csv is empty: the run stopped before its "

@@ -213,18 +213,18 @@ for tag, run in loaded.items():
         st.warning(f"{tag}: " + ui.incomplete_text(run), icon=":material/warning:")
     cpu = analysis.is_cpu_run(run.config, run.environment)
     reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
-    pay = analysis.pay_back(run.headline, run.table("modes"), "graph")
-    verdict = analysis.verdict(run.headline, run.table("attribution"), reason, "graph", pay)
+    pay = analysis.pay_back(run.figures, run.table("modes"), "graph")
+    verdict = analysis.verdict(run.figures, run.table("attribution"), reason, "graph", pay)
     summary.append(compare.compare_summary(tag, run.label, run.config, run.environment,
-                                            run.headline, run.table("stats"), verdict.title,
+                                            run.pair, run.table("stats"), verdict.title,
                                             run.complete, "" if cpu else pay.text))
-    rows, text = compare.compare_rows(tag, run.headline, run.table("stats"), cpu)
+    rows, text = compare.compare_rows(tag, run.pair.timing_method, run.table("stats"), cpu)
     bars.append(rows)
     timed_by.append(text)
     m = analysis.split_medians(run.table("launch_split"))
     m["mode"] = tag + ": " + m["mode"].astype(str)
     medians.append(m)
-    speedups.append(compare.compare_speedup_rows(tag, run.headline, run.table("modes")))
+    speedups.append(compare.compare_speedup_rows(tag, run.pair, run.table("modes")))
     if speedups[-1].empty:
         no_speedup[tag] = ("a CPU run times eager only" if cpu else
                            "the run stopped before its graph was timed" if not run.complete else

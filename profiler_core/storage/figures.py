@@ -106,7 +106,13 @@ class Headline:
     pays_back: float
 
     @classmethod
+    def from_stored(cls, headline: Mapping[str, Any]) -> Headline:
+        """The pair of a summary headline as stored, its figures under their stored names."""
+        return cls.of(Figures.from_headline(headline), headline)
+
+    @classmethod
     def of(cls, figures: Figures, facts: Mapping[str, Any]) -> Headline:
+        """The pair from a run's figures and its headline's facts (``timing_method``)."""
         method = facts.get("timing_method")
         return cls(timing_method=method if isinstance(method, str) else "",
                    eager_ms=figures.get("eager", "median_ms"),
