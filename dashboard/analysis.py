@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis.attribution import stretched_kernel_notes
+from profiler_core.analysis.figures import Figures, as_number
 from profiler_core.analysis.trace import decompose_medians
 from profiler_core.spec.config import (  # noqa: F401 (the labels:
     MODE_LABELS,
@@ -25,7 +26,6 @@ from profiler_core.spec.config import (  # noqa: F401 (the labels:
     preset_text,
 )
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS
-from profiler_core.storage.figures import Figures, as_number
 
 MODES = ("eager", "graph")  # the article's pair: eager is every comparison's baseline
 

@@ -21,8 +21,8 @@ from dashboard.analysis import (
     series_available,
     series_steps,
 )
+from profiler_core.analysis.figures import Headline
 from profiler_core.spec.config import RunConfig, preset_text
-from profiler_core.storage.figures import Headline
 
 COMPARE_COLUMNS = ["run", "mode", "method", "median_ms", "p10_ms", "p90_ms"]
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec.config import RunConfig, preset_label
 from profiler_core.spec.errors import ProfilerError, RunFormatError
 from profiler_core.spec.schema import (
@@ -41,7 +42,6 @@ from profiler_core.spec.schema import (
 from profiler_core.storage import index as run_index
 from profiler_core.storage import runfolder
 from profiler_core.storage.csvsafe import csv_bytes, neutralise_formulas
-from profiler_core.storage.figures import Figures, Headline
 from profiler_core.storage.outputs import MANIFEST_FILE
 from profiler_core.storage.results import RunResult
 from profiler_core.storage.runfolder import is_run_dir

@@ -31,6 +31,7 @@ import torch
 from hypothesis import strategies as st
 
 from profiler_core.analysis import predict
+from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.trace import analyse_trace, load_trace
 from profiler_core.engine import runner, telemetry
 from profiler_core.engine.counters import predicted_counters
@@ -578,8 +579,9 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
         state.traces.update({mode: window.trace_path for mode, window in windows.items()})
     runner._profiled_results(state, prepared, windows, stats_table, modes_table, figures)
     if config.profile:
-        state.headline.update(predict.calibrated_prediction(raw.calibration, config.capture_iters,
-                                                            state.headline))
+        state.headline.update(predict.calibrated_prediction(
+            raw.calibration, config.capture_iters, state.headline,
+            Figures.of_run(state.tables["metrics"], state.headline)))
     if config.parity_steps:
         progress.start_phase("parity")
         if raw.stop == "parity":

@@ -14,7 +14,7 @@ import pytest
 
 from dashboard import analysis, charts, compare, kernel_tables, percentiles, run_facts
 from profiler_core.spec.schema import BREAKDOWN_COLUMNS, METRIC_COLUMNS, TABLE_FILES
-from profiler_core.storage.figures import Figures, Headline
+from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.storage.results import RunResult, empty_table
 
 

@@ -559,7 +559,7 @@ def test_speedup_rows_take_every_mode_else_the_headline_and_skip_what_is_not_fin
     import pandas as pd
 
     from dashboard import compare
-    from profiler_core.storage.figures import Headline
+    from profiler_core.analysis.figures import Headline
     from profiler_core.storage.results import empty_table
 
     modes = pd.DataFrame({"mode": ["eager", "graph", "compile_ro"], "median_ms": [1.0, 0.2, 0.3],

@@ -17,7 +17,7 @@ from profiler_core.cli.main import main
 from profiler_core.orchestration import repeats
 from profiler_core.spec.config import PRESETS
 from profiler_core.spec.errors import GpuMemoryError
-from profiler_core.storage.figures import Headline
+from profiler_core.analysis.figures import Headline
 from profiler_core.storage.results import RunResult
 from profiler_core.timing import stability
 

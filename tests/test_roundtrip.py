@@ -34,7 +34,7 @@ from profiler_core.analysis.trace import iteration_timeline, load_trace
 from profiler_core.cli.main import format_summary
 from profiler_core.spec import schema
 from profiler_core.storage import index, index_query, index_rows, runfolder
-from profiler_core.storage.figures import Figures
+from profiler_core.analysis.figures import Figures
 from profiler_core.storage.results import RunResult, coerce_table
 from profiler_core.sweep import core as sweep
 from profiler_core.timing import stats
@@ -192,8 +192,8 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
         assert pay.text.startswith("never")
         assert costs.set_index("quantity").loc["break-even (see below)", "shown"].startswith("never")
     if predict.has_prediction(h):
-        charts.prediction_bars(predict.prediction_parts(h))
-        predict.prediction_table(h), predict.constants_table(h)
+        charts.prediction_bars(predict.prediction_parts(h, figures))
+        predict.prediction_table(h, figures), predict.constants_table(h, figures)
     modes = run.table("modes")
     if len(modes) > 2:
         charts.modes_speedup_bars(modes)
@@ -376,8 +376,8 @@ def check_index(saved: Path, runs: Path, loaded: RunResult) -> None:
 def check_predict(saved: Path, loaded: RunResult) -> None:
     """``predict`` reads a run's headline and its eager trace."""
     head = loaded.headline
-    predict.prediction_from_headline(head)
-    predict.headline_lines(head)
+    predict.prediction_from_headline(head, loaded.figures)
+    predict.headline_lines(head, loaded.figures)
     eager_trace = loaded.trace_paths.get("eager")
     if eager_trace is not None:
         step = predict.eager_step_from_trace(eager_trace)

@@ -84,14 +84,14 @@ st.subheader("Prediction before capture")
 if predict.has_prediction(h):
     left, right = st.columns([3, 2])
     with left:
-        ui.chart(charts.prediction_bars(predict.prediction_parts(h)), key="overview_prediction_chart")
-        ui.table(predict.prediction_table(h), f"{run.name}-prediction.csv", key="overview_prediction",
+        ui.chart(charts.prediction_bars(predict.prediction_parts(h, figures)), key="overview_prediction_chart")
+        ui.table(predict.prediction_table(h, figures), f"{run.name}-prediction.csv", key="overview_prediction",
                  label="prediction CSV",
                  column_config={"predicted": st.column_config.NumberColumn(format="%.4g"),
                                 "measured": st.column_config.NumberColumn(format="%.4g"),
                                 "error_pct": st.column_config.NumberColumn("error (%)", format="%+.1f")})
     with right:
-        ui.table(predict.constants_table(h), f"{run.name}-prediction_constants.csv",
+        ui.table(predict.constants_table(h, figures), f"{run.name}-prediction_constants.csv",
                  key="overview_prediction_constants", label="constants CSV",
                  column_config={"value": st.column_config.NumberColumn(format="%.4g")})
     st.caption("Predicted from the eager profiled window alone, as if before any capture: graph "

@@ -110,10 +110,10 @@ def headline_figures(headline: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         if key in _HEADLINE_NAMES:
             mode, metric = _HEADLINE_NAMES[key]
         else:
-            mode = next((m for m in by_length if key.startswith(m + "_")), None)
-            if mode is None:
+            prefixed = next((m for m in by_length if key.startswith(m + "_")), None)
+            if prefixed is None:
                 continue
-            metric = key[len(mode) + 1:]
+            mode, metric = prefixed, key[len(prefixed) + 1:]
         figures.setdefault(mode, {})[metric] = value
     return figures
 

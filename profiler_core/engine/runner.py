@@ -37,6 +37,7 @@ import pandas as pd
 import torch
 
 from profiler_core.analysis import attribution, metrics, predict
+from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.trace import decompose_speedup
 from profiler_core.engine.capture import refuse_after_failed_capture
 from profiler_core.engine.counters import counters_table
@@ -95,10 +96,10 @@ def resolve_device(config: RunConfig) -> torch.device:
             "no CUDA device is present (torch.cuda.is_available() is False)",
             "run on a machine with an NVIDIA GPU and a CUDA build of torch, or pass --device cpu "
             "to try the pipeline on the CPU (eager half only)")
-    count = torch.cuda.device_count()
-    if config.device_index >= count:
+    count, index = torch.cuda.device_count(), config.device_index
+    if index is not None and index >= count:
         raise ConfigError("device", f"device must be a CUDA index from 0 to {count - 1}; "
-                          f"got {config.device_index}", "pick one of this machine's GPUs")
+                          f"got {index}", "pick one of this machine's GPUs")
     return torch.device(config.device)
 
 
@@ -193,8 +194,8 @@ def plan_units(config: RunConfig) -> int:
     """Work units (training steps) the run will do, for the progress bar."""
     per_extra = TIMING_WARMUP_ITERS + config.total_eager_iters  # untimed, then steady state
     if not config.is_cuda:
-        extras = [m for m in config.extra_modes if m not in CUDA_ONLY_MODES]
-        return config.warmup_iters + config.total_eager_iters + len(extras) * per_extra
+        cpu_extras = [m for m in config.extra_modes if m not in CUDA_ONLY_MODES]
+        return config.warmup_iters + config.total_eager_iters + len(cpu_extras) * per_extra
     extras = len(config.extra_modes)
     steps = TIMING_WARMUP_ITERS + config.total_eager_iters
     block = _article_block_replays(config) * config.capture_iters
@@ -400,7 +401,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
         if sampler is not None:
             sampler.stop()
     if failure is not None:
-        failure.partial_result = result
+        failure.partial_result = result  # type: ignore[attr-defined]  # any exception (Ctrl-C too) carries what was measured
         raise failure
     counter.finish()
     return result
@@ -745,8 +746,9 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     if config.profile:
         with phases.phase("capture twin profiled"):
             headline.update(_capture_twin_figures(config, device, batches, trace_dir))
-        headline.update(predict.calibrate_and_predict(device, batches, config.capture_iters,
-                                                      headline))
+        headline.update(predict.calibrate_and_predict(
+            device, batches, config.capture_iters, headline,
+            Figures.of_run(state.tables["metrics"], headline)))
 
     del graph, modes, prepared
     torch.cuda.empty_cache()

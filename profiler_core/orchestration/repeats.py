@@ -40,11 +40,11 @@ from typing import Any
 
 import pandas as pd
 
+from profiler_core.analysis.figures import Headline
 from profiler_core.spec import errors, schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError, ProfilerError
 from profiler_core.spec.progress import Progress, ProgressCallback, ignore_progress
-from profiler_core.storage.figures import Headline
 from profiler_core.storage.outputs import make_parents, remove_made
 from profiler_core.storage.results import RunResult, check_output, coerce_table
 

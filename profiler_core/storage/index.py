@@ -198,7 +198,7 @@ def needs_build(folder: str | os.PathLike) -> bool:
     a damaged index is only found on opening."""
     header = _header(Path(folder) / INDEX_FILE)
     kind = _kind(header)
-    if kind == "missing":
+    if kind == "missing" or header is None:
         return Path(folder).is_dir()
     # Bytes 60-63 of SQLite's header hold the user_version (the index's schema version).
     return kind == "ours" and int.from_bytes(header[60:64], "big") != INDEX_SCHEMA_VERSION
@@ -411,7 +411,8 @@ class RunIndex:
         spec = dataclasses.replace(spec, values=tuple(
             clean_text(v) if isinstance(v, str) else v for v in spec.values))
         if field == DATE_FIELD:
-            clauses, args = ["started_at IS NOT NULL"], []
+            clauses: list[str] = ["started_at IS NOT NULL"]
+            args: list[Any] = []
             for bound, op in ((spec.low, ">="), (spec.high, "<=")):
                 if bound is not None:
                     clauses.append(f"substr(started_at, 1, 10) {op} ?")
@@ -440,7 +441,7 @@ class RunIndex:
             # One IN list per column (an OR per value would nest past SQLite's expression depth).
             texts: dict[str, None] = {}
             numbers: dict[float, None] = {}
-            either = []
+            either: list[str] = []
             for value in spec.values:
                 if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
                     either[:1] = [f"({number} IS NULL AND {text} IS NULL)"]
@@ -451,10 +452,10 @@ class RunIndex:
                     texts[as_text] = None
                 if numeric is not None:
                     numbers[numeric] = None
-            for column, wanted in ((text, texts), (number, numbers)):
-                if wanted:
-                    either.append(f"{column} IN ({', '.join('?' * len(wanted))})")
-                    args += list(wanted)
+            for column, values in ((text, list(texts)), (number, list(numbers))):
+                if values:
+                    either.append(f"{column} IN ({', '.join('?' * len(values))})")
+                    args += values
             clauses.append("(" + (" OR ".join(either) or "0") + ")")
         for bound, op in ((spec.low, ">="), (spec.high, "<=")):
             if bound is not None:

@@ -206,6 +206,9 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
 
 
 def config_row(relative: str, field: str, value: Any) -> tuple:
+    """One config field as the index stores it: (path, field, text, number, JSON)."""
+    text: str | None
+    number: float | None
     if isinstance(value, (list, tuple)):
         text, number = clean_text(",".join(str(v) for v in value)), None
     elif isinstance(value, bool):

@@ -27,11 +27,11 @@ from typing import Any
 import pandas as pd
 
 from profiler_core.analysis import attribution, metrics
+from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec import schema
 from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig
 from profiler_core.spec.errors import ConfigError, RunFormatError, SaveError, shown
 from profiler_core.storage import outputs
-from profiler_core.storage.figures import Figures, Headline
 from profiler_core.storage.index import record_run
 from profiler_core.storage.outputs import (
     NotOwned,

@@ -22,10 +22,10 @@ from typing import Any
 
 import pandas as pd
 
+from profiler_core.analysis.figures import Figures
 from profiler_core.spec import schema
 from profiler_core.spec.config import MODE_NAMES, RunConfig
 from profiler_core.spec.errors import ConfigError, RunFormatError
-from profiler_core.storage.figures import Figures
 from profiler_core.storage.outputs import TOOL_NAME, is_version, read_folder_json
 from profiler_core.storage.tablelimits import check_table_file, table_row_limit
 
@@ -144,7 +144,7 @@ def parse_summary(data: bytes) -> Summary:
         raise RunFormatError(f"{SUMMARY_FILE} does not hold a JSON object",
                              "choose a run written by python -m profiler_core run")
     version = content.get("schema_version")
-    if not is_version(version, schema.READABLE_SCHEMA_VERSIONS):
+    if not isinstance(version, int) or not is_version(version, schema.READABLE_SCHEMA_VERSIONS):
         raise RunFormatError(
             f"{SUMMARY_FILE} has schema_version {version!r}, so it is not a run summary of a "
             f"version this tool reads ({', '.join(map(str, schema.READABLE_SCHEMA_VERSIONS))})",

@@ -111,25 +111,23 @@ def timing_headline(config: RunConfig, latency: pd.DataFrame, table: pd.DataFram
     primary = "steady_trial"
     speedup, low, high = stats.median_ratio_ci(per_step(latency, "eager", primary),
                                                per_step(latency, "graph", primary), seed=config.seed)
-    headline = {
+    headline: dict[str, object] = {
         "timing_method": primary,
         "eager_median_ms": median(table, "eager", primary),
         "graph_median_ms": median(table, "graph", primary),
         "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high,
     }
     if config.is_cuda:
+        cold = median(table, "eager", "cold_event"), median(table, "graph", "cold_event")
+        article = median(table, "eager", "article_no_sync"), median(table, "graph", "article_no_sync")
+        block = median(table, "eager", "block_sync"), median(table, "graph", "block_sync")
         headline.update(
             graph_input_copy_ms=median(table, "graph", "input_copy"),
-            cold_eager_median_ms=median(table, "eager", "cold_event"),
-            cold_graph_median_ms=median(table, "graph", "cold_event"),
-            article_eager_ms=median(table, "eager", "article_no_sync"),
-            article_graph_ms=median(table, "graph", "article_no_sync"),
-            block_eager_ms=median(table, "eager", "block_sync"),
-            block_graph_ms=median(table, "graph", "block_sync"),
-        )
-        headline["cold_speedup"] = ratio(headline["cold_eager_median_ms"], headline["cold_graph_median_ms"])
-        headline["article_speedup"] = ratio(headline["article_eager_ms"], headline["article_graph_ms"])
-        headline["block_speedup"] = ratio(headline["block_eager_ms"], headline["block_graph_ms"])
+            cold_eager_median_ms=cold[0], cold_graph_median_ms=cold[1],
+            article_eager_ms=article[0], article_graph_ms=article[1],
+            block_eager_ms=block[0], block_graph_ms=block[1],
+            cold_speedup=ratio(*cold), article_speedup=ratio(*article),
+            block_speedup=ratio(*block))
     return headline
 
 

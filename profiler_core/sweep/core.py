@@ -589,39 +589,36 @@ def point_figures(result: RunResult) -> tuple[dict[str, float], pd.DataFrame]:
     The GPU-busy floor per training step is the graph's profiled busy time per replay divided by
     the steps it holds (the graph's own floor), or eager's busy time per step when the graph has
     no profiled window; NaN without a profiled window."""
-    head, steps = result.headline, result.config.capture_iters
-    eager_busy = _number(head.get("eager_gpu_busy_us")) / 1e3
-    graph_busy = _number(head.get("graph_gpu_busy_us")) / 1e3 / steps
-    figures = {
-        "eager_median_ms": _number(head.get("eager_median_ms")),
-        "graph_median_ms": _number(head.get("graph_median_ms")),
-        "speedup": _number(head.get("speedup")),
-        "speedup_ci_low": _number(head.get("speedup_ci_low")),
-        "speedup_ci_high": _number(head.get("speedup_ci_high")),
+    figures, pair, steps = result.figures, result.pair, result.config.capture_iters
+    eager_busy = figures.get("eager", "gpu_busy_us") / 1e3
+    graph_busy = figures.get("graph", "gpu_busy_us") / 1e3 / steps
+    point = {
+        "eager_median_ms": pair.eager_ms, "graph_median_ms": pair.graph_ms,
+        "speedup": pair.speedup, "speedup_ci_low": pair.speedup_ci_low,
+        "speedup_ci_high": pair.speedup_ci_high,
         "eager_gpu_busy_ms": eager_busy, "graph_gpu_busy_ms": graph_busy,
         "floor_ms": graph_busy if math.isfinite(graph_busy) else eager_busy,
-        "capture_ms": _number(head.get("capture_ms")),
-        "graph_pool_bytes": _number(head.get("graph_pool_bytes")),
-        "break_even_steps": _number(head.get("break_even_iters")),
-        "predicted_speedup": _number(head.get("predicted_speedup")),
-        "predicted_speedup_error_pct": _number(head.get("predicted_speedup_error_pct")),
+        "capture_ms": figures.get("graph", "capture_ms"),
+        "graph_pool_bytes": figures.get("graph", "pool_bytes"),
+        "break_even_steps": pair.break_even_steps,
+        "predicted_speedup": _number(result.headline.get("predicted_speedup")),
+        "predicted_speedup_error_pct": _number(result.headline.get("predicted_speedup_error_pct")),
     }
     modes = result.table("modes")
-    if modes.empty:  # a run from before modes.csv: eager and graph from the headline
+    if modes.empty:  # a run from before modes.csv: eager and graph from its figures
+        warmup = figures.get("graph", "warmup_ms")
         modes = pd.DataFrame([
-            {"mode": "eager", "median_ms": figures["eager_median_ms"], "speedup": 1.0,
+            {"mode": "eager", "median_ms": pair.eager_ms, "speedup": 1.0,
              "speedup_ci_low": math.nan, "speedup_ci_high": math.nan, "one_time_ms": 0.0,
              "memory_bytes": 0.0},
-            {"mode": "graph", "median_ms": figures["graph_median_ms"], "speedup": figures["speedup"],
-             "speedup_ci_low": figures["speedup_ci_low"], "speedup_ci_high": figures["speedup_ci_high"],
+            {"mode": "graph", "median_ms": pair.graph_ms, "speedup": pair.speedup,
+             "speedup_ci_low": pair.speedup_ci_low, "speedup_ci_high": pair.speedup_ci_high,
              # the one-time cost as every run states it: warm-up and capture
-             "one_time_ms": figures["capture_ms"] + (_number(head.get("warmup_ms"))
-                                                     if math.isfinite(_number(head.get("warmup_ms")))
-                                                     else 0.0),
-             "memory_bytes": figures["graph_pool_bytes"]}])
+             "one_time_ms": point["capture_ms"] + (warmup if math.isfinite(warmup) else 0.0),
+             "memory_bytes": point["graph_pool_bytes"]}])
     rows = pd.DataFrame({column: modes[column] for column in POINT_MODE_COLUMNS[1:]})
     rows["mode"] = rows["mode"].astype(str)
-    return figures, rows
+    return point, rows
 
 
 class _SweepFolder:
