@@ -1,8 +1,9 @@
-"""Tables and words derived from a run: per-step latency, percentiles, the timing comparison,
-the launch-split medians, the verdict, and the counter lessons explained.
+"""Tables and words derived from a run: per-step latency, the timing comparison, the launch-split
+medians, the attribution of the saving, the break-even, the verdict and the one-time costs.
 
-Scope: pure functions of DataFrames and dicts (no Streamlit, no Plotly); every function returns
-its documented columns also when the input is empty.
+Scope: pure functions of DataFrames and a run's ``Figures`` (no Streamlit, no Plotly); every
+function returns its documented columns also when the input is empty. Siblings: ``percentiles``,
+``kernel_tables``, ``compare`` (runs side by side), ``run_facts`` (counters, config, phases).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Run directories for the dashboard: open, list, zip, and validate uploaded zips.
 
-Scope: files only, no Streamlit. A run is opened with ``profiler_core.storage.results.RunResult.load``
-(JSON and CSV only: nothing from a run is ever executed or unpickled) after its files are
-checked: regular files only (no links, devices or pipes) and none over its size limit. Listing
-reads only each run's summary.json. Uploads are checked before anything is written: size, member
-names (no path traversal, no links, no encryption, no duplicates), declared sizes (each file, the
-tables together, the whole run), the expected files, and every table read once in chunks (its
-columns, its number of rows, the length of each line). Only known file names are ever written,
-so a name inside a zip never becomes a path. The zip of a run and every table downloaded are
-made safe to open in a spreadsheet (``profiler_core.storage.csvsafe``). The runs folder typed in the
-sidebar must lie under an allowed root (:func:`resolve_runs_folder`). Every failure is a
-``ProfilerError`` with a message and a hint.
+Scope: files only, no Streamlit. Runs are read through ``profiler_core.storage.runfolder`` and
+``RunResult.load`` (nothing from a run is ever executed); an uploaded zip is checked before
+anything is written (:func:`validate_run_zip`); downloads are safe to open in a spreadsheet.
+Every failure is a ``ProfilerError`` with a message and a hint.
 """
 
 from __future__ import annotations
@@ -498,7 +491,12 @@ def _check_csv_header(file: str, data: bytes, version: int) -> None:
 def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
     """Check an uploaded zip without extracting it; returns file name -> member to extract.
 
-    Raises ``RunFormatError`` with a message saying what is wrong and what was expected.
+    Checked: its size, member names (no path traversal, no links, no encryption, no
+    duplicates), declared sizes (each file, the tables together, the whole run), the expected
+    files, its summary (``runfolder.parse_summary``) and every table read once in chunks (its
+    columns, its number of rows, the length of each line). Only known file names are ever
+    extracted, so a name inside a zip never becomes a path. Raises ``RunFormatError`` with a
+    message saying what is wrong and what was expected.
     """
     if len(data) > MAX_UPLOAD_BYTES:
         raise RunFormatError(f"the upload is {len(data) / 2**20:.0f} MB, over the "

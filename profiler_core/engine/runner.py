@@ -1,18 +1,8 @@
-"""One experiment end to end: every requested mode (eager, the article's graph, and the others
-of ``modes.REGISTRY``) timed as a training loop runs, with the article's counters, then profiled.
+"""One experiment end to end: every requested mode timed as a training loop runs, with the
+article's counters, then profiled (:func:`run_experiment` says in which order, and why).
 
-Scope: orchestration. The order of a CUDA run is
-  batches -> each mode prepared through the registry on its own replica (eager; the graph:
-  side-stream warm-up, capture; the others: capture or compile), then its untimed iterations
-  -> counters reset -> interleaved steady-state trials (the headline) -> interleaved cold-start
-  trials -> the article's loop -> profiled windows -> numerical parity.
-Nothing that slows a launching thread runs while the trials are timed: torch.profiler (whose
-CUPTI stays attached once started) is first used after them, and NVML is sampled from a child
-process (``NvmlSamplerProcess``), never a thread here, which makes no NVML call during the timed
-trials (the driver's buffered samples cover them). Progress is reported between blocks only.
-Every figure per mode goes to metrics.csv (long form, against eager) and every mode's speedup is
-decomposed in breakdown.csv; the summary's headline keeps the article's pair, eager and graph.
-``--device cpu`` runs the modes that need no CUDA (eager, compile).
+Scope: orchestration of the measuring; the tables and summary figures are assembled by
+``storage.runtables``. ``--device cpu`` runs the modes that need no CUDA (eager, compile).
 """
 
 from __future__ import annotations
@@ -350,6 +340,15 @@ class _RunState:
 
 def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progress) -> RunResult:
     """Run ``config`` and return its result (not yet saved).
+
+    The order of a CUDA run: batches -> each mode prepared through ``modes.REGISTRY`` on its own
+    replica (eager; the graph: side-stream warm-up, capture; the others: capture or compile),
+    then its untimed iterations -> counters reset -> interleaved steady-state trials (the
+    headline) -> interleaved cold-start trials -> the article's loop -> profiled windows ->
+    numerical parity. Nothing that slows a launching thread runs while the trials are timed:
+    torch.profiler (whose CUPTI stays attached once started) is first used after them, and NVML
+    is sampled from a child process (``NvmlSamplerProcess``), which makes no NVML call during
+    the timed trials. Progress is reported between blocks only.
 
     If the run stops early (out of memory, a step that cannot be captured, a GPU fault, Ctrl-C),
     the exception raised carries ``partial_result``: what was measured, marked incomplete.

@@ -1,20 +1,8 @@
 """The run index: an embedded SQLite database in a runs folder listing every run and sweep in it.
 
-Scope: ``<runs folder>/.profiler_index.sqlite`` records, per run folder (``name`` or
-``sweep/point-000``), its config (one row per field, so any field can be filtered), environment
-(GPU, torch, CUDA, driver), headline figures (eager and graph medians, speedup and its CI, every
-other numeric headline key, and metrics.csv's figures of the other modes as ``<mode>_<metric>``),
-when it started, whether it is complete or unreadable and which
-tables it holds; per sweep, its ``sweep.json`` and the rows of ``points.csv``. The folders stay the
-truth: on every open the folder is scanned cheaply (folder names and the ``stat`` of each
-summary.json, sweep.json and points.csv) and the index is brought up to date. A missing or damaged
-index of ours (not readable as SQLite, another schema version, truncated) is rebuilt into a
-temporary file of the same folder and renamed over it; nothing else is ever written or removed. A
-file at the index's path that is not recognisably ours (no SQLite header carrying our application
-id) is left exactly as it is, and the runs are read into an index in memory, with a note saying
-why; so are read-only folders and an index another process holds locked. Writers use SQLite
-transactions with a busy timeout. What is recorded of a folder is ``index_rows``'s; the filters
-and the listing's table are ``index_query``'s. Never imports the dashboard.
+Scope: ``<runs folder>/.profiler_index.sqlite``, kept up to date with the folders on every open
+(:func:`open_index`), which stay the truth; what it records of a folder is ``index_rows``', the
+filters and the listing ``index_query``'s. Never imports the dashboard.
 """
 
 from __future__ import annotations
@@ -583,9 +571,15 @@ def _rebuild(folder: Path, found: tuple[dict[str, str], dict[str, str]],
 
 def open_index(folder: str | os.PathLike, rebuild: bool = False,
                progress: Callable[[int, int], None] | None = None) -> RunIndex:
-    """The index of ``folder``, up to date with its run and sweep folders. Never raises for a
-    bad index or folder: a folder that does not exist gives an empty index; an index that cannot
-    be used (not ours, locked, read-only folder) gives one in memory with ``note`` saying why.
+    """The index of ``folder``, up to date with its run and sweep folders (the folder is scanned
+    cheaply: names and the ``stat`` of each summary.json, sweep.json and points.csv; only what
+    changed is read). A missing or damaged index of ours (not readable as SQLite, another schema
+    version, truncated) is rebuilt into a temporary file of the folder and renamed over it;
+    nothing else is ever written or removed. Writers use SQLite transactions with a busy
+    timeout. Never raises for a bad index or folder: a folder that does not exist gives an
+    empty index; an index that cannot be used (not ours, locked, read-only folder, a file there
+    that is not recognisably ours, which is left exactly as it is) gives one in memory with
+    ``note`` saying why.
     ``rebuild`` rebuilds the file from the folders even when it looks up to date. A folder
     holding no run and no sweep gets no index file.
     ``progress(done, total)`` is called for each folder read."""

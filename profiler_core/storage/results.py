@@ -1,15 +1,9 @@
-"""``RunResult``: everything one run measured, as tidy DataFrames plus JSON-able metadata.
+"""``RunResult``: everything one run measured (tables, the summary's headline and facts, traces),
+its figures through ``Figures`` and ``Headline``, saved into and loaded from its run folder.
 
-Scope: the in-memory result and its run directory (``summary.json`` + one CSV per table + Chrome
-traces + ``manifest.json``, written last, listing those files with their sizes). Saving is atomic
-(a temporary sibling directory, then a rename) and never touches what is not the tool's own: it
-writes a new folder, or replaces a folder that holds one of this tool's runs and nothing else
-when asked to (``overwrite``: :func:`run_files` says what that is, and exactly those files are
-removed); anything else at the path is refused before a run starts (:func:`check_output`). A run
-that cannot be written (a full disk) is written under the system's temporary folder instead and
-``SaveError`` says where. Loading needs no manifest (older runs have none) and checks the schema
-version, the files, the columns and the values (finite, in range, of the right kind), and never
-executes anything from the directory (no pickle).
+Scope: writing a run folder atomically, only where this tool may (:func:`check_output`,
+:func:`run_files`), or under the system's temporary folder when it cannot (``SaveError``); loading
+one through ``runfolder``, checking every table and upgrading older schemas. No pickle.
 """
 
 from __future__ import annotations
@@ -393,7 +387,10 @@ class RunResult:
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> RunResult:
-        """Read a run directory written by ``save``; a malformed one raises ``RunFormatError``."""
+        """Read a run directory written by ``save``; a malformed one raises ``RunFormatError``.
+        It needs no manifest (older runs have none), checks the schema version, the files, the
+        columns and the values (finite, in range, of the right kind), and brings a run of an
+        older schema up to date; nothing from the directory is ever executed."""
         directory = Path(directory)
         summary = read_summary(directory)
         version, config = summary.version, summary.config
