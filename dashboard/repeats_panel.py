@@ -40,7 +40,7 @@ def between_processes(run: OpenedRun, key: str) -> None:
         return
     head = run.headline
     st.subheader("Between fresh processes")
-    figures = repeats.between_table(head)
+    figures = repeats.between_table(head, run.pair)
     shown = head.get("repeat_shown", "?")
     cols = st.columns(3)
     cols[0].metric("Fresh processes", f"{len(table)}", delta=f"shown: #{shown}, the median",

@@ -18,6 +18,7 @@ from dashboard.gpulock import GpuLockRegistry
 from profiler_core.analysis import trace
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.storage import index as run_index
+from profiler_core.storage import runfolder
 
 SAMPLE = "sample"  # the option key of the bundled sample run; every other key is a folder path
 OPEN_RUN = "open_run"
@@ -146,10 +147,9 @@ def sample_dir() -> Path:
 @st.cache_data(show_spinner=False)
 def _sample_label(path: str, stamp: float) -> str:
     try:
-        summary = rundata.read_summary(Path(path))
+        env = runfolder.read_summary(Path(path)).environment
     except (ProfilerError, OSError):
         return "Bundled sample run (unreadable)"
-    env = summary.get("environment") or {}
     bits = ["Bundled sample run", env.get("gpu_name") or "", str(env.get("started_at") or "")[:10]]
     return " · ".join(b for b in bits if b)
 

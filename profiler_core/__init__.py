@@ -15,6 +15,8 @@ _PUBLIC = {
     "ProfilerError": "profiler_core.spec.errors",
     "RunConfig": "profiler_core.spec.config",
     "RunResult": "profiler_core.storage.results",
+    "Figures": "profiler_core.analysis.figures",
+    "Headline": "profiler_core.analysis.figures",
     "run_experiment": "profiler_core.engine.runner",
     "Launcher": "profiler_core.orchestration.launcher",
     "SweepPlan": "profiler_core.sweep.plan",

@@ -31,6 +31,7 @@ import torch
 from hypothesis import strategies as st
 
 from profiler_core.analysis import predict
+from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.trace import analyse_trace, load_trace
 from profiler_core.engine import runner, telemetry
 from profiler_core.engine.counters import predicted_counters
@@ -47,6 +48,7 @@ from profiler_core.spec.config import (
     changed_from_preset,
 )
 from profiler_core.spec.progress import ProgressCounter
+from profiler_core.storage import runtables
 from profiler_core.timing.trials import Mode
 
 SIM_GPU = "Simulated GPU (round-trip test)"
@@ -539,7 +541,7 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
     """``runner._run_cuda`` on the simulated GPU."""
     config = raw.config
     prepared = _prepare(raw, machine, phases, progress, state, list(config.modes))
-    state.headline.update(runner._pair_headline(
+    state.headline.update(runtables.pair_headline(
         {name: ready.figures for name, ready in prepared.items()}, {}))
     modes = [ready.mode for ready in prepared.values()]
     graph = prepared["graph"].mode
@@ -557,7 +559,7 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
     progress.start_phase("cold-start trials")
     runner._cold_trials(modes, iterations, trials, machine, phases, progress, state.latency_rows,
                         wall_clock=machine.wall)
-    state.tables["latency"] = runner._latency_table(state.latency_rows)
+    state.tables["latency"] = runtables.latency_table(state.latency_rows)
     progress.start_phase("article loop")
     loops = runner._article_loops(modes, runner._article_block_iters(config, modes), trials,
                                   machine, phases, progress, wall_clock=machine.wall)
@@ -577,8 +579,9 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
         state.traces.update({mode: window.trace_path for mode, window in windows.items()})
     runner._profiled_results(state, prepared, windows, stats_table, modes_table, figures)
     if config.profile:
-        state.headline.update(predict.calibrated_prediction(raw.calibration, config.capture_iters,
-                                                            state.headline))
+        state.headline.update(predict.calibrated_prediction(
+            raw.calibration, config.capture_iters, state.headline,
+            Figures.of_run(state.tables["metrics"], state.headline)))
     if config.parity_steps:
         progress.start_phase("parity")
         if raw.stop == "parity":

@@ -12,7 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from dashboard import analysis, charts
+from dashboard import analysis, charts, compare, kernel_tables, percentiles, run_facts
+from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec.schema import BREAKDOWN_COLUMNS, METRIC_COLUMNS, TABLE_FILES
 from profiler_core.storage.results import RunResult, empty_table
 
@@ -45,7 +46,7 @@ def test_every_chart_from_the_run(run):
     assert _types(charts.latency_histogram(steps)) == ["bar", "bar"]
     assert _types(charts.latency_ecdf(steps)) == ["scatter", "scatter"]
     assert _types(charts.latency_series(steps)) == ["scattergl"] * 4
-    timing = analysis.timing_comparison(run.table("stats"), run.headline)
+    timing = analysis.timing_comparison(run.table("stats"), run.figures)
     assert _types(charts.timing_methods_bars(timing)) == ["bar", "bar"]
     assert _types(charts.split_bars(medians)) == ["bar"] * 4
     assert _types(charts.speedup_waterfall(run.table("attribution"))) == ["bar"]  # no host issue timed
@@ -57,8 +58,8 @@ def test_every_chart_from_the_run(run):
     assert [a.title.text for a in (nvml.layout.yaxis, nvml.layout.yaxis4)] == ["GPU util (%)",
                                                                                "memory (MiB)"]
     assert _types(charts.kernel_top_bar(run.table("kernels"), "graph", 5)) == ["bar"]
-    assert _types(charts.counter_bars(analysis.counter_lessons(run.table("counters")))) == ["bar"] * 2
-    assert _types(charts.kernel_diff_bars(analysis.kernel_diff(run.table("kernels")))) == ["bar"] * 2
+    assert _types(charts.counter_bars(run_facts.counter_lessons(run.table("counters")))) == ["bar"] * 2
+    assert _types(charts.kernel_diff_bars(kernel_tables.kernel_diff(run.table("kernels")))) == ["bar"] * 2
 
 
 @pytest.mark.parametrize("build", [
@@ -66,16 +67,16 @@ def test_every_chart_from_the_run(run):
     lambda: charts.latency_histogram(analysis.per_step_latency(empty_table("latency"))),
     lambda: charts.latency_ecdf(analysis.per_step_latency(empty_table("latency"))),
     lambda: charts.latency_series(analysis.per_step_latency(empty_table("latency"))),
-    lambda: charts.timing_methods_bars(analysis.timing_comparison(empty_table("stats"), {})),
+    lambda: charts.timing_methods_bars(analysis.timing_comparison(empty_table("stats"), Figures({}))),
     lambda: charts.split_bars(analysis.split_medians(empty_table("launch_split"))),
     lambda: charts.speedup_waterfall(empty_table("attribution")),
     lambda: charts.profiled_waterfall(empty_table("breakdown")),
     lambda: charts.launch_count_bars(analysis.split_medians(empty_table("launch_split"))),
     lambda: charts.nvml_timeseries(empty_table("nvml"), empty_table("phases")),
     lambda: charts.kernel_top_bar(empty_table("kernels"), "eager"),
-    lambda: charts.counter_bars(analysis.counter_lessons(empty_table("counters"))),
+    lambda: charts.counter_bars(run_facts.counter_lessons(empty_table("counters"))),
     lambda: charts.compare_medians(pd.DataFrame(columns=["run", "mode", "median_ms", "p10_ms", "p90_ms"])),
-    lambda: charts.kernel_diff_bars(analysis.kernel_diff(empty_table("kernels"))),
+    lambda: charts.kernel_diff_bars(kernel_tables.kernel_diff(empty_table("kernels"))),
     lambda: charts.iteration_timeline(pd.DataFrame(columns=["lane", "kind", "name", "start_us",
                                                             "dur_us"]), "eager"),
 ])
@@ -149,7 +150,7 @@ def test_100k_latency_samples_render_server_side_in_well_under_a_second():
     figures = [charts.latency_histogram(steps), charts.latency_ecdf(steps),
                charts.latency_series(steps)]
     payload = sum(len(fig.to_json()) for fig in figures)
-    analysis.percentile_table(latency, steps)
+    percentiles.percentile_table(latency, steps)
     elapsed = time.perf_counter() - started
     print(f"\n100,000 samples per mode: latency charts built and serialised in {elapsed:.3f} s, "
           f"{payload / 1e3:.0f} kB of figure JSON")
@@ -253,7 +254,7 @@ def test_verdicts_explain_the_headline_from_its_attribution():
     idle removed, kernel time changed, batch copy added; never a profiled span as the step."""
     launch = _attribution(eager_ms=1.2, graph_ms=0.25, eager_busy_us=220, graph_busy_us=225,
                           copy_ms=0.01, eager_host_ms=1.25, graph_host_ms=0.04)
-    v = analysis.verdict({"speedup": 4.8}, launch)
+    v = analysis.verdict(Figures({"graph": {"speedup": 4.8}}), launch)
     assert v.kind == "launch-bound" and "(4.80x speedup)" in v.title
     assert "an eager step took 1,200 us and a graph step 250 us: 4.80x, a saving of 950 us" in v.text
     assert "The GPU sat idle 980 of the eager step's 1,200 us (82%): its kernels ran 220 us" in v.text
@@ -263,28 +264,28 @@ def test_verdicts_explain_the_headline_from_its_attribution():
     assert "its batch copy added 10 us (-1.1% of the saving)" in v.text
     assert "1.06x its GPU work (225 us of kernels + 10 us of batch copy)" in v.text
     assert "profiled window" not in v.text and "other GPU work" not in v.text
-    adamw = analysis.verdict({}, _attribution(**ADAMW6))
+    adamw = analysis.verdict(Figures({}), _attribution(**ADAMW6))
     assert adamw.kind == "launch-bound"
     assert "its kernels took 187 us longer (-13.9% of the saving)" in adamw.text
     assert "runs other GPU work than eager's (1,426 vs 1,239 us of kernels per step)" in adamw.text
     gpu_bound = _attribution(eager_ms=0.93, graph_ms=0.92, eager_busy_us=900, graph_busy_us=900,
                              copy_ms=0.0)
-    v = analysis.verdict({}, gpu_bound)
+    v = analysis.verdict(Figures({}), gpu_bound)
     assert v.kind == "gpu-bound" and "97%" in v.text and "1.01x" in v.title
     assert "a graph can save at most the 30 us of idle" in v.text
     mixed = _attribution(eager_ms=1.0, graph_ms=0.75, eager_busy_us=750, graph_busy_us=740,
                          copy_ms=0.0)
-    assert analysis.verdict({}, mixed).kind == "mixed"
+    assert analysis.verdict(Figures({}), mixed).kind == "mixed"
     no_window = _attribution(eager_ms=1.2, graph_ms=0.25, eager_busy_us=np.nan,
                              graph_busy_us=np.nan, copy_ms=0.01)
-    none = analysis.verdict({"speedup": 4.8}, no_window, "the profiler was off for this run")
+    none = analysis.verdict(Figures({"graph": {"speedup": 4.8}}), no_window, "the profiler was off for this run")
     assert none.kind == "unknown" and "profiler was off" in none.text
     assert "a saving of 950 us per step" in none.text  # the how-much still said
-    cpu = analysis.verdict({"eager_median_ms": 2.0}, empty_table("attribution"),
+    cpu = analysis.verdict(Figures({"eager": {"median_ms": 2.0}}), empty_table("attribution"),
                            "a CPU run: the profiler's launch split ... need a CUDA GPU")
     assert cpu.title == "A CPU run: eager only, no graph and no launch split"
     assert "2.000 ms (wall clock)" in cpu.text
-    nothing = analysis.verdict({}, empty_table("attribution"), "the run stopped before profiling")
+    nothing = analysis.verdict(Figures({}), empty_table("attribution"), "the run stopped before profiling")
     assert nothing.kind == "unknown" and nothing.title == "No graph timing in this run"
 
 
@@ -293,11 +294,11 @@ def test_a_graph_that_is_not_faster_never_pays_back_and_says_so_everywhere():
     added more than the idle it removed). The verdict, the break-even in every table and the
     waterfall say so; no 'n/a', no number of steps."""
     attribution = _attribution(**FP32_B2048)
-    pay = analysis.pay_back(FP32_B2048_HEADLINE, FP32_B2048_MODES)
+    pay = analysis.pay_back(Figures.from_headline(FP32_B2048_HEADLINE), FP32_B2048_MODES)
     assert (pay.pays_back, pay.text) == (0.0, "never (graph not faster)")
     assert pay.cost_text == "warm-up 11.9 ms + capture 5.0 ms = 16.9 ms"
-    assert analysis.pay_back(FP32_B2048_HEADLINE, empty_table("modes")).text == pay.text
-    v = analysis.verdict(FP32_B2048_HEADLINE, attribution, None, "graph", pay)
+    assert analysis.pay_back(Figures.from_headline(FP32_B2048_HEADLINE), empty_table("modes")).text == pay.text
+    v = analysis.verdict(Figures.from_headline(FP32_B2048_HEADLINE), attribution, None, "graph", pay)
     assert v.kind == "gpu-bound"
     assert v.title == "GPU-bound: the graph is not faster (0.99x), so it never pays back"
     assert "0.99x, the graph step is 12 us slower" in v.text
@@ -305,19 +306,20 @@ def test_a_graph_that_is_not_faster_never_pays_back_and_says_so_everywhere():
             "copy added 26 us") in v.text
     assert "one-time cost (warm-up 11.9 ms + capture 5.0 ms = 16.9 ms) is never paid back" in v.text
     assert "the expected result" not in v.text
-    costs = analysis.one_time_costs(FP32_B2048_HEADLINE, pay).set_index("quantity")["shown"]
+    costs = analysis.one_time_costs(Figures.from_headline(FP32_B2048_HEADLINE), FP32_B2048_HEADLINE, pay).set_index("quantity")["shown"]
     assert costs["break-even (see below)"] == "never (graph not faster)"
     assert costs["one-time cost (warm-up + capture)"] == "16.86 ms"
     shares = analysis.saving_table(attribution)["share_of_saving_pct"]
     assert shares.isna().all()  # no saving to share: a share of -12 us would flip every sign
-    table = analysis.modes_table(FP32_B2048_MODES, FP32_B2048_HEADLINE)
+    table = analysis.modes_table(FP32_B2048_MODES, Figures.from_headline(FP32_B2048_HEADLINE))
     assert table["break_even"].tolist() == ["", "never (graph not faster)"]
     from profiler_core.spec.config import PRESETS
-    row = analysis.compare_summary("A", "fp32-b2048", PRESETS["seed"], {"gpu_name": "H200"},
-                                   FP32_B2048_HEADLINE, empty_table("stats"), v.title, True,
+    row = compare.compare_summary("A", "fp32-b2048", PRESETS["seed"], {"gpu_name": "H200"},
+                                   Headline.from_stored(FP32_B2048_HEADLINE), empty_table("stats"),
+                                   v.title, True,
                                    pay.text)
     assert row["break_even"] == "never (graph not faster)"
-    assert list(row) == analysis.COMPARE_SUMMARY_COLUMNS
+    assert list(row) == compare.COMPARE_SUMMARY_COLUMNS
     # the waterfall walks up: eager's step, the parts (idle removed, copy added), the graph's step
     trace = charts.speedup_waterfall(attribution).data[0]
     assert trace.y[0] == pytest.approx(2016.325, abs=0.01)
@@ -361,8 +363,8 @@ def test_the_bundled_samples_saving_is_attributed_to_the_headline_not_the_profil
     assert table.loc[["gpu_kernels", "input_copy", "gpu_idle"], "share_of_saving_pct"].sum() == (
         pytest.approx(100, abs=1))
     assert table.at["input_copy", "share_of_saving_pct"] < 0  # the copy the graph added
-    pay = analysis.pay_back(head, run.table("modes"))
-    v = analysis.verdict(head, run.table("attribution"), None, "graph", pay)
+    pay = analysis.pay_back(run.figures, run.table("modes"))
+    v = analysis.verdict(run.figures, run.table("attribution"), None, "graph", pay)
     assert (f"an eager step took {eager_us:,.0f} us and a graph step {graph_us:,.0f} us: "
             f"{head['speedup']:.2f}x, a saving of {eager_us - graph_us:,.0f} us") in v.text
     assert f"{eager_span:,.0f} us" not in v.text and f"{graph_span:,.0f} us" not in v.text
@@ -385,7 +387,7 @@ def test_the_bundled_samples_saving_is_attributed_to_the_headline_not_the_profil
                            f"{overheads.at['eager', 'profiled_ms'] * 1e3:,.0f} us against the "
                            f"headline's {eager_us:,.0f} us: the profiled window ran eager "
                            f"{eager_pct:.0f}% slower")
-    costs = analysis.one_time_costs(head, pay, overheads.reset_index())
+    costs = analysis.one_time_costs(run.figures, head, pay, overheads.reset_index())
     shown = costs.set_index("quantity")["shown"]
     assert shown["profiler overhead vs headline, eager"] == f"{eager_pct:.2f} %"
     floor = analysis.kernel_floor(run.table("attribution")).set_index("mode")["gpu_busy_us"]
@@ -426,34 +428,35 @@ def test_a_part_the_graph_added_is_drawn_as_an_increase_with_host_issue_beside()
 
 
 def test_derived_tables_have_their_columns(run):
-    assert list(analysis.percentile_table(run.table("latency")).columns) == analysis.PERCENTILE_COLUMNS
-    assert list(analysis.percentile_table(empty_table("latency")).columns) == analysis.PERCENTILE_COLUMNS
-    pct = analysis.percentile_table(run.table("latency"))
+    assert list(percentiles.percentile_table(run.table("latency")).columns) == percentiles.PERCENTILE_COLUMNS
+    assert list(percentiles.percentile_table(empty_table("latency")).columns) == percentiles.PERCENTILE_COLUMNS
+    pct = percentiles.percentile_table(run.table("latency"))
     assert set(zip(pct["mode"], pct["timing"])) == {
         (m, t) for m in ("eager", "graph") for t in ("steady_event", "cold_event", "cold_wall")}
     assert (pct["count"] < 1000).all()  # so p99.9 is not shown: see the percentile rule
     assert (pct["p1_ms"] <= pct["p50_ms"]).all() and (pct["p50_ms"] <= pct["p99_ms"]).all()
     assert pct["p99_9_ms"].isna().all()
-    timing = analysis.timing_comparison(run.table("stats"), run.headline)
+    timing = analysis.timing_comparison(run.table("stats"), run.figures)
     assert list(timing.columns) == analysis.TIMING_COLUMNS
     assert list(timing["method"]) == ["steady_trial", "steady_event", "cold_event", "cold_wall",
                                       "block_sync", "article_no_sync"]
-    from_headline = analysis.timing_comparison(empty_table("stats"), run.headline)
+    from_headline = analysis.timing_comparison(empty_table("stats"),
+                                               Figures.from_headline(run.headline))
     assert from_headline["speedup"].tolist() == [3.0]
     medians = analysis.split_medians(run.table("launch_split"))
     assert list(medians.columns) == analysis.SPLIT_MEDIAN_COLUMNS
     assert list(medians["mode"]) == ["eager", "graph"]
-    lessons = analysis.counter_lessons(run.table("counters"))
-    assert list(lessons.columns) == analysis.COUNTER_LESSON_COLUMNS
+    lessons = run_facts.counter_lessons(run.table("counters"))
+    assert list(lessons.columns) == run_facts.COUNTER_LESSON_COLUMNS
     assert lessons["match"].all() and lessons["why"].str.len().min() > 20
     assert "lesson 1" in lessons.loc[lessons["phase"] == "after_capture", "why"].item()
-    explained = analysis.counter_lessons(run.table("counters"), run.config)
+    explained = run_facts.counter_lessons(run.table("counters"), run.config)
     assert explained.loc[explained["phase"] == "after_replay", "why"].item().endswith(
         "Here: 200 replays x 1 captured = 200.")
-    kernels = analysis.kernel_table(run.table("kernels"))
-    assert list(kernels.columns) == analysis.KERNEL_TABLE_COLUMNS
+    kernels = kernel_tables.kernel_table(run.table("kernels"))
+    assert list(kernels.columns) == kernel_tables.KERNEL_TABLE_COLUMNS
     assert kernels.groupby("mode")["total_us"].apply(lambda s: s.is_monotonic_decreasing).all()
-    costs = analysis.one_time_costs(run.headline)
+    costs = analysis.one_time_costs(run.figures, run.headline)
     assert costs.loc[costs["quantity"] == "graph memory pool", "value"].item() == 64
 
 
@@ -475,12 +478,12 @@ def test_per_step_latency_divides_replays_of_several_steps():
 def test_config_diff_and_tables():
     from profiler_core.spec.config import PRESETS
 
-    diff = analysis.config_diff(PRESETS["seed"], PRESETS["lesson3"])
+    diff = run_facts.config_diff(PRESETS["seed"], PRESETS["lesson3"])
     # the eager steps and trials both runs used (automatic: from the replays) differ too
     assert set(diff["setting"]) == {"capture_iters", "replays", "eager_iters", "trials", "preset"}
-    table = analysis.config_table(PRESETS["seed"])
+    table = run_facts.config_table(PRESETS["seed"])
     assert table.loc[table["setting"] == "eager_iters", "value"].item() == "200 (auto)"
-    assert list(analysis.environment_table({"gpu_name": "H200", "x": 1})["item"]) == ["gpu_name", "x"]
+    assert list(run_facts.environment_table({"gpu_name": "H200", "x": 1})["item"]) == ["gpu_name", "x"]
 
 
 def test_schema_tables_all_have_a_chart_or_table():
@@ -500,7 +503,7 @@ def _all_figures(run, transform=lambda name, frame: frame) -> dict[str, go.Figur
     steady, column = analysis.series_steps(steps, "steady_event")
     medians = analysis.split_medians(t["launch_split"])
     other = next(iter(analysis.decomposable_modes(t["breakdown"], medians)), "graph")
-    compare = pd.concat([analysis.compare_rows(tag, run.headline, t["stats"], False)[0]
+    compared = pd.concat([compare.compare_rows(tag, run.pair.timing_method, t["stats"], False)[0]
                          for tag in ("A", "B")])
     timeline = pd.DataFrame({"lane": ["CPU: ops, thread 1", "CPU: launch calls", "GPU: kernels, copies"],
                              "kind": ["CPU op", "launch call", "kernel"],
@@ -514,7 +517,7 @@ def _all_figures(run, transform=lambda name, frame: frame) -> dict[str, go.Figur
         "histogram": charts.latency_histogram(steady, column),
         "ecdf": charts.latency_ecdf(steady, column),
         "series": charts.latency_series(steady, column),
-        "timing": charts.timing_methods_bars(analysis.timing_comparison(t["stats"], run.headline)),
+        "timing": charts.timing_methods_bars(analysis.timing_comparison(t["stats"], run.figures)),
         "split": charts.split_bars(medians),
         "waterfall": charts.speedup_waterfall(t["attribution"], other=other),
         "profiled_waterfall": charts.profiled_waterfall(
@@ -523,10 +526,10 @@ def _all_figures(run, transform=lambda name, frame: frame) -> dict[str, go.Figur
         "nvml": charts.nvml_timeseries(t["nvml"], t["phases"]),
         "nvml_zoomed": charts.nvml_timeseries(t["nvml"], t["phases"], x_range=(0.5, 3.0)),
         "kernels_eager": charts.kernel_top_bar(t["kernels"], "eager"),
-        "kernel_diff": charts.kernel_diff_bars(analysis.kernel_diff(t["kernels"])),
-        "counters": charts.counter_bars(analysis.counter_lessons(t["counters"])),
-        "compare": charts.compare_medians(compare),
-        "compare_log": charts.compare_medians(compare, log_scale=True),
+        "kernel_diff": charts.kernel_diff_bars(kernel_tables.kernel_diff(t["kernels"])),
+        "counters": charts.counter_bars(run_facts.counter_lessons(t["counters"])),
+        "compare": charts.compare_medians(compared),
+        "compare_log": charts.compare_medians(compared, log_scale=True),
         "timeline": charts.iteration_timeline(timeline, "eager", 40.0),
         "repeats": charts.repeats_chart(t["repeats"]),
     }
@@ -703,8 +706,8 @@ def test_kernel_diff_pairs_kernels_across_modes_and_the_filter_is_plain_text():
         "calls_per_iter": [2.0, 1.0, 2.0, 2.0], "total_us": [400.0, 10.0, 380.0, 8.0],
         "mean_us": [10.0, 0.5, 9.5, 0.2], "min_us": [1.0] * 4, "max_us": [20.0] * 4,
         "share_of_gpu_pct": [97.0, 3.0, 98.0, 2.0]})
-    diff = analysis.kernel_diff(kernels)
-    assert list(diff.columns) == analysis.KERNEL_DIFF_COLUMNS
+    diff = kernel_tables.kernel_diff(kernels)
+    assert list(diff.columns) == kernel_tables.KERNEL_DIFF_COLUMNS
     rows = diff.set_index("kernel_full")
     assert rows.loc["gemm<1>", "where"] == "both"
     assert rows.loc["gemm<1>", ["eager_us_per_iter", "graph_us_per_iter"]].tolist() == [20.0, 19.0]
@@ -712,10 +715,10 @@ def test_kernel_diff_pairs_kernels_across_modes_and_the_filter_is_plain_text():
     assert rows.loc["fill<2>", "where"] == "eager only" and rows.loc["fill<2>", "graph_us_per_iter"] == 0
     assert rows.loc["seed(x)", "where"] == "graph only" and rows.loc["seed(x)", "eager_calls_per_iter"] == 0
     assert list(diff["kernel_full"])[0] == "gemm<1>"  # largest first
-    assert list(analysis.filter_by_name(kernels, " GEMM ")["kernel"]) == ["gemm", "gemm"]
-    assert analysis.filter_by_name(kernels, "(x)")["kernel"].tolist() == ["seed"]  # not a regex
-    assert analysis.filter_by_name(kernels, ".*").empty
-    assert len(analysis.filter_by_name(kernels, "")) == 4
+    assert list(kernel_tables.filter_by_name(kernels, " GEMM ")["kernel"]) == ["gemm", "gemm"]
+    assert kernel_tables.filter_by_name(kernels, "(x)")["kernel"].tolist() == ["seed"]  # not a regex
+    assert kernel_tables.filter_by_name(kernels, ".*").empty
+    assert len(kernel_tables.filter_by_name(kernels, "")) == 4
 
 
 def test_a_cpu_run_is_compared_by_wall_time_and_says_so(run):
@@ -723,20 +726,20 @@ def test_a_cpu_run_is_compared_by_wall_time_and_says_so(run):
                           "count": [10, 190], "mean_ms": [1.1, 1.2], "median_ms": [1.0, 1.1],
                           "p10_ms": [0.9, 0.8], "p90_ms": [1.2, 1.5], "p99_ms": [1.3, 2.0],
                           "iqr_ms": [0.1, 0.2], "min_ms": [0.8, 0.7], "max_ms": [1.4, 3.0]})
-    rows, text = analysis.compare_rows("B", {"timing_method": "steady_trial"}, stats, cpu=True)
+    rows, text = compare.compare_rows("B", "steady_trial", stats, cpu=True)
     assert rows.to_dict("records") == [{"run": "B", "mode": "eager",
                                         "method": "steady state, per trial (wall clock)",
                                         "median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.2}]
     assert "CPU run: no CUDA events, so it is compared by wall-clock time" in text
-    gpu_rows, gpu_text = analysis.compare_rows("A", run.headline, run.table("stats"), cpu=False)
+    gpu_rows, gpu_text = compare.compare_rows("A", run.pair.timing_method, run.table("stats"), cpu=False)
     assert set(gpu_rows["mode"]) == {"eager", "graph"}
     assert set(gpu_rows["method"]) == {"steady state, per trial (CUDA events)"}
     # a run whose headline method has no finite median falls back to one that has
     broken = stats.assign(median_ms=[np.inf, 1.1])
-    rows, text = analysis.compare_rows("C", {"timing_method": "steady_trial"}, broken, cpu=False)
+    rows, text = compare.compare_rows("C", "steady_trial", broken, cpu=False)
     assert list(rows["method"]) == ["steady state, every step (wall clock)"]
     assert "compared by wall-clock time" in text
-    none, text = analysis.compare_rows("D", {}, empty_table("stats"), cpu=False)
+    none, text = compare.compare_rows("D", "", empty_table("stats"), cpu=False)
     assert none.empty and "no bar" in text
     fig = charts.compare_medians(pd.concat([gpu_rows, rows]))
     assert [t.name for t in fig.data] == ["eager", "graph"]
@@ -751,16 +754,16 @@ def test_phase_summary_and_the_default_zoom_skip_the_setup():
                                      "graph timed", "parity"],
                            "start_s": [0.0, 3.6, 3.7, 3.8, 3.9, 4.0, 4.2],
                            "end_s": [3.6, 3.7, 3.8, 3.9, 4.0, 4.1, np.inf]})
-    summary = analysis.phase_summary(phases)
-    assert list(summary.columns) == analysis.PHASE_SUMMARY_COLUMNS
+    summary = run_facts.phase_summary(phases)
+    assert list(summary.columns) == run_facts.PHASE_SUMMARY_COLUMNS
     assert list(summary["phase"]) == ["setup", "warm-up", "eager timed", "graph timed"]
     assert summary.set_index("phase").loc["eager timed", "blocks"] == 2
-    first, last = analysis.default_phase_range(summary)
+    first, last = run_facts.default_phase_range(summary)
     assert (first, last) == ("warm-up", "graph timed")
-    low, high = analysis.phase_window(summary, first, last, pad=0)
+    low, high = run_facts.phase_window(summary, first, last, pad=0)
     assert (low, high) == pytest.approx((3.6, 4.1))
-    assert analysis.phase_window(summary, "graph timed", "warm-up", pad=0) == pytest.approx((3.6, 4.1))
-    assert analysis.phase_window(summary, "nope", "warm-up") is None
+    assert run_facts.phase_window(summary, "graph timed", "warm-up", pad=0) == pytest.approx((3.6, 4.1))
+    assert run_facts.phase_window(summary, "nope", "warm-up") is None
     nvml = pd.DataFrame({"t_s": np.arange(0, 4.2, 0.1), "metric": "gpu_util_pct", "value": 50.0,
                          "source": "poll"})
     fig = charts.nvml_timeseries(nvml, phases, x_range=(low, high))
@@ -915,7 +918,7 @@ def _cpu_stats() -> pd.DataFrame:
 
 def test_a_cpu_runs_timing_chart_says_wall_clock_and_draws_no_empty_graph_entry():
     headline = {"timing_method": "steady_trial", "eager_median_ms": 21.001}
-    timing = analysis.timing_comparison(_cpu_stats(), headline, cpu=True)
+    timing = analysis.timing_comparison(_cpu_stats(), Figures.from_headline(headline), cpu=True)
     assert list(timing["label"]) == ["steady state, per trial (wall clock)",
                                      "steady state, every step (wall clock)"]
     assert not timing["label"].str.contains("CUDA").any()
@@ -924,7 +927,7 @@ def test_a_cpu_runs_timing_chart_says_wall_clock_and_draws_no_empty_graph_entry(
     assert not any("CUDA" in str(label) for label in fig.data[0].x)
     # a GPU run keeps both modes and its CUDA-event label
     gpu = analysis.timing_comparison(_cpu_stats().assign(mode=["graph", "graph"]).pipe(
-        lambda g: pd.concat([_cpu_stats(), g])), headline)
+        lambda g: pd.concat([_cpu_stats(), g])), Figures.from_headline(headline))
     assert [t.name for t in charts.timing_methods_bars(gpu).data] == ["eager", "graph"]
     assert gpu["label"].iloc[0] == "steady state, per trial (CUDA events)"
 
@@ -942,30 +945,30 @@ def test_the_median_label_is_under_its_bar_never_crossed_by_the_whisker():
     assert not every.data[0].text
     assert list(every.layout.xaxis.ticktext) == ["eager<br><b>1.00x</b>", "graph<br><b>6.29x</b>",
                                                  "graphed_<br>callables<br><b>1.44x</b>"]
-    rows, _ = analysis.compare_rows("B", {"timing_method": "steady_trial"}, _cpu_stats(), cpu=True)
-    compare = charts.compare_medians(rows)
-    assert not compare.data[0].text
-    runs, bars = compare.data[0].x
+    rows, _ = compare.compare_rows("B", "steady_trial", _cpu_stats(), cpu=True)
+    medians = charts.compare_medians(rows)
+    assert not medians.data[0].text
+    runs, bars = medians.data[0].x
     assert list(bars) == ["eager<br>21.001 ms"]  # the value, under the bar on the axis
-    assert compare.layout.barmode == "overlay"  # one bar per place: none pushed off its label
+    assert medians.layout.barmode == "overlay"  # one bar per place: none pushed off its label
 
 
 def test_percentiles_are_shown_only_where_the_sample_count_supports_them():
-    assert [analysis.percentile_min_count(p) for p in analysis.PERCENTILES] == \
+    assert [percentiles.percentile_min_count(p) for p in percentiles.PERCENTILES] == \
         [100, 10, 4, 1, 4, 10, 100, 1000]
     latency = pd.DataFrame({"mode": "eager", "method": "steady", "trial": 0,
                             "iteration": np.arange(190), "steps": 1, "gpu_ms": np.nan,
                             "wall_ms": np.linspace(5, 33, 190)})
-    table = analysis.percentile_table(latency).iloc[0]
+    table = percentiles.percentile_table(latency).iloc[0]
     assert table["count"] == 190
     assert np.isnan(table["p99_9_ms"])  # 190 samples cannot say where the slowest 0.1% begins
     assert np.isfinite(table[["p1_ms", "p10_ms", "p50_ms", "p90_ms", "p99_ms"]].astype(float)).all()
-    few = analysis.percentile_table(latency.head(50)).iloc[0]
+    few = percentiles.percentile_table(latency.head(50)).iloc[0]
     assert np.isnan(few["p99_ms"]) and np.isnan(few["p1_ms"]) and np.isfinite(few["p90_ms"])
-    stats = analysis.supported_percentiles(_cpu_stats())  # stats.csv shown under the same rule
+    stats = percentiles.supported_percentiles(_cpu_stats())  # stats.csv shown under the same rule
     assert np.isnan(stats.loc[0, "p99_ms"]) and stats.loc[0, "p10_ms"] == 5.0  # 10 trials
     assert stats.loc[1, "p99_ms"] == 60.0  # 190 steps
-    assert "p99.9 needs 1,000" in analysis.PERCENTILE_RULE
+    assert "p99.9 needs 1,000" in percentiles.PERCENTILE_RULE
 
 
 def _nvml_with_a_pause() -> pd.DataFrame:
@@ -1124,28 +1127,28 @@ def test_kernels_are_named_apart_with_their_operator(run):
     # a run recorded before the labels: kernels of a mode that share a name are named apart from
     # their full names; a unique name is shown as the run wrote it (no operator column: empty)
     old = run.table("kernels").drop(columns=["operator"])
-    assert analysis.readable_kernels(old)["kernel"].tolist() == old["kernel"].tolist()
+    assert kernel_tables.readable_kernels(old)["kernel"].tolist() == old["kernel"].tolist()
     clash = pd.DataFrame({"mode": "eager", "kernel": "vectorized_elementwise_kernel",
                           "kernel_full": list(names), "calls_per_iter": 1.0, "total_us": 1.0,
                           "mean_us": 1.0, "min_us": 1.0, "max_us": 1.0, "share_of_gpu_pct": 1.0})
-    readable = analysis.readable_kernels(clash)  # five rows alike, as the issue saw them
+    readable = kernel_tables.readable_kernels(clash)  # five rows alike, as the issue saw them
     assert readable["kernel"].tolist() == list(names.values())
     assert (readable["operator"] == "").all()
-    assert list(analysis.kernel_table(readable).columns) == analysis.KERNEL_TABLE_COLUMNS
+    assert list(kernel_tables.kernel_table(readable).columns) == kernel_tables.KERNEL_TABLE_COLUMNS
     # the comparison takes the operator that launched the kernel eagerly
     kernels = pd.DataFrame({"mode": ["eager", "graph"], "kernel": "k", "kernel_full": "k<F>",
                             "operator": ["aten::fill_", "CUDA graph replay"],
                             "calls_per_iter": 1.0, "total_us": 1.0, "mean_us": 1.0, "min_us": 1.0,
                             "max_us": 1.0, "share_of_gpu_pct": 100.0})
-    diff = analysis.kernel_diff(kernels)
-    assert list(diff.columns) == analysis.KERNEL_DIFF_COLUMNS and diff["operator"].tolist() == ["aten::fill_"]
-    assert len(analysis.filter_by_name(kernels, "FILL_")) == 1  # found by its operator
+    diff = kernel_tables.kernel_diff(kernels)
+    assert list(diff.columns) == kernel_tables.KERNEL_DIFF_COLUMNS and diff["operator"].tolist() == ["aten::fill_"]
+    assert len(kernel_tables.filter_by_name(kernels, "FILL_")) == 1  # found by its operator
     hover = charts.kernel_diff_bars(diff).data[0].customdata[0]
     assert list(hover) == ["k&lt;F&gt;", "aten::fill_"]
     assert charts.kernel_top_bar(kernels, "eager").layout.title.text.startswith("Under the profiler")
     # a run without the column: the operators read from its traces fill the empty cells only
-    filled = analysis.with_operators(readable, {"eager": {n: "aten::x" for n in clash["kernel_full"]}})
+    filled = kernel_tables.with_operators(readable, {"eager": {n: "aten::x" for n in clash["kernel_full"]}})
     assert set(filled.loc[filled["mode"] == "eager", "operator"]) == {"aten::x"}
     assert (filled.loc[filled["mode"] == "graph", "operator"] == "").all()
-    assert analysis.with_operators(kernels, {"eager": {"k<F>": "other"}})["operator"].tolist() == \
+    assert kernel_tables.with_operators(kernels, {"eager": {"k<F>": "other"}})["operator"].tolist() == \
         ["aten::fill_", "CUDA graph replay"]  # a recorded operator is kept

@@ -37,6 +37,9 @@ from streamlit.testing.v1 import AppTest
 from dashboard import (
     analysis,
     charts,
+    kernel_tables,
+    percentiles,
+    run_facts,
     rundata,
     runpanel,
     state,
@@ -50,6 +53,7 @@ from profiler_core.orchestration.command import run_argv
 from profiler_core.spec.config import PRESETS
 from profiler_core.spec.errors import ERROR_KINDS, REFUSED_KINDS, ProfilerError, RunFormatError
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, TABLE_FILES
+from profiler_core.storage import runfolder
 from profiler_core.storage.results import RunResult, coerce_table
 from profiler_core.timing import stability
 
@@ -476,7 +480,7 @@ def _damage(run: Path, how: str) -> str:
         return "does not hold a JSON object"
     if how == "wrong_version":
         (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 4}))
-        return "has schema_version 4; this dashboard reads versions 1, 2, 3"
+        return "has schema_version 4, so it is not a run summary of a version this tool reads (1, 2, 3)"
     if how == "bad_config":
         (run / "summary.json").write_text(json.dumps({**summary, "config": {"batch": -1}}))
         return "invalid config"
@@ -593,18 +597,18 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
         # It opened: what the views derive from it must work too (the charts of the damaged table).
         h = opened.headline
         steps = analysis.per_step_latency(opened.table("latency"))
-        analysis.percentile_table(opened.table("latency"), steps)
-        timing = analysis.timing_comparison(opened.table("stats"), h)
+        percentiles.percentile_table(opened.table("latency"), steps)
+        timing = analysis.timing_comparison(opened.table("stats"), opened.figures)
         medians = analysis.split_medians(opened.table("launch_split"))
-        pay = analysis.pay_back(h, opened.table("modes"))
-        analysis.verdict(h, opened.table("attribution"), None, "graph", pay)
-        lessons = analysis.counter_lessons(opened.table("counters"), opened.config)
-        analysis.one_time_costs(h, pay, analysis.profiler_overheads(
+        pay = analysis.pay_back(opened.figures, opened.table("modes"))
+        analysis.verdict(opened.figures, opened.table("attribution"), None, "graph", pay)
+        lessons = run_facts.counter_lessons(opened.table("counters"), opened.config)
+        analysis.one_time_costs(opened.figures, h, pay, analysis.profiler_overheads(
             opened.table("metrics"), opened.table("stats"), opened.table("latency")))
-        analysis.environment_table(opened.environment)
-        analysis.kernel_table(opened.table("kernels"))
+        run_facts.environment_table(opened.environment)
+        kernel_tables.kernel_table(opened.table("kernels"))
         rundata.where_it_stopped(opened.notes)
-        series = analysis.headline_method(h, opened.table("stats"))
+        series = analysis.headline_method(opened.pair.timing_method, opened.table("stats"))
         steps, column = analysis.series_steps(steps, series if series in analysis.SERIES
                                               else "steady_event")
         draw = {
@@ -627,7 +631,7 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
                                   analysis.modes_table(opened.table("modes"))),
             "metrics.csv": lambda: rundata.table_csv_bytes(opened.table("metrics")),
             "repeats.csv": lambda: (charts.repeats_chart(opened.table("repeats")),
-                                    repeats.between_table(h), stability.spread_beyond_ci(h)),
+                                    repeats.between_table(h, opened.pair), stability.spread_beyond_ci(h)),
         }
         draw[file.name]()
         assert isinstance(opened.complete, bool)
@@ -779,7 +783,7 @@ def test_a_zip_bomb_like_upload_is_refused_before_anything_is_written(source_run
     files = _run_members(source_run)
     files["run/nvml.csv"] = b"t_s,metric,value,source\n" + b"0" * (40 * 2**20)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rundata, "MAX_TABLE_BYTES", 8 * 2**20)
+        mp.setattr(runfolder, "MAX_TABLE_BYTES", 8 * 2**20)
         with pytest.raises(RunFormatError, match="nvml.csv unpacks to 40 MiB"):
             rundata.extract_run_zip(_zip(files), tmp_path / "c")
     assert not (tmp_path / "c").exists()

@@ -13,6 +13,7 @@ from profiler_core.engine import modes
 from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError
+from profiler_core.storage import runtables
 from profiler_core.storage.results import RunResult
 
 TINY = ["--device", "cpu", "--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4",
@@ -147,8 +148,7 @@ def test_the_summary_keeps_the_pairs_figures_under_the_headlines_names():
     """The runner's summary keys for eager and the graph (read by the index, sweeps and the
     prediction): <mode>_<metric>, or the older name the headline always had; other modes' figures
     stay in metrics.csv only."""
-    from profiler_core.engine import runner
-    headline = runner._pair_headline(
+    headline = runtables.pair_headline(
         {"eager": {"span_us": 900.0, "peak_bytes": 10},
          "graph": {"capture_ms": 12.0, "pool_bytes": 64, "break_even_iters": 3.0, "span_us": 300.0},
          "compile": {"span_us": 450.0}}, {})

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from profiler_core.analysis import predict
+from profiler_core.analysis.figures import Figures
 from profiler_core.cli.main import format_summary, main
 from profiler_core.storage.results import RunResult
 
@@ -85,7 +86,7 @@ def test_the_sample_run_prediction_reads_the_same_figures_the_run_recorded():
     floor = predict.prediction_from_headline({
         **headline, "prediction_launch_us": 0.0, "prediction_per_node_us": 0.0,
         "prediction_copy_us": headline["graph_input_copy_ms"] * 1e3,
-        "prediction_steps_per_graph": 1})
+        "prediction_steps_per_graph": 1}, Figures.from_headline(headline))
     assert floor["predicted_graph_ms"] == pytest.approx(0.2161, abs=1e-4)
     assert floor["prediction_error_pct"] == pytest.approx(-8.70, abs=0.01)
     assert floor["predicted_speedup"] == pytest.approx(1.5926 / 0.2161, rel=1e-3)
@@ -94,11 +95,12 @@ def test_the_sample_run_prediction_reads_the_same_figures_the_run_recorded():
 
 def test_a_headline_without_the_eager_window_or_constants_predicts_nothing():
     headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
-    assert all(math.isnan(v) for v in predict.prediction_from_headline(headline).values())
-    assert all(math.isnan(v) for v in predict.prediction_from_headline({}).values())
-    assert predict.prediction_table(headline).empty
-    assert list(predict.constants_table(headline).columns) == predict.CONSTANTS_TABLE_COLUMNS
-    assert predict.headline_lines(headline) == []
+    assert all(math.isnan(v) for v in predict.prediction_from_headline(headline, Figures.from_headline(headline)).values())
+    assert all(math.isnan(v) for v in predict.prediction_from_headline({}, Figures({})).values())
+    figures = Figures.from_headline(headline)
+    assert predict.prediction_table(headline, figures).empty
+    assert list(predict.constants_table(headline, figures).columns) == predict.CONSTANTS_TABLE_COLUMNS
+    assert predict.headline_lines(headline, figures) == []
 
 
 # ------------------------------------------------------------------------------ the command
@@ -337,7 +339,8 @@ def test_the_runner_call_adds_every_headline_key(monkeypatch):
         return _calibration()
 
     monkeypatch.setattr(predict, "calibrate", fake_calibrate)
-    added = predict.calibrate_and_predict("cuda:0", ("x", "y"), 1, headline)
+    added = predict.calibrate_and_predict("cuda:0", ("x", "y"), 1, headline,
+                                          Figures.from_headline(headline))
     assert seen == {"device": "cuda:0", "batch": ("x", "y")}
     assert set(added) == set(predict.HEADLINE_KEYS)
     expected_ms = (204.8999 + 3.5 + 29 * 0.3 + 11.0) / 1e3
@@ -353,11 +356,13 @@ def test_the_prediction_keys_round_trip_through_save_and_load(tmp_path, monkeypa
     run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "base"))
     monkeypatch.setattr(predict, "calibrate", lambda device, batch: _calibration())
     run.headline.update(eager_kernels=15.0, parity_steps=5)
-    run.headline.update(predict.calibrate_and_predict("cuda:0", (), 2, run.headline))
+    run.headline.update(predict.calibrate_and_predict("cuda:0", (), 2, run.headline,
+                                                      run.figures))
     run.headline["prediction_copy_us"] = math.nan  # a run whose batch copy was not timed
-    run.headline.update(predict.prediction_from_headline(run.headline))
+    run.headline.update(predict.prediction_from_headline(run.headline, run.figures))
     saved = run.save(tmp_path / "runs" / "with-prediction")
-    loaded = RunResult.load(saved).headline
+    reloaded = RunResult.load(saved)
+    loaded = reloaded.headline
     for key in predict.HEADLINE_KEYS:
         value, back = run.headline[key], loaded[key]
         if isinstance(value, float) and math.isnan(value):
@@ -370,7 +375,7 @@ def test_the_prediction_keys_round_trip_through_save_and_load(tmp_path, monkeypa
     assert re.search(r"Predicted before capture: graph 0\.226\d ms per step, measured", text)
     assert "batch copy not timed" in text
     assert "measured on Fake GPU in this process: test" in text
-    table = predict.prediction_table(loaded)
+    table = predict.prediction_table(loaded, reloaded.figures)
     assert list(table["quantity"]) == ["graph time per step", "speedup"]
     assert table["error_pct"].notna().all()
 
@@ -392,7 +397,8 @@ def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_pa
     run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "base"))
     monkeypatch.setattr(predict, "calibrate", lambda device, batch: _calibration())
     run.headline.update(eager_kernels=15.0)
-    run.headline.update(predict.calibrate_and_predict("cuda:0", (), 1, run.headline))
+    run.headline.update(predict.calibrate_and_predict("cuda:0", (), 1, run.headline,
+                                                      run.figures))
     run.save(tmp_path / "runs" / "base", overwrite=True)
     at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=60)
     at.session_state[state.RUNS_DIR] = str(tmp_path / "runs")
@@ -424,13 +430,14 @@ def test_the_prediction_parts_add_up_and_the_chart_draws_only_finite_numbers():
     from dashboard import charts
 
     headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
-    assert predict.prediction_parts(headline).empty
-    assert "no prediction" in charts.prediction_bars(predict.prediction_parts(headline)) \
+    figures = Figures.from_headline(headline)
+    assert predict.prediction_parts(headline, figures).empty
+    assert "no prediction" in charts.prediction_bars(predict.prediction_parts(headline, figures)) \
         .layout.annotations[0].text
     headline.update(prediction_launch_us=8.0, prediction_per_node_us=0.5, prediction_copy_us=12.0,
                     prediction_steps_per_graph=4, prediction_constants_method="test")
-    headline.update(predict.prediction_from_headline(headline))
-    parts = predict.prediction_parts(headline)
+    headline.update(predict.prediction_from_headline(headline, figures))
+    parts = predict.prediction_parts(headline, figures)
     predicted = parts[parts["bar"] == "predicted"].set_index("part")["us"]
     assert predicted.sum() == pytest.approx(headline["predicted_graph_ms"] * 1e3)
     assert predicted["launch"] == 2.0 and predicted["batch copy"] == 3.0
@@ -525,7 +532,7 @@ def test_the_bundled_samples_recorded_prediction_is_what_its_headline_gives():
     """The prediction is a pure function of the headline: the bundled sample's recorded figures
     (made on the H200 by the run itself) come back from its headline alone."""
     headline = json.loads((RECORDED / "summary.json").read_text())["headline"]
-    again = predict.prediction_from_headline(headline)
+    again = predict.prediction_from_headline(headline, Figures.from_headline(headline))
     for key in predict.PREDICTION_KEYS:
         assert again[key] == pytest.approx(headline[key], rel=1e-9), key
     assert abs(headline["prediction_error_pct"]) < 5  # within the issue's 5%

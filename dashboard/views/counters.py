@@ -2,13 +2,13 @@
 
 import streamlit as st
 
-from dashboard import analysis, article, charts, state, ui
+from dashboard import article, charts, run_facts, state, ui
 
 run = state.require_run()
 ui.run_header(run, "Counters: the article's lessons")
-st.markdown(analysis.counter_rule_text(run.config))
+st.markdown(run_facts.counter_rule_text(run.config))
 
-lessons = analysis.counter_lessons(run.table("counters"), run.config)
+lessons = run_facts.counter_lessons(run.table("counters"), run.config)
 if lessons.empty:
     st.info("This run has no counter table.")
 else:

@@ -31,8 +31,8 @@ if len(others) > 1:
                           "attribution.csv; under the profiler, its decomposition comes from "
                           "breakdown.csv (or, for a run recorded before that held every mode, "
                           "from its launch-split medians).")
-pay = analysis.pay_back(run.headline, run.table("modes"), other)
-verdict = analysis.verdict(run.headline, attribution, reason, other, pay)
+pay = analysis.pay_back(run.figures, run.table("modes"), other)
+verdict = analysis.verdict(run.figures, attribution, reason, other, pay)
 st.info(f"**{verdict.title}.** {verdict.text}", icon=":material/lightbulb:")
 
 st.subheader(f"The headline's saving, part by part: eager vs {other}")

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.trace import (
     API_NAME_SUFFIX_PATTERN,
     GRAPH_LAUNCH_API_NAMES,
@@ -369,17 +370,17 @@ def _held_mean_us(action: Callable[[], None], count: int, clock: Any,
 
 
 def calibrate_and_predict(device: Any, batch: Sequence[Any], steps_per_graph: int,
-                          headline: dict[str, Any]) -> dict[str, Any]:
+                          headline: dict[str, Any], figures: Figures) -> dict[str, Any]:
     """The runner's one call, after the profiled windows: calibrate on ``device`` with the run's
-    own batch, then predict from the eager window's figures already in ``headline``. Returns the
-    headline keys ``HEADLINE_KEYS``."""
-    return calibrated_prediction(calibrate(device, batch), steps_per_graph, headline)
+    own batch, then predict from the eager window's ``figures`` (and the capture twin's in
+    ``headline``). Returns the headline keys ``HEADLINE_KEYS``."""
+    return calibrated_prediction(calibrate(device, batch), steps_per_graph, headline, figures)
 
 
 def calibrated_prediction(calibration: Calibration, steps_per_graph: int,
-                          headline: dict[str, Any]) -> dict[str, Any]:
+                          headline: dict[str, Any], figures: Figures) -> dict[str, Any]:
     """``calibrate_and_predict`` once calibrated: the calibration's constants and the prediction
-    from ``headline`` (pure)."""
+    from ``headline`` and ``figures`` (pure)."""
     constants = {
         "prediction_launch_us": calibration.costs.launch_us,
         "prediction_per_node_us": calibration.costs.per_node_us,
@@ -391,18 +392,18 @@ def calibrated_prediction(calibration: Calibration, steps_per_graph: int,
         "prediction_replay_us": list(calibration.replay_us),
         "prediction_replay_busy_us": list(calibration.busy_us),
     }
-    return {**constants, **prediction_from_headline({**headline, **constants})}
+    return {**constants, **prediction_from_headline({**headline, **constants}, figures)}
 
 
-def prediction_from_headline(headline: dict[str, Any]) -> dict[str, float]:
-    """The prediction and its errors from a run's headline alone (``PREDICTION_KEYS``; NaN
-    where the run lacks the eager window or the constants). Pure: for sweeps, per point.
+def prediction_from_headline(headline: dict[str, Any], figures: Figures) -> dict[str, float]:
+    """The prediction and its errors from a run's headline and figures alone (``PREDICTION_KEYS``;
+    NaN where the run lacks the eager window or the constants). Pure: for sweeps, per point.
 
-    Reads ``eager_gpu_busy_us``, ``eager_kernels`` (the eager window, per step; the capturable
-    twin's ``capture_twin_gpu_busy_us`` and ``capture_twin_kernels`` instead where the run has them),
-    ``prediction_launch_us``, ``prediction_per_node_us``, ``prediction_copy_us`` and
-    ``prediction_steps_per_graph`` (the calibration), ``eager_median_ms`` and
-    ``graph_median_ms`` (measured). Errors are (predicted - measured) / measured in percent.
+    Reads eager's ``gpu_busy_us`` and ``kernels`` (the eager window, per step; the capturable
+    twin's ``capture_twin_gpu_busy_us`` and ``capture_twin_kernels`` of the headline instead where
+    the run has them), the headline's ``prediction_launch_us``, ``prediction_per_node_us``,
+    ``prediction_copy_us`` and ``prediction_steps_per_graph`` (the calibration), and eager's and
+    the graph's ``median_ms`` (measured). Errors are (predicted - measured) / measured in percent.
     """
     number = _numbers(headline)
     steps_per_graph = number("prediction_steps_per_graph")
@@ -411,14 +412,14 @@ def prediction_from_headline(headline: dict[str, Any]) -> dict[str, float]:
     twin_busy, twin_kernels = number("capture_twin_gpu_busy_us"), number("capture_twin_kernels")
     busy, kernels = ((twin_busy, twin_kernels) if math.isfinite(twin_busy) and twin_busy > 0
                      and math.isfinite(twin_kernels) else
-                     (number("eager_gpu_busy_us"), number("eager_kernels")))
+                     (figures.get("eager", "gpu_busy_us"), figures.get("eager", "kernels")))
     step = EagerStep(gpu_busy_us=busy, kernels=kernels,
                      span_us=math.nan, iterations=0, steps_per_iteration=1,
                      iteration_source="headline")
     costs = GraphCosts(number("prediction_launch_us"), number("prediction_per_node_us"), "headline")
     predicted_ms = predict_graph(step, costs, int(steps_per_graph),
                                  number("prediction_copy_us")).graph_us / 1e3
-    eager_ms, graph_ms = number("eager_median_ms"), number("graph_median_ms")
+    eager_ms, graph_ms = figures.get("eager", "median_ms"), figures.get("graph", "median_ms")
     predicted_speedup = eager_ms / predicted_ms if predicted_ms > 0 else math.nan
     measured_speedup = eager_ms / graph_ms if graph_ms > 0 else math.nan
     return {
@@ -439,27 +440,27 @@ def has_prediction(headline: dict[str, Any]) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def prediction_table(headline: dict[str, Any]) -> pd.DataFrame:
+def prediction_table(headline: dict[str, Any], figures: Figures) -> pd.DataFrame:
     """Predicted against measured, graph time per step and speedup, with the error in percent
     of the measurement (PREDICTION_TABLE_COLUMNS; empty without a prediction)."""
     if not has_prediction(headline):
         return pd.DataFrame(columns=PREDICTION_TABLE_COLUMNS)
     number = _numbers(headline)
-    rows = [("graph time per step", number("predicted_graph_ms"), number("graph_median_ms"),
+    rows = [("graph time per step", number("predicted_graph_ms"), figures.get("graph", "median_ms"),
              number("prediction_error_pct"), "ms"),
-            ("speedup", number("predicted_speedup"), number("speedup"),
+            ("speedup", number("predicted_speedup"), figures.get("graph", "speedup"),
              number("predicted_speedup_error_pct"), "x")]
     return pd.DataFrame(rows, columns=PREDICTION_TABLE_COLUMNS)
 
 
-def constants_table(headline: dict[str, Any]) -> pd.DataFrame:
+def constants_table(headline: dict[str, Any], figures: Figures) -> pd.DataFrame:
     """What the prediction used: the eager window's figures and the calibrated constants
     (CONSTANTS_TABLE_COLUMNS; empty without a prediction)."""
     if not has_prediction(headline):
         return pd.DataFrame(columns=CONSTANTS_TABLE_COLUMNS)
     number = _numbers(headline)
-    rows = [("eager GPU busy per step", number("eager_gpu_busy_us"), "us"),
-            ("eager kernels per step", number("eager_kernels"), "kernels"),
+    rows = [("eager GPU busy per step", figures.get("eager", "gpu_busy_us"), "us"),
+            ("eager kernels per step", figures.get("eager", "kernels"), "kernels"),
             ("launch cost per graph replay", number("prediction_launch_us"), "us"),
             ("cost per kernel node", number("prediction_per_node_us"), "us"),
             ("batch copy per replay", number("prediction_copy_us"), "us"),
@@ -471,7 +472,7 @@ def constants_table(headline: dict[str, Any]) -> pd.DataFrame:
 PARTS_COLUMNS = ["bar", "part", "us"]
 
 
-def prediction_parts(headline: dict[str, Any]) -> pd.DataFrame:
+def prediction_parts(headline: dict[str, Any], figures: Figures) -> pd.DataFrame:
     """The predicted graph time per step in its parts beside the measured one, for drawing
     (PARTS_COLUMNS, microseconds per training step; empty without a prediction). Bar
     "predicted": "GPU busy (eager)", "launch", "per-node cost", "batch copy"; bar "measured":
@@ -482,11 +483,12 @@ def prediction_parts(headline: dict[str, Any]) -> pd.DataFrame:
     steps = number("prediction_steps_per_graph")
     steps = steps if steps >= 1 else 1.0
     copy_us = number("prediction_copy_us")
-    rows = [("predicted", "GPU busy (eager)", number("eager_gpu_busy_us")),
+    rows = [("predicted", "GPU busy (eager)", figures.get("eager", "gpu_busy_us")),
             ("predicted", "launch", number("prediction_launch_us") / steps),
-            ("predicted", "per-node cost", number("prediction_per_node_us") * number("eager_kernels")),
+            ("predicted", "per-node cost",
+             number("prediction_per_node_us") * figures.get("eager", "kernels")),
             ("predicted", "batch copy", copy_us / steps if math.isfinite(copy_us) else 0.0),
-            ("measured", "graph, steady state", number("graph_median_ms") * 1e3)]
+            ("measured", "graph, steady state", figures.get("graph", "median_ms") * 1e3)]
     return pd.DataFrame(rows, columns=PARTS_COLUMNS)
 
 
@@ -500,7 +502,7 @@ def _numbers(headline: dict[str, Any]) -> Callable[[str], float]:
     return number
 
 
-def headline_lines(headline: dict[str, Any]) -> list[str]:
+def headline_lines(headline: dict[str, Any], figures: Figures) -> list[str]:
     """The prediction against the measurement, for a run's text summary (nothing when the run
     has no prediction: no profiled eager window, or not a CUDA run)."""
     if not has_prediction(headline):
@@ -510,11 +512,11 @@ def headline_lines(headline: dict[str, Any]) -> list[str]:
     copy = f"batch copy {copy_us:.2f} us" if math.isfinite(copy_us) else "batch copy not timed"
     return [
         f"Predicted before capture: graph {predicted:.4f} ms per step, measured "
-        f"{headline.get('graph_median_ms', math.nan):.4f} ms ({headline['prediction_error_pct']:+.1f}%); "
-        f"speedup {headline['predicted_speedup']:.2f}x, measured {headline.get('speedup', math.nan):.2f}x "
+        f"{figures.get('graph', 'median_ms'):.4f} ms ({headline['prediction_error_pct']:+.1f}%); "
+        f"speedup {headline['predicted_speedup']:.2f}x, measured {figures.get('graph', 'speedup'):.2f}x "
         f"({headline['predicted_speedup_error_pct']:+.1f}%)",
-        f"  from the eager window's GPU busy {headline['eager_gpu_busy_us']:.1f} us and "
-        f"{headline['eager_kernels']:g} kernels per step; launch {headline['prediction_launch_us']:.2f} "
+        f"  from the eager window's GPU busy {figures.get('eager', 'gpu_busy_us'):.1f} us and "
+        f"{figures.get('eager', 'kernels'):g} kernels per step; launch {headline['prediction_launch_us']:.2f} "
         f"us, {headline['prediction_per_node_us']:.3f} us per node, {copy}, per replay of "
         f"{headline['prediction_steps_per_graph']} step(s); constants "
         f"{headline['prediction_constants_method']}",

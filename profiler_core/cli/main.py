@@ -70,6 +70,7 @@ def _workload_text(config) -> str:
 def format_summary(result: RunResult) -> str:
     """The run's headline as plain text: counters, timing per method, one-time costs, split."""
     config, env, head = result.config, result.environment, result.headline
+    figures, pair = result.figures, result.pair
     lines = [
         f"Device: {env.get('gpu_name') or 'CPU'} ({config.device}), torch {env.get('torch_version')}, "
         f"CUDA {env.get('cuda_version')}, driver {env.get('driver_version')}",
@@ -96,25 +97,28 @@ def format_summary(result: RunResult) -> str:
             if row["eager"] != "n/a" or row["graph"] != "n/a":
                 table.append(row)
         lines.append(pd.DataFrame(table).to_string(index=False))
-    if "speedup" in head and config.is_cuda:
+    if "speedup" in figures.of_mode("graph") and config.is_cuda:
+        graph = figures.of_mode("graph")
         lines += ["",
-                  f"Speedup (median eager / median graph, {TIMING_LABELS.get(head.get('timing_method'), head.get('timing_method'))}): "
-                  f"{_ratio(head['speedup'])} (95% bootstrap CI {_ratio(head['speedup_ci_low'])}-"
-                  f"{_ratio(head['speedup_ci_high'])})",
-                  f"Cold start of each step: {_ratio(head.get('cold_speedup', math.nan))}; loop "
-                  f"synchronised at the end: {_ratio(head.get('block_speedup', math.nan))}; the "
-                  f"article's no-sync loop would claim {_ratio(head.get('article_speedup', math.nan))}",
+                  f"Speedup (median eager / median graph, "
+                  f"{TIMING_LABELS.get(pair.timing_method, pair.timing_method)}): "
+                  f"{_ratio(pair.speedup)} (95% bootstrap CI {_ratio(pair.speedup_ci_low)}-"
+                  f"{_ratio(pair.speedup_ci_high)})",
+                  f"Cold start of each step: {_ratio(figures.get('graph', 'cold_event_speedup'))}; "
+                  f"loop synchronised at the end: {_ratio(figures.get('graph', 'block_sync_speedup'))}; "
+                  f"the article's no-sync loop would claim "
+                  f"{_ratio(figures.get('graph', 'article_no_sync_speedup'))}",
                   f"Copying a batch into the graph's static inputs: "
-                  f"{_ms(head.get('graph_input_copy_ms', math.nan))} per step (inside the graph's time)",
-                  f"Capture {_ms(head.get('capture_ms', math.nan))}, graph pool "
-                  f"{head.get('graph_pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
-                  f"{head.get('eager_peak_bytes', 0) / 2**20:.1f} MiB / graph "
-                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, break-even "
-                  f"{pay_back_text(head.get('graph_pays_back'), head.get('break_even_iters'))}"]
+                  f"{_ms(figures.get('graph', 'input_copy_median_ms'))} per step (inside the graph's time)",
+                  f"Capture {_ms(figures.get('graph', 'capture_ms'))}, graph pool "
+                  f"{graph.get('pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
+                  f"{figures.of_mode('eager').get('peak_bytes', 0) / 2**20:.1f} MiB / graph "
+                  f"{graph.get('peak_bytes', 0) / 2**20:.1f} MiB, break-even "
+                  f"{pay_back_text(pair.pays_back, pair.break_even_steps)}"]
         if "parity_max_abs_diff" in head:
             lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
                          f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
-        lines += prediction_lines(head)
+        lines += prediction_lines(head, figures)
     modes = result.table("modes")
     if len(modes) > 1:
         lines += ["", "Every mode (steady state; speedup over eager with its 95% CI; one-time cost)"]
@@ -134,11 +138,11 @@ def format_summary(result: RunResult) -> str:
         shown = graph_breakdown.drop(columns="mode").rename(columns={"mode_us": "graph_us"})
         lines.append(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
         for mode in ("eager", "graph"):
-            if f"{mode}_launches" in head:
-                lines.append(f"{mode}: {head[f'{mode}_launches']:.0f} launches, "
-                             f"{head[f'{mode}_kernels']:.0f} kernels per iteration; the profiled "
-                             f"window ran {head[f'{mode}_profiler_overhead_pct']:+.1f}% against "
-                             "the headline's time")
+            if "launches" in figures.of_mode(mode):
+                lines.append(f"{mode}: {figures.get(mode, 'launches'):.0f} launches, "
+                             f"{figures.get(mode, 'kernels'):.0f} kernels per iteration; the "
+                             f"profiled window ran {figures.get(mode, 'profiler_overhead_pct'):+.1f}% "
+                             "against the headline's time")
     lines += _every_mode_split(breakdown)
     lines += [""] + [f"Warning: {text}" for text in stability.warnings(stats, head)]
     lines += [f"Note: {note}" for note in result.notes]
@@ -550,7 +554,8 @@ COMMANDS["sweep"] = _command_sweep
 def _command_index(args) -> int:
     from profiler_core.spec.errors import RunFormatError
     from profiler_core.spec.progress import Progress
-    from profiler_core.storage.index import format_listing, open_index, parse_where
+    from profiler_core.storage.index import format_listing, open_index
+    from profiler_core.storage.index_query import parse_where
 
     if not Path(args.runs).is_dir():
         raise RunFormatError(f"the runs folder {str(args.runs)!r} does not exist",

@@ -33,13 +33,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from profiler_core.analysis.figures import Headline
 from profiler_core.orchestration.launcher import Ending, Launcher
 from profiler_core.spec import errors, fields, schema
 from profiler_core.spec.config import RunConfig
@@ -129,25 +130,27 @@ BETWEEN_COLUMNS = ["figure", "unit", "shown_run", "shown_ci_low", "shown_ci_high
                    "between_median", "between_min", "between_max", "interval_low", "interval_high"]
 
 
-def between_table(headline: dict[str, Any]) -> pd.DataFrame:
-    """The between-process figures of a repeats run beside the shown run's own, one row per
-    figure (speedup, eager and graph medians; ``BETWEEN_COLUMNS``): the shown process's value and
-    its 95% CI (the speedup's only), the median, minimum and maximum over processes and the
-    interval of that median. Empty for a run of one process."""
+def between_table(headline: Mapping[str, Any], pair: Headline) -> pd.DataFrame:
+    """The between-process figures of a repeats run (its ``headline``'s between_* keys) beside the
+    shown run's own (``pair``), one row per figure (speedup, eager and graph medians;
+    ``BETWEEN_COLUMNS``): the shown process's value and its 95% CI (the speedup's only), the
+    median, minimum and maximum over processes and the interval of that median. Empty for a run
+    of one process."""
     def number(key: str) -> float:
         value = headline.get(key)
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
             else math.nan
 
+    shown = {"speedup": pair.speedup, "eager": pair.eager_ms, "graph": pair.graph_ms}
     rows = []
-    for prefix, column, unit in _FIGURES:
+    for prefix, _, unit in _FIGURES:
         keys = [f"{prefix}_between_{part}{unit}" for part in ("median", "min", "max", "low", "high")]
         if not math.isfinite(number(keys[0])):
             continue
-        ci = ((number("speedup_ci_low"), number("speedup_ci_high")) if prefix == "speedup"
+        ci = ((pair.speedup_ci_low, pair.speedup_ci_high) if prefix == "speedup"
               else (math.nan, math.nan))
         rows.append([prefix if prefix == "speedup" else f"{prefix} median per step",
-                     "x" if prefix == "speedup" else "ms", number(column), *ci,
+                     "x" if prefix == "speedup" else "ms", shown[prefix], *ci,
                      *(number(key) for key in keys)])
     return pd.DataFrame(rows, columns=BETWEEN_COLUMNS).astype(
         {c: float for c in BETWEEN_COLUMNS[2:]})
@@ -230,16 +233,10 @@ def _child_error(ending: Ending, repeat: int, total: int) -> BaseException:
 
 
 def _repeat_row(done: _Finished) -> dict[str, Any]:
-    head = done.result.headline
-
-    def number(key: str) -> float:
-        value = head.get(key)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-            else math.nan
-
-    return {"repeat": done.repeat, "pid": done.pid, "eager_median_ms": number("eager_median_ms"),
-            "graph_median_ms": number("graph_median_ms"), "speedup": number("speedup"),
-            "speedup_ci_low": number("speedup_ci_low"), "speedup_ci_high": number("speedup_ci_high"),
+    pair = done.result.pair
+    return {"repeat": done.repeat, "pid": done.pid, "eager_median_ms": pair.eager_ms,
+            "graph_median_ms": pair.graph_ms, "speedup": pair.speedup,
+            "speedup_ci_low": pair.speedup_ci_low, "speedup_ci_high": pair.speedup_ci_high,
             "run_wall_s": done.wall_s, "shown": False}
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 SCHEMA_VERSION = 3
-# Older versions this tool still reads (``results.RunResult.load`` brings them up to date).
+# Older versions this tool still reads (``storage.runfolder`` and ``results.RunResult.load`` bring
+# them up to date).
 # Version 1 timed every iteration from an idle device only (today's cold start). Version 2 had no
 # metrics.csv (derived on load from modes.csv, stats.csv and the headline's ``<mode>_`` keys) and
 # decomposed only the graph's speedup, in columns eager_us and graph_us.
@@ -131,11 +132,11 @@ TABLE_FILES = {
     "attribution": ("attribution.csv", ATTRIBUTION_COLUMNS),
     "repeats": ("repeats.csv", REPEAT_COLUMNS),
 }
-TRACE_FILES = {"eager": "trace_eager.json", "graph": "trace_graph.json"}
 
 
 def trace_file(mode: str) -> str:
-    """The Chrome trace of a mode's profiled window: ``trace_<mode>.json`` (``.gz`` when large)."""
+    """The Chrome trace of a mode's profiled window, one per profiled mode: ``trace_<mode>.json``
+    (``.gz`` when large; ``storage.runfolder`` lists a run folder's files)."""
     return f"trace_{mode}.json"
 
 

@@ -24,7 +24,8 @@ import pandas as pd
 from profiler_core.orchestration.launcher import Ending, Launcher, RunProcess
 from profiler_core.spec.errors import ConfigError, ProfilerError, RunFormatError, quoted
 from profiler_core.storage.outputs import NotOwned, replace_folder
-from profiler_core.storage.results import RunResult, is_tool_run, run_files
+from profiler_core.storage.results import RunResult, run_files
+from profiler_core.storage.runfolder import is_tool_run
 from profiler_core.sweep.plan import SweepPlan, SweepPoint
 from profiler_core.sweep.store import (
     FINISHED,

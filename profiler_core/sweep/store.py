@@ -41,7 +41,8 @@ from profiler_core.storage.outputs import (
     replace_file,
     write_manifest,
 )
-from profiler_core.storage.results import RunResult, check_writable, is_tool_run, run_files
+from profiler_core.storage.results import RunResult, check_writable, run_files
+from profiler_core.storage.runfolder import is_tool_run
 from profiler_core.sweep.plan import SweepPlan
 
 SWEEP_FILE = "sweep.json"
@@ -181,39 +182,36 @@ def point_figures(result: RunResult) -> tuple[dict[str, float], pd.DataFrame]:
     The GPU-busy floor per training step is the graph's profiled busy time per replay divided by
     the steps it holds (the graph's own floor), or eager's busy time per step when the graph has
     no profiled window; NaN without a profiled window."""
-    head, steps = result.headline, result.config.capture_iters
-    eager_busy = number_or_nan(head.get("eager_gpu_busy_us")) / 1e3
-    graph_busy = number_or_nan(head.get("graph_gpu_busy_us")) / 1e3 / steps
-    figures = {
-        "eager_median_ms": number_or_nan(head.get("eager_median_ms")),
-        "graph_median_ms": number_or_nan(head.get("graph_median_ms")),
-        "speedup": number_or_nan(head.get("speedup")),
-        "speedup_ci_low": number_or_nan(head.get("speedup_ci_low")),
-        "speedup_ci_high": number_or_nan(head.get("speedup_ci_high")),
+    figures, pair, steps = result.figures, result.pair, result.config.capture_iters
+    eager_busy = figures.get("eager", "gpu_busy_us") / 1e3
+    graph_busy = figures.get("graph", "gpu_busy_us") / 1e3 / steps
+    point = {
+        "eager_median_ms": pair.eager_ms, "graph_median_ms": pair.graph_ms,
+        "speedup": pair.speedup, "speedup_ci_low": pair.speedup_ci_low,
+        "speedup_ci_high": pair.speedup_ci_high,
         "eager_gpu_busy_ms": eager_busy, "graph_gpu_busy_ms": graph_busy,
         "floor_ms": graph_busy if math.isfinite(graph_busy) else eager_busy,
-        "capture_ms": number_or_nan(head.get("capture_ms")),
-        "graph_pool_bytes": number_or_nan(head.get("graph_pool_bytes")),
-        "break_even_steps": number_or_nan(head.get("break_even_iters")),
-        "predicted_speedup": number_or_nan(head.get("predicted_speedup")),
-        "predicted_speedup_error_pct": number_or_nan(head.get("predicted_speedup_error_pct")),
+        "capture_ms": figures.get("graph", "capture_ms"),
+        "graph_pool_bytes": figures.get("graph", "pool_bytes"),
+        "break_even_steps": pair.break_even_steps,
+        "predicted_speedup": number_or_nan(result.headline.get("predicted_speedup")),
+        "predicted_speedup_error_pct": number_or_nan(result.headline.get("predicted_speedup_error_pct")),
     }
     modes = result.table("modes")
-    if modes.empty:  # a run from before modes.csv: eager and graph from the headline
+    if modes.empty:  # a run from before modes.csv: eager and graph from its figures
+        warmup = figures.get("graph", "warmup_ms")
         modes = pd.DataFrame([
-            {"mode": "eager", "median_ms": figures["eager_median_ms"], "speedup": 1.0,
+            {"mode": "eager", "median_ms": pair.eager_ms, "speedup": 1.0,
              "speedup_ci_low": math.nan, "speedup_ci_high": math.nan, "one_time_ms": 0.0,
              "memory_bytes": 0.0},
-            {"mode": "graph", "median_ms": figures["graph_median_ms"], "speedup": figures["speedup"],
-             "speedup_ci_low": figures["speedup_ci_low"], "speedup_ci_high": figures["speedup_ci_high"],
+            {"mode": "graph", "median_ms": pair.graph_ms, "speedup": pair.speedup,
+             "speedup_ci_low": pair.speedup_ci_low, "speedup_ci_high": pair.speedup_ci_high,
              # the one-time cost as every run states it: warm-up and capture
-             "one_time_ms": figures["capture_ms"] + (number_or_nan(head.get("warmup_ms"))
-                                                     if math.isfinite(number_or_nan(head.get("warmup_ms")))
-                                                     else 0.0),
-             "memory_bytes": figures["graph_pool_bytes"]}])
+             "one_time_ms": point["capture_ms"] + (warmup if math.isfinite(warmup) else 0.0),
+             "memory_bytes": point["graph_pool_bytes"]}])
     rows = pd.DataFrame({column: modes[column] for column in POINT_MODE_COLUMNS[1:]})
     rows["mode"] = rows["mode"].astype(str)
-    return figures, rows
+    return point, rows
 
 
 class SweepFolder:
