@@ -62,7 +62,7 @@ def between_processes(run: OpenedRun, key: str) -> None:
                        help="An interval of the median over the processes ("
                             + str(head.get("between_interval") or "order statistics")
                             + "), and under it the lowest and highest process.")
-    wider = stability.spread_beyond_ci(head)
+    wider = stability.spread_beyond_ci(head, (run.pair.speedup_ci_low, run.pair.speedup_ci_high))
     if wider is not None:
         st.warning(ui.escape_md(wider.text()), icon=":material/warning:")
     left, right = st.columns([3, 2])

@@ -541,8 +541,7 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
     """``runner._run_cuda`` on the simulated GPU."""
     config = raw.config
     prepared = _prepare(raw, machine, phases, progress, state, list(config.modes))
-    state.headline.update(runtables.pair_headline(
-        {name: ready.figures for name, ready in prepared.items()}, {}))
+    state.figures = {name: dict(ready.figures) for name, ready in prepared.items()}
     modes = [ready.mode for ready in prepared.values()]
     graph = prepared["graph"].mode
     iterations = {name: REGISTRY[name].timed_iterations(config) for name in prepared}
@@ -581,7 +580,7 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
     if config.profile:
         state.headline.update(predict.calibrated_prediction(
             raw.calibration, config.capture_iters, state.headline,
-            Figures.of_run(state.tables["metrics"], state.headline)))
+            Figures.from_table(state.tables["metrics"])))
     if config.parity_steps:
         progress.start_phase("parity")
         if raw.stop == "parity":

@@ -1,10 +1,10 @@
 """A run's figures, held once: every per-mode figure in long form, and the article's pair.
 
-Scope: :class:`Figures` (mode, metric, value: the rows of metrics.csv, with what an older
-summary's headline kept under its own names brought in by the schema upgrade,
-``metrics.headline_figures``) and :class:`Headline` (eager against the graph: the two medians,
-the speedup with its confidence interval, the break-even). Readers ask for a figure by mode and
-metric (``figures.get("graph", "capture_ms")``), never by a headline key.
+Scope: :class:`Figures` (mode, metric, value: the rows of metrics.csv, where a run of schema 4
+holds every per-mode figure; what an older summary's headline kept under its own names is read
+by the schema upgrade, ``metrics.split_headline``) and :class:`Headline` (eager against the
+graph: the two medians, the speedup with its confidence interval, the break-even). Readers ask
+for a figure by mode and metric (``figures.get("graph", "capture_ms")``), never by a key.
 """
 
 from __future__ import annotations
@@ -51,18 +51,10 @@ class Figures:
 
     @classmethod
     def from_headline(cls, headline: Mapping[str, Any]) -> Figures:
-        """The per-mode figures an older summary's headline kept under its own names."""
+        """The per-mode figures a summary headline of schema 1 to 3 kept under its own names (the
+        schema upgrade, ``metrics.split_headline``)."""
         return cls({mode: {metric: as_number(value) for metric, value in by_metric.items()}
                     for mode, by_metric in metrics.headline_figures(headline).items()})
-
-    @classmethod
-    def of_run(cls, table: pd.DataFrame, headline: Mapping[str, Any]) -> Figures:
-        """A run's figures: metrics.csv, then what only its headline holds (a run written before
-        metrics.csv held that figure)."""
-        figures = cls.from_table(table)
-        for mode, metric, value in cls.from_headline(headline).items():
-            figures._values.setdefault(mode, {}).setdefault(metric, value)
-        return figures
 
     def get(self, mode: str, metric: str) -> float:
         """The figure, NaN when the run has none."""
@@ -107,7 +99,7 @@ class Headline:
 
     @classmethod
     def from_stored(cls, headline: Mapping[str, Any]) -> Headline:
-        """The pair of a summary headline as stored, its figures under their stored names."""
+        """The pair of a summary headline of schema 1 to 3, its figures under their stored names."""
         return cls.of(Figures.from_headline(headline), headline)
 
     @classmethod

@@ -2,9 +2,10 @@
 eager's value of the same metric and the ratio to it.
 
 Scope: assembling that table from what a run measured (modes.csv, stats.csv and each mode's own
-figures) and deriving it for runs saved before it existed (schema 1 and 2, whose per-mode figures
-sit in the headline as ``<mode>_<metric>`` keys and a few older names: the only place those names
-are known, with the writer's :func:`headline_key`). No measuring here.
+figures), the name a figure goes by in an index filter (:func:`headline_key`), and the schema
+upgrade of summaries written before schema 4, whose headline also held per-mode figures, as
+``<mode>_<metric>`` keys and a few older names (:func:`split_headline`: the only place those
+names are read). No measuring here.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from profiler_core.spec.schema import METRIC_COLUMNS
 BASELINE = "eager"
 # The headline method (modes.csv's median_ms and speedup): not repeated as <method>_ metrics.
 HEADLINE_METHOD = "steady_trial"
-# The summary headline's names of eager and graph figures that are not ``<mode>_<metric>`` (the
-# headline keeps them for the article's pair; schema-2 runs had only these).
+# The names of eager and graph figures that are not ``<mode>_<metric>``: how an index filter names
+# them, and the keys a summary headline of schema 1 to 3 held them under.
 _HEADLINE_NAMES = {
     "cold_eager_median_ms": ("eager", "cold_event_median_ms"),
     "cold_graph_median_ms": ("graph", "cold_event_median_ms"),
@@ -54,13 +55,9 @@ def build(modes: pd.DataFrame, stats: pd.DataFrame,
     values: dict[str, dict[str, float]] = {}
 
     def put(mode: str, metric: str, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            return
-        try:
-            number = float(value)
-        except OverflowError:  # an integer of hundreds of digits (an edited summary): not a figure
-            return
-        values.setdefault(mode, {}).setdefault(metric, number)
+        number = _number(value)
+        if number is not None:
+            values.setdefault(mode, {}).setdefault(metric, number)
 
     for row in modes.to_dict("records"):
         for column, value in row.items():
@@ -95,15 +92,29 @@ def _with_eager(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def headline_key(mode: str, metric: str) -> str:
-    """The summary headline's name for a figure of eager or the graph: ``<mode>_<metric>``, or
-    the older name the headline has always used for it (``capture_ms``, ``graph_pool_bytes``...)."""
+    """The name of a figure of a run in an index filter (``--where``), as older summary headlines
+    named it: ``<mode>_<metric>``, or the name eager's and the graph's figures have always gone by
+    (``speedup``, ``capture_ms``, ``graph_pool_bytes``...)."""
     return _HEADLINE_KEY.get((mode, metric), f"{mode}_{metric}")
 
 
-def headline_figures(headline: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The per-mode figures a summary headline holds under its own names (the schema upgrade: the
-    ``<mode>_<metric>`` keys and the older names of ``_HEADLINE_NAMES``), mode -> metric -> value.
-    Keys that are no mode's figure (the prediction, parity, counters...) are left out."""
+# Figures whose name (``headline_key``) is not ``<mode>_<metric>``.
+NAMED_FIGURES = tuple(_HEADLINE_NAMES.values())
+
+
+def _is_mode_fact(metric: str) -> bool:
+    """Headline keys that start with a mode's name but are facts of the run, not figures of that
+    mode: how its profiled window found its iterations (text) and a repeats run's spread between
+    processes (``<figure>_between_...``)."""
+    return metric == "iteration_source" or metric.startswith("between_")
+
+
+def split_headline(headline: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The schema upgrade of a summary headline written before schema 4: (its facts, its per-mode
+    figures as mode -> metric -> value). The figures are the ``<mode>_<metric>`` keys and the
+    older names of ``_HEADLINE_NAMES``; the facts are every other key (the timing method, the
+    prediction, parity, counters, how each window found its iterations, the repeats' spread)."""
+    facts: dict[str, Any] = {}
     figures: dict[str, dict[str, Any]] = {}
     by_length = sorted(MODE_NAMES, key=len, reverse=True)  # "graphed_callables_" before "graph_"
     for key, value in headline.items():
@@ -111,15 +122,46 @@ def headline_figures(headline: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             mode, metric = _HEADLINE_NAMES[key]
         else:
             prefixed = next((m for m in by_length if key.startswith(m + "_")), None)
-            if prefixed is None:
+            if prefixed is None or _is_mode_fact(key[len(prefixed) + 1:]):
+                facts[key] = value
                 continue
             mode, metric = prefixed, key[len(prefixed) + 1:]
         figures.setdefault(mode, {})[metric] = value
-    return figures
+    return facts, figures
+
+
+def headline_figures(headline: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-mode figures a summary headline of schema 1 to 3 held (:func:`split_headline`)."""
+    return split_headline(headline)[1]
+
+
+def with_figures(table: pd.DataFrame, figures: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """metrics.csv with the ``figures`` it lacks added (a figure it holds keeps its value), eager's
+    value and the ratio to it worked out again; values that are not numbers are left out."""
+    frame = table[METRIC_COLUMNS[:3]] if set(METRIC_COLUMNS[:3]) <= set(table.columns) else \
+        pd.DataFrame(columns=METRIC_COLUMNS[:3])
+    held = set(zip(frame["mode"].astype(str), frame["metric"].astype(str)))
+    added = [[mode, metric, value] for mode, by_metric in figures.items()
+             for metric, value in by_metric.items()
+             if (mode, metric) not in held and _number(value) is not None]
+    if not added:
+        return table
+    rows = pd.DataFrame(added, columns=METRIC_COLUMNS[:3])
+    return _with_eager(pd.concat([frame, rows], ignore_index=True) if len(frame) else rows)
+
+
+def _number(value: Any) -> float | None:
+    """A figure's value as a float; None for anything that is not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits (an edited summary): not a figure
+        return None
 
 
 def from_saved_headline(modes: pd.DataFrame, stats: pd.DataFrame,
                         headline: Mapping[str, Any]) -> pd.DataFrame:
-    """metrics.csv of a run saved before the table existed: its modes.csv and stats.csv, and the
-    per-mode figures its headline kept (:func:`headline_figures`)."""
+    """metrics.csv of a run saved before the table existed (schema 1 and 2): its modes.csv and
+    stats.csv, and the per-mode figures its headline kept (:func:`headline_figures`)."""
     return build(modes, stats, headline_figures(headline))

@@ -144,7 +144,8 @@ def format_summary(result: RunResult) -> str:
                              f"profiled window ran {figures.get(mode, 'profiler_overhead_pct'):+.1f}% "
                              "against the headline's time")
     lines += _every_mode_split(breakdown)
-    lines += [""] + [f"Warning: {text}" for text in stability.warnings(stats, head)]
+    lines += [""] + [f"Warning: {text}" for text in stability.warnings(
+        stats, head, (pair.speedup_ci_low, pair.speedup_ci_high))]
     lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
 

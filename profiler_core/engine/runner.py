@@ -285,13 +285,13 @@ def _timed_results(config: RunConfig, state: _RunState, prepared: dict[str, Prep
     stats_table = tables["stats"] = runtables.stats_table(latency, loops,
                                                  {"graph": copy_ms / config.capture_iters},
                                                  state.host_issue, {"graph": held_ms})
-    headline.update(runtables.timing_headline(config, latency, stats_table))
+    headline.update(runtables.headline_facts({}))
     modes_table = tables["modes"] = _modes_table(config, latency, stats_table, prepared)
-    figures = {name: dict(ready.figures) for name, ready in prepared.items()}
+    figures = state.figures = {name: dict(ready.figures) for name, ready in prepared.items()}
     runtables.add_pay_back(figures, modes_table)
-    # the pay-back goes in now: a run stopped while profiling still says whether it pays back
-    headline.update(modes=list(prepared), break_even_iters=figures["graph"]["break_even_iters"],
-                    graph_pays_back=figures["graph"]["pays_back"],
+    # metrics.csv goes in now: a run stopped while profiling still says whether it pays back
+    tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
+    headline.update(modes=list(prepared),
                     counters_match=bool(counters_table(config, state.observed_counters)
                                         ["match"].all()))
     return stats_table, modes_table, figures
@@ -301,8 +301,8 @@ def _profiled_results(state: _RunState, prepared: dict[str, Prepared],
                       windows: dict[str, ProfiledWindow], stats_table: pd.DataFrame,
                       modes_table: pd.DataFrame, figures: dict[str, dict[str, float]]) -> None:
     """A CUDA run's tables from its profiled windows (none when the profiler was off): the launch
-    split, kernels and breakdown, the attribution of the headline's saving, the pair's headline
-    figures and metrics.csv."""
+    split, kernels and breakdown, the attribution of the headline's saving, how each window
+    found its iterations and metrics.csv."""
     headline, tables = state.headline, state.tables
     latency = tables["latency"]
     if windows:
@@ -318,8 +318,8 @@ def _profiled_results(state: _RunState, prepared: dict[str, Prepared],
     tables["attribution"] = coerce_table("attribution", attribution.build(
         stats_table, tables.get("launch_split", empty_table("launch_split")), latency))
     state.notes.extend(attribution.stretched_kernel_notes(tables["attribution"]))
-    headline.update(runtables.pair_headline(
-        figures, {name: window.analysis.iteration_source for name, window in windows.items()}))
+    headline.update(runtables.headline_facts(
+        {name: window.analysis.iteration_source for name, window in windows.items()}))
     tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
 
 
@@ -328,6 +328,7 @@ class _RunState:
     """What a run has measured so far; kept (marked incomplete) when a run stops early."""
 
     headline: dict = field(default_factory=dict)
+    figures: dict = field(default_factory=dict)  # mode -> metric -> value, until metrics.csv is built
     tables: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     traces: dict = field(default_factory=lambda: {"eager": None, "graph": None})  # mode -> path
@@ -413,6 +414,9 @@ def _finish(config: RunConfig, environment: dict, state: _RunState, phases: Phas
     if failure is not None:
         if "latency" not in state.tables and state.latency_rows:
             state.tables["latency"] = runtables.latency_table(state.latency_rows)
+        if "metrics" not in state.tables and state.figures:  # what preparation measured
+            state.tables["metrics"] = coerce_table("metrics", metrics.build(
+                empty_table("modes"), empty_table("stats"), state.figures))
         state.notes.append(f"incomplete: the run stopped during {phase}: {_one_line(failure)}")
     if state.observed_counters:
         state.tables["counters"] = counters_table(config, state.observed_counters)
@@ -548,9 +552,9 @@ def _cpu_results(config: RunConfig, state: _RunState, prepared: dict[str, Prepar
     latency = state.tables["latency"] = runtables.latency_table(state.latency_rows)
     stats_table = state.tables["stats"] = runtables.stats_table(latency, pd.DataFrame(
         columns=["mode", "method", "ms_per_step"]), host_issue=state.host_issue)
-    state.headline.update(runtables.timing_headline(config, latency, stats_table))
+    state.headline.update(runtables.headline_facts({}))
     modes_table = state.tables["modes"] = _modes_table(config, latency, stats_table, prepared)
-    figures = {name: dict(ready.figures) for name, ready in prepared.items()}
+    figures = state.figures = {name: dict(ready.figures) for name, ready in prepared.items()}
     runtables.add_pay_back(figures, modes_table)
     state.tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
     state.tables["attribution"] = coerce_table("attribution", attribution.build(
@@ -709,7 +713,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         torch.cuda.synchronize(device)
     prepared = _prepare_modes(list(config.modes),
                               _preparation(config, device, batches, phases, progress, state))
-    headline.update(runtables.pair_headline({name: ready.figures for name, ready in prepared.items()}, {}))
+    state.figures = {name: dict(ready.figures) for name, ready in prepared.items()}
     modes = [ready.mode for ready in prepared.values()]
     graph = prepared["graph"].mode
 
@@ -745,7 +749,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
             headline.update(_capture_twin_figures(config, device, batches, trace_dir))
         headline.update(predict.calibrate_and_predict(
             device, batches, config.capture_iters, headline,
-            Figures.of_run(state.tables["metrics"], headline)))
+            Figures.from_table(state.tables["metrics"])))
 
     del graph, modes, prepared
     torch.cuda.empty_cache()

@@ -53,8 +53,9 @@ from profiler_core.storage.index_rows import (
 )
 
 INDEX_FILE = ".profiler_index.sqlite"
-INDEX_SCHEMA_VERSION = 4  # PRAGMA user_version of an index this code reads (4: preset is the
-#                           run's label, custom when its values differ from the preset it names)
+INDEX_SCHEMA_VERSION = 5  # PRAGMA user_version of an index this code reads (4: preset is the
+#                           run's label, custom when its values differ from the preset it names;
+#                           5: every mode's figures from metrics.csv, under their filter names)
 APPLICATION_ID = 0x43475049  # "CGPI": PRAGMA application_id, how a file is recognised as ours
 INDEX_MARKER = "profiler_core run index"  # meta.tool
 BUSY_TIMEOUT_S = 2.0  # how long a reader or writer waits for another writer

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from profiler_core.analysis.metrics import NAMED_FIGURES, headline_key
 from profiler_core.spec.config import MODE_NAMES
 from profiler_core.spec.errors import ConfigError, quoted, shown
 from profiler_core.spec.schema import clean_text
@@ -21,7 +22,8 @@ from profiler_core.storage.index_rows import HEADLINE_COLUMNS
 # Headline figures a filter may name even when no run in the folder has a value for them (a
 # folder of CPU runs has no speedup; one whose graphs never pay back has no break-even): the
 # filter then matches nothing instead of being refused.
-ALWAYS_FILTERABLE = (*HEADLINE_COLUMNS, "break_even_iters", "graph_pays_back")
+ALWAYS_FILTERABLE = (*HEADLINE_COLUMNS, *(headline_key("graph", metric)
+                                           for metric in ("break_even_iters", "pays_back")))
 # Columns of a run that can be filtered besides its config fields and headline keys.
 RUN_COLUMNS = {"gpu": "gpu", "gpu_name": "gpu_name", "device_type": "device_type",
                "torch_version": "torch_version", "cuda_version": "cuda_version",
@@ -32,11 +34,9 @@ DATE_FIELD = "date"
 # CPU run, which times the eager step only, holds no graph figure and no speedup). A filter on one
 # that no run here has matches no run; it is not an error. A name that is neither one of these,
 # nor a setting, a run column or a key some indexed run has, is refused with the closest names.
-FIGURE_NAMES = ("cold_eager_median_ms", "cold_graph_median_ms", "cold_speedup", "article_eager_ms",
-                "article_graph_ms", "article_speedup", "block_eager_ms", "block_graph_ms",
-                "block_speedup", "warmup_ms", "capture_ms", "break_even_iters", "counters_match",
+FIGURE_NAMES = (*(headline_key(mode, metric) for mode, metric in NAMED_FIGURES), "counters_match",
                 "nvml_available", "parity_max_abs_diff", "parity_max_rel_diff", "parity_steps",
-                "between_coverage_pct", "graph_pays_back")
+                "between_coverage_pct", headline_key("graph", "pays_back"))
 # ... and every per-mode figure (``<mode>_...``), the prediction's and the repeats' figures.
 FIGURE_PREFIXES = (*(f"{mode}_" for mode in MODE_NAMES), "prediction_", "predicted_",
                    "capture_twin_")

@@ -17,8 +17,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from profiler_core.analysis.metrics import headline_key
 from profiler_core.spec import schema
-from profiler_core.spec.config import ALWAYS_MEASURED, preset_label
+from profiler_core.spec.config import preset_label
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.spec.schema import clean_text
 from profiler_core.storage import runfolder
@@ -26,8 +27,10 @@ from profiler_core.storage.runfolder import is_run_dir
 
 SWEEP_FILE, POINTS_FILE = "sweep.json", "points.csv"
 MAX_SWEEP_FILE_BYTES = 16 * 2**20
-HEADLINE_COLUMNS = ("eager_median_ms", "graph_median_ms", "speedup", "speedup_ci_low",
-                    "speedup_ci_high")
+# The pair's figures the runs table holds in columns of its own, under their filter names.
+HEADLINE_COLUMNS = tuple(headline_key(mode, metric) for mode, metric in (
+    ("eager", "median_ms"), ("graph", "median_ms"), ("graph", "speedup"),
+    ("graph", "speedup_ci_low"), ("graph", "speedup_ci_high")))
 MAX_PLAN_CHARS = 100_000  # a sweep's plan as JSON; a longer one is not kept in the index
 
 
@@ -190,12 +193,12 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
             number = finite_number(value)
             if number is not None and isinstance(key, str):
                 headline_rows[clean_text(key[:200])] = number
-        # every other mode's figures as <mode>_<metric> (eager's and the graph's are filtered
-        # on by the headline's names)
+        # every mode's figures under their filter names (``metrics.headline_key``: speedup,
+        # capture_ms... for the pair, <mode>_<metric> otherwise)
         for mode, metric, value in runfolder.read_figures(path, summary).items():
             number = finite_number(value)
-            if mode not in ALWAYS_MEASURED and number is not None:
-                headline_rows.setdefault(clean_text(f"{mode}_{metric}"[:200]), number)
+            if number is not None:
+                headline_rows.setdefault(clean_text(headline_key(mode, metric)[:200]), number)
         for key in HEADLINE_COLUMNS:
             run[key] = headline_rows.get(key)
         run["tables"] = ",".join(file for file, _ in schema.TABLE_FILES.values()

@@ -264,7 +264,9 @@ def _pandas_error(error: Exception) -> str:
 
 @dataclass
 class RunResult:
-    """One run: config, environment, headline numbers, tables and the paths of its traces."""
+    """One run: config, environment, headline (the run's facts that are not per-mode figures:
+    those are in the metrics table, read through :attr:`figures` and :attr:`pair`), tables and
+    the paths of its traces."""
 
     config: RunConfig
     environment: dict[str, Any]
@@ -280,8 +282,8 @@ class RunResult:
 
     @property
     def figures(self) -> Figures:
-        """Every per-mode figure, once (metrics.csv; an older run's headline names upgraded)."""
-        return Figures.of_run(self.table("metrics"), self.headline)
+        """Every per-mode figure, once (metrics.csv; an older run's are brought into it on load)."""
+        return Figures.from_table(self.table("metrics"))
 
     @property
     def pair(self) -> Headline:
@@ -424,16 +426,17 @@ class RunResult:
                                      f"{_pandas_error(error)}",
                                      "the file was damaged or edited; run again") from None
             _check_values(name, tables[name], path)
-        headline = summary.headline
-        if version < 3:
+        if version < 3:  # no metrics.csv: its figures from the other tables and the headline
+            tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(metrics.build(
+                tables["modes"], tables["stats"], summary.stored_figures)))
+        elif version < 4:  # a figure only the headline held (a run stopped early) joins the rest
             tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(
-                metrics.from_saved_headline(tables["modes"], tables["stats"], headline)))
-        headline = _headline_pay_back(headline, tables["metrics"])
+                metrics.with_figures(tables["metrics"], summary.stored_figures)))
         if not (directory / schema.TABLE_FILES["attribution"][0]).is_file():  # written before it existed
             tables["attribution"] = coerce_table("attribution", attribution.build(
                 tables["stats"], tables["launch_split"], tables["latency"]))
         traces = trace_paths(directory, [*ALWAYS_MEASURED, *config.modes])
-        return cls(config=config, environment=summary.environment, headline=headline,
+        return cls(config=config, environment=summary.environment, headline=summary.headline,
                    tables=tables, notes=summary.notes, complete=summary.complete,
                    trace_paths=traces)
 
@@ -461,19 +464,6 @@ def _upgrade_never_pays_back(frame: pd.DataFrame) -> pd.DataFrame:
     if added:
         frame = pd.concat([frame, pd.DataFrame(added)], ignore_index=True)
     return frame
-
-
-def _headline_pay_back(headline: dict[str, Any], metrics_table: pd.DataFrame) -> dict[str, Any]:
-    """The headline's break-even as stored today: ``break_even_iters`` finite or NaN, and
-    ``graph_pays_back`` (true, false, or absent when not measured) from metrics.csv."""
-    headline = dict(headline)
-    if headline.get("break_even_iters") == float("inf"):
-        headline["break_even_iters"] = float("nan")
-        headline.setdefault("graph_pays_back", 0.0)
-    rows = metrics_table[(metrics_table["mode"] == "graph") & (metrics_table["metric"] == "pays_back")]
-    if "graph_pays_back" not in headline and len(rows) and pd.notna(rows["value"].iloc[0]):
-        headline["graph_pays_back"] = float(rows["value"].iloc[0])
-    return headline
 
 
 def _upgrade_v1_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:

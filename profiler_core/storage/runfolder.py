@@ -4,8 +4,9 @@ Scope: the names of a run's files (summary.json, the tables of ``schema.TABLE_FI
 trace per mode), one size limit per kind of file, the check that those files are real files
 within their limits, and the one reader of summary.json (:func:`read_summary` for a folder,
 :func:`parse_summary` for its bytes: JSON, schema version, the kinds of its parts, the config,
-and the upgrade of a schema-1 summary; :func:`read_figures` for metrics.csv alone). ``results`` (the whole run), the dashboard (folders and
-uploads), the index and the sweeps all read a run's summary through here.
+and the upgrade of older summaries; :func:`read_figures` for the figures without the tables).
+``results`` (the whole run), the dashboard (folders and uploads), the index and the sweeps all
+read a run's summary through here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from profiler_core.analysis import metrics
 from profiler_core.analysis.figures import Figures
 from profiler_core.spec import schema
 from profiler_core.spec.config import MODE_NAMES, RunConfig
@@ -93,8 +95,9 @@ def check_files(path: Path) -> None:
 @dataclass(frozen=True)
 class Summary:
     """summary.json as read and brought up to the current schema (``version`` is the one it was
-    written with). ``headline`` holds the run's stored figures and facts; the per-mode figures
-    are read through ``figures.Figures``."""
+    written with). ``headline`` holds the run's facts that are not per-mode figures (those live
+    in metrics.csv); ``stored_figures`` the per-mode figures an older headline (schema 1 to 3)
+    held, mode -> metric -> value as stored (``metrics.split_headline``), empty from schema 4."""
 
     version: int
     complete: bool
@@ -102,6 +105,7 @@ class Summary:
     environment: dict[str, Any]
     headline: dict[str, Any]
     notes: list[str]
+    stored_figures: dict[str, dict[str, Any]]
 
 
 def json_safe(value: Any) -> Any:
@@ -161,8 +165,12 @@ def parse_summary(data: bytes) -> Summary:
     headline, notes = content["headline"], [str(note) for note in content["notes"]]
     if version == 1:
         headline, notes = _upgrade_v1_summary(headline, notes)
+    stored_figures: dict[str, dict[str, Any]] = {}
+    if version < 4:
+        headline, stored_figures = metrics.split_headline(headline)
     return Summary(version=version, complete=content["complete"], config=config,
-                   environment=content["environment"], headline=headline, notes=notes)
+                   environment=content["environment"], headline=headline, notes=notes,
+                   stored_figures=stored_figures)
 
 
 def read_summary(path: Path) -> Summary:
@@ -229,12 +237,13 @@ def _upgrade_v1_summary(headline: dict[str, Any], notes: list[str]) -> tuple[dic
 
 
 def read_figures(path: Path, summary: Summary) -> Figures:
-    """The figures of the run folder ``path`` from its metrics.csv alone (checked against the
-    rows a run of its config writes, as ``RunResult.load`` does), without reading its other
-    tables: none when the file is missing or unreadable."""
+    """The figures of the run folder ``path`` without reading its other tables: its metrics.csv
+    (checked against the rows a run of its config writes, as ``RunResult.load`` does; none when
+    missing or unreadable), then those only an older summary's headline held."""
     file = Path(path) / schema.TABLE_FILES["metrics"][0]
     try:
         check_table_file(file, table_row_limit("metrics", summary.config, summary.environment))
-        return Figures.from_table(pd.read_csv(file))
+        table = pd.read_csv(file)
     except (OSError, ValueError, RunFormatError, pd.errors.ParserError, pd.errors.EmptyDataError):
-        return Figures({})
+        table = pd.DataFrame(columns=schema.METRIC_COLUMNS)
+    return Figures.from_table(metrics.with_figures(table, summary.stored_figures))

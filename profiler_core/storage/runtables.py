@@ -1,9 +1,9 @@
 """A run's tables and summary figures, assembled from what it measured.
 
 Scope: pure functions over the runner's raw rows and tables (no torch, no measuring): latency.csv
-from timed rows, stats.csv from latency.csv and the other timings, the timing headline (the
-steady-state speedup with its CI, every other method beside it), the pair's summary figures and
-each mode's pay-back. ``engine.runner`` measures and calls these.
+from timed rows, stats.csv from latency.csv and the other timings, the summary headline's facts
+of the timing and profiling, and each mode's pay-back (the figures go to modes.csv and
+metrics.csv). ``engine.runner`` measures and calls these.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis import metrics
+from profiler_core.analysis.metrics import HEADLINE_METHOD
 from profiler_core.spec import schema
-from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig
+from profiler_core.spec.config import ALWAYS_MEASURED
 from profiler_core.storage.results import coerce_table
 from profiler_core.timing import stats
 from profiler_core.timing import trials as timing
@@ -104,42 +104,13 @@ def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator and math.isfinite(denominator) else math.nan
 
 
-def timing_headline(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame) -> dict:
-    """The speedup by the steady-state method (median over trials of each trial's mean time per
-    step, eager over graph, with a bootstrap CI over the trials), and every other method's
-    medians beside it."""
-    primary = "steady_trial"
-    speedup, low, high = stats.median_ratio_ci(per_step(latency, "eager", primary),
-                                               per_step(latency, "graph", primary), seed=config.seed)
-    headline: dict[str, object] = {
-        "timing_method": primary,
-        "eager_median_ms": median(table, "eager", primary),
-        "graph_median_ms": median(table, "graph", primary),
-        "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high,
-    }
-    if config.is_cuda:
-        cold = median(table, "eager", "cold_event"), median(table, "graph", "cold_event")
-        article = median(table, "eager", "article_no_sync"), median(table, "graph", "article_no_sync")
-        block = median(table, "eager", "block_sync"), median(table, "graph", "block_sync")
-        headline.update(
-            graph_input_copy_ms=median(table, "graph", "input_copy"),
-            cold_eager_median_ms=cold[0], cold_graph_median_ms=cold[1],
-            article_eager_ms=article[0], article_graph_ms=article[1],
-            block_eager_ms=block[0], block_graph_ms=block[1],
-            cold_speedup=ratio(*cold), article_speedup=ratio(*article),
-            block_speedup=ratio(*block))
-    return headline
-
-
-def pair_headline(figures: Mapping[str, Mapping[str, float]],
-                  iteration_sources: Mapping[str, str]) -> dict[str, object]:
-    """The summary's figures of the article's pair, eager and graph, under the headline's names
-    (``metrics.headline_key``; readers take them from ``figures.Figures``, where metrics.csv holds
-    every mode's), and how each profiled window found its iterations."""
-    headline: dict[str, object] = {}
+def headline_facts(iteration_sources: Mapping[str, str]) -> dict[str, object]:
+    """The summary headline's facts of a run's timing and profiling: the headline timing method
+    (the steady state: median over trials of each trial's mean time per step, whose figures are
+    modes.csv's and metrics.csv's) and how each profiled window of the article's pair found its
+    iterations. The pair's figures are in metrics.csv only (``metrics.build``)."""
+    headline: dict[str, object] = {"timing_method": HEADLINE_METHOD}
     for name in ALWAYS_MEASURED:
-        for metric, value in figures.get(name, {}).items():
-            headline[metrics.headline_key(name, metric)] = value
         if name in iteration_sources:
             headline[f"{name}_iteration_source"] = iteration_sources[name]
     return headline

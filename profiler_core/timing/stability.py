@@ -1,7 +1,8 @@
 """Is a measurement stable? Checks on a run's own tables that say when its figures move.
 
-Pure functions over a run's stats table and headline (no torch, no I/O, no UI), for the command
-line's summary and the dashboard: :func:`unstable_timing` and :func:`spread_beyond_ci`.
+Pure functions over a run's stats table, headline facts and speedup CI (no torch, no I/O, no
+UI), for the command line's summary and the dashboard: :func:`unstable_timing` and
+:func:`spread_beyond_ci`.
 """
 
 from __future__ import annotations
@@ -133,15 +134,17 @@ class BetweenProcesses:
                 "interval, or pin the runs to CPUs (--cpu-affinity).")
 
 
-def spread_beyond_ci(headline: Mapping[str, Any]) -> BetweenProcesses | None:
-    """For a run of several processes: the speedup's between-process range when it is wider than
-    the shown run's own 95% CI; for a run without a speedup (CPU), the eager median's range when
-    it is over 10% of the median. None otherwise (one process, or a spread within the CI)."""
+def spread_beyond_ci(headline: Mapping[str, Any],
+                     speedup_ci: tuple[float, float]) -> BetweenProcesses | None:
+    """For a run of several processes (its ``headline``'s repeats facts): the speedup's
+    between-process range when it is wider than the shown run's own 95% CI (``speedup_ci``, low
+    and high; NaN when not measured); for a run without a speedup (CPU), the eager median's range
+    when it is over 10% of the median. None otherwise (one process, or a spread within the CI)."""
     processes = _whole(headline.get("repeats"))
     if processes < 2:
         return None
     low, high = _float(headline.get("speedup_between_min")), _float(headline.get("speedup_between_max"))
-    ci_low, ci_high = _float(headline.get("speedup_ci_low")), _float(headline.get("speedup_ci_high"))
+    ci_low, ci_high = _float(speedup_ci[0]), _float(speedup_ci[1])
     if math.isfinite(low) and math.isfinite(high):
         within = ci_high - ci_low if math.isfinite(ci_low) and math.isfinite(ci_high) else 0.0
         if high - low > within:
@@ -154,10 +157,11 @@ def spread_beyond_ci(headline: Mapping[str, Any]) -> BetweenProcesses | None:
     return None
 
 
-def warnings(stats: pd.DataFrame, headline: Mapping[str, Any]) -> list[str]:
+def warnings(stats: pd.DataFrame, headline: Mapping[str, Any],
+             speedup_ci: tuple[float, float]) -> list[str]:
     """Every stability warning of a run, as text (the command line prints them)."""
     texts = [item.text() for item in unstable_timing(stats)]
-    between = spread_beyond_ci(headline)
+    between = spread_beyond_ci(headline, speedup_ci)
     if between is not None:
         texts.append(between.text())
     return texts
