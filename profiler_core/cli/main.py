@@ -412,63 +412,16 @@ def _command_serve(args) -> int:
     return serve(args.device, main)
 
 
-def _check_table_outputs(folder: Path, overwrite: bool) -> None:
-    """``trace-stats --out``: a new or empty folder, or one holding nothing but the two tables an
-    earlier trace-stats wrote (plain files starting with our header), which are replaced only
-    when asked (``--overwrite``). Anything else in the folder refuses it, and it is left as it
-    was."""
-    from profiler_core.spec.schema import TABLE_FILES
-    from profiler_core.storage.outputs import shown_name
-
-    if not os.path.lexists(folder):
-        return
-    if folder.is_symlink() or not folder.is_dir():
-        raise ConfigError("out", f"{str(folder)!r} exists and is not a folder",
-                          "choose a folder for the tables")
-    headers = {TABLE_FILES[table][0]: ",".join(TABLE_FILES[table][1])
-               for table in ("launch_split", "kernels")}
-    try:
-        with os.scandir(folder) as scan:
-            entries = sorted(scan, key=lambda entry: entry.name)
-    except OSError as error:
-        raise ConfigError("out", f"{str(folder)!r} cannot be read ({error.strerror})",
-                          "choose another folder") from None
-    for entry in entries:
-        path = folder / entry.name
-        if entry.name not in headers:
-            raise ConfigError("out", f"{str(folder)!r} holds {shown_name(entry.name)}, which "
-                                     "trace-stats did not write, so nothing was written",
-                              "choose a new or empty folder for the tables")
-        if not entry.is_file(follow_symlinks=False) or _first_line(path) != headers[entry.name]:
-            raise ConfigError("out", f"{str(path)!r} exists and is not a table written by this "
-                                     "tool, so nothing was written", "choose another folder")
-    if entries and not overwrite:
-        raise ConfigError("out", f"{str(folder / entries[0].name)!r} already holds a table",
-                          "choose another folder, or pass --overwrite to replace it")
-
-
-def _first_line(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return handle.readline(4096).decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-
-
 def _command_trace_stats(args) -> int:
-    from profiler_core.analysis.trace import (
-        analyse_trace,
-        format_report,
-        load_trace,
-        shown,
-        write_tables,
-    )
-    from profiler_core.spec.errors import RunFormatError
+    from profiler_core.analysis.trace import analyse_trace, format_report
+    from profiler_core.analysis.trace_reading import load_trace
+    from profiler_core.spec.errors import RunFormatError, shown
     from profiler_core.storage.outputs import output_path
+    from profiler_core.storage.trace_tables import check_table_folder, write_tables
 
     out = output_path(args.out) if args.out else None
     if out is not None:
-        _check_table_outputs(out, args.overwrite)  # before any work: nothing is lost
+        check_table_folder(out, args.overwrite)  # before any work: nothing is lost
     bar = cli.LateBar()  # a bar on stderr once reading has taken a second
     try:
         events = load_trace(args.trace, progress=bar)
@@ -495,10 +448,12 @@ def _command_trace_stats(args) -> int:
 
 def _command_predict(args) -> int:
     from profiler_core.analysis.predict import trace_report
+    from profiler_core.engine.calibration import measured_costs  # imports torch when called
 
     bar = cli.LateBar()  # a bar on stderr once reading the trace has taken a second
     try:
-        report = trace_report(args.trace, args.launch_us, args.per_node_us, args.calibrate,
+        report = trace_report(args.trace, args.launch_us, args.per_node_us,
+                              measured_costs if args.calibrate else None,
                               args.steps_per_iteration, args.steps_per_graph, args.copy_us,
                               args.eager_ms, progress=bar)
     finally:

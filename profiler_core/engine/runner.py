@@ -36,8 +36,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from profiler_core.analysis import attribution, metrics, predict
+from profiler_core.analysis import attribution, metrics
 from profiler_core.analysis.trace import decompose_speedup
+from profiler_core.engine.calibration import calibrate_and_predict
 from profiler_core.engine.capture import refuse_after_failed_capture
 from profiler_core.engine.counters import counters_table
 from profiler_core.engine.memory import check_fits
@@ -875,8 +876,8 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     if config.profile:
         with phases.phase("capture twin profiled"):
             headline.update(_capture_twin_figures(config, device, batches, trace_dir))
-        headline.update(predict.calibrate_and_predict(device, batches, config.capture_iters,
-                                                      headline))
+        with phases.phase("calibration"):
+            headline.update(calibrate_and_predict(device, batches, config.capture_iters, headline))
 
     del graph, modes, prepared
     torch.cuda.empty_cache()
