@@ -21,11 +21,10 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from profiler_core.analysis.predict import headline_lines as prediction_lines
 from profiler_core.cli import parser as cli
+from profiler_core.cli.timings import WallTimings, format_parts
 from profiler_core.engine.stopping import RunStopper
 from profiler_core.spec import hostinfo
 from profiler_core.spec.config import is_user_spec
@@ -37,9 +36,11 @@ from profiler_core.spec.errors import (
     TimeLimitReached,
 )
 from profiler_core.spec.workload_kinds import workload_of
-from profiler_core.storage.results import RunResult, check_output
-from profiler_core.timing import stability
-from profiler_core.timing.stats import pay_back_text
+
+if TYPE_CHECKING:  # pandas and the run's reader are imported when a command needs them
+    import pandas as pd
+
+    from profiler_core.storage.results import RunResult
 
 
 def _ms(value: float) -> str:
@@ -72,6 +73,12 @@ def _workload_text(config) -> str:
 
 def format_summary(result: RunResult) -> str:
     """The run's headline as plain text: counters, timing per method, one-time costs, split."""
+    import pandas as pd
+
+    from profiler_core.analysis.predict import headline_lines as prediction_lines
+    from profiler_core.timing import stability
+    from profiler_core.timing.stats import pay_back_text
+
     config, env, head = result.config, result.environment, result.headline
     lines = [
         f"Device: {env.get('gpu_name') or 'CPU'} ({config.device}), torch {env.get('torch_version')}, "
@@ -151,6 +158,8 @@ def format_summary(result: RunResult) -> str:
 def _attribution_lines(table: pd.DataFrame) -> list[str]:
     """The headline's saving per step attributed to its parts, per mode (attribution.csv): the
     parts add up to the step saving; host issue time is shown beside them."""
+    import pandas as pd
+
     lines: list[str] = []
     for mode, block in table.groupby("mode", sort=False):
         step = block.loc[block["component"] == "step", "saving_us"]
@@ -171,6 +180,8 @@ def _attribution_lines(table: pd.DataFrame) -> list[str]:
 def _every_mode_split(breakdown: pd.DataFrame) -> list[str]:
     """With modes beside the graph: each mode's profiled iteration next to eager's, component by
     component (breakdown.csv's blocks side by side; the dashboard's Launch split draws them)."""
+    import pandas as pd
+
     if breakdown["mode"].nunique() < 2:
         return []
     wide = breakdown.pivot_table(index="component", columns="mode", values="mode_us", sort=False)
@@ -205,9 +216,12 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
     if stopper is None:
         with RunStopper() as own:
             return _command_run(args, own)
+    timings = WallTimings()
     if not 0 <= args.timeout <= cli.MAX_TIMEOUT_S:
         raise ConfigError("timeout", f"timeout must be from 0 to {cli.MAX_TIMEOUT_S:,.0f} seconds; "
                                      f"got {args.timeout:g}", "0 means no limit")
+    from profiler_core.storage.results import check_output
+
     config = cli.config_from_args(args)
     small = cli.cpu_small_step(args, config)
     check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
@@ -234,7 +248,10 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         loading = False
         if says_time:
             _say_cpu_time(config)
+        timings.mark("run start")
         result = run_experiment(config, progress=reporter or (lambda progress: None))
+        timings.mark("run end")
+        timings.record(result.environment)
     except BaseException as error:
         if reporter is not None:
             reporter.close()  # the bar's line ends before the messages
@@ -255,11 +272,16 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         out = _save(result, args)
     finally:
         result.release_scratch()
+    timings.mark("saved")
     if args.progress == "jsonl":
         reporter.emit({"event": "done", "out": str(out)})
     else:
         print(format_summary(result))
         print(f"\nWrote {out}")
+    timings.mark("printed")
+    if args.timings:
+        print(format_parts(timings.parts(result.environment, result.table("phases"))),
+              file=sys.stderr)
     return 0
 
 

@@ -471,6 +471,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
     If the run stops early (out of memory, a step that cannot be captured, a GPU fault, Ctrl-C),
     the exception raised carries ``partial_result``: what was measured, marked incomplete.
     """
+    checking_s = time.time()
     device = resolve_device(config)
     if device.type == "cuda":
         refuse_after_failed_capture()
@@ -481,6 +482,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
                                   origin_s=origin_s)
                if config.nvml and device.type == "cuda" else None)
     environment = describe_environment(device, _driver_version() if device.type == "cuda" else None)
+    environment["device_check_s"] = origin_s - checking_s  # before phases.csv's origin
     counter = ProgressCounter(plan_units(config), progress)
     state = _RunState()
     failure: BaseException | None = None
