@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,7 +25,11 @@ from tests.test_predict import _fake_gpu
 
 @pytest.fixture
 def fake_setup(monkeypatch, tmp_path):
-    """A fake GPU with driver 580.1, and the user's cache folder in ``tmp_path``."""
+    """A fake GPU of 132 SMs with driver 580.1, and the user's cache folder in ``tmp_path``."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: SimpleNamespace(multi_processor_count=132))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv(engine_calibration.RECALIBRATE_ENV, raising=False)
     monkeypatch.setattr(engine_calibration, "driver_version", lambda: "580.1")
@@ -55,7 +60,8 @@ def test_the_graph_costs_are_measured_once_then_read_and_the_batch_copy_timed_ea
     path = cache_path()
     stored = json.loads(path.read_text())
     assert [entry["key"] for entry in stored["entries"].values()] == [
-        {"gpu": "Fake GPU", "driver": "580.1", "torch": _torch_version(), "cuda": _cuda_version()}]
+        {"gpu": "Fake GPU", "sms": "132", "driver": "580.1", "torch": _torch_version(),
+         "cuda": _cuda_version()}]
 
     again = engine_calibration.cached_calibration("cuda:0", _batch())
     assert again.source == "cached" and len(profiled) == 1  # no second profiled window

@@ -82,13 +82,15 @@ def cached_calibration(device: Any, batch: Sequence[Any] = (),
 
 
 def cache_key(torch: Any, device: Any) -> dict[str, str] | None:
-    """What the graph costs depend on: GPU name, driver version, torch and CUDA versions (None
-    when the driver version cannot be read: a driver update must not go unnoticed)."""
+    """What the graph costs depend on: the GPU (its name and SM count, which tell MIG slices
+    apart), driver version, torch and CUDA versions (None when the driver version cannot be
+    read: a driver update must not go unnoticed)."""
     driver = driver_version()
     if not driver:
         return None
-    return {"gpu": str(torch.cuda.get_device_name(device)), "driver": driver,
-            "torch": str(torch.__version__), "cuda": str(torch.version.cuda)}
+    return {"gpu": str(torch.cuda.get_device_name(device)),
+            "sms": str(torch.cuda.get_device_properties(device).multi_processor_count),
+            "driver": driver, "torch": str(torch.__version__), "cuda": str(torch.version.cuda)}
 
 
 def driver_version() -> str | None:
