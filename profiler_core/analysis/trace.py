@@ -250,8 +250,9 @@ def _api_name(name: str) -> str:
 
 
 def is_step_marker(names: pd.Series) -> np.ndarray:
+    """Whether each name (a categorical column of ``TraceEvents``) is a ``ProfilerStep#N``."""
     return per_text(names, lambda name: re.fullmatch(STEP_MARKER_PATTERN, name) is not None,
-                     bool)
+                    bool)
 
 
 def decompose_speedup(eager: TraceAnalysis, other: TraceAnalysis) -> pd.DataFrame:
