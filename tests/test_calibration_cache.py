@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from profiler_core.analysis import predict
+from profiler_core.analysis.figures import Figures
 from profiler_core.engine import calibration as engine_calibration
 from profiler_core.engine.calibration_cache import (
     CACHE_FILE_NAME,
@@ -78,8 +79,10 @@ def test_the_graph_costs_are_measured_once_then_read_and_the_batch_copy_timed_ea
 def test_the_run_records_whether_its_constants_were_measured_or_cached(fake_setup):
     headline = {"eager_gpu_busy_us": 200.0, "eager_kernels": 10.0, "eager_median_ms": 1.0,
                 "graph_median_ms": 0.25}
-    measured = engine_calibration.calibrate_and_predict("cuda:0", _batch(), 1, headline)
-    cached = engine_calibration.calibrate_and_predict("cuda:0", _batch(), 1, headline)
+    measured = engine_calibration.calibrate_and_predict("cuda:0", _batch(), 1, headline,
+                                                         Figures.from_headline(headline))
+    cached = engine_calibration.calibrate_and_predict("cuda:0", _batch(), 1, headline,
+                                                         Figures.from_headline(headline))
     assert set(measured) == set(cached) == set(predict.HEADLINE_KEYS)
     assert measured["prediction_calibration_source"] == "measured"
     assert cached["prediction_calibration_source"] == "cached"
