@@ -91,7 +91,7 @@ NVML_DRIVER_COLOR = "#C2185B"
 COUNTER_COLORS = {"predicted": "#A9B8CC", "observed": "#4F6D8F"}
 LATENCY_LABELS = {"gpu_ms": "ms per step (CUDA events)", "wall_ms": "ms per step (wall clock)"}
 HEIGHT = 380
-# Lanes and event kinds of the one-iteration timeline (``profiler_core.analysis.trace.iteration_timeline``).
+# Lanes and event kinds of the one-iteration timeline (``profiler_core.analysis.timeline.iteration_timeline``).
 TIMELINE_KIND_COLORS = {
     "CPU op": SPLIT_COLORS["cpu_other_us"],
     "launch call": SPLIT_COLORS["cpu_launch_us"],
@@ -708,7 +708,7 @@ def iteration_timeline(events: pd.DataFrame, title: str, span_us: float | None =
     """One profiled iteration as lanes (CPU ops per thread, CPU launch calls, GPU work): one
     horizontal bar per event from its start, in microseconds since the iteration began.
 
-    ``events`` has ``profiler_core.analysis.trace.TIMELINE_COLUMNS`` (lane, kind, name, start_us, dur_us)."""
+    ``events`` has ``profiler_core.analysis.timeline.TIMELINE_COLUMNS`` (lane, kind, name, start_us, dur_us)."""
     title = escape(title)
     if events.empty:
         return empty_figure(title, "no events in this iteration")

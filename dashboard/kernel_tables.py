@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from dashboard.analysis import float_column
-from profiler_core.analysis.trace import kernel_label
+from profiler_core.analysis.kernel_names import kernel_label
 from profiler_core.spec.config import MODE_NAMES
 
 KERNEL_TABLE_COLUMNS = ["mode", "kernel", "operator", "calls_per_iter", "total_us", "mean_us",
@@ -40,7 +40,7 @@ def with_operators(kernels: pd.DataFrame, operators: dict[str, dict[str, str]]) 
 def readable_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     """A run's kernel table with names that tell kernels apart: where kernels of one mode share a
     name (five ``vectorized_elementwise_kernel`` rows, recorded before the trace named them
-    apart), each of them is named from its full name by ``trace.kernel_label``
+    apart), each of them is named from its full name by ``kernel_names.kernel_label``
     (``...<FillFunctor>``, ``...<mse_kernel_cuda>``...); a name that is already unique is shown as
     the run wrote it. The ``operator`` column is kept ("" where the run did not record it)."""
     if kernels.empty or "kernel_full" not in kernels:

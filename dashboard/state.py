@@ -15,7 +15,8 @@ import streamlit as st
 
 from dashboard import devices, rundata, uploads
 from dashboard.gpulock import GpuLockRegistry
-from profiler_core.analysis import trace
+from profiler_core.analysis import timeline, trace
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.storage import index as run_index
 from profiler_core.storage import runfolder
@@ -241,21 +242,21 @@ def require_run() -> rundata.OpenedRun:
 
 
 @st.cache_data(max_entries=16, show_spinner="Reading the trace...")
-def _timeline(path: str, stamp: float, iteration: int | None) -> trace.IterationTimeline:
-    return trace.iteration_timeline(trace.load_trace(path), iteration)
+def _timeline(path: str, stamp: float, iteration: int | None) -> timeline.IterationTimeline:
+    return timeline.iteration_timeline(load_trace(path), iteration)
 
 
-def iteration_timeline(path: Path, iteration: int | None = None) -> trace.IterationTimeline:
+def iteration_timeline(path: Path, iteration: int | None = None) -> timeline.IterationTimeline:
     """One profiled iteration of a run's Chrome trace, cut at its ProfilerStep# markers (cached
     per file and modification time). Raises ``RunFormatError`` for a trace that cannot be read
-    (too large, not JSON, hostile values: see ``profiler_core.analysis.trace.load_trace``)."""
+    (too large, not JSON, hostile values: see ``profiler_core.analysis.trace_reading.load_trace``)."""
     path = Path(path)
     return _timeline(str(path), path.stat().st_mtime, iteration)
 
 
 @st.cache_data(max_entries=16, show_spinner="Reading the trace...")
 def _operators(path: str, stamp: float, mode: str) -> dict[str, str]:
-    kernels = trace.analyse_trace(trace.load_trace(path), mode).kernels
+    kernels = trace.analyse_trace(load_trace(path), mode).kernels
     return dict(zip(kernels["kernel_full"].astype(str), kernels["operator"].astype(str)))
 
 

@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 
 from profiler_core.analysis import predict
 from profiler_core.analysis.figures import Figures
-from profiler_core.analysis.trace import analyse_trace, load_trace
+from profiler_core.analysis.trace import analyse_trace
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.engine import runner, telemetry
 from profiler_core.engine.counters import predicted_counters
 from profiler_core.engine.modes import REGISTRY, Prepared

@@ -1096,7 +1096,7 @@ def test_a_cpu_sweep_draws_eager_medians():
 
 
 def test_kernels_are_named_apart_with_their_operator(run):
-    from profiler_core.analysis.trace import kernel_label
+    from profiler_core.analysis.kernel_names import kernel_label
 
     names = {
         "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "

@@ -22,7 +22,7 @@ from profiler_core.spec.errors import ConfigError
 from tests.test_dashboard import ONE_GPU
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
-RUN_ONLY_OPTIONS = {"-h", "--help", "--out", "--overwrite", "--progress", "--timeout"}  # not settings of a run
+RUN_ONLY_OPTIONS = {"-h", "--help", "--out", "--overwrite", "--progress", "--timeout", "--timings"}  # not settings of a run
 WIDGET_KINDS = ("number_input", "selectbox", "toggle", "multiselect", "text_input")
 
 # Every field away from its default but the preset label (a field added to RunConfig must be

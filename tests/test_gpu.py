@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
-from profiler_core.analysis.trace import analyse_trace, load_trace
+from profiler_core.analysis.trace import analyse_trace
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.engine.runner import run_experiment
 from profiler_core.spec import schema
 from profiler_core.spec.config import RunConfig, preset

@@ -19,6 +19,7 @@ import pytest
 from profiler_core.analysis import predict
 from profiler_core.analysis.figures import Figures
 from profiler_core.cli.main import format_summary, main
+from profiler_core.engine import calibration as engine_calibration
 from profiler_core.storage.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -273,10 +274,10 @@ def _fake_gpu(monkeypatch, busy_per_node_us: float,
         profiled.append(replayed[start:])
         return Window([busy_per_node_us * nodes for nodes in replayed[start:]])
 
-    monkeypatch.setattr(predict, "_trivial_graph",
+    monkeypatch.setattr(engine_calibration, "_trivial_graph",
                         lambda torch, device, nodes, elements: (_FakeGraph(nodes, replayed), None))
-    monkeypatch.setattr(predict, "_calibration_elements", lambda torch, device: 1024)
-    monkeypatch.setattr(predict, "_held_mean_us", held_mean_us)
+    monkeypatch.setattr(engine_calibration, "_calibration_elements", lambda torch, device: 1024)
+    monkeypatch.setattr(engine_calibration, "_held_mean_us", held_mean_us)
     monkeypatch.setattr(profiling, "profile_window", profile_window)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "Fake GPU")
     return copied, profiled
@@ -286,16 +287,16 @@ def test_calibration_subtracts_the_kernels_busy_time_and_fits_the_rest(monkeypat
     import torch
 
     copied, profiled = _fake_gpu(monkeypatch, busy_per_node_us=1.2)
-    calibration = predict.calibrate("cuda:0", (torch.zeros(4, 3), "not a tensor"))
-    assert calibration.node_counts == predict.CALIBRATION_NODE_COUNTS
-    assert calibration.replay_us == tuple(2.0 + 1.5 * k for k in predict.CALIBRATION_NODE_COUNTS)
-    assert calibration.busy_us == pytest.approx([1.2 * k for k in predict.CALIBRATION_NODE_COUNTS])
+    calibration = engine_calibration.calibrate("cuda:0", (torch.zeros(4, 3), "not a tensor"))
+    assert calibration.node_counts == engine_calibration.CALIBRATION_NODE_COUNTS
+    assert calibration.replay_us == tuple(2.0 + 1.5 * k for k in engine_calibration.CALIBRATION_NODE_COUNTS)
+    assert calibration.busy_us == pytest.approx([1.2 * k for k in engine_calibration.CALIBRATION_NODE_COUNTS])
     assert calibration.costs.launch_us == pytest.approx(2.0)
     assert calibration.costs.per_node_us == pytest.approx(0.3)
-    assert calibration.copy_us == 11.0 and copied == [predict.CALIBRATION_COPIES]
+    assert calibration.copy_us == 11.0 and copied == [engine_calibration.CALIBRATION_COPIES]
     # One profiled window: each graph replayed CALIBRATION_PROFILED_REPLAYS times, in turn.
-    assert profiled == [[k for k in predict.CALIBRATION_NODE_COUNTS
-                         for _ in range(predict.CALIBRATION_PROFILED_REPLAYS)]]
+    assert profiled == [[k for k in engine_calibration.CALIBRATION_NODE_COUNTS
+                         for _ in range(engine_calibration.CALIBRATION_PROFILED_REPLAYS)]]
     assert calibration.costs.source.startswith("measured on Fake GPU in this process: CUDA events")
     assert "minus their kernels' busy time from torch.profiler" in calibration.costs.source
     assert "1,024 elements" in calibration.costs.source
@@ -308,7 +309,7 @@ def test_a_replay_after_a_copy_sets_the_launch_cost_when_it_costs_more(monkeypat
 
     _fake_gpu(monkeypatch, busy_per_node_us=1.2, after_copy_extra_us=3.0)
     batches = [(torch.zeros(4, 3), torch.zeros(4)), (torch.ones(4, 3), torch.ones(4))]
-    calibration = predict.calibrate("cuda:0", batches)
+    calibration = engine_calibration.calibrate("cuda:0", batches)
     # after copy: 11 + 3.5 + 3 = 17.5 us; minus copy 11, kernel 1.2, one node 0.3 -> 5.0 us
     assert calibration.costs.launch_us == pytest.approx(5.0)
     assert calibration.costs.per_node_us == pytest.approx(0.3)
@@ -317,7 +318,7 @@ def test_a_replay_after_a_copy_sets_the_launch_cost_when_it_costs_more(monkeypat
 
 def test_calibration_says_so_when_the_profiler_saw_no_kernels(monkeypatch):
     _fake_gpu(monkeypatch, busy_per_node_us=0.0)
-    calibration = predict.calibrate("cuda:0")
+    calibration = engine_calibration.calibrate("cuda:0")
     assert calibration.costs.per_node_us == pytest.approx(1.5)  # the kernels' own time included
     assert "nothing subtracted" in calibration.costs.source
     assert math.isnan(calibration.copy_us)  # no batch given
@@ -338,9 +339,9 @@ def test_the_runner_call_adds_every_headline_key(monkeypatch):
         seen.update(device=device, batch=batch)
         return _calibration()
 
-    monkeypatch.setattr(predict, "calibrate", fake_calibrate)
-    added = predict.calibrate_and_predict("cuda:0", ("x", "y"), 1, headline,
-                                          Figures.from_headline(headline))
+    monkeypatch.setattr(engine_calibration, "cached_calibration", fake_calibrate)
+    added = engine_calibration.calibrate_and_predict("cuda:0", ("x", "y"), 1, headline,
+                                                     Figures.from_headline(headline))
     assert seen == {"device": "cuda:0", "batch": ("x", "y")}
     assert set(added) == set(predict.HEADLINE_KEYS)
     expected_ms = (204.8999 + 3.5 + 29 * 0.3 + 11.0) / 1e3
@@ -354,10 +355,10 @@ def test_the_prediction_keys_round_trip_through_save_and_load(tmp_path, monkeypa
     from conftest import write_synthetic_run
 
     run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "base"))
-    monkeypatch.setattr(predict, "calibrate", lambda device, batch: _calibration())
+    monkeypatch.setattr(engine_calibration, "cached_calibration", lambda device, batch: _calibration())
     run.headline.update(eager_kernels=15.0, parity_steps=5)
-    run.headline.update(predict.calibrate_and_predict("cuda:0", (), 2, run.headline,
-                                                      run.figures))
+    run.headline.update(engine_calibration.calibrate_and_predict("cuda:0", (), 2, run.headline,
+                                                                 run.figures))
     run.headline["prediction_copy_us"] = math.nan  # a run whose batch copy was not timed
     run.headline.update(predict.prediction_from_headline(run.headline, run.figures))
     saved = run.save(tmp_path / "runs" / "with-prediction")
@@ -395,10 +396,10 @@ def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_pa
                                                        "memory_total_mib", "source"]), "test"))
     monkeypatch.setenv(rundata.RUNS_ROOT_ENV, str(tmp_path))
     run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "base"))
-    monkeypatch.setattr(predict, "calibrate", lambda device, batch: _calibration())
+    monkeypatch.setattr(engine_calibration, "cached_calibration", lambda device, batch: _calibration())
     run.headline.update(eager_kernels=15.0)
-    run.headline.update(predict.calibrate_and_predict("cuda:0", (), 1, run.headline,
-                                                      run.figures))
+    run.headline.update(engine_calibration.calibrate_and_predict("cuda:0", (), 1, run.headline,
+                                                                 run.figures))
     run.save(tmp_path / "runs" / "base", overwrite=True)
     at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=60)
     at.session_state[state.RUNS_DIR] = str(tmp_path / "runs")
@@ -498,7 +499,7 @@ def test_gpu_calibration_and_predicted_against_measured_on_real_runs(tmp_path):
 
     device = torch.device("cuda", 0)
     batch = (torch.randn(640, 4096, device=device), torch.randn(640, 1024, device=device))
-    calibration = predict.calibrate(device, batch)
+    calibration = engine_calibration.calibrate(device, batch)
     print(f"CALIBRATION {torch.cuda.get_device_name(device)}, torch {torch.__version__}: launch "
           f"{calibration.costs.launch_us:.3f} us, per node {calibration.costs.per_node_us:.4f} us, "
           f"seed batch copy {calibration.copy_us:.2f} us, took {calibration.wall_ms:.0f} ms")

@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 from dashboard import analysis, compare, kernel_tables, percentiles, run_facts, rundata, uploads
 from profiler_core.analysis import attribution, predict
 from profiler_core.analysis.figures import Figures
-from profiler_core.analysis.trace import iteration_timeline, load_trace
+from profiler_core.analysis.timeline import iteration_timeline
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.cli.main import format_summary
 from profiler_core.spec import schema
 from profiler_core.storage import index, index_query, index_rows, runfolder

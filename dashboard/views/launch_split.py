@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, state, ui
-from profiler_core.analysis import trace
+from profiler_core.analysis.timeline import TIMELINE_MAX_THREADS
 from profiler_core.spec.config import MODE_LABELS
 from profiler_core.spec.errors import ProfilerError
 
@@ -178,4 +178,4 @@ for mode in analysis.ordered_modes(pd.DataFrame({"mode": list(run.trace_paths)})
         st.caption(f"{shown.dropped:,} of its shortest events are left out, to keep the chart fast.")
     if shown.hidden_threads:
         st.caption(f"The CPU ops of {shown.hidden_threads:,} more threads are left out: one lane "
-                   f"each is drawn for the first {trace.TIMELINE_MAX_THREADS} threads only.")
+                   f"each is drawn for the first {TIMELINE_MAX_THREADS} threads only.")

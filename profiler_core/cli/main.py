@@ -16,11 +16,10 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from profiler_core.analysis.predict import headline_lines as prediction_lines
 from profiler_core.cli import parser as cli
+from profiler_core.cli.timings import WallTimings, format_parts
 from profiler_core.engine.serve import RunRequest, serve
 from profiler_core.engine.stopping import RunStopper
 from profiler_core.spec import hostinfo
@@ -34,9 +33,11 @@ from profiler_core.spec.errors import (
     kind_and_exit_code,
 )
 from profiler_core.spec.workload_kinds import workload_of
-from profiler_core.storage.results import RunResult, check_output
-from profiler_core.timing import stability
-from profiler_core.timing.stats import pay_back_text
+
+if TYPE_CHECKING:  # pandas and the run's reader are imported when a command needs them
+    import pandas as pd
+
+    from profiler_core.storage.results import RunResult
 
 
 def _ms(value: float) -> str:
@@ -69,6 +70,12 @@ def _workload_text(config) -> str:
 
 def format_summary(result: RunResult) -> str:
     """The run's headline as plain text: counters, timing per method, one-time costs, split."""
+    import pandas as pd
+
+    from profiler_core.analysis.predict import headline_lines as prediction_lines
+    from profiler_core.timing import stability
+    from profiler_core.timing.stats import pay_back_text
+
     config, env, head = result.config, result.environment, result.headline
     figures, pair = result.figures, result.pair
     lines = [
@@ -153,6 +160,8 @@ def format_summary(result: RunResult) -> str:
 def _attribution_lines(table: pd.DataFrame) -> list[str]:
     """The headline's saving per step attributed to its parts, per mode (attribution.csv): the
     parts add up to the step saving; host issue time is shown beside them."""
+    import pandas as pd
+
     lines: list[str] = []
     for mode, block in table.groupby("mode", sort=False):
         step = block.loc[block["component"] == "step", "saving_us"]
@@ -173,6 +182,8 @@ def _attribution_lines(table: pd.DataFrame) -> list[str]:
 def _every_mode_split(breakdown: pd.DataFrame) -> list[str]:
     """With modes beside the graph: each mode's profiled iteration next to eager's, component by
     component (breakdown.csv's blocks side by side; the dashboard's Launch split draws them)."""
+    import pandas as pd
+
     if breakdown["mode"].nunique() < 2:
         return []
     wide = breakdown.pivot_table(index="component", columns="mode", values="mode_us", sort=False)
@@ -207,17 +218,20 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
     if stopper is None:
         with RunStopper() as own:
             return _command_run(args, own)
+    timings = WallTimings()
     if not 0 <= args.timeout <= cli.MAX_TIMEOUT_S:
         raise ConfigError("timeout", f"timeout must be from 0 to {cli.MAX_TIMEOUT_S:,.0f} seconds; "
                                      f"got {args.timeout:g}", "0 means no limit")
+    from profiler_core.storage.results import check_output
+
     config = cli.config_from_args(args)
     small = cli.cpu_small_step(args, config)
     check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
     if small is not None:
         print(cli.small_step_line(config, small), file=sys.stderr)
         config = small
-    output = RunOutput(args.out, args.overwrite, args.progress, args.timeout)
-    return _run_config(config, output, stopper, small_step=small is not None)
+    output = RunOutput(args.out, args.overwrite, args.progress, args.timeout, args.timings)
+    return _run_config(config, output, stopper, timings, small_step=small is not None)
 
 
 @dataclass(frozen=True)
@@ -228,23 +242,29 @@ class RunOutput:
     overwrite: bool
     progress: str
     timeout: float
+    timings: bool = False
 
 
 def serve_request(request: RunRequest) -> int:
     """A warm worker's run (``profiler_core.engine.serve``): what ``run --timeout 0 --progress
     jsonl`` of the request's config does, errors reported the same way."""
+    from profiler_core.storage.results import check_output
+
+    timings = WallTimings()
     output = RunOutput(request.out, request.overwrite, "jsonl", 0.0)
 
     def run(stopper: RunStopper) -> int:
         check_output(output.out, output.overwrite)
-        return _run_config(request.config, output, stopper, small_step=False)
+        return _run_config(request.config, output, stopper, timings, small_step=False)
 
     with RunStopper() as stopper:
         return _reported(lambda: run(stopper), jsonl=True)
 
 
-def _run_config(config, args: RunOutput, stopper: RunStopper, small_step: bool) -> int:
-    """Run ``config`` (its output checked) and write it as ``args`` says."""
+def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimings,
+                small_step: bool) -> int:
+    """Run ``config`` (its output checked) and write it as ``args`` says; ``timings`` marks the
+    moments of the command (``run --timings``)."""
     says_time = config.device == "cpu" and not small_step and args.progress != "jsonl"
     if config.repeats > 1:
         if says_time:
@@ -265,7 +285,10 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, small_step: bool) 
         loading = False
         if says_time:
             _say_cpu_time(config)
+        timings.mark("run start")
         result = run_experiment(config, progress=reporter or (lambda progress: None))
+        timings.mark("run end")
+        timings.record(result.environment)
     except BaseException as error:
         if reporter is not None:
             reporter.close()  # the bar's line ends before the messages
@@ -286,11 +309,16 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, small_step: bool) 
         out = _save(result, args)
     finally:
         result.release_scratch()
+    timings.mark("saved")
     if args.progress == "jsonl":
         reporter.emit({"event": "done", "out": str(out)})
     else:
         print(format_summary(result))
         print(f"\nWrote {out}")
+    timings.mark("printed")
+    if args.timings:
+        print(format_parts(timings.parts(result.environment, result.table("phases"))),
+              file=sys.stderr)
     return 0
 
 
@@ -441,63 +469,16 @@ def _command_serve(args) -> int:
     return serve(args.device, serve_request)
 
 
-def _check_table_outputs(folder: Path, overwrite: bool) -> None:
-    """``trace-stats --out``: a new or empty folder, or one holding nothing but the two tables an
-    earlier trace-stats wrote (plain files starting with our header), which are replaced only
-    when asked (``--overwrite``). Anything else in the folder refuses it, and it is left as it
-    was."""
-    from profiler_core.spec.schema import TABLE_FILES
-    from profiler_core.storage.outputs import shown_name
-
-    if not os.path.lexists(folder):
-        return
-    if folder.is_symlink() or not folder.is_dir():
-        raise ConfigError("out", f"{str(folder)!r} exists and is not a folder",
-                          "choose a folder for the tables")
-    headers = {TABLE_FILES[table][0]: ",".join(TABLE_FILES[table][1])
-               for table in ("launch_split", "kernels")}
-    try:
-        with os.scandir(folder) as scan:
-            entries = sorted(scan, key=lambda entry: entry.name)
-    except OSError as error:
-        raise ConfigError("out", f"{str(folder)!r} cannot be read ({error.strerror})",
-                          "choose another folder") from None
-    for entry in entries:
-        path = folder / entry.name
-        if entry.name not in headers:
-            raise ConfigError("out", f"{str(folder)!r} holds {shown_name(entry.name)}, which "
-                                     "trace-stats did not write, so nothing was written",
-                              "choose a new or empty folder for the tables")
-        if not entry.is_file(follow_symlinks=False) or _first_line(path) != headers[entry.name]:
-            raise ConfigError("out", f"{str(path)!r} exists and is not a table written by this "
-                                     "tool, so nothing was written", "choose another folder")
-    if entries and not overwrite:
-        raise ConfigError("out", f"{str(folder / entries[0].name)!r} already holds a table",
-                          "choose another folder, or pass --overwrite to replace it")
-
-
-def _first_line(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return handle.readline(4096).decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-
-
 def _command_trace_stats(args) -> int:
-    from profiler_core.analysis.trace import (
-        analyse_trace,
-        format_report,
-        load_trace,
-        shown,
-        write_tables,
-    )
-    from profiler_core.spec.errors import RunFormatError
+    from profiler_core.analysis.trace import analyse_trace, format_report
+    from profiler_core.analysis.trace_reading import load_trace
+    from profiler_core.spec.errors import RunFormatError, shown
     from profiler_core.storage.outputs import output_path
+    from profiler_core.storage.trace_tables import check_table_folder, write_tables
 
     out = output_path(args.out) if args.out else None
     if out is not None:
-        _check_table_outputs(out, args.overwrite)  # before any work: nothing is lost
+        check_table_folder(out, args.overwrite)  # before any work: nothing is lost
     bar = cli.LateBar()  # a bar on stderr once reading has taken a second
     try:
         events = load_trace(args.trace, progress=bar)
@@ -524,10 +505,12 @@ def _command_trace_stats(args) -> int:
 
 def _command_predict(args) -> int:
     from profiler_core.analysis.predict import trace_report
+    from profiler_core.engine.calibration import measured_costs  # imports torch when called
 
     bar = cli.LateBar()  # a bar on stderr once reading the trace has taken a second
     try:
-        report = trace_report(args.trace, args.launch_us, args.per_node_us, args.calibrate,
+        report = trace_report(args.trace, args.launch_us, args.per_node_us,
+                              measured_costs if args.calibrate else None,
                               args.steps_per_iteration, args.steps_per_graph, args.copy_us,
                               args.eager_ms, progress=bar)
     finally:

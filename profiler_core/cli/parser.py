@@ -170,6 +170,9 @@ def build_parser() -> _Parser:
                      help="stop the run if it has no result after S seconds, loading your "
                           "--workload included: what it measured is kept, exit code 124; 0 for "
                           f"no limit (default: {RUN_TIMEOUT_S:g})")
+    run.add_argument("--timings", action="store_true",
+                     help="print where the command's wall time went on stderr (imports, the "
+                          "run's phases, writing)")
     _with_defaults(run)
     bench = commands.add_parser(
         "bench", help="the tool's default run vs a bare hand-written loop, fresh processes, on a GPU")

@@ -26,9 +26,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from profiler_core.analysis import attribution, metrics, predict
+from profiler_core.analysis import attribution, metrics
 from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.trace import decompose_speedup
+from profiler_core.engine.calibration import calibrate_and_predict
 from profiler_core.engine.capture import refuse_after_failed_capture
 from profiler_core.engine.counters import counters_table
 from profiler_core.engine.memory import check_fits
@@ -352,6 +353,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
     If the run stops early (out of memory, a step that cannot be captured, a GPU fault, Ctrl-C),
     the exception raised carries ``partial_result``: what was measured, marked incomplete.
     """
+    checking_s = time.time()
     device = resolve_device(config)
     if device.type == "cuda":
         refuse_after_failed_capture()
@@ -362,6 +364,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
                                   origin_s=origin_s)
                if config.nvml and device.type == "cuda" else None)
     environment = describe_environment(device, _driver_version() if device.type == "cuda" else None)
+    environment["device_check_s"] = origin_s - checking_s  # before phases.csv's origin
     counter = ProgressCounter(plan_units(config), progress)
     state = _RunState()
     failure: BaseException | None = None
@@ -747,9 +750,10 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     if config.profile:
         with phases.phase("capture twin profiled"):
             headline.update(_capture_twin_figures(config, device, batches, trace_dir))
-        headline.update(predict.calibrate_and_predict(
-            device, batches, config.capture_iters, headline,
-            Figures.from_table(state.tables["metrics"])))
+        with phases.phase("calibration"):
+            headline.update(calibrate_and_predict(
+                device, batches, config.capture_iters, headline,
+                Figures.from_table(state.tables["metrics"])))
 
     del graph, modes, prepared
     torch.cuda.empty_cache()

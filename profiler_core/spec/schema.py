@@ -69,7 +69,7 @@ BREAKDOWN_COMPONENTS = ["gpu_busy", "gpu_idle", "total_span", "cpu_launch", "cpu
 ATTRIBUTION_COLUMNS = ["mode", "component", "eager_us", "mode_us", "saving_us",
                        "share_of_saving_pct", "source"]
 
-# ``kernel`` is the readable name (``trace.short_kernel_name``: the function, and for a generic
+# ``kernel`` is the readable name (``kernel_names.kernel_label``: the function, and for a generic
 # kernel the functor it runs), ``kernel_full`` the trace's own; ``operator`` the CPU op that
 # launched it (``trace.OPERATOR_CATEGORY``: "aten::addmm"; "CUDA graph replay" in a graph's
 # window; "" when not known).
