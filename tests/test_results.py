@@ -26,9 +26,12 @@ def _result(tmp_path):
     return RunResult(
         config=RunConfig(dtype="bf16", capture_iters=3, preset="lesson3"),
         environment={"gpu_name": "NVIDIA H200", "torch_version": "2.11.0"},
-        headline={"speedup": 4.5, "break_even_iters": math.inf, "parity_max_rel_diff": math.nan},
+        headline={"timing_method": "steady_trial", "parity_max_rel_diff": math.nan},
         tables={"latency": coerce_table("latency", latency),
-                "counters": coerce_table("counters", counters)},
+                "counters": coerce_table("counters", counters),
+                "metrics": coerce_table("metrics", metrics.build(
+                    empty_table("modes"), empty_table("stats"),
+                    {"graph": {"speedup": 4.5, "break_even_iters": math.inf}}))},
         notes=["a note"], trace_paths={"eager": trace, "graph": None})
 
 
@@ -38,11 +41,12 @@ def test_round_trip_is_lossless(tmp_path):
     loaded = RunResult.load(saved)
     assert loaded.config == original.config
     assert loaded.environment == original.environment
-    assert loaded.headline["speedup"] == 4.5
+    assert loaded.figures.get("graph", "speedup") == loaded.pair.speedup == 4.5
     # "never pays back" was once stored as an infinite break-even: it reads as pays_back 0
-    assert math.isnan(loaded.headline["break_even_iters"])
-    assert loaded.headline["graph_pays_back"] == 0.0
+    assert math.isnan(loaded.pair.break_even_steps)
+    assert loaded.pair.pays_back == loaded.figures.get("graph", "pays_back") == 0.0
     assert math.isnan(loaded.headline["parity_max_rel_diff"])
+    assert loaded.headline == {"timing_method": "steady_trial", "parity_max_rel_diff": loaded.headline["parity_max_rel_diff"]}
     assert loaded.notes == ["a note"] and loaded.complete
     pd.testing.assert_frame_equal(loaded.table("latency"), original.table("latency"))
     pd.testing.assert_frame_equal(loaded.table("counters"), original.table("counters"))
@@ -133,7 +137,7 @@ def test_a_schema_1_run_still_opens_as_cold_start_timing(tmp_path):
     assert any("schema 1" in note and "cold start" in note for note in loaded.notes)
 
 
-@pytest.mark.parametrize("version", [0, 4, 1.0, 3.0, True, "3", None])
+@pytest.mark.parametrize("version", [0, 5, 1.0, 3.0, 4.0, True, "4", None])
 def test_unknown_schema_versions_are_refused(tmp_path, version):
     saved = _result(tmp_path).save(tmp_path / "run")
     summary = json.loads((saved / "summary.json").read_text())
@@ -199,8 +203,8 @@ def test_metrics_repeat_nothing_and_compare_every_method_with_eager():
 
 
 def test_the_headline_names_eager_and_graph_figures_as_older_runs_did():
-    """One mapping serves both ways: the runner names the pair's figures with it and loading a
-    schema-2 run reads them back with it."""
+    """One mapping serves both ways: the index's filters name the pair's figures with it (as the
+    headlines of schema 1 to 3 did) and loading a schema-2 run reads them back with it."""
     assert metrics.headline_key("graph", "pool_bytes") == "graph_pool_bytes"
     assert metrics.headline_key("graph", "capture_ms") == "capture_ms"
     assert metrics.headline_key("graph", "break_even_iters") == "break_even_iters"

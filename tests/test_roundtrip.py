@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import math
 import os
 import tempfile
@@ -29,7 +30,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from dashboard import analysis, compare, kernel_tables, percentiles, run_facts, rundata, uploads
-from profiler_core.analysis import attribution, predict
+from profiler_core.analysis import attribution, metrics, predict
 from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.timeline import iteration_timeline
 from profiler_core.analysis.trace_reading import load_trace
@@ -119,11 +120,23 @@ def check_loaded(result: RunResult, loaded: RunResult) -> None:
     check_figures(result, loaded)
 
 
+def check_stored_once(saved: Path) -> None:
+    """A saved run is of schema 4: its summary.json's headline holds no per-mode figure (neither
+    a ``<mode>_<metric>`` key nor an older name of one); metrics.csv holds them all."""
+    stored = json.loads((saved / schema.SUMMARY_FILE).read_text())
+    assert stored["schema_version"] == schema.SCHEMA_VERSION == 4
+    facts, figures = metrics.split_headline(stored["headline"])
+    assert figures == {} and facts == stored["headline"], stored["headline"]
+    written = Figures.from_table(pd.read_csv(saved / schema.TABLE_FILES["metrics"][0]))
+    assert not {metrics.headline_key(mode, metric) for mode, metric, _ in written.items()} & set(
+        stored["headline"])
+
+
 def check_figures(result: RunResult, loaded: RunResult) -> None:
     """The typed run model reads back what the writer measured: every figure of metrics.csv by
     mode and metric (``Figures.get``), the article's pair (``Headline``) as the writer's own, and
     the figures the summary's headline keeps under their stored names agree with metrics.csv
-    (each figure is held once: the stored names are only the schema's, upgraded on reading)."""
+    (each figure is held once, in metrics.csv: the headline holds none, under any name)."""
     written, read = result.figures, loaded.figures
     for mode, metric, value in written.items():
         if math.isfinite(value):
@@ -131,11 +144,9 @@ def check_figures(result: RunResult, loaded: RunResult) -> None:
     assert set(read.modes()) >= {m for m, _, v in written.items() if math.isfinite(v)}
     assert all(_same(a, b) for a, b in zip(dataclasses.astuple(loaded.pair),
                                            dataclasses.astuple(result.pair))), loaded.pair
-    stored = Figures.from_headline(loaded.headline)
-    table = Figures.from_table(loaded.table("metrics"))
-    for mode, metric, value in stored.items():
-        if table.has(mode, metric) and math.isfinite(value):
-            assert _same(table.get(mode, metric), value), (mode, metric)
+    assert metrics.split_headline(loaded.headline)[1] == {}, loaded.headline
+    assert not {metrics.headline_key(mode, metric) for mode, metric, _ in read.items()} & set(
+        loaded.headline)
     pair = loaded.pair
     if "eager" in set(loaded.table("modes")["mode"]):
         eager = loaded.table("modes").set_index("mode").loc["eager", "median_ms"]
@@ -152,8 +163,8 @@ def check_pay_back(run: RunResult) -> None:
     for row in modes[modes["mode"] != "eager"].itertuples():
         expected = stats.pay_back(float(row.one_time_ms), eager_ms, float(row.median_ms))
         if row.mode == "graph":
-            assert _same(run.headline["graph_pays_back"], expected["pays_back"])
-            assert _same(run.headline["break_even_iters"], expected["break_even_iters"])
+            assert _same(run.pair.pays_back, expected["pays_back"])
+            assert _same(run.pair.break_even_steps, expected["break_even_iters"])
         got = figures[figures["mode"] == row.mode].set_index("metric")["value"]
         if got.empty:  # stopped before metrics.csv was built
             continue
@@ -163,9 +174,9 @@ def check_pay_back(run: RunResult) -> None:
             assert got["pays_back"] == 0.0 and math.isnan(got["break_even_iters"]), row.mode
     graph = figures[(figures["mode"] == "graph") & (figures["metric"] == "pays_back")]["value"]
     if len(graph) and not math.isnan(graph.iloc[0]):
-        assert run.headline["graph_pays_back"] == graph.iloc[0]
+        assert run.pair.pays_back == graph.iloc[0]
         if graph.iloc[0] == 0.0:
-            assert math.isnan(run.headline["break_even_iters"])
+            assert math.isnan(run.pair.break_even_steps)
     for mode, block in run.table("attribution").groupby("mode"):
         error = attribution.parts_sum_error(block)
         assert math.isnan(error) or error < 1e-6, mode
@@ -325,11 +336,11 @@ def check_sweep(result: RunResult, runs: Path) -> Path:
     data = sweep_store.load_sweep(folder)
     row = data.points.iloc[0]
     if result.complete:
-        head = result.headline
-        for column, key in (("speedup", "speedup"), ("eager_median_ms", "eager_median_ms"),
-                            ("graph_median_ms", "graph_median_ms"),
-                            ("break_even_steps", "break_even_iters")):
-            assert _same(float(row[column]), float(head.get(key, math.nan))), column
+        pair = result.pair
+        for column, value in (("speedup", pair.speedup), ("eager_median_ms", pair.eager_ms),
+                              ("graph_median_ms", pair.graph_ms),
+                              ("break_even_steps", pair.break_even_steps)):
+            assert _same(float(row[column]), value), column
         modes = data.point_modes.set_index("mode")
         for mode_row in result.table("modes").itertuples():
             assert _same(float(modes.loc[mode_row.mode, "median_ms"]), float(mode_row.median_ms))
@@ -353,7 +364,9 @@ def check_sweep(result: RunResult, runs: Path) -> Path:
 def check_index(saved: Path, runs: Path, loaded: RunResult) -> None:
     """The run index lists the run and the sweep's point with their figures; ``--where`` on
     the speedup and on the pay-back finds exactly them; the dashboard's list agrees."""
-    head = loaded.headline
+    # the index holds every figure under its filter name (speedup, capture_ms, <mode>_<metric>)
+    head = {metrics.headline_key(mode, metric): value
+            for mode, metric, value in loaded.figures.items()}
     with index.open_index(runs) as built:
         rows = {row["folder"]: row for row in built.runs(headline=True)}
         assert set(rows) == {saved.name, f"sweep-a/{sweep_plan.point_folder_name(0)}"}
@@ -392,20 +405,20 @@ def check_predict(saved: Path, loaded: RunResult) -> None:
 
 def check_outcome(scenario: Scenario, loaded: RunResult) -> None:
     """The run is what its scenario asked for (the generator's own check)."""
-    head = loaded.headline
+    pair = loaded.pair
     if not (loaded.complete and loaded.config.is_cuda):
         return
     if scenario.outcome == "slower":
-        assert head["speedup"] < 1 and head["graph_pays_back"] == 0.0
+        assert pair.speedup < 1 and pair.pays_back == 0.0
     if scenario.outcome == "faster":
-        assert head["speedup"] > 1 and head["graph_pays_back"] == 1.0
-        assert head["break_even_iters"] >= 1
+        assert pair.speedup > 1 and pair.pays_back == 1.0
+        assert pair.break_even_steps >= 1
     if scenario.outcome == "equal":
-        assert head["speedup"] == 1.0 and head["graph_pays_back"] == 0.0
+        assert pair.speedup == 1.0 and pair.pays_back == 0.0
     if scenario.timed is False:
-        assert math.isnan(head["speedup"]) and math.isnan(head.get("graph_pays_back", math.nan))
+        assert math.isnan(pair.speedup) and math.isnan(pair.pays_back)
     if scenario.sleep is False:
-        assert math.isnan(head["graph_input_copy_ms"])
+        assert math.isnan(loaded.figures.get("graph", "input_copy_median_ms"))
 
 
 def check_every_reader(raw: RawRun, root: Path, draw: bool = False) -> None:
@@ -416,10 +429,11 @@ def check_every_reader(raw: RawRun, root: Path, draw: bool = False) -> None:
     finally:
         result.release_scratch()
     loaded = RunResult.load(saved)
+    check_stored_once(saved)
     check_loaded(result, loaded)
     check_outcome(raw.scenario, loaded)
     summary = format_summary(loaded)
-    if loaded.headline.get("graph_pays_back") == 0.0 and loaded.config.is_cuda:
+    if loaded.pair.pays_back == 0.0 and loaded.config.is_cuda:
         assert "break-even never" in summary  # issue 17: "never", not "after nan steps"
     runfolder.read_summary(saved)
     check_dashboard(rundata.open_run(saved, "folder"), draw)
@@ -467,7 +481,7 @@ def test_figures_at_the_edges_are_read_back(raw):
     with tempfile.TemporaryDirectory() as folder:
         check_every_reader(raw, Path(folder))
         loaded = RunResult.load(Path(folder) / "runs" / "run-a")
-    assert loaded.headline["graph_pays_back"] == 1.0 and loaded.headline["break_even_iters"] > 1e12
+    assert loaded.pair.pays_back == 1.0 and loaded.pair.break_even_steps > 1e12
     breakdown = loaded.table("breakdown").set_index("component")
     assert breakdown.loc["cpu_other", "eager_us"] < 0
 

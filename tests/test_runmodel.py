@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from dashboard import rundata
+from profiler_core.analysis import metrics
 from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec.errors import RunFormatError
 from profiler_core.storage import index_rows, runfolder
@@ -41,8 +42,12 @@ def test_a_stored_headline_is_upgraded_into_figures_and_metrics_csv_wins():
     stored = Figures.from_headline(headline)
     assert stored.get("graph", "capture_ms") == 9.0 and stored.get("graph", "speedup") == 3.0
     assert "predicted_speedup" not in stored.of_mode("graph")  # a fact, not a mode's figure
+    facts, figures = metrics.split_headline(headline)
+    assert facts == {"timing_method": "steady_trial", "predicted_speedup": 2.9,
+                     "counters_match": True}
     table = pd.DataFrame({"mode": ["graph"], "metric": ["speedup"], "value": [3.1]})
-    assert Figures.of_run(table, headline).get("graph", "speedup") == 3.1
+    upgraded = Figures.from_table(metrics.with_figures(table, figures))  # as RunResult.load does
+    assert upgraded.get("graph", "speedup") == 3.1 and upgraded.get("graph", "capture_ms") == 9.0
     pair = Headline.from_stored(headline)
     assert (pair.timing_method, pair.eager_ms, pair.graph_ms, pair.speedup,
             pair.break_even_steps, pair.pays_back) == ("steady_trial", 3.0, 1.0, 3.0, 7.0, 1.0)
