@@ -22,7 +22,7 @@ SYNTHETIC_GPU = "Synthetic GPU (test fixture)"
 def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: int = 10,
                         started_at: str = "2026-11-30T14:02:11") -> Path:
     from profiler_core.analysis import attribution
-    from profiler_core.analysis.metrics import from_saved_headline
+    from profiler_core.analysis.metrics import build as build_metrics
     from profiler_core.spec.config import PRESETS
     from profiler_core.storage.results import RunResult, coerce_table, empty_table
 
@@ -105,22 +105,26 @@ def write_synthetic_run(path: Path, per_mode: int = 200, seed: int = 0, trials: 
     steady = tables["latency"][tables["latency"]["method"] == "steady"]
     eager_ms, graph_ms = (float(frame.groupby("trial")["gpu_ms"].mean().median())
                           for _, frame in steady.groupby("mode"))
-    headline = {"timing_method": "steady_trial", "eager_median_ms": eager_ms, "graph_median_ms": graph_ms, "speedup": eager_ms / graph_ms,
-                "speedup_ci_low": eager_ms / graph_ms * 0.97, "speedup_ci_high": eager_ms / graph_ms * 1.03,
-                "article_eager_ms": 0.75, "article_graph_ms": 0.25, "article_speedup": 3.0,
-                "cold_eager_median_ms": eager_ms * 1.08 + 0.01, "cold_graph_median_ms": graph_ms * 1.08 + 0.01,
-                "cold_speedup": (eager_ms * 1.08 + 0.01) / (graph_ms * 1.08 + 0.01),
-                "graph_input_copy_ms": 0.01,
-                "warmup_ms": 12.0, "capture_ms": 35.2, "graph_pool_bytes": 64 * 2**20, "eager_peak_bytes": 310 * 2**20,
-                "graph_peak_bytes": 380 * 2**20, "break_even_iters": 38.0, "parity_max_abs_diff": 0.0,
-                "parity_max_rel_diff": 0.0, "counters_match": True, "eager_cpu_launch_us": 700.0,
-                "graph_cpu_launch_us": 22.0, "eager_gpu_busy_us": 220.0, "graph_gpu_busy_us": 225.0,
-                "eager_profiler_overhead_pct": 3.1, "graph_profiler_overhead_pct": 1.2}
+    headline = {"timing_method": "steady_trial", "parity_max_abs_diff": 0.0,
+                "parity_max_rel_diff": 0.0, "counters_match": True}
+    cold_eager, cold_graph = eager_ms * 1.08 + 0.01, graph_ms * 1.08 + 0.01
+    figures = {
+        "eager": {"median_ms": eager_ms, "article_no_sync_median_ms": 0.75,
+                  "cold_event_median_ms": cold_eager, "peak_bytes": 310 * 2**20,
+                  "cpu_launch_us": 700.0, "gpu_busy_us": 220.0, "profiler_overhead_pct": 3.1},
+        "graph": {"median_ms": graph_ms, "speedup": eager_ms / graph_ms,
+                  "speedup_ci_low": eager_ms / graph_ms * 0.97,
+                  "speedup_ci_high": eager_ms / graph_ms * 1.03,
+                  "article_no_sync_median_ms": 0.25, "article_no_sync_speedup": 3.0,
+                  "cold_event_median_ms": cold_graph, "cold_event_speedup": cold_eager / cold_graph,
+                  "input_copy_median_ms": 0.01, "warmup_ms": 12.0, "capture_ms": 35.2,
+                  "pool_bytes": 64 * 2**20, "peak_bytes": 380 * 2**20, "break_even_iters": 38.0,
+                  "cpu_launch_us": 22.0, "gpu_busy_us": 225.0, "profiler_overhead_pct": 1.2}}
     environment = {"gpu_name": SYNTHETIC_GPU, "gpu_index": 0, "driver_version": "580.00",
                    "cuda_version": "13.0", "torch_version": "2.13.0", "python_version": "3.11",
                    "started_at": started_at, "finished_at": started_at, "device_type": "cuda"}
-    # metrics.csv, every figure per mode: here from the headline's per-mode keys and stats.csv
-    tables["metrics"] = from_saved_headline(empty_table("modes"), tables["stats"], headline)
+    # metrics.csv, every figure per mode: here from the figures above and stats.csv
+    tables["metrics"] = build_metrics(empty_table("modes"), tables["stats"], figures)
     # attribution.csv, as the runner writes it: the headline's saving attributed to its parts
     tables["attribution"] = attribution.build(tables["stats"], launch, tables["latency"])
     with tempfile.TemporaryDirectory() as scratch:
@@ -308,3 +312,13 @@ def wait_for(predicate, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def figure_table(figures: dict[str, dict[str, float]]):
+    """metrics.csv holding ``figures`` (mode -> metric -> value) and nothing else: where a run
+    keeps its per-mode figures (summary.json's headline holds none from schema 4)."""
+    from profiler_core.analysis import metrics
+    from profiler_core.storage.results import coerce_table, empty_table
+
+    return coerce_table("metrics", metrics.build(empty_table("modes"), empty_table("stats"),
+                                                 figures))

@@ -479,8 +479,8 @@ def _damage(run: Path, how: str) -> str:
         (run / "summary.json").write_text("[1, 2, 3]")
         return "does not hold a JSON object"
     if how == "wrong_version":
-        (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 4}))
-        return "has schema_version 4, so it is not a run summary of a version this tool reads (1, 2, 3)"
+        (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 5}))
+        return "has schema_version 5, so it is not a run summary of a version this tool reads (1, 2, 3, 4)"
     if how == "bad_config":
         (run / "summary.json").write_text(json.dumps({**summary, "config": {"batch": -1}}))
         return "invalid config"
@@ -631,7 +631,9 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
                                   analysis.modes_table(opened.table("modes"))),
             "metrics.csv": lambda: rundata.table_csv_bytes(opened.table("metrics")),
             "repeats.csv": lambda: (charts.repeats_chart(opened.table("repeats")),
-                                    repeats.between_table(h, opened.pair), stability.spread_beyond_ci(h)),
+                                    repeats.between_table(h, opened.pair),
+                                    stability.spread_beyond_ci(
+                                        h, (opened.pair.speedup_ci_low, opened.pair.speedup_ci_high))),
         }
         draw[file.name]()
         assert isinstance(opened.complete, bool)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from profiler_core.analysis import metrics
 from profiler_core.cli import parser as cli
 from profiler_core.cli.main import main
 from profiler_core.engine import modes
@@ -144,13 +145,19 @@ def test_what_torch_warns_while_a_mode_is_prepared_becomes_a_note_of_the_run(mon
                           "stream does not match"]
 
 
-def test_the_summary_keeps_the_pairs_figures_under_the_headlines_names():
-    """The runner's summary keys for eager and the graph (read by the index, sweeps and the
-    prediction): <mode>_<metric>, or the older name the headline always had; other modes' figures
-    stay in metrics.csv only."""
-    headline = runtables.pair_headline(
-        {"eager": {"span_us": 900.0, "peak_bytes": 10},
-         "graph": {"capture_ms": 12.0, "pool_bytes": 64, "break_even_iters": 3.0, "span_us": 300.0},
-         "compile": {"span_us": 450.0}}, {})
-    assert headline == {"eager_span_us": 900.0, "eager_peak_bytes": 10, "capture_ms": 12.0,
-                        "graph_pool_bytes": 64, "break_even_iters": 3.0, "graph_span_us": 300.0}
+def test_the_summary_keeps_no_figure_and_the_index_names_them_as_the_headline_did():
+    """The runner's summary headline holds the timing method and how each window found its
+    iterations, no figure (every mode's figures are in metrics.csv); the index's filters name
+    eager's and the graph's as the headline once did (<mode>_<metric>, or the older name), and
+    other modes' as <mode>_<metric>."""
+    assert runtables.headline_facts({"eager": "profiler_steps", "compile": "profiler_steps"}) == {
+        "timing_method": "steady_trial", "eager_iteration_source": "profiler_steps"}
+    figures = {"eager": {"span_us": 900.0, "peak_bytes": 10},
+               "graph": {"capture_ms": 12.0, "pool_bytes": 64, "break_even_iters": 3.0,
+                         "span_us": 300.0},
+               "compile": {"span_us": 450.0}}
+    names = {metrics.headline_key(mode, metric): value
+             for mode, by_metric in figures.items() for metric, value in by_metric.items()}
+    assert names == {"eager_span_us": 900.0, "eager_peak_bytes": 10, "capture_ms": 12.0,
+                     "graph_pool_bytes": 64, "break_even_iters": 3.0, "graph_span_us": 300.0,
+                     "compile_span_us": 450.0}

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from conftest import figure_table
 
 from profiler_core.analysis.figures import Headline
 from profiler_core.cli import parser as cli
@@ -48,13 +49,13 @@ def test_repeats_3_end_to_end_through_the_cli(tmp_path, capsys):
     assert shown["eager_median_ms"] == sorted(table["eager_median_ms"])[1]  # the median process
     head = result.headline
     assert head["repeats"] == 3 and head["repeat_shown"] == shown["repeat"]
-    assert head["eager_median_ms"] == shown["eager_median_ms"]  # every figure is that process's
+    assert result.pair.eager_ms == shown["eager_median_ms"]  # every figure is that process's
     assert head["eager_between_min_ms"] == table["eager_median_ms"].min()
     assert head["eager_between_max_ms"] == table["eager_median_ms"].max()
     assert "min-max range of 3 processes" in head["between_interval"]
     assert result.config.repeats == 3 and result.config.cpu_affinity == str(cpu)
     stats = result.table("stats")
-    assert stats[(stats["method"] == "steady_trial")]["median_ms"].iloc[0] == head["eager_median_ms"]
+    assert stats[(stats["method"] == "steady_trial")]["median_ms"].iloc[0] == result.pair.eager_ms
     for key in HOST_KEYS:
         assert key in result.environment, key
     assert result.environment["cpu_affinity"] == str(cpu)  # the process pinned itself
@@ -92,9 +93,12 @@ class FakeLauncher:
         if isinstance(outcome, (int, float)):
             eager = 1.2
             RunResult(config=config, environment={"device_type": "cuda", "pid": pid},
-                      headline={"eager_median_ms": eager, "graph_median_ms": eager / outcome,
-                                "speedup": outcome, "speedup_ci_low": outcome * (1 - self.ci),
-                                "speedup_ci_high": outcome * (1 + self.ci)},
+                      headline={"timing_method": "steady_trial"},
+                      tables={"metrics": figure_table({
+                          "eager": {"median_ms": eager},
+                          "graph": {"median_ms": eager / outcome, "speedup": outcome,
+                                    "speedup_ci_low": outcome * (1 - self.ci),
+                                    "speedup_ci_high": outcome * (1 + self.ci)}})},
                       notes=[f"process {pid}"]).save(out_dir)
             ending = SimpleNamespace(status="done", error=None, message="finished",
                                      stderr_tail="", returncode=0)
@@ -124,8 +128,9 @@ def test_the_shown_repeat_is_the_median_speedup_with_the_between_process_figures
     assert [config.repeats for config, _ in launcher.started] == [1, 1, 1]  # each child is one run
     table = RunResult.load(tmp_path / "r").table("repeats")
     assert list(table["shown"]) == [True, False, False]
-    head = RunResult.load(tmp_path / "r").headline
-    assert head["speedup"] == 5.0 and head["repeat_shown"] == 1 and head["repeats"] == 3
+    loaded = RunResult.load(tmp_path / "r")
+    head, pair = loaded.headline, loaded.pair
+    assert pair.speedup == 5.0 and head["repeat_shown"] == 1 and head["repeats"] == 3
     assert (head["speedup_between_min"], head["speedup_between_max"]) == (4.81, 6.62)
     assert head["speedup_between_median"] == 5.0
     assert (head["speedup_between_low"], head["speedup_between_high"]) == (4.81, 6.62)
@@ -139,21 +144,24 @@ def test_the_shown_repeat_is_the_median_speedup_with_the_between_process_figures
     relayed = next(p for p in seen if p.phase == "repeat 2 of 3: timed trials")
     assert relayed.fraction == pytest.approx(1.5 / 3) and relayed.message == "trial 2/4"
     # the spread (4.81-6.62x) is wider than the shown run's own CI (4.85-5.15x): said so
-    wider = stability.spread_beyond_ci(head)
+    wider = stability.spread_beyond_ci(head, (pair.speedup_ci_low, pair.speedup_ci_high))
     assert wider is not None and "4.81x to 6.62x" in wider.text() and "4.85-5.15x" in wider.text()
 
 
 def test_an_even_count_shows_the_lower_middle_process(tmp_path):
     repeats.run_repeats(GPU_CONFIG.replace(repeats=4), tmp_path / "r",
                         launcher=FakeLauncher([4.8, 6.6, 5.5, 5.0]))
-    head = RunResult.load(tmp_path / "r").headline
-    assert head["speedup"] == 5.0 and head["repeat_shown"] == 4
+    loaded = RunResult.load(tmp_path / "r")
+    head = loaded.headline
+    assert loaded.pair.speedup == 5.0 and head["repeat_shown"] == 4
     assert head["speedup_between_median"] == pytest.approx(5.25)
 
 
 def test_a_spread_inside_the_ci_gives_no_warning(tmp_path):
     repeats.run_repeats(GPU_CONFIG, tmp_path / "r", launcher=FakeLauncher([5.0, 5.02, 4.99], ci=0.03))
-    assert stability.spread_beyond_ci(RunResult.load(tmp_path / "r").headline) is None
+    loaded = RunResult.load(tmp_path / "r")
+    assert stability.spread_beyond_ci(
+        loaded.headline, (loaded.pair.speedup_ci_low, loaded.pair.speedup_ci_high)) is None
 
 
 def test_a_failed_first_repeat_fails_the_run_with_its_error(tmp_path):

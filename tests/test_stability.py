@@ -3,6 +3,8 @@ from the median single step, trials that spread."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -45,22 +47,25 @@ def test_the_cli_summary_warns_about_an_unstable_run():
     from profiler_core.cli.main import format_summary
 
     result = RunResult(config=PRESETS["seed"].replace(device="cpu"), environment={},
-                       headline={"eager_median_ms": 21.0},
+                       headline={"timing_method": "steady_trial"},
                        tables={"stats": _stats([("eager", "steady_trial", 4, 21.0, 0.5),
                                                 ("eager", "steady_wall", 76, 6.43, 0.3)])})
     assert "Warning: eager: the headline's 21 ms per step" in format_summary(result)
 
 
 def test_a_spread_between_processes_is_compared_with_the_runs_own_ci():
-    head = {"repeats": 3, "speedup_ci_low": 5.3, "speedup_ci_high": 5.7,
-            "speedup_between_min": 5.35, "speedup_between_max": 5.6}
-    assert stability.spread_beyond_ci(head) is None  # 0.25x apart, inside a 0.4x-wide CI
-    wider = stability.spread_beyond_ci({**head, "speedup_between_max": 6.62})
+    head, ci = {"repeats": 3, "speedup_between_min": 5.35, "speedup_between_max": 5.6}, (5.3, 5.7)
+    assert stability.spread_beyond_ci(head, ci) is None  # 0.25x apart, inside a 0.4x-wide CI
+    wider = stability.spread_beyond_ci({**head, "speedup_between_max": 6.62}, ci)
     assert (wider.figure, wider.low, wider.high) == ("speedup", 5.35, 6.62)
-    assert stability.spread_beyond_ci({**head, "repeats": 1, "speedup_between_max": 6.62}) is None
+    assert (wider.within_low, wider.within_high) == ci
+    assert stability.spread_beyond_ci({**head, "repeats": 1, "speedup_between_max": 6.62},
+                                      ci) is None
     cpu = {"repeats": 3, "eager_between_min_ms": 0.21, "eager_between_max_ms": 0.91,
            "eager_between_median_ms": 0.22}  # no speedup on the CPU: eager against its median
-    assert stability.spread_beyond_ci(cpu).figure == "eager median"
-    assert "0.21 ms to 0.91 ms, over 10% of its median" in stability.spread_beyond_ci(cpu).text()
-    assert stability.spread_beyond_ci({**cpu, "eager_between_max_ms": 0.225}) is None
-    assert stability.warnings(pd.DataFrame(), {}) == []
+    no_ci = (math.nan, math.nan)
+    assert stability.spread_beyond_ci(cpu, no_ci).figure == "eager median"
+    assert "0.21 ms to 0.91 ms, over 10% of its median" in stability.spread_beyond_ci(
+        cpu, no_ci).text()
+    assert stability.spread_beyond_ci({**cpu, "eager_between_max_ms": 0.225}, no_ci) is None
+    assert stability.warnings(pd.DataFrame(), {}, no_ci) == []

@@ -4,11 +4,15 @@ the cold start, the article's loop, and the interleaving; and the runner's table
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from profiler_core.analysis import metrics
+from profiler_core.analysis.figures import Figures, Headline
+from profiler_core.engine import runner
 from profiler_core.spec import schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.storage import runtables
@@ -200,12 +204,18 @@ def test_runner_stats_and_headline_use_the_steady_state_by_default():
         ("eager", "block_sync"), ("graph", "block_sync")}
     trials = table.set_index(["mode", "method"]).loc[("eager", "steady_trial")]
     assert trials["count"] == 4  # one sample per trial: its mean time per step
-    head = runtables.timing_headline(RunConfig(), latency, table)
-    assert head["timing_method"] == "steady_trial"
-    assert head["graph_median_ms"] == pytest.approx(0.21)  # replay + batch copy
-    assert head["graph_input_copy_ms"] == pytest.approx(0.01)
-    assert head["eager_median_ms"] == pytest.approx(1.0, abs=0.01)
-    assert head["speedup"] == pytest.approx(head["eager_median_ms"] / 0.21)
-    assert head["speedup_ci_low"] <= head["speedup"] <= head["speedup_ci_high"]
-    assert head["cold_speedup"] == pytest.approx(1.1 / 0.3)
-    assert head["article_speedup"] == pytest.approx(0.7 / 0.03)
+    assert runtables.headline_facts({}) == {"timing_method": "steady_trial"}
+    # the pair's figures as the runner stores them: modes.csv, then metrics.csv
+    prepared = {name: SimpleNamespace(one_time_ms=1.0, memory_bytes=0, graphs_recorded=math.nan)
+                for name in ("eager", "graph")}
+    modes_table = runner._modes_table(RunConfig(), latency, table, prepared)
+    figures = Figures.from_table(metrics.build(modes_table, table, {}))
+    pair = Headline.of(figures, runtables.headline_facts({}))
+    assert pair.timing_method == "steady_trial"
+    assert pair.graph_ms == pytest.approx(0.21)  # replay + batch copy
+    assert figures.get("graph", "input_copy_median_ms") == pytest.approx(0.01)
+    assert pair.eager_ms == pytest.approx(1.0, abs=0.01)
+    assert pair.speedup == pytest.approx(pair.eager_ms / 0.21)
+    assert pair.speedup_ci_low <= pair.speedup <= pair.speedup_ci_high
+    assert figures.get("graph", "cold_event_speedup") == pytest.approx(1.1 / 0.3)
+    assert figures.get("graph", "article_no_sync_speedup") == pytest.approx(0.7 / 0.03)
