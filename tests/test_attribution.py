@@ -103,6 +103,6 @@ def test_recorded_runs_explain_their_headline(folder):
     if block.empty:
         pytest.skip(f"{folder} has no eager/graph pair")
     rows = block.set_index("component")
-    headline_saving_us = (run.headline["eager_median_ms"] - run.headline["graph_median_ms"]) * 1e3
+    headline_saving_us = (run.pair.eager_ms - run.pair.graph_ms) * 1e3
     assert rows.loc["step", "saving_us"] == pytest.approx(headline_saving_us, rel=1e-9)
     assert attribution.parts_sum_error(block) < 0.01

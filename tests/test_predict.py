@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler_core.analysis import predict
+from profiler_core.analysis import metrics, predict
 from profiler_core.analysis.figures import Figures
 from profiler_core.cli.main import format_summary, main
 from profiler_core.engine import calibration as engine_calibration
-from profiler_core.storage.results import RunResult
+from profiler_core.storage.results import RunResult, coerce_table
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_BOUND = ROOT / "tests" / "data" / "h200_launch_bound"
@@ -351,12 +351,21 @@ def test_the_runner_call_adds_every_headline_key(monkeypatch):
     assert added["prediction_replay_busy_us"] == [1.9, 8.0, 70.0]
 
 
+def _set_eager_kernels(run: RunResult, kernels: float) -> None:
+    """The run's eager window counted ``kernels`` per step (its figure in metrics.csv)."""
+    table = run.table("metrics")
+    table = table[~((table["mode"] == "eager") & (table["metric"] == "kernels"))]
+    run.tables["metrics"] = coerce_table("metrics", metrics.with_figures(
+        table, {"eager": {"kernels": kernels}}))
+
+
 def test_the_prediction_keys_round_trip_through_save_and_load(tmp_path, monkeypatch):
     from conftest import write_synthetic_run
 
     run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "base"))
     monkeypatch.setattr(engine_calibration, "cached_calibration", lambda device, batch: _calibration())
-    run.headline.update(eager_kernels=15.0, parity_steps=5)
+    _set_eager_kernels(run, 15.0)
+    run.headline.update(parity_steps=5)
     run.headline.update(engine_calibration.calibrate_and_predict("cuda:0", (), 2, run.headline,
                                                                  run.figures))
     run.headline["prediction_copy_us"] = math.nan  # a run whose batch copy was not timed
@@ -397,7 +406,7 @@ def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_pa
     monkeypatch.setenv(rundata.RUNS_ROOT_ENV, str(tmp_path))
     run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "base"))
     monkeypatch.setattr(engine_calibration, "cached_calibration", lambda device, batch: _calibration())
-    run.headline.update(eager_kernels=15.0)
+    _set_eager_kernels(run, 15.0)
     run.headline.update(engine_calibration.calibrate_and_predict("cuda:0", (), 1, run.headline,
                                                                  run.figures))
     run.save(tmp_path / "runs" / "base", overwrite=True)
@@ -532,8 +541,9 @@ def test_gpu_calibration_and_predicted_against_measured_on_real_runs(tmp_path):
 def test_the_bundled_samples_recorded_prediction_is_what_its_headline_gives():
     """The prediction is a pure function of the headline: the bundled sample's recorded figures
     (made on the H200 by the run itself) come back from its headline alone."""
-    headline = json.loads((RECORDED / "summary.json").read_text())["headline"]
-    again = predict.prediction_from_headline(headline, Figures.from_headline(headline))
+    recorded = RunResult.load(RECORDED)
+    headline = recorded.headline
+    again = predict.prediction_from_headline(headline, recorded.figures)
     for key in predict.PREDICTION_KEYS:
         assert again[key] == pytest.approx(headline[key], rel=1e-9), key
     assert abs(headline["prediction_error_pct"]) < 5  # within the issue's 5%

@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 import torch
 
+from profiler_core.analysis import metrics
 from profiler_core.cli.main import main
 from profiler_core.spec.config import RunConfig, preset
 from profiler_core.spec.errors import ConfigError, RunFormatError
-from profiler_core.storage.results import RunResult
+from profiler_core.storage.results import RunResult, coerce_table, empty_table
 from profiler_core.sweep import analysis as sweep_analysis
 from profiler_core.sweep import plan as sweep_plan
 from profiler_core.sweep import runner as sweep_runner
@@ -53,14 +54,17 @@ def write_fake_run(config: RunConfig, out: Path, complete: bool = True, overwrit
         modes.append({"mode": extra, "median_ms": median, "speedup": eager / median,
                       "speedup_ci_low": eager / median * 0.9, "speedup_ci_high": eager / median * 1.1,
                       "one_time_ms": 2000.0, "memory_bytes": 0.0, "graphs_recorded": math.nan})
-    headline = {"eager_median_ms": eager, "graph_median_ms": graph, "speedup": speedup,
-                "speedup_ci_low": speedup * 0.95, "speedup_ci_high": speedup * 1.05,
-                "capture_ms": 5.0, "graph_pool_bytes": 2 * 2**20,
-                "break_even_iters": math.ceil(5.0 / (eager - graph)),
-                "eager_gpu_busy_us": busy * 1e3, "graph_gpu_busy_us": busy * 1e3 * config.capture_iters,
-                "predicted_speedup": speedup * 1.1, "predicted_speedup_error_pct": 10.0}
+    headline = {"timing_method": "steady_trial", "predicted_speedup": speedup * 1.1,
+                "predicted_speedup_error_pct": 10.0}
+    figures = {"eager": {"gpu_busy_us": busy * 1e3},
+               "graph": {"capture_ms": 5.0, "pool_bytes": 2 * 2**20,
+                         "break_even_iters": math.ceil(5.0 / (eager - graph)),
+                         "gpu_busy_us": busy * 1e3 * config.capture_iters}}
+    modes_table = coerce_table("modes", pd.DataFrame(modes))
     result = RunResult(config=config, environment={"gpu_name": "Synthetic GPU (fake launcher)"},
-                       headline=headline, tables={"modes": pd.DataFrame(modes)}, complete=complete)
+                       headline=headline, complete=complete,
+                       tables={"modes": modes_table, "metrics": metrics.build(
+                           modes_table, empty_table("stats"), figures)})
     result.save(out, overwrite=overwrite)
 
 
@@ -971,7 +975,8 @@ class _EagerOnlyProcess(FakeProcess):
                                "speedup_ci_low": 0.98, "speedup_ci_high": 1.02, "one_time_ms": 0.0,
                                "memory_bytes": 0.0, "graphs_recorded": math.nan}])
         RunResult(config=self.config, environment={"device_type": "cpu"},
-                  headline={"eager_median_ms": eager}, tables={"modes": modes},
+                  headline={"timing_method": "steady_trial"},
+                  tables={"modes": modes, "metrics": metrics.build(modes, empty_table("stats"), {})},
                   notes=["device cpu: only the eager half ran"]).save(self.out,
                                                                      overwrite=self.overwrite)
         return FakeEnding("done")

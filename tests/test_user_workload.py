@@ -61,7 +61,7 @@ def test_the_worked_example_runs_end_to_end(tmp_path, capsys):
     assert "capture readiness" not in printed.err  # nothing in the example would break capture
     run = RunResult.load(out)
     assert run.config.workload == "profiler_core.examples.user_step:build"
-    assert run.headline["counters_match"] is True and run.headline["eager_median_ms"] > 0
+    assert run.headline["counters_match"] is True and run.pair.eager_ms > 0
     assert run.headline["readiness_findings"] == 0
 
 
