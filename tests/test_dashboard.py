@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import figure_table
 from streamlit.testing.v1 import AppTest
 
 from dashboard import (
@@ -669,10 +670,12 @@ def _cpu_run(path: Path, eager_ms: float = 3.0) -> Path:
                                      d_out=128, profile=False, nvml=False, parity_steps=0)
     return RunResult(config=config, environment={"device_type": "cpu", "torch_version": "2.13.0",
                                                  "started_at": "2026-11-30T12:00:00"},
-                     headline={"timing_method": "steady_trial", "eager_median_ms": float(np.median(trial)),
-                               "graph_median_ms": float("nan"), "speedup": float("nan")},
+                     headline={"timing_method": "steady_trial"},
                      tables={"latency": coerce_table("latency", latency),
-                             "stats": coerce_table("stats", stats)},
+                             "stats": coerce_table("stats", stats),
+                             "metrics": figure_table({"eager": {"median_ms": float(np.median(trial))},
+                                                      "graph": {"median_ms": float("nan"),
+                                                                "speedup": float("nan")}})},
                      notes=["device cpu: only the eager half ran"], complete=True).save(path)
 
 

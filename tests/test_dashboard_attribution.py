@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import figure_table
 
 from dashboard import rundata, state
 from profiler_core.analysis import attribution
@@ -20,7 +21,13 @@ from profiler_core.spec.config import PRESETS
 from profiler_core.spec.schema import TABLE_FILES
 from profiler_core.storage.results import RunResult, coerce_table
 from tests.test_dashboard import _app, _cpu_run, _texts
-from tests.test_dashboard_charts import FP32_B2048, FP32_B2048_HEADLINE, FP32_B2048_MODES, _numbers
+from tests.test_dashboard_charts import (
+    FP32_B2048,
+    FP32_B2048_FACTS,
+    FP32_B2048_FIGURES,
+    FP32_B2048_MODES,
+    _numbers,
+)
 
 pytestmark = pytest.mark.usefixtures("fresh_app_state")
 SAMPLE = Path(__file__).resolve().parent.parent / "dashboard" / "sample_run"
@@ -43,17 +50,17 @@ def test_the_samples_overview_explains_the_headline_not_the_profiled_window(monk
     verdict = _texts(at.success)
     assert "Launch-bound" in verdict
     run = RunResult.load(SAMPLE)
-    head, parts = run.headline, run.table("attribution").set_index(["mode", "component"])
-    eager, graph = head["eager_median_ms"] * 1e3, head["graph_median_ms"] * 1e3
+    pair, parts = run.pair, run.table("attribution").set_index(["mode", "component"])
+    eager, graph = pair.eager_ms * 1e3, pair.graph_ms * 1e3
     assert (f"an eager step took {eager:,.0f} us and a graph step {graph:,.0f} us: "
-            f"{head['speedup']:.2f}x, a saving of {eager - graph:,.0f} us") in verdict
+            f"{pair.speedup:.2f}x, a saving of {eager - graph:,.0f} us") in verdict
     idle = parts.at[("graph", "gpu_idle"), "saving_us"]
     assert f"The graph removed {idle:,.0f} us of idle ({idle / (eager - graph) * 100:.0f}% of the saving)" in verdict
     spans = run.table("breakdown").set_index(["mode", "component"])
     for span in spans.loc[("graph", "total_span"), ["eager_us", "mode_us"]]:
         assert f"{span:,.0f} us" not in verdict  # the profiled window is not the headline
-    warmup, capture = head["warmup_ms"], head["capture_ms"]
-    steps = math.ceil((warmup + capture) / (head["eager_median_ms"] - head["graph_median_ms"]))
+    warmup, capture = run.figures.get("graph", "warmup_ms"), run.figures.get("graph", "capture_ms")
+    steps = math.ceil((warmup + capture) / (pair.eager_ms - pair.graph_ms))
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Break-even"] == f"{steps} steps"  # warm-up + capture over the saving
     tile = next(m for m in at.metric if m.label == "Break-even")
@@ -81,7 +88,7 @@ def test_the_samples_launch_split_attributes_the_headline_and_labels_the_profile
     assert not at.exception, [e.value for e in at.exception]
     verdict = _texts(at.info[:1])
     run = RunResult.load(SAMPLE)
-    eager, graph = run.headline["eager_median_ms"] * 1e3, run.headline["graph_median_ms"] * 1e3
+    eager, graph = run.pair.eager_ms * 1e3, run.pair.graph_ms * 1e3
     span = run.table("breakdown").set_index(["mode", "component"]).at[("graph", "total_span"),
                                                                         "eager_us"]
     assert f"an eager step took {eager:,.0f} us and a graph step {graph:,.0f} us" in verdict
@@ -136,11 +143,12 @@ def _never_pays_back_run(path: Path) -> Path:
                             "iteration": 0, "steps": 1,
                             "gpu_ms": [FP32_B2048["eager_ms"], FP32_B2048["graph_ms"]],
                             "wall_ms": np.nan})
-    tables = {"stats": stats, "launch_split": split, "latency": latency, "modes": FP32_B2048_MODES}
+    tables = {"stats": stats, "launch_split": split, "latency": latency, "modes": FP32_B2048_MODES,
+              "metrics": figure_table(FP32_B2048_FIGURES)}
     tables["attribution"] = attribution.build(stats, split, latency)
     return RunResult(config=PRESETS["seed"].replace(preset="custom", dtype="fp32", batch=2048),
                      environment={"gpu_name": "NVIDIA H200", "device_type": "cuda"},
-                     headline=dict(FP32_B2048_HEADLINE), notes=[], complete=True,
+                     headline=dict(FP32_B2048_FACTS), notes=[], complete=True,
                      tables={k: coerce_table(k, v) for k, v in tables.items()}).save(path)
 
 

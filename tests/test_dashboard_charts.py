@@ -237,10 +237,11 @@ ADAMW6 = {"eager_ms": 2.796500224816172, "graph_ms": 1.445986531282726,
 FP32_B2048 = {"eager_ms": 2.0163250408674545, "graph_ms": 2.028384836096513,
               "eager_busy_us": 1983.84375, "graph_busy_us": 1985.014648, "copy_ms": 0.026309,
               "eager_host_ms": 1.551690825, "graph_host_ms": 0.0774712}
-FP32_B2048_HEADLINE = {"eager_median_ms": FP32_B2048["eager_ms"],
-                       "graph_median_ms": FP32_B2048["graph_ms"], "speedup": 0.9940544836391764,
-                       "warmup_ms": 11.899387, "capture_ms": 4.958399, "graph_pays_back": 0.0,
-                       "break_even_iters": float("nan")}
+FP32_B2048_FIGURES = {"eager": {"median_ms": FP32_B2048["eager_ms"]},
+                      "graph": {"median_ms": FP32_B2048["graph_ms"], "speedup": 0.9940544836391764,
+                                "warmup_ms": 11.899387, "capture_ms": 4.958399, "pays_back": 0.0,
+                                "break_even_iters": float("nan")}}
+FP32_B2048_FACTS = {"timing_method": "steady_trial"}
 FP32_B2048_MODES = pd.DataFrame({"mode": ["eager", "graph"],
                                  "median_ms": [FP32_B2048["eager_ms"], FP32_B2048["graph_ms"]],
                                  "speedup": [1.0, 0.994], "speedup_ci_low": [0.99, 0.99],
@@ -294,11 +295,11 @@ def test_a_graph_that_is_not_faster_never_pays_back_and_says_so_everywhere():
     added more than the idle it removed). The verdict, the break-even in every table and the
     waterfall say so; no 'n/a', no number of steps."""
     attribution = _attribution(**FP32_B2048)
-    pay = analysis.pay_back(Figures.from_headline(FP32_B2048_HEADLINE), FP32_B2048_MODES)
+    pay = analysis.pay_back(Figures(FP32_B2048_FIGURES), FP32_B2048_MODES)
     assert (pay.pays_back, pay.text) == (0.0, "never (graph not faster)")
     assert pay.cost_text == "warm-up 11.9 ms + capture 5.0 ms = 16.9 ms"
-    assert analysis.pay_back(Figures.from_headline(FP32_B2048_HEADLINE), empty_table("modes")).text == pay.text
-    v = analysis.verdict(Figures.from_headline(FP32_B2048_HEADLINE), attribution, None, "graph", pay)
+    assert analysis.pay_back(Figures(FP32_B2048_FIGURES), empty_table("modes")).text == pay.text
+    v = analysis.verdict(Figures(FP32_B2048_FIGURES), attribution, None, "graph", pay)
     assert v.kind == "gpu-bound"
     assert v.title == "GPU-bound: the graph is not faster (0.99x), so it never pays back"
     assert "0.99x, the graph step is 12 us slower" in v.text
@@ -306,16 +307,17 @@ def test_a_graph_that_is_not_faster_never_pays_back_and_says_so_everywhere():
             "copy added 26 us") in v.text
     assert "one-time cost (warm-up 11.9 ms + capture 5.0 ms = 16.9 ms) is never paid back" in v.text
     assert "the expected result" not in v.text
-    costs = analysis.one_time_costs(Figures.from_headline(FP32_B2048_HEADLINE), FP32_B2048_HEADLINE, pay).set_index("quantity")["shown"]
+    costs = analysis.one_time_costs(Figures(FP32_B2048_FIGURES), FP32_B2048_FACTS,
+                                    pay).set_index("quantity")["shown"]
     assert costs["break-even (see below)"] == "never (graph not faster)"
     assert costs["one-time cost (warm-up + capture)"] == "16.86 ms"
     shares = analysis.saving_table(attribution)["share_of_saving_pct"]
     assert shares.isna().all()  # no saving to share: a share of -12 us would flip every sign
-    table = analysis.modes_table(FP32_B2048_MODES, Figures.from_headline(FP32_B2048_HEADLINE))
+    table = analysis.modes_table(FP32_B2048_MODES, Figures(FP32_B2048_FIGURES))
     assert table["break_even"].tolist() == ["", "never (graph not faster)"]
     from profiler_core.spec.config import PRESETS
     row = compare.compare_summary("A", "fp32-b2048", PRESETS["seed"], {"gpu_name": "H200"},
-                                   Headline.from_stored(FP32_B2048_HEADLINE), empty_table("stats"),
+                                   Headline.of(Figures(FP32_B2048_FIGURES), FP32_B2048_FACTS), empty_table("stats"),
                                    v.title, True,
                                    pay.text)
     assert row["break_even"] == "never (graph not faster)"
@@ -343,8 +345,8 @@ def test_the_bundled_samples_saving_is_attributed_to_the_headline_not_the_profil
     up to the headline's saving (within 1%), the ends are the headline's medians, and no profiled
     span is quoted as the step."""
     run = RunResult.load(Path(__file__).resolve().parent.parent / "dashboard" / "sample_run")
-    head = run.headline
-    eager_us, graph_us = head["eager_median_ms"] * 1e3, head["graph_median_ms"] * 1e3
+    pair, figures = run.pair, run.figures
+    eager_us, graph_us = pair.eager_ms * 1e3, pair.graph_ms * 1e3
     spans = run.table("breakdown").set_index(["mode", "component"])
     eager_span = float(spans.at[("graph", "total_span"), "eager_us"])
     graph_span = float(spans.at[("graph", "total_span"), "mode_us"])
@@ -366,11 +368,11 @@ def test_the_bundled_samples_saving_is_attributed_to_the_headline_not_the_profil
     pay = analysis.pay_back(run.figures, run.table("modes"))
     v = analysis.verdict(run.figures, run.table("attribution"), None, "graph", pay)
     assert (f"an eager step took {eager_us:,.0f} us and a graph step {graph_us:,.0f} us: "
-            f"{head['speedup']:.2f}x, a saving of {eager_us - graph_us:,.0f} us") in v.text
+            f"{pair.speedup:.2f}x, a saving of {eager_us - graph_us:,.0f} us") in v.text
     assert f"{eager_span:,.0f} us" not in v.text and f"{graph_span:,.0f} us" not in v.text
     # break-even: the one-time cost (warm-up + capture) over the saving per step
-    warmup, capture = head["warmup_ms"], head["capture_ms"]
-    expected = math.ceil((warmup + capture) / (head["eager_median_ms"] - head["graph_median_ms"]))
+    warmup, capture = figures.get("graph", "warmup_ms"), figures.get("graph", "capture_ms")
+    expected = math.ceil((warmup + capture) / (pair.eager_ms - pair.graph_ms))
     assert pay.text == f"{expected} steps"
     assert pay.cost_text == (f"warm-up {warmup:.1f} ms + capture {capture:.1f} ms = "
                              f"{warmup + capture:.1f} ms")
@@ -387,7 +389,7 @@ def test_the_bundled_samples_saving_is_attributed_to_the_headline_not_the_profil
                            f"{overheads.at['eager', 'profiled_ms'] * 1e3:,.0f} us against the "
                            f"headline's {eager_us:,.0f} us: the profiled window ran eager "
                            f"{eager_pct:.0f}% slower")
-    costs = analysis.one_time_costs(run.figures, head, pay, overheads.reset_index())
+    costs = analysis.one_time_costs(run.figures, run.headline, pay, overheads.reset_index())
     shown = costs.set_index("quantity")["shown"]
     assert shown["profiler overhead vs headline, eager"] == f"{eager_pct:.2f} %"
     floor = analysis.kernel_floor(run.table("attribution")).set_index("mode")["gpu_busy_us"]
@@ -440,9 +442,10 @@ def test_derived_tables_have_their_columns(run):
     assert list(timing.columns) == analysis.TIMING_COLUMNS
     assert list(timing["method"]) == ["steady_trial", "steady_event", "cold_event", "cold_wall",
                                       "block_sync", "article_no_sync"]
-    from_headline = analysis.timing_comparison(empty_table("stats"),
-                                               Figures.from_headline(run.headline))
-    assert from_headline["speedup"].tolist() == [3.0]
+    from_figures = analysis.timing_comparison(empty_table("stats"), run.figures)
+    article = [run.figures.get(mode, "article_no_sync_median_ms") for mode in ("eager", "graph")]
+    assert from_figures["speedup"].tolist() == [article[0] / article[1]]
+    assert from_figures["speedup"].tolist() == pytest.approx([3.0], rel=0.01)
     medians = analysis.split_medians(run.table("launch_split"))
     assert list(medians.columns) == analysis.SPLIT_MEDIAN_COLUMNS
     assert list(medians["mode"]) == ["eager", "graph"]
@@ -917,8 +920,8 @@ def _cpu_stats() -> pd.DataFrame:
 
 
 def test_a_cpu_runs_timing_chart_says_wall_clock_and_draws_no_empty_graph_entry():
-    headline = {"timing_method": "steady_trial", "eager_median_ms": 21.001}
-    timing = analysis.timing_comparison(_cpu_stats(), Figures.from_headline(headline), cpu=True)
+    figures = Figures({"eager": {"median_ms": 21.001}})
+    timing = analysis.timing_comparison(_cpu_stats(), figures, cpu=True)
     assert list(timing["label"]) == ["steady state, per trial (wall clock)",
                                      "steady state, every step (wall clock)"]
     assert not timing["label"].str.contains("CUDA").any()
@@ -927,7 +930,7 @@ def test_a_cpu_runs_timing_chart_says_wall_clock_and_draws_no_empty_graph_entry(
     assert not any("CUDA" in str(label) for label in fig.data[0].x)
     # a GPU run keeps both modes and its CUDA-event label
     gpu = analysis.timing_comparison(_cpu_stats().assign(mode=["graph", "graph"]).pipe(
-        lambda g: pd.concat([_cpu_stats(), g])), Figures.from_headline(headline))
+        lambda g: pd.concat([_cpu_stats(), g])), figures)
     assert [t.name for t in charts.timing_methods_bars(gpu).data] == ["eager", "graph"]
     assert gpu["label"].iloc[0] == "steady state, per trial (CUDA events)"
 

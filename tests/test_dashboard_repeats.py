@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import figure_table
 from streamlit.testing.v1 import AppTest
 
 from dashboard import charts, devices, state
@@ -50,7 +51,7 @@ def _repeats_run(path: Path) -> Path:
     from conftest import write_synthetic_run
 
     run = RunResult.load(write_synthetic_run(path))
-    speedup = run.headline["speedup"]
+    speedup = run.pair.speedup
     assert 3.9 < speedup < 6.62
     table = _repeats_table([3.9, speedup, 6.62], shown=1)
     run.tables["repeats"] = coerce_table("repeats", table)
@@ -65,7 +66,8 @@ def test_the_overview_shows_the_between_process_interval_beside_the_runs_own_ci(
     assert not at.exception, [e.value for e in at.exception]
     assert "Between fresh processes" in _texts(at.subheader)
     metrics = {m.label: m for m in at.metric}
-    low, high = (RunResult.load(path).headline[k] for k in ("speedup_ci_low", "speedup_ci_high"))
+    pair = RunResult.load(path).pair
+    low, high = pair.speedup_ci_low, pair.speedup_ci_high
     assert metrics["Within this process: 95% CI"].value == f"{low:.2f}x-{high:.2f}x"
     assert metrics["Between processes: speedup"].value == "3.90x-6.62x"
     assert metrics["Fresh processes"].value == "3"
@@ -111,10 +113,12 @@ def _unstable_cpu_run(path: Path) -> Path:
     config = PRESETS["seed"].replace(device="cpu", profile=False, nvml=False, parity_steps=0)
     return RunResult(config=config, environment={"device_type": "cpu", "cpu_model": "Test CPU",
                                                  "cpu_affinity": "0-1", "load_avg_start": [1.0, 0.5, 0.2]},
-                     headline={"timing_method": "steady_trial", "eager_median_ms": float(np.median(means)),
-                               "graph_median_ms": float("nan"), "speedup": float("nan")},
+                     headline={"timing_method": "steady_trial"},
                      tables={"latency": coerce_table("latency", latency),
-                             "stats": coerce_table("stats", pd.DataFrame(rows, columns=STATS_COLUMNS))},
+                             "stats": coerce_table("stats", pd.DataFrame(rows, columns=STATS_COLUMNS)),
+                             "metrics": figure_table({"eager": {"median_ms": float(np.median(means))},
+                                                      "graph": {"median_ms": float("nan"),
+                                                                "speedup": float("nan")}})},
                      notes=["device cpu: only the eager half ran"]).save(path)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import figure_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -347,7 +348,8 @@ def _quick_run(tmp_path: Path, name: str = "quick") -> RunResult:
     trace = tmp_path / f"{name}-scratch" / "trace_eager.json"
     trace.parent.mkdir()
     trace.write_text(json.dumps({"traceEvents": []}))
-    return RunResult(config=RunConfig(device="cpu"), environment={}, headline={"speedup": 2.0},
+    return RunResult(config=RunConfig(device="cpu"), environment={}, headline={},
+                     tables={"metrics": figure_table({"graph": {"speedup": 2.0}})},
                      trace_paths={"eager": trace, "graph": None})
 
 
@@ -543,7 +545,7 @@ def test_a_full_disk_keeps_the_run_elsewhere_and_says_where(tmp_path, monkeypatc
     kept = next(scratch.iterdir())
     assert kept.name.startswith("profiler_core_unsaved_") and str(kept) in message
     assert "No space left on device" in message and raised.value.exit_code == 7
-    assert RunResult.load(kept).headline["speedup"] == 2.0
+    assert RunResult.load(kept).pair.speedup == 2.0
     assert (kept / "trace_eager.json").is_file() and (kept / "manifest.json").is_file()
     assert not full.exists()  # no staging folder, no empty parents
 
@@ -589,7 +591,7 @@ def test_a_quoted_tilde_is_the_home_folder_and_no_literal_tilde_folder_is_made(
     assert check_output("~/runs/x") == home / "runs" / "x"
     assert snapshot(tmp_path) == {"cwd": "dir", "home": "dir"}  # the check made nothing
     saved = _quick_run(tmp_path).save("~/runs/x")
-    assert saved == home / "runs" / "x" and RunResult.load(saved).headline["speedup"] == 2.0
+    assert saved == home / "runs" / "x" and RunResult.load(saved).pair.speedup == 2.0
     assert list(cwd.iterdir()) == []
 
 
