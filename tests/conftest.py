@@ -322,3 +322,20 @@ def figure_table(figures: dict[str, dict[str, float]]):
 
     return coerce_table("metrics", metrics.build(empty_table("modes"), empty_table("stats"),
                                                  figures))
+
+
+def stored_figures(headline: dict):
+    """The figures a summary headline of schema 1 to 3 held under its own names, as loading such
+    a run reads them (``metrics.split_headline``)."""
+    from profiler_core.analysis.figures import Figures, as_number
+    from profiler_core.analysis.metrics import split_headline
+
+    return Figures({mode: {metric: as_number(value) for metric, value in by_metric.items()}
+                    for mode, by_metric in split_headline(headline)[1].items()})
+
+
+def stored_pair(headline: dict):
+    """The article's pair of a summary headline of schema 1 to 3 (:func:`stored_figures`)."""
+    from profiler_core.analysis.figures import Headline
+
+    return Headline.of(stored_figures(headline), headline)

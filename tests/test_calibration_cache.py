@@ -11,9 +11,9 @@ import os
 from types import SimpleNamespace
 
 import pytest
+from conftest import stored_figures
 
 from profiler_core.analysis import predict
-from profiler_core.analysis.figures import Figures
 from profiler_core.engine import calibration as engine_calibration
 from profiler_core.engine.calibration_cache import (
     CACHE_FILE_NAME,
@@ -80,9 +80,9 @@ def test_the_run_records_whether_its_constants_were_measured_or_cached(fake_setu
     headline = {"eager_gpu_busy_us": 200.0, "eager_kernels": 10.0, "eager_median_ms": 1.0,
                 "graph_median_ms": 0.25}
     measured = engine_calibration.calibrate_and_predict("cuda:0", _batch(), 1, headline,
-                                                         Figures.from_headline(headline))
+                                                         stored_figures(headline))
     cached = engine_calibration.calibrate_and_predict("cuda:0", _batch(), 1, headline,
-                                                         Figures.from_headline(headline))
+                                                         stored_figures(headline))
     assert set(measured) == set(cached) == set(predict.HEADLINE_KEYS)
     assert measured["prediction_calibration_source"] == "measured"
     assert cached["prediction_calibration_source"] == "cached"

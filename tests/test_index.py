@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_synthetic_run
+from conftest import stored_pair, write_synthetic_run
 from streamlit.testing.v1 import AppTest
 
 from profiler_core.cli.main import main
@@ -560,20 +560,19 @@ def test_speedup_rows_take_every_mode_else_the_headline_and_skip_what_is_not_fin
     import pandas as pd
 
     from dashboard import compare
-    from profiler_core.analysis.figures import Headline
     from profiler_core.storage.results import empty_table
 
     modes = pd.DataFrame({"mode": ["eager", "graph", "compile_ro"], "median_ms": [1.0, 0.2, 0.3],
                           "speedup": [1.0, 5.0, float("inf")], "speedup_ci_low": [1.0, 4.5, 3.0],
                           "speedup_ci_high": [1.0, 5.5, 3.6], "one_time_ms": [0, 5, 900],
                           "memory_bytes": [0, 1, 2], "graphs_recorded": [0, 1, 3]})
-    rows = compare.compare_speedup_rows("A", Headline.from_stored({}), modes)
+    rows = compare.compare_speedup_rows("A", stored_pair({}), modes)
     assert list(rows["mode"]) == ["graph"] and rows["speedup_ci_high"][0] == 5.5  # inf left out
     headline = {"speedup": 4.0, "speedup_ci_low": 3.5, "speedup_ci_high": 4.4}
-    rows = compare.compare_speedup_rows("B", Headline.from_stored(headline), empty_table("modes"))
+    rows = compare.compare_speedup_rows("B", stored_pair(headline), empty_table("modes"))
     assert rows.to_dict("records") == [{"run": "B", "mode": "graph", "speedup": 4.0,
                                         "speedup_ci_low": 3.5, "speedup_ci_high": 4.4}]
-    assert compare.compare_speedup_rows("C", Headline.from_stored({"speedup": float("nan")}),
+    assert compare.compare_speedup_rows("C", stored_pair({"speedup": float("nan")}),
                                          empty_table("modes")).empty  # a CPU run
 
 

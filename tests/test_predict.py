@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import stored_figures
 
 from profiler_core.analysis import metrics, predict
 from profiler_core.analysis.figures import Figures
@@ -87,7 +88,7 @@ def test_the_sample_run_prediction_reads_the_same_figures_the_run_recorded():
     floor = predict.prediction_from_headline({
         **headline, "prediction_launch_us": 0.0, "prediction_per_node_us": 0.0,
         "prediction_copy_us": headline["graph_input_copy_ms"] * 1e3,
-        "prediction_steps_per_graph": 1}, Figures.from_headline(headline))
+        "prediction_steps_per_graph": 1}, stored_figures(headline))
     assert floor["predicted_graph_ms"] == pytest.approx(0.2161, abs=1e-4)
     assert floor["prediction_error_pct"] == pytest.approx(-8.70, abs=0.01)
     assert floor["predicted_speedup"] == pytest.approx(1.5926 / 0.2161, rel=1e-3)
@@ -96,9 +97,9 @@ def test_the_sample_run_prediction_reads_the_same_figures_the_run_recorded():
 
 def test_a_headline_without_the_eager_window_or_constants_predicts_nothing():
     headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
-    assert all(math.isnan(v) for v in predict.prediction_from_headline(headline, Figures.from_headline(headline)).values())
+    assert all(math.isnan(v) for v in predict.prediction_from_headline(headline, stored_figures(headline)).values())
     assert all(math.isnan(v) for v in predict.prediction_from_headline({}, Figures({})).values())
-    figures = Figures.from_headline(headline)
+    figures = stored_figures(headline)
     assert predict.prediction_table(headline, figures).empty
     assert list(predict.constants_table(headline, figures).columns) == predict.CONSTANTS_TABLE_COLUMNS
     assert predict.headline_lines(headline, figures) == []
@@ -341,7 +342,7 @@ def test_the_runner_call_adds_every_headline_key(monkeypatch):
 
     monkeypatch.setattr(engine_calibration, "cached_calibration", fake_calibrate)
     added = engine_calibration.calibrate_and_predict("cuda:0", ("x", "y"), 1, headline,
-                                                     Figures.from_headline(headline))
+                                                     stored_figures(headline))
     assert seen == {"device": "cuda:0", "batch": ("x", "y")}
     assert set(added) == set(predict.HEADLINE_KEYS)
     expected_ms = (204.8999 + 3.5 + 29 * 0.3 + 11.0) / 1e3
@@ -440,7 +441,7 @@ def test_the_prediction_parts_add_up_and_the_chart_draws_only_finite_numbers():
     from dashboard import charts
 
     headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
-    figures = Figures.from_headline(headline)
+    figures = stored_figures(headline)
     assert predict.prediction_parts(headline, figures).empty
     assert "no prediction" in charts.prediction_bars(predict.prediction_parts(headline, figures)) \
         .layout.annotations[0].text

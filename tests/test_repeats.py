@@ -11,9 +11,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import figure_table
+from conftest import figure_table, stored_pair
 
-from profiler_core.analysis.figures import Headline
 from profiler_core.cli import parser as cli
 from profiler_core.cli.main import main
 from profiler_core.orchestration import repeats
@@ -236,13 +235,13 @@ def test_between_table_puts_the_interval_beside_the_runs_own_ci():
                           "run_wall_s": [9.0, 9.0, 9.0], "shown": [False, False, True]})
     head = {"speedup": 5.5, "speedup_ci_low": 5.3, "speedup_ci_high": 5.7, "eager_median_ms": 1.3,
             "graph_median_ms": 0.235, **repeats.between_headline(table)}
-    frame = repeats.between_table(head, Headline.from_stored(head))
+    frame = repeats.between_table(head, stored_pair(head))
     assert list(frame.columns) == repeats.BETWEEN_COLUMNS
     assert list(frame["figure"]) == ["speedup", "eager median per step", "graph median per step"]
     first = frame.iloc[0]
     assert (first["shown_run"], first["shown_ci_low"], first["between_min"], first["between_max"]) \
         == (5.5, 5.3, 4.8, 6.2)
-    assert repeats.between_table({"speedup": 2.0}, Headline.from_stored({"speedup": 2.0})).empty
+    assert repeats.between_table({"speedup": 2.0}, stored_pair({"speedup": 2.0})).empty
     assert "4.80x-6.20x" in "\n".join(repeats.summary_lines(head))
 
 

@@ -11,6 +11,7 @@ import zipfile
 
 import pandas as pd
 import pytest
+from conftest import stored_figures, stored_pair
 
 from dashboard import rundata
 from profiler_core.analysis import metrics
@@ -39,7 +40,7 @@ def test_a_stored_headline_is_upgraded_into_figures_and_metrics_csv_wins():
     headline = {"timing_method": "steady_trial", "speedup": 3.0, "capture_ms": 9.0,
                 "eager_median_ms": 3.0, "graph_median_ms": 1.0, "break_even_iters": 7.0,
                 "graph_pays_back": 1.0, "predicted_speedup": 2.9, "counters_match": True}
-    stored = Figures.from_headline(headline)
+    stored = stored_figures(headline)
     assert stored.get("graph", "capture_ms") == 9.0 and stored.get("graph", "speedup") == 3.0
     assert "predicted_speedup" not in stored.of_mode("graph")  # a fact, not a mode's figure
     facts, figures = metrics.split_headline(headline)
@@ -48,11 +49,11 @@ def test_a_stored_headline_is_upgraded_into_figures_and_metrics_csv_wins():
     table = pd.DataFrame({"mode": ["graph"], "metric": ["speedup"], "value": [3.1]})
     upgraded = Figures.from_table(metrics.with_figures(table, figures))  # as RunResult.load does
     assert upgraded.get("graph", "speedup") == 3.1 and upgraded.get("graph", "capture_ms") == 9.0
-    pair = Headline.from_stored(headline)
+    pair = stored_pair(headline)
     assert (pair.timing_method, pair.eager_ms, pair.graph_ms, pair.speedup,
             pair.break_even_steps, pair.pays_back) == ("steady_trial", 3.0, 1.0, 3.0, 7.0, 1.0)
     assert math.isnan(pair.speedup_ci_low)
-    assert Headline.from_stored({"timing_method": {"a": 1}}).timing_method == ""
+    assert Headline.of(Figures({}), {"timing_method": {"a": 1}}).timing_method == ""
 
 
 def test_every_reader_takes_the_same_summary_limit(tmp_path, synthetic_run):

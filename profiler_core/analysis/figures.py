@@ -17,8 +17,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis import metrics
-
 
 def as_number(value: Any) -> float:
     """A figure as a float: NaN for anything that is not a number (text, true/false, None, a
@@ -48,13 +46,6 @@ class Figures:
                 if isinstance(mode, str) and isinstance(metric, str):
                     values.setdefault(mode, {}).setdefault(metric, as_number(value))
         return cls(values)
-
-    @classmethod
-    def from_headline(cls, headline: Mapping[str, Any]) -> Figures:
-        """The per-mode figures a summary headline of schema 1 to 3 kept under its own names (the
-        schema upgrade, ``metrics.split_headline``)."""
-        return cls({mode: {metric: as_number(value) for metric, value in by_metric.items()}
-                    for mode, by_metric in metrics.headline_figures(headline).items()})
 
     def get(self, mode: str, metric: str) -> float:
         """The figure, NaN when the run has none."""
@@ -96,11 +87,6 @@ class Headline:
     speedup_ci_high: float
     break_even_steps: float
     pays_back: float
-
-    @classmethod
-    def from_stored(cls, headline: Mapping[str, Any]) -> Headline:
-        """The pair of a summary headline of schema 1 to 3, its figures under their stored names."""
-        return cls.of(Figures.from_headline(headline), headline)
 
     @classmethod
     def of(cls, figures: Figures, facts: Mapping[str, Any]) -> Headline:

@@ -130,11 +130,6 @@ def split_headline(headline: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
     return facts, figures
 
 
-def headline_figures(headline: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The per-mode figures a summary headline of schema 1 to 3 held (:func:`split_headline`)."""
-    return split_headline(headline)[1]
-
-
 def with_figures(table: pd.DataFrame, figures: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """metrics.csv with the ``figures`` it lacks added (a figure it holds keeps its value), eager's
     value and the ratio to it worked out again; values that are not numbers are left out."""
@@ -159,9 +154,3 @@ def _number(value: Any) -> float | None:
     except OverflowError:  # an integer of hundreds of digits (an edited summary): not a figure
         return None
 
-
-def from_saved_headline(modes: pd.DataFrame, stats: pd.DataFrame,
-                        headline: Mapping[str, Any]) -> pd.DataFrame:
-    """metrics.csv of a run saved before the table existed (schema 1 and 2): its modes.csv and
-    stats.csv, and the per-mode figures its headline kept (:func:`headline_figures`)."""
-    return build(modes, stats, headline_figures(headline))
