@@ -47,7 +47,7 @@ def test_seed_config_writes_every_file_with_plausible_values(tmp_path):
     for file_name, _ in schema.TABLE_FILES.values():
         assert (out / file_name).is_file(), file_name
     loaded = RunResult.load(out)
-    head = loaded.headline
+    head, figures = loaded.headline, loaded.figures
     latency = loaded.table("latency")
     steady, cold = latency[latency["method"] == "steady"], latency[latency["method"] == "cold"]
     # 10 steady blocks of 20 per mode, each keeping all but its first; every cold iteration kept
@@ -58,15 +58,15 @@ def test_seed_config_writes_every_file_with_plausible_values(tmp_path):
     # Synchronised wall time includes the GPU time of the same iteration.
     assert (cold["wall_ms"] >= cold["gpu_ms"] * 0.98).mean() > 0.95
     assert head["timing_method"] == "steady_trial"
-    assert 0 < head["graph_input_copy_ms"] < head["graph_median_ms"]
-    assert 0.1 < head["eager_median_ms"] < 50 and 0.1 < head["graph_median_ms"] < 50
+    assert 0 < figures.get("graph", "input_copy_median_ms") < figures.get("graph", "median_ms")
+    assert 0.1 < figures.get("eager", "median_ms") < 50 and 0.1 < figures.get("graph", "median_ms") < 50
     # Queued back to back, a replay never pays the first launch's latency a cold start pays.
-    assert head["graph_median_ms"] < head["cold_graph_median_ms"] + head["graph_input_copy_ms"]
-    assert head["speedup_ci_low"] <= head["speedup"] <= head["speedup_ci_high"]
+    assert figures.get("graph", "median_ms") < figures.get("graph", "cold_event_median_ms") + figures.get("graph", "input_copy_median_ms")
+    assert figures.get("graph", "speedup_ci_low") <= figures.get("graph", "speedup") <= figures.get("graph", "speedup_ci_high")
     # The article's pitfall: the no-sync loop reports less than the true time for the graph.
-    assert head["article_graph_ms"] < head["block_graph_ms"]
-    assert head["capture_ms"] > 0 and head["graph_pool_bytes"] > 0
-    assert head["eager_peak_bytes"] > 0 and head["graph_peak_bytes"] > 0
+    assert figures.get("graph", "article_no_sync_median_ms") < figures.get("graph", "block_sync_median_ms")
+    assert figures.get("graph", "capture_ms") > 0 and figures.get("graph", "pool_bytes") > 0
+    assert figures.get("eager", "peak_bytes") > 0 and figures.get("graph", "peak_bytes") > 0
     assert head["parity_max_rel_diff"] < 1e-3
     assert loaded.environment["gpu_name"] and loaded.environment["cuda_version"]
     assert head["counters_match"] is True
@@ -91,17 +91,17 @@ def test_seed_config_writes_every_file_with_plausible_values(tmp_path):
 
 def test_launch_bound_config_graph_is_faster():
     result = run_experiment(RunConfig(**LAUNCH_BOUND, profile=False, nvml=False, parity_steps=0))
-    assert result.headline["graph_median_ms"] < result.headline["eager_median_ms"]
-    assert result.headline["speedup_ci_low"] > 1.0
+    assert result.figures.get("graph", "median_ms") < result.figures.get("eager", "median_ms")
+    assert result.figures.get("graph", "speedup_ci_low") > 1.0
 
 
 def test_bf16_graph_launch_time_far_below_eager_and_one_graph_launch_per_replay():
     config = RunConfig(dtype="bf16", replays=50, trials=5, nvml=False, parity_steps=0, profile_iters=20)
     result = run_experiment(config)
-    head = result.headline
+    figures = result.figures
     # profiled CPU time: 37-64 us against 230-320 us on the H200, depending on what ran before
-    assert head["graph_cpu_launch_us"] < 0.4 * head["eager_cpu_launch_us"]
-    assert head["eager_launches"] >= 20
+    assert figures.get("graph", "cpu_launch_us") < 0.4 * figures.get("eager", "cpu_launch_us")
+    assert figures.get("eager", "launches") >= 20
     graph_split = result.table("launch_split").query("mode == 'graph'")
     assert len(graph_split) == 20
     # One cudaGraphLaunch per replay; with dropout, replay() also refreshes the graph's RNG seed
@@ -125,7 +125,7 @@ def test_other_precisions_and_optimizers_run_and_match(dtype, optimizer, capture
     result = run_experiment(config)
     assert result.headline["counters_match"] is True
     assert result.headline["parity_max_rel_diff"] < 1e-3
-    assert math.isfinite(result.headline["speedup"])
+    assert math.isfinite(result.figures.get("graph", "speedup"))
 
 
 def test_graph_captured_before_the_profilers_first_use_is_still_profiled(tmp_path):
@@ -261,10 +261,11 @@ _DEFAULT_VS_OFF = textwrap.dedent("""
     medians = {"default": [], "off": []}
     for kind in ["off", "default", "default", "off"] * 3:
         options = {} if kind == "default" else {"profile": False, "nvml": False}
-        head = run_experiment(RunConfig(**size, **options)).headline
+        run = run_experiment(RunConfig(**size, **options))
+        head, figures = run.headline, run.figures
         if kind == "default":
-            assert head["nvml_available"] is True and "eager_gpu_busy_us" in head
-        medians[kind].append(head["eager_median_ms"])
+            assert head["nvml_available"] is True and figures.has("eager", "gpu_busy_us")
+        medians[kind].append(figures.get("eager", "median_ms"))
     print(json.dumps(medians))
 """)
 
@@ -336,7 +337,7 @@ def test_the_users_example_step_is_captured_without_findings(tmp_path):
     assert completed.returncode == 0, completed.stderr
     assert "capture readiness" not in completed.stderr
     run = RunResult.load(out)
-    assert run.headline["counters_match"] is True and run.headline["speedup"] > 0
+    assert run.headline["counters_match"] is True and run.figures.get("graph", "speedup") > 0
     assert list(run.table("modes")["mode"]) == ["eager", "graph", "compile_ro"]
 
 
@@ -355,13 +356,13 @@ def test_a_run_where_the_graph_does_not_pay_opens_in_every_reader(tmp_path):
     assert pays in (0.0, 1.0)
     if pays == 0.0:  # the graph was not faster: no break-even, "never" on screen
         assert math.isnan(figures[("graph", "break_even_iters")])
-        assert run.headline["graph_pays_back"] == 0.0
-    assert run.headline["speedup_ci_low"] < 1.1  # GPU-bound: no real gain at this batch
+        assert run.figures.get("graph", "pays_back") == 0.0
+    assert run.figures.get("graph", "speedup_ci_low") < 1.1  # GPU-bound: no real gain at this batch
     block = run.table("attribution")
     assert attribution.parts_sum_error(block[block["mode"] == "graph"]) < 0.01
     with index.open_index(tmp_path / "runs") as ix:
         listed = ix.runs(headline=True)
     assert len(listed) == 1 and not listed[0].get("problem")
     point, modes = sweep.point_figures(run)
-    assert point["speedup"] == pytest.approx(run.headline["speedup"])
+    assert point["speedup"] == pytest.approx(run.figures.get("graph", "speedup"))
     assert set(modes["mode"]) >= {"eager", "graph"}

@@ -27,11 +27,11 @@ def report(folder: str) -> None:
     except ProfilerError as error:
         print(f"## {folder}: cannot load: {error}")
         return
-    h = run.headline
-    print(f"## {Path(folder).name}: eager {h.get('eager_median_ms'):.4f} ms, graph "
-          f"{h.get('graph_median_ms'):.4f} ms, speedup {h.get('speedup'):.3f}x "
-          f"({h.get('speedup_ci_low'):.3f}-{h.get('speedup_ci_high'):.3f}); pays back "
-          f"{h.get('graph_pays_back')}, break-even {h.get('break_even_iters')}")
+    h, pair = run.headline, run.pair
+    print(f"## {Path(folder).name}: eager {pair.eager_ms:.4f} ms, graph "
+          f"{pair.graph_ms:.4f} ms, speedup {pair.speedup:.3f}x "
+          f"({pair.speedup_ci_low:.3f}-{pair.speedup_ci_high:.3f}); pays back "
+          f"{pair.pays_back}, break-even {pair.break_even_steps}")
     table = run.table("attribution")
     print(table.drop(columns="source").round(2).to_string(index=False))
     for mode, block in table.groupby("mode"):
@@ -48,7 +48,7 @@ def report(folder: str) -> None:
                      f"{busy / steps:.1f} us/step ({(busy / steps / (held * 1e3) - 1) * 100:+.1f}%)")
         print(line)
     print(f"   prediction: predicted {h.get('predicted_graph_ms')} ms vs measured "
-          f"{h.get('graph_median_ms')}: error {h.get('prediction_error_pct')}%")
+          f"{pair.graph_ms}: error {h.get('prediction_error_pct')}%")
     phases = run.table("phases")
     if len(phases):
         durations = (phases["end_s"] - phases["start_s"]).groupby(phases["phase"]).sum()

@@ -4,10 +4,13 @@ from the wall time the command took). Usage: python3 tests/gpu/sweep_report.py S
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from profiler_core.storage.results import RunResult  # noqa: E402
 
 
 def main(seconds: float, folders: list[str]) -> None:
@@ -18,18 +21,18 @@ def main(seconds: float, folders: list[str]) -> None:
         print(f"{'point':<12}{'eager ms':>10}{'graph ms':>10}{'speedup':>9}{'CI':>15}"
               f"{'predicted':>11}{'error %':>9}{'busy/it':>9}")
         for summary_path in sorted(folder.glob("point-*/summary.json")):
-            summary = json.loads(summary_path.read_text())
-            config, headline = summary["config"], summary["headline"]
+            run = RunResult.load(summary_path.parent)
+            config, headline, pair = run.config.to_dict(), run.headline, run.pair
             points += 1
             label = ",".join(f"{k}={config[k]}" for k in ("batch", "dtype", "capture_iters"))
-            measured, predicted = headline.get("speedup"), headline.get("predicted_speedup")
+            measured, predicted = pair.speedup, headline.get("predicted_speedup")
             error = headline.get("predicted_speedup_error_pct")
             if isinstance(error, (int, float)):
                 errors.append(abs(error))
-            busy = headline.get("graph_gpu_busy_us")
-            ci = f"{headline.get('speedup_ci_low', float('nan')):.2f}-{headline.get('speedup_ci_high', float('nan')):.2f}"
-            print(f"{summary_path.parent.name:<12}{headline.get('eager_median_ms', float('nan')):>10.3f}"
-                  f"{headline.get('graph_median_ms', float('nan')):>10.3f}{measured or float('nan'):>8.2f}x"
+            busy = run.figures.get("graph", "gpu_busy_us")
+            ci = f"{pair.speedup_ci_low:.2f}-{pair.speedup_ci_high:.2f}"
+            print(f"{summary_path.parent.name:<12}{pair.eager_ms:>10.3f}"
+                  f"{pair.graph_ms:>10.3f}{measured or float('nan'):>8.2f}x"
                   f"{ci:>15}{predicted or float('nan'):>10.2f}x{error if error is not None else float('nan'):>9.1f}"
                   f"{(busy or float('nan')) / 1e3:>9.3f}   {label}")
     if errors:
