@@ -14,6 +14,8 @@ from typing import Any
 _PUBLIC = {
     "ProfilerError": "profiler_core.spec.errors",
     "RunConfig": "profiler_core.spec.config",
+    "ModeSpec": "profiler_core.spec.modes",
+    "MODES": "profiler_core.spec.modes",
     "RunResult": "profiler_core.storage.results",
     "run_experiment": "profiler_core.engine.runner",
     "Launcher": "profiler_core.orchestration.launcher",

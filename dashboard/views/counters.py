@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from dashboard import analysis, article, charts, state, ui
+from dashboard import analysis, article, state, ui
+from dashboard.charts.counters import counter_bars
 
 run = state.require_run()
 ui.run_header(run, "Counters: the article's lessons")
@@ -20,7 +21,7 @@ else:
                  column_order=["phase", "predicted", "observed", "match"],
                  column_config={"match": st.column_config.CheckboxColumn("match")})
     with right:
-        ui.chart(charts.counter_bars(lessons), key="counters_chart")
+        ui.chart(counter_bars(lessons), key="counters_chart")
     st.subheader("The lessons, one line each")
     for phase, why in zip(lessons["phase"], lessons["why"]):
         st.markdown(f"- **{ui.escape_md(phase)}**: {ui.escape_md(why)}")

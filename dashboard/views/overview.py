@@ -5,7 +5,8 @@ in long form)."""
 
 import streamlit as st
 
-from dashboard import analysis, charts, repeats_panel, state, ui
+from dashboard import analysis, repeats_panel, state, ui
+from dashboard.charts.timing import median_bars, modes_speedup_bars, prediction_bars
 from profiler_core.analysis import predict
 
 gpus, no_gpu_reason = state.device_list()
@@ -59,7 +60,7 @@ st.caption("The Launch split view draws this saving part by part (timed with no 
            "beside it, labelled, what the profiled window saw.")
 left, right = st.columns(2)  # the costs table's values ('never (graph not faster)') need room
 with left:
-    ui.chart(charts.median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")),
+    ui.chart(median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")),
                                 method=method, method_label=method_label),
              key="overview_medians")
 with right:
@@ -85,7 +86,7 @@ st.subheader("Prediction before capture")
 if predict.has_prediction(h):
     left, right = st.columns([3, 2])
     with left:
-        ui.chart(charts.prediction_bars(predict.prediction_parts(h)), key="overview_prediction_chart")
+        ui.chart(prediction_bars(predict.prediction_parts(h)), key="overview_prediction_chart")
         ui.table(predict.prediction_table(h), f"{run.name}-prediction.csv", key="overview_prediction",
                  label="prediction CSV",
                  column_config={"predicted": st.column_config.NumberColumn(format="%.4g"),
@@ -110,7 +111,7 @@ if len(modes) > 2:  # more than eager and the article's graph: how each way of g
     st.subheader("Every mode")
     left, right = st.columns([3, 2])
     with left:
-        ui.chart(charts.modes_speedup_bars(modes), key="overview_modes")
+        ui.chart(modes_speedup_bars(modes), key="overview_modes")
     with right:
         ui.table(analysis.modes_table(modes, h), f"{run.name}-modes.csv", key="overview_modes_table",
                  label="modes CSV",
