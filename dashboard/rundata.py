@@ -31,7 +31,8 @@ from typing import Any
 
 import pandas as pd
 
-from profiler_core.spec.config import MODE_NAMES, RunConfig, preset_label
+from profiler_core import MODE_NAMES
+from profiler_core.spec.config import RunConfig, preset_label
 from profiler_core.spec.errors import ConfigError, ProfilerError, RunFormatError
 from profiler_core.spec.schema import (
     LATER_COLUMNS,

@@ -1099,6 +1099,14 @@ def test_run_colours_never_look_like_a_mode_or_a_part_of_a_step():
     assert mode_color("some_new_mode", 1) in SERIES_PALETTE
 
 
+def test_each_modes_colour_is_its_declaration_and_none_is_a_part_of_a_step():
+    from profiler_core import MODES
+
+    assert MODE_COLORS == {mode.name: mode.color for mode in MODES}
+    assert len(set(MODE_COLORS.values())) == len(MODES)
+    assert not set(MODE_COLORS.values()) & set(SPLIT_COLORS.values())
+
+
 def test_the_speedup_overlay_holds_every_marker_and_says_why_a_run_has_none():
     frame = pd.DataFrame({"run": ["A"], "mode": ["graph"], "speedup": [6.73],
                           "speedup_ci_low": [6.51], "speedup_ci_high": [6.85]})

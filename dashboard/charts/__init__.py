@@ -1,6 +1,7 @@
 """Every figure of the dashboard: pure functions from tidy DataFrames to Plotly figures, one
-module per view (``timing``, ``attribution``, ``gpu``, ``kernels``, ``counters``, ``comparison``,
-``sweep``) over what they share (``common``).
+module per subject over what they share (``common``): ``timing`` (overview, latency, repeats),
+``attribution`` (launch split), ``gpu``, ``kernels``, ``counters``, ``comparison`` (several runs)
+and ``sweep``.
 
 Drawing only, no Streamlit: the inputs are the run's tables (``profiler_core.spec.schema``) or the
 derived tables of ``dashboard.analysis``; an empty input gives a figure that says so. Long inputs

@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from dashboard import analysis, article, state, ui
+from dashboard import analysis, article, ui
 from dashboard.charts.counters import counter_bars
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Counters: the article's lessons")
 st.markdown(analysis.counter_rule_text(run.config))
 

@@ -4,7 +4,7 @@ loading CUDA and building the replicas, can take most of the run's clock)."""
 
 import streamlit as st
 
-from dashboard import analysis, state, ui
+from dashboard import analysis, ui
 from dashboard.charts.gpu import nvml_timeseries
 
 try:
@@ -14,7 +14,7 @@ except ImportError:
               "period (1/6 s to 1 s): it cannot resolve a millisecond step, and 100% does not "
               "mean the SMs are busy; the profiler's GPU busy time is the precise figure.")
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "GPU telemetry (NVML)")
 cpu = analysis.is_cpu_run(run.config, run.environment)
 if not cpu:

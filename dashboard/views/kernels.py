@@ -7,10 +7,10 @@ import streamlit as st
 
 from dashboard import analysis, state, ui
 from dashboard.charts.kernels import kernel_diff_bars, kernel_top_bar
-from profiler_core.spec.config import MODE_LABELS
+from profiler_core import MODE_LABELS
 from profiler_core.spec.errors import ProfilerError
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Kernels")
 kernels = analysis.readable_kernels(run.table("kernels"))
 if kernels.empty:

@@ -4,7 +4,7 @@ Every chart shows one timing method at a time: steady state (the headline) or co
 
 import streamlit as st
 
-from dashboard import analysis, article, repeats_panel, state, ui
+from dashboard import analysis, article, repeats_panel, ui
 from dashboard.charts.timing import (
     latency_ecdf,
     latency_histogram,
@@ -12,7 +12,7 @@ from dashboard.charts.timing import (
     timing_methods_bars,
 )
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Latency per training step")
 cpu = analysis.is_cpu_run(run.config, run.environment)
 all_steps = analysis.per_step_latency(run.table("latency"))

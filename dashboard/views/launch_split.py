@@ -17,12 +17,12 @@ from dashboard.charts.attribution import (
     split_bars,
     unknown_components,
 )
+from profiler_core import MODE_LABELS
 from profiler_core.analysis import trace
-from profiler_core.spec.config import MODE_LABELS
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Launch split: CPU launch vs GPU work")
 split = run.table("launch_split")
 medians = analysis.split_medians(split)

@@ -17,7 +17,7 @@ if gpus.empty:
             "sample, the runs folder, or a zip uploaded on the Runs page.",
             icon=":material/info:")
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Overview")
 h = run.headline
 cpu = analysis.is_cpu_run(run.config, run.environment)

@@ -42,7 +42,6 @@ from profiler_core.engine.capture import refuse_after_failed_capture
 from profiler_core.engine.counters import counters_table
 from profiler_core.engine.memory import check_fits
 from profiler_core.engine.modes import (
-    CUDA_ONLY_MODES,
     REGISTRY,
     Preparation,
     Prepared,
@@ -62,7 +61,7 @@ from profiler_core.engine.telemetry import (
 from profiler_core.engine.user_workload import find_function
 from profiler_core.engine.workloads import TrainingStep, make_batches, matmul_precision
 from profiler_core.spec import hostinfo, schema
-from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig, is_user_spec
+from profiler_core.spec.config import RunConfig, is_user_spec
 from profiler_core.spec.errors import (
     ConfigError,
     CudaFaultError,
@@ -70,6 +69,7 @@ from profiler_core.spec.errors import (
     NoCudaError,
     ProfilerError,
 )
+from profiler_core.spec.modes import ALWAYS_MEASURED, CUDA_ONLY_MODES
 from profiler_core.spec.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.spec.workload_kinds import workload_of
 from profiler_core.storage.results import SCRATCH_PREFIX, RunResult, coerce_table, empty_table

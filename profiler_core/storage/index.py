@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from profiler_core.spec import schema
-from profiler_core.spec.config import ALWAYS_MEASURED, MODE_NAMES, RunConfig, preset_label
+from profiler_core.spec.config import RunConfig, preset_label
 from profiler_core.spec.errors import ConfigError, quoted, shown
+from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.schema import clean_text
 
 INDEX_FILE = ".profiler_index.sqlite"
