@@ -24,25 +24,25 @@ class ModeSpec:
     compiles: bool = False  # torch.compile: compiles before its first step (slow on a CPU)
 
 
-MODES: tuple[ModeSpec, ...] = (
-    ModeSpec("eager", "eager (the baseline)", "eager (the baseline)", "eager", "#E4572E",
-             cuda_only=False, always_measured=True),
-    ModeSpec("graph", "whole-step CUDA graph, manual capture (the article)",
-             "the article's whole-step graph", "graph", "#2E86AB", cuda_only=True,
-             always_measured=True),
-    ModeSpec("graphed_callables", "torch.cuda.make_graphed_callables on the model",
-             "make_graphed_callables on the model", "make_graphed_callables", "#8C564B",
-             cuda_only=True),
-    ModeSpec("compile", "torch.compile, no CUDA graphs",
-             "torch.compile without CUDA graphs (its own share)", "torch.compile", "#17BECF",
-             cuda_only=False, compiles=True),
-    ModeSpec("compile_ro", 'torch.compile(mode="reduce-overhead"), CUDA graph trees',
-             "torch.compile(mode='reduce-overhead')", "reduce-overhead", "#D6378A",
-             cuda_only=True, compiles=True),
+MODES: tuple[ModeSpec, ...] = (  # in run order: eager (every comparison's baseline) first
+    ModeSpec("eager", label="eager (the baseline)", help="eager (the baseline)", short="eager",
+             color="#E4572E", cuda_only=False, always_measured=True),
+    ModeSpec("graph", label="whole-step CUDA graph, manual capture (the article)",
+             help="the article's whole-step graph", short="graph", color="#2E86AB",
+             cuda_only=True, always_measured=True),
+    ModeSpec("graphed_callables", label="torch.cuda.make_graphed_callables on the model",
+             help="make_graphed_callables on the model", short="make_graphed_callables",
+             color="#8C564B", cuda_only=True),
+    ModeSpec("compile", label="torch.compile, no CUDA graphs",
+             help="torch.compile without CUDA graphs (its own share)", short="torch.compile",
+             color="#17BECF", cuda_only=False, compiles=True),
+    ModeSpec("compile_ro", label='torch.compile(mode="reduce-overhead"), CUDA graph trees',
+             help="torch.compile(mode='reduce-overhead')", short="reduce-overhead",
+             color="#D6378A", cuda_only=True, compiles=True),
 )
 
 SPECS: dict[str, ModeSpec] = {spec.name: spec for spec in MODES}
-MODE_NAMES = tuple(SPECS)  # in run order, eager first
+MODE_NAMES = tuple(SPECS)
 ALWAYS_MEASURED = tuple(spec.name for spec in MODES if spec.always_measured)
 EXTRA_MODES = tuple(spec.name for spec in MODES if not spec.always_measured)  # added on request
 CPU_MODES = tuple(spec.name for spec in MODES if not spec.cuda_only)
