@@ -122,7 +122,7 @@ def peak_added(device: torch.device, baseline: tuple[int, int]) -> int:
     """The memory a preparation added since ``preparation_baseline`` (never negative): the larger
     of the allocator's peak allocation above the baseline and the reservation it kept, which
     holds the private pools of CUDA graphs (Inductor's graph trees allocate there without
-    raising this process's peak allocation: 0 bytes on the H200 for the seed step)."""
+    raising this process's peak allocation)."""
     if device.type != "cuda":
         return 0
     torch.cuda.synchronize(device)
