@@ -41,13 +41,12 @@ from profiler_core.engine.profiling import ProfiledWindow
 from profiler_core.engine.telemetry import NvmlCapability, PhaseRecorder
 from profiler_core.spec import schema
 from profiler_core.spec.config import (
-    ALWAYS_MEASURED,
     DTYPES,
-    MODE_NAMES,
     PRESETS,
     RunConfig,
     changed_from_preset,
 )
+from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.progress import ProgressCounter
 from profiler_core.storage import runtables
 from profiler_core.timing.trials import Mode

@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, devices, rundata, state, ui
+from dashboard import controls, devices, rundata, state, ui
+from dashboard.charts.sweep import sweep_amortisation, sweep_heatmap, sweep_medians, sweep_speedup
 from dashboard.gpulock import Ticket
 from profiler_core.orchestration.jobs import BackgroundJob
 from profiler_core.spec import fields
@@ -321,7 +322,7 @@ st.subheader("Speedup")
 if cpu_sweep:
     st.info(NO_GRAPH, icon=":material/info:")
 else:
-    ui.chart(charts.sweep_speedup(table, x, threshold, found, x_axis.numeric, x_axis.log_scale),
+    ui.chart(sweep_speedup(table, x, threshold, found, x_axis.numeric, x_axis.log_scale),
              key="sweep_speedup")
     if table.empty:
         st.caption("No measured point has a graph timing yet: the chart fills in as points finish.")
@@ -337,7 +338,7 @@ times = pd.to_numeric(medians[["eager_ms", "mode_ms"]].stack(), errors="coerce")
 times = times[times > 0]
 wide = len(times) > 1 and float(times.max()) / float(times.min()) > 20
 log_y = st.toggle("Log scale for the times", value=bool(wide), key="sweep_log_y")
-ui.chart(charts.sweep_medians(medians, x, x_axis.numeric, x_axis.log_scale, log_y),
+ui.chart(sweep_medians(medians, x, x_axis.numeric, x_axis.log_scale, log_y),
          key="sweep_medians")
 if cpu_sweep:
     st.caption("Eager's median time per training step at each point (wall clock). A CPU sweep has "
@@ -364,7 +365,7 @@ elif len(axis_names) == 2:
     modes = sorted(set(table["mode"].astype(str))) or ["graph"]
     mode = st.selectbox("Mode", modes, index=modes.index("graph") if "graph" in modes else 0,
                         key="sweep_heat_mode") if len(modes) > 1 else modes[0]
-    ui.chart(charts.sweep_heatmap(table, x, y, mode, threshold), key="sweep_heatmap")
+    ui.chart(sweep_heatmap(table, x, y, mode, threshold), key="sweep_heatmap")
 
 st.subheader("Amortisation")
 amortisation = amortisation_table(table, axis_names)
@@ -372,7 +373,7 @@ if cpu_sweep:
     st.caption("Amortisation is how a graph spreads its launch over several captured steps: a CPU "
                "sweep has no graph.")
 elif "capture_iters" in axis_names:
-    ui.chart(charts.sweep_amortisation(amortisation), key="sweep_amortisation")
+    ui.chart(sweep_amortisation(amortisation), key="sweep_amortisation")
     ui.table(amortisation, f"{data.name}-amortisation.csv", key="sweep_amortisation_table",
              label="amortisation CSV")
 else:
