@@ -14,7 +14,7 @@ import pytest
 
 from dashboard import analysis, compare, kernel_tables, percentiles, run_facts
 from profiler_core.analysis.figures import Figures, Headline
-from dashboard.attribution import (
+from dashboard.charts.attribution import (
     iteration_timeline,
     launch_count_bars,
     profiled_waterfall,
@@ -22,7 +22,7 @@ from dashboard.attribution import (
     speedup_waterfall,
     split_bars,
 )
-from dashboard.common import (
+from dashboard.charts.common import (
     MODE_COLORS,
     SERIES_PALETTE,
     SPLIT_COLORS,
@@ -32,9 +32,9 @@ from dashboard.common import (
     minmax_decimate,
     mode_color,
 )
-from dashboard.comparison import compare_latency_ecdf, compare_medians, compare_speedups
-from dashboard.counters import counter_bars
-from dashboard.gpu import (
+from dashboard.charts.comparison import compare_latency_ecdf, compare_medians, compare_speedups
+from dashboard.charts.counters import counter_bars
+from dashboard.charts.gpu import (
     NVML_MIN_SPAN,
     NVML_PAUSE_COLOR,
     PHASE_KIND_COLORS,
@@ -42,9 +42,9 @@ from dashboard.gpu import (
     phase_kind,
     polling_gaps,
 )
-from dashboard.kernels import kernel_diff_bars, kernel_top_bar
-from dashboard.sweep import sweep_medians
-from dashboard.timing import (
+from dashboard.charts.kernels import kernel_diff_bars, kernel_top_bar
+from dashboard.charts.sweep import sweep_medians
+from dashboard.charts.timing import (
     latency_ecdf,
     latency_histogram,
     latency_series,
