@@ -303,7 +303,7 @@ def mode_times(draw, config: RunConfig, scale: float, outcome: str) -> dict[str,
                                  unique=True))}
         times[name] = extra
     if cuda:
-        for name, mode in times.items():  # what _prepare_modes adds on a CUDA device
+        for mode in times.values():  # what _prepare_modes adds on a CUDA device
             mode.figures["peak_bytes"] = float(draw(st.integers(0, 2**37)))
             mode.figures["device_bytes"] = float(draw(st.integers(0, 2**37)))
     return times

@@ -13,7 +13,6 @@ import plotly.graph_objects as go
 import pytest
 
 from dashboard import analysis, compare, kernel_tables, percentiles, run_facts
-from profiler_core.analysis.figures import Figures, Headline
 from dashboard.charts.attribution import (
     iteration_timeline,
     launch_count_bars,
@@ -53,6 +52,7 @@ from dashboard.charts.timing import (
     repeats_chart,
     timing_methods_bars,
 )
+from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec.schema import BREAKDOWN_COLUMNS, METRIC_COLUMNS, TABLE_FILES
 from profiler_core.storage.results import RunResult, empty_table
 

@@ -150,9 +150,9 @@ def test_what_torch_warns_while_a_mode_is_prepared_becomes_a_note_of_the_run(mon
     real = modes.REGISTRY["eager"]
 
     def warn_then_prepare(prep):
-        warnings.warn("The AccumulateGrad node's stream does not match. This may incur sync.")
-        warnings.warn("The AccumulateGrad node's stream does not match. Again.")
-        warnings.warn("not torch's kind", DeprecationWarning)
+        warnings.warn("The AccumulateGrad node's stream does not match. This may incur sync.", stacklevel=2)
+        warnings.warn("The AccumulateGrad node's stream does not match. Again.", stacklevel=2)
+        warnings.warn("not torch's kind", DeprecationWarning, stacklevel=2)
         return real.prepare(prep)
 
     monkeypatch.setitem(modes.REGISTRY, "eager", modes.ModeImplementation("eager", warn_then_prepare))
