@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from profiler_core.spec.config import RunConfig
-from profiler_core.spec.errors import ConfigError
+from profiler_core.spec.errors import ConfigError, UsageError
 
 WARM_BATCH, WARM_WIDTH, WARM_IMAGE = 32, 64, 8
 # A request is one run's config: about a thousand characters. Longer lines are refused after
@@ -157,11 +157,11 @@ def read_line(stdin: IO[str], limit: int = MAX_REQUEST_CHARS) -> str:
 def _refuse(stdout: IO[str], message: str) -> int:
     """A refused request: one JSON error record on stdout, one line on stderr, exit 2."""
     hint = f"send one line: {REQUEST_FORM}"
-    stdout.write(json.dumps({"event": "error", "kind": "UsageError", "field": None,
+    stdout.write(json.dumps({"event": "error", "kind": UsageError.kind, "field": None,
                              "message": message, "hint": hint}) + "\n")
     stdout.flush()
     print(f"error: {message} ({hint})", file=sys.stderr)
-    return 2
+    return UsageError.exit_code
 
 
 def serve(device_name: str, run_request: Callable[[RunRequest], int],
