@@ -14,10 +14,10 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import devices, rundata, uploads
-from dashboard.gpulock import GpuLockRegistry
 from profiler_core import ProfilerError
 from profiler_core.analysis import timeline, trace
 from profiler_core.analysis.trace_reading import load_trace
+from profiler_core.orchestration.gpulock import GpuLockRegistry
 from profiler_core.storage import index as run_index
 from profiler_core.storage import runfolder
 

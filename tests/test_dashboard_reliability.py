@@ -65,10 +65,12 @@ from dashboard.charts.timing import (
     repeats_chart,
     timing_methods_bars,
 )
-from dashboard.gpulock import GpuLock
-from dashboard.worker import ERROR_TITLES, KIND_OF_EXIT, RunJob
+from dashboard.worker import ERROR_TITLES
 from profiler_core.orchestration import child, launcher, repeats
 from profiler_core.orchestration.command import run_argv
+from profiler_core.orchestration.gpulock import GpuLock
+from profiler_core.orchestration.launcher import KIND_OF_EXIT
+from profiler_core.orchestration.runjob import RunJob, RunSnapshot
 from profiler_core.spec.config import PRESETS
 from profiler_core.spec.errors import ERROR_KINDS, REFUSED_KINDS, ProfilerError, RunFormatError
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, TABLE_FILES
@@ -132,7 +134,7 @@ def fake_runs(monkeypatch, fake_worker, source_run):
     return modes
 
 
-def _press_run_and_wait(at: AppTest, timeout: float = 300) -> worker.JobSnapshot:
+def _press_run_and_wait(at: AppTest, timeout: float = 300) -> RunSnapshot:
     at.sidebar.button(key="run_button").click().run()
     job = at.session_state[state.JOB]
     assert job.wait(timeout), job.snapshot()
@@ -319,8 +321,8 @@ def test_workers_still_running_are_stopped_when_the_server_exits(fake_worker, tm
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
-        from dashboard.gpulock import GpuLock
-        from dashboard.worker import RunJob
+        from profiler_core.orchestration.gpulock import GpuLock
+        from profiler_core.orchestration.runjob import RunJob
         job = RunJob({fake_worker("sleep", out)!r}, Path({str(out)!r}), "cpu", GpuLock("cpu")).start()
         pids = Path({str(out) + ".pids"!r})
         while not (pids.exists() and len(pids.read_text().split()) == 2):

@@ -2,16 +2,14 @@
 see where CUDA graphs stop paying: speedup with its CI and the crossover, medians beside the
 GPU-busy floor, a heat map for two parameters, amortisation, and break-even per point.
 
-The base of a new sweep is a preset on a device. A sweep runs on a background thread
+The base of a new sweep is a preset on a device. A sweep runs as a background job
 (``profiler_core.orchestration.jobs.BackgroundJob``) holding the device's lock, like the Run
-button's run,
-and its points go through a launcher of its own with a pool of warm workers (the sweep's default,
-closed when it ends); this page reads its snapshot twice a second.
+button's run, and its points go through a launcher of its own with a pool of warm workers (the
+sweep's default, closed when it ends); this page reads its snapshot twice a second.
 """
 
 import re
 import time
-import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +17,6 @@ import streamlit as st
 
 from dashboard import controls, devices, rundata, state, ui
 from dashboard.charts.sweep import sweep_amortisation, sweep_heatmap, sweep_medians, sweep_speedup
-from dashboard.gpulock import Ticket
 from profiler_core.orchestration.jobs import BackgroundJob
 from profiler_core.spec import fields
 from profiler_core.spec.config import INT_LIMITS, PRESET_DESCRIPTIONS, PRESETS, RunConfig
@@ -67,19 +64,7 @@ def _start(runner: SweepRunner) -> None:
     background thread; it opens on this page."""
     lock = state.lock_registry().lock(runner.plan.base.device)
     name = runner.folder.name
-    ticket = Ticket(uuid.uuid4().hex[:12], f"sweep {name}", state.session_id(), time.time())
-    lock.enqueue(ticket)
-
-    def release() -> None:
-        lock.release(ticket)
-        lock.leave(ticket)
-
-    try:
-        job = BackgroundJob(runner, name, lambda cancel: lock.acquire(ticket, cancel),
-                            release).start()
-    except BaseException:
-        lock.leave(ticket)  # never block the device with a sweep that never ran
-        raise
+    job = BackgroundJob(runner, name, lock, state.session_id(), holder=f"sweep {name}").start()
     st.session_state[JOB] = job
     st.session_state[SELECT] = name
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from profiler_core.orchestration.command import run_options_argv
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.spec.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.storage.results import RunResult
@@ -98,11 +99,12 @@ def _run_process(argv: Sequence[str], timeout_s: float) -> str:
 
 
 def tool_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, float]:
-    """The tool's default run in a fresh process; its headline figures."""
+    """The tool's default run in a fresh process (``run --preset seed <options>``, as users run
+    it: its own default time limit, no progress shown); its headline figures."""
     with tempfile.TemporaryDirectory(prefix="profiler_core_bench_") as folder:
         out = Path(folder) / "run"
-        _run_process([sys.executable, "-m", "profiler_core", "run", "--preset", "seed", *options,
-                      "--out", str(out), "--progress", "none"], timeout_s)
+        _run_process(run_options_argv(["--preset", "seed", *options], out, progress="none"),
+                     timeout_s)
         run = RunResult.load(out)
     figures, pair = run.figures, run.pair
     busy_ms = figures.get("graph", "gpu_busy_us") / 1e3

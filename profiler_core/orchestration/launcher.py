@@ -10,7 +10,8 @@ it stops a run at its time limit or falls back from a warm worker to a fresh pro
 (Cancel, a time limit) sends SIGTERM to the group (the run keeps what it measured, marked
 incomplete), then SIGKILL after a grace period. The ending is classified (:class:`Ending`): done,
 timeout, cancelled, error (an error record, or an exit code that stands for an error kind) or
-crashed. No UI here: the dashboard adds its device lock and wording (``dashboard/worker.py``).
+crashed. No UI here: ``profiler_core.orchestration.runjob`` runs one behind the device's lock,
+and the dashboard words how it ended (``dashboard/worker.py``).
 
 Warm workers (``warm=True``): a spare has imported torch and the engine and brought CUDA up on the
 device of the last run; it serves exactly one run, then exits. Spares are started only for devices
