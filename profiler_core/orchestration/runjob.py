@@ -7,7 +7,7 @@ it on a daemon thread and releases the lock whatever happens. Its work: start th
 serve it; or a private launcher of fresh processes), follow its records (``progress``: the phase
 and the bar; ``done``/``error``; the launcher's ``stopping``/``fallback``), and make the launcher's
 :class:`~profiler_core.orchestration.launcher.Ending` the final state: done, error (the worker's
-error record, kinds from ``profiler_core.spec.schema.ERROR_KINDS``), cancelled, timeout or crashed.
+error record, kinds from ``profiler_core.spec.errors.ERROR_KINDS``), cancelled, timeout or crashed.
 Cancel and the time limit stop the worker's whole process group (SIGTERM, then SIGKILL after the
 grace period). The launcher is handed a ``RunConfig``, never a command line. No UI here: the
 dashboard says in words how a run ended (``dashboard/worker.py``).
