@@ -16,12 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core import MODE_LABELS, MODE_NAMES
 from profiler_core.analysis.attribution import stretched_kernel_notes
 from profiler_core.analysis.figures import Figures, as_number
 from profiler_core.analysis.trace import decompose_medians
 from profiler_core.spec.config import (  # noqa: F401 (the labels:
-    MODE_LABELS,
-    MODE_NAMES,
     RunConfig,
     preset_label,  # one rule, in config)
     preset_text,

@@ -15,12 +15,11 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import devices
+from profiler_core import ALWAYS_MEASURED, MODE_LABELS
 from profiler_core.spec import fields
 from profiler_core.spec.config import (
-    ALWAYS_MEASURED,
     HOW_MEASURED_FIELDS,
     INT_LIMITS,
-    MODE_LABELS,
     NOT_PRESET_FIELDS,
     PRESET_DESCRIPTIONS,
     PRESETS,

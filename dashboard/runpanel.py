@@ -2,9 +2,11 @@
 
 Scope: the Run button (sidebar), the live panel above every view (progress bar, current phase,
 Cancel; or the queue position and who holds the device and since when), and what happens when a
-run ends (the new run opens). The work itself is done by :class:`dashboard.worker.RunJob`, through
-the server's one warm :class:`~profiler_core.orchestration.launcher.Launcher` (a spare worker with torch imported
-and CUDA up waits for the next run, so a second Run starts fast).
+run ends (the new run opens, and :func:`dashboard.worker.describe_outcome` says how it ended). The
+work itself is done by a :class:`~profiler_core.orchestration.runjob.RunJob`, a background job
+behind the device's lock, through the server's one warm
+:class:`~profiler_core.orchestration.launcher.Launcher` (a spare worker with torch imported and CUDA
+up waits for the next run, so a second Run starts fast).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import controls, rundata, state, ui, worker
-from dashboard.gpulock import LockState
 from profiler_core.orchestration.command import REPO_ROOT
+from profiler_core.orchestration.gpulock import LockState
 from profiler_core.orchestration.launcher import Launcher
+from profiler_core.orchestration.runjob import RunJob, RunSnapshot
 from profiler_core.spec.config import PRESETS, RunConfig
 from profiler_core.spec.errors import ConfigError
 
@@ -126,12 +129,12 @@ def run_launcher() -> Launcher:
     return Launcher(warm=True, cwd=REPO_ROOT)
 
 
-def start_run(config: RunConfig) -> worker.RunJob:
+def start_run(config: RunConfig) -> RunJob:
     """Create the run folder name, queue the job on the device's lock and start it."""
     out_dir = new_run_dir(state.runs_dir(), config)
     lock = state.lock_registry().lock(config.device)
     timeout = float(st.session_state.get(controls.TIMEOUT_KEY) or 0) or None
-    job = worker.RunJob(config, out_dir, config.device, lock,
+    job = RunJob(config, out_dir, config.device, lock,
                         session=state.session_id(), timeout_s=timeout, launcher=run_launcher())
     st.session_state[state.JOB] = job
     return job.start()
@@ -139,7 +142,7 @@ def start_run(config: RunConfig) -> worker.RunJob:
 
 def run_button(config: RunConfig | None, error: ConfigError | None) -> None:
     """The Run button, disabled while a run of this session is active or a setting is refused."""
-    job: worker.RunJob | None = st.session_state.get(state.JOB)
+    job: RunJob | None = st.session_state.get(state.JOB)
     active = job is not None and job.snapshot().active
     if error is not None:
         st.error(f"Run is disabled: {controls.field_label(error.field)} was refused (see below).")
@@ -173,7 +176,7 @@ def _lock_caption(device: str) -> None:
 
 def handle_finished_job() -> None:
     """Once per finished job: open its run if it wrote one. Call before the sidebar is drawn."""
-    job: worker.RunJob | None = st.session_state.get(state.JOB)
+    job: RunJob | None = st.session_state.get(state.JOB)
     if job is None:
         return
     snap = job.snapshot()
@@ -189,7 +192,7 @@ def handle_finished_job() -> None:
         st.session_state[state.OPEN_RUN] = key
 
 
-def _progress(snap: worker.JobSnapshot) -> None:
+def _progress(snap: RunSnapshot) -> None:
     if snap.status == "queued":
         lock = state.lock_registry().lock(snap.device).state()
         position = lock.position(snap.job_id)
@@ -211,7 +214,7 @@ def _progress(snap: worker.JobSnapshot) -> None:
         st.rerun()
 
 
-def _result(snap: worker.JobSnapshot) -> None:
+def _result(snap: RunSnapshot) -> None:
     """How this session's last run ended, in plain words, with what to change."""
     if st.session_state.get("job_dismissed") == snap.job_id:
         return
@@ -238,7 +241,7 @@ def _result(snap: worker.JobSnapshot) -> None:
 
 def job_panel() -> None:
     """Above every view: the live progress of this session's run, or how the last one ended."""
-    job: worker.RunJob | None = st.session_state.get(state.JOB)
+    job: RunJob | None = st.session_state.get(state.JOB)
     if job is None:
         return
     if job.snapshot().active:

@@ -14,10 +14,10 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import devices, rundata, uploads
-from dashboard.gpulock import GpuLockRegistry
+from profiler_core import ProfilerError
 from profiler_core.analysis import timeline, trace
 from profiler_core.analysis.trace_reading import load_trace
-from profiler_core.spec.errors import ProfilerError
+from profiler_core.orchestration.gpulock import GpuLockRegistry
 from profiler_core.storage import index as run_index
 from profiler_core.storage import runfolder
 
@@ -224,23 +224,6 @@ def current_run() -> tuple[rundata.OpenedRun | None, str]:
         return None, f"This run cannot be opened: {exc}"
 
 
-def require_run() -> rundata.OpenedRun:
-    """The open run for a view; otherwise say how to get one and stop the page."""
-    run, problem = current_run()
-    if run is None:
-        if problem:
-            from dashboard.ui import escape_md  # ui imports this module
-
-            st.error(escape_md(problem), icon=":material/block:")
-        else:
-            st.info("No run is open. Pick one in the sidebar under **Showing**, upload a zip on "
-                    "the **Runs** page, or start a new run from the sidebar.")
-        if not rundata.sample_run_available(sample_dir()):
-            st.caption(sample_missing_text())
-        st.stop()
-    return run
-
-
 @st.cache_data(max_entries=16, show_spinner="Reading the trace...")
 def _timeline(path: str, stamp: float, iteration: int | None) -> timeline.IterationTimeline:
     return timeline.iteration_timeline(load_trace(path), iteration)
@@ -266,8 +249,3 @@ def trace_operators(path: Path, mode: str) -> dict[str, str]:
     time). Raises ``RunFormatError`` for a trace that cannot be read."""
     path = Path(path)
     return _operators(str(path), path.stat().st_mtime, mode)
-
-
-def sample_missing_text() -> str:
-    return ("The bundled sample run (dashboard/sample_run/, a real H200 run) is not in this copy "
-            "of the project, so there is nothing to show until you open or upload a run.")

@@ -41,13 +41,12 @@ from profiler_core.engine.profiling import ProfiledWindow
 from profiler_core.engine.telemetry import NvmlCapability, PhaseRecorder
 from profiler_core.spec import schema
 from profiler_core.spec.config import (
-    ALWAYS_MEASURED,
     DTYPES,
-    MODE_NAMES,
     PRESETS,
     RunConfig,
     changed_from_preset,
 )
+from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.progress import ProgressCounter
 from profiler_core.storage import runtables
 from profiler_core.timing.trials import Mode
@@ -304,7 +303,7 @@ def mode_times(draw, config: RunConfig, scale: float, outcome: str) -> dict[str,
                                  unique=True))}
         times[name] = extra
     if cuda:
-        for name, mode in times.items():  # what _prepare_modes adds on a CUDA device
+        for mode in times.values():  # what _prepare_modes adds on a CUDA device
             mode.figures["peak_bytes"] = float(draw(st.integers(0, 2**37)))
             mode.figures["device_bytes"] = float(draw(st.integers(0, 2**37)))
     return times

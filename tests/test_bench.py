@@ -4,9 +4,12 @@ fake processes in place of the tool's run and the bare loop."""
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import write_synthetic_run
 
 from profiler_core.orchestration import bench
 
@@ -77,3 +80,24 @@ def test_the_quiet_tool_is_a_fourth_process_that_tells_where_a_gap_comes_from():
     assert tables["tool"].loc[0, "speedup"] == pytest.approx(5.5)  # the default run's figures only
     plain = bench.run_benchmark(2, {"small": []}, tool=tool, bare=lambda o: {"eager": 1.0, "graph": 0.2})
     assert plain["fidelity"]["quiet_over_bare"].isna().all()
+
+
+def test_the_tools_process_is_the_default_run_with_the_bare_loops_options(monkeypatch):
+    """orchestration.command builds the tool's command line: ``run --preset seed`` with the
+    config's options as they are (the bare loop reads the same), its own default time limit, no
+    progress; nothing else."""
+    seen = []
+
+    def fake_process(argv, timeout_s):  # a complete run where the command line says
+        seen.append((list(argv), timeout_s))
+        write_synthetic_run(Path(argv[argv.index("--out") + 1]))
+        return ""
+
+    monkeypatch.setattr(bench, "_run_process", fake_process)
+    figures = bench.tool_process(bench.BENCH_CONFIGS["launch-bound-fp32"], timeout_s=60)
+    ((argv, timeout_s),) = seen
+    out = argv[argv.index("--out") + 1]
+    assert argv == [sys.executable, "-m", "profiler_core", "run", "--preset", "seed",
+                    *bench.BENCH_CONFIGS["launch-bound-fp32"], "--out", out, "--progress", "none"]
+    assert timeout_s == 60 and "--timeout" not in argv
+    assert figures["eager"] > figures["graph"] > 0  # read back from the run it wrote

@@ -23,9 +23,9 @@ from dashboard import (
     rundata,
     runpanel,
     state,
-    worker,
 )
 from profiler_core.orchestration.launcher import Launcher
+from profiler_core.orchestration.runjob import RunSnapshot
 from profiler_core.spec.errors import RunFormatError
 from profiler_core.spec.schema import TABLE_FILES
 from profiler_core.storage.results import RunResult
@@ -478,7 +478,7 @@ def test_unknown_files_in_a_zip_are_never_written(shared_run, tmp_path):
 # ----------------------------------------------------------------------------- the real engine
 
 
-def _run_from_the_sidebar(at: AppTest, timeout_s: float) -> tuple[worker.JobSnapshot, float]:
+def _run_from_the_sidebar(at: AppTest, timeout_s: float) -> tuple[RunSnapshot, float]:
     """Press Run, follow the job like the page does, and time it until every view has drawn."""
     import time
 

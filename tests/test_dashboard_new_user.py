@@ -66,7 +66,7 @@ def test_the_config_table_lists_the_settings_that_applied():
 
 def test_the_cpu_modes_are_the_registrys():
     from profiler_core.engine.modes import REGISTRY
-    from profiler_core.spec.config import CPU_MODES
+    from profiler_core.spec.modes import CPU_MODES
 
     assert set(CPU_MODES) == {name for name, spec in REGISTRY.items() if not spec.cuda_only}
 

@@ -36,7 +36,6 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import (
     analysis,
-    charts,
     kernel_tables,
     percentiles,
     run_facts,
@@ -46,10 +45,32 @@ from dashboard import (
     uploads,
     worker,
 )
-from dashboard.gpulock import GpuLock
-from dashboard.worker import ERROR_TITLES, KIND_OF_EXIT, RunJob
+from dashboard.charts.attribution import (
+    launch_count_bars,
+    profiled_waterfall,
+    profiled_waterfall_steps,
+    speedup_waterfall,
+    split_bars,
+    unknown_components,
+)
+from dashboard.charts.counters import counter_bars
+from dashboard.charts.gpu import nvml_timeseries
+from dashboard.charts.kernels import kernel_top_bar
+from dashboard.charts.timing import (
+    latency_ecdf,
+    latency_histogram,
+    latency_series,
+    median_bars,
+    modes_speedup_bars,
+    repeats_chart,
+    timing_methods_bars,
+)
+from dashboard.worker import ERROR_TITLES
 from profiler_core.orchestration import child, launcher, repeats
 from profiler_core.orchestration.command import run_argv
+from profiler_core.orchestration.gpulock import GpuLock
+from profiler_core.orchestration.launcher import KIND_OF_EXIT
+from profiler_core.orchestration.runjob import RunJob, RunSnapshot
 from profiler_core.spec.config import PRESETS
 from profiler_core.spec.errors import ERROR_KINDS, REFUSED_KINDS, ProfilerError, RunFormatError
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, TABLE_FILES
@@ -113,7 +134,7 @@ def fake_runs(monkeypatch, fake_worker, source_run):
     return modes
 
 
-def _press_run_and_wait(at: AppTest, timeout: float = 300) -> worker.JobSnapshot:
+def _press_run_and_wait(at: AppTest, timeout: float = 300) -> RunSnapshot:
     at.sidebar.button(key="run_button").click().run()
     job = at.session_state[state.JOB]
     assert job.wait(timeout), job.snapshot()
@@ -300,8 +321,8 @@ def test_workers_still_running_are_stopped_when_the_server_exits(fake_worker, tm
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
-        from dashboard.gpulock import GpuLock
-        from dashboard.worker import RunJob
+        from profiler_core.orchestration.gpulock import GpuLock
+        from profiler_core.orchestration.runjob import RunJob
         job = RunJob({fake_worker("sleep", out)!r}, Path({str(out)!r}), "cpu", GpuLock("cpu")).start()
         pids = Path({str(out) + ".pids"!r})
         while not (pids.exists() and len(pids.read_text().split()) == 2):
@@ -448,13 +469,13 @@ def test_odd_but_loadable_values_never_break_a_view(tmp_path):
 
 
 def test_breakdown_components_come_from_the_schema():
-    assert set(charts.TIMELINE_OF_COMPONENT) | {charts.TOTAL_COMPONENT} == set(BREAKDOWN_COMPONENTS)
-    assert set(charts.TIMELINE_OF_COMPONENT.values()) == {"GPU", "CPU"}
+    assert set(analysis.TIMELINE_OF_COMPONENT) | {analysis.TOTAL_COMPONENT} == set(BREAKDOWN_COMPONENTS)
+    assert set(analysis.TIMELINE_OF_COMPONENT.values()) == {"GPU", "CPU"}
     frame = pd.DataFrame({"mode": "graph", "component": ["gpu_busy", "totally_new"],
                           "eager_us": [1.0, 2.0], "mode_us": [1.0, 1.0], "saving_us": [0.0, 1.0],
                           "share_of_saving_pct": [0.0, 100.0]})
-    assert charts.unknown_components(frame) == ["totally_new"]
-    assert list(charts.profiled_waterfall_steps(frame)) == ["GPU"]
+    assert unknown_components(frame) == ["totally_new"]
+    assert list(profiled_waterfall_steps(frame)) == ["GPU"]
 
 
 # ----------------------------------------------------------------------------- malformed runs
@@ -612,25 +633,25 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
         steps, column = analysis.series_steps(steps, series if series in analysis.SERIES
                                               else "steady_event")
         draw = {
-            "summary.json": lambda: charts.median_bars(opened.table("stats"), medians),
-            "latency.csv": lambda: (charts.latency_histogram(steps, column),
-                                    charts.latency_ecdf(steps, column),
-                                    charts.latency_series(steps, column)),
-            "stats.csv": lambda: (charts.median_bars(opened.table("stats"), medians),
-                                  charts.timing_methods_bars(timing)),
-            "launch_split.csv": lambda: (charts.split_bars(medians),
-                                         charts.launch_count_bars(medians)),
-            "breakdown.csv": lambda: charts.profiled_waterfall(opened.table("breakdown")),
-            "attribution.csv": lambda: (charts.speedup_waterfall(opened.table("attribution")),
+            "summary.json": lambda: median_bars(opened.table("stats"), medians),
+            "latency.csv": lambda: (latency_histogram(steps, column),
+                                    latency_ecdf(steps, column),
+                                    latency_series(steps, column)),
+            "stats.csv": lambda: (median_bars(opened.table("stats"), medians),
+                                  timing_methods_bars(timing)),
+            "launch_split.csv": lambda: (split_bars(medians),
+                                         launch_count_bars(medians)),
+            "breakdown.csv": lambda: profiled_waterfall(opened.table("breakdown")),
+            "attribution.csv": lambda: (speedup_waterfall(opened.table("attribution")),
                                         analysis.saving_table(opened.table("attribution"))),
-            "kernels.csv": lambda: charts.kernel_top_bar(opened.table("kernels"), "eager", 5),
-            "nvml.csv": lambda: charts.nvml_timeseries(opened.table("nvml"), opened.table("phases")),
-            "phases.csv": lambda: charts.nvml_timeseries(opened.table("nvml"), opened.table("phases")),
-            "counters.csv": lambda: charts.counter_bars(lessons),
-            "modes.csv": lambda: (charts.modes_speedup_bars(opened.table("modes")),
+            "kernels.csv": lambda: kernel_top_bar(opened.table("kernels"), "eager", 5),
+            "nvml.csv": lambda: nvml_timeseries(opened.table("nvml"), opened.table("phases")),
+            "phases.csv": lambda: nvml_timeseries(opened.table("nvml"), opened.table("phases")),
+            "counters.csv": lambda: counter_bars(lessons),
+            "modes.csv": lambda: (modes_speedup_bars(opened.table("modes")),
                                   analysis.modes_table(opened.table("modes"))),
             "metrics.csv": lambda: rundata.table_csv_bytes(opened.table("metrics")),
-            "repeats.csv": lambda: (charts.repeats_chart(opened.table("repeats")),
+            "repeats.csv": lambda: (repeats_chart(opened.table("repeats")),
                                     repeats.between_table(h, opened.pair),
                                     stability.spread_beyond_ci(
                                         h, (opened.pair.speedup_ci_low, opened.pair.speedup_ci_high))),

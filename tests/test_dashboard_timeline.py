@@ -12,7 +12,8 @@ import pytest
 from conftest import synthetic_trace, write_synthetic_run
 from streamlit.testing.v1 import AppTest
 
-from dashboard import charts, state
+from dashboard import state
+from dashboard.charts.attribution import iteration_timeline
 from profiler_core.analysis import timeline as trace_timeline
 from profiler_core.analysis import trace, trace_reading
 
@@ -85,7 +86,7 @@ def test_recorded_h200_iterations_match_the_launch_split(mode, source):
     assert timeline.span_us == pytest.approx(row["span_us"])
     spans = split["span_us"].iloc[1:]
     assert row["span_us"] == pytest.approx(np.sort(spans)[(len(spans) - 1) // 2])
-    fig = charts.iteration_timeline(events, mode, timeline.span_us)
+    fig = iteration_timeline(events, mode, timeline.span_us)
     assert [t.type for t in fig.data] and fig.to_json()
     lanes = list(fig.layout.yaxis.categoryarray)[::-1]  # drawn top to bottom
     assert lanes[-1] == trace_timeline.GPU_LANE and lanes[-2] == trace_timeline.LAUNCH_LANE

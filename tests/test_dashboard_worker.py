@@ -1,18 +1,18 @@
-"""The dashboard's layer over the launcher (RunJob) and the per-device lock, with a fake worker
-(no GPU needed). The launcher itself is tested in test_launcher.py."""
+"""A run from the page as a background job (profiler_core/orchestration/runjob.py) and the
+per-device lock, with a fake worker (no GPU needed). The launcher itself is tested in
+test_launcher.py, the background job's mechanics in test_jobs.py."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 from conftest import process_alive, wait_for
 
-from dashboard.gpulock import GpuLock, GpuLockRegistry, Ticket
-from dashboard.worker import RunJob
 from profiler_core.cli import parser as cli
 from profiler_core.orchestration.command import run_argv
+from profiler_core.orchestration.gpulock import GpuLock, GpuLockRegistry
+from profiler_core.orchestration.runjob import RunJob
 from profiler_core.spec.config import PRESETS
 
 
@@ -126,31 +126,3 @@ def test_one_run_per_device_in_arrival_order_and_cancel_while_queued(tmp_path, f
     assert second.snapshot().status == "done"
     assert second.snapshot().started_at >= first.snapshot().finished_at - 0.05
     assert lock.state().holder is None and not lock.state().waiting
-
-
-def test_lock_is_fifo_under_contention():
-    lock = GpuLock("cuda:0")
-    order, inside, overlap = [], [], []
-    holder = Ticket("first", "first", "s", time.time())
-    assert lock.acquire(holder)
-
-    def worker(name):
-        ticket = Ticket(name, name, "s", time.time())
-        assert lock.acquire(ticket)
-        inside.append(name)
-        overlap.append(len(inside))
-        order.append(name)
-        time.sleep(0.01)
-        inside.remove(name)
-        lock.release(ticket)
-
-    threads = []
-    for name in "abcde":
-        thread = threading.Thread(target=worker, args=(name,))
-        thread.start()
-        threads.append(thread)
-        assert wait_for(lambda: len(lock.state().waiting) == len(threads))
-    lock.release(holder)
-    for thread in threads:
-        thread.join(5)
-    assert order == list("abcde") and max(overlap) == 1

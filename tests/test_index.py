@@ -594,25 +594,25 @@ def test_overlay_steps_use_cuda_events_else_the_wall_clock():
 def test_overlay_charts_draw_only_finite_numbers_and_show_run_labels_as_text():
     import pandas as pd
 
-    from dashboard import charts
+    from dashboard.charts.comparison import compare_latency_ecdf, compare_speedups
 
     label = "<a href='x'>A</a>"
     speedups = pd.DataFrame({"run": [label, "B", "C"], "mode": "graph",
                              "speedup": [3.0, float("inf"), float("nan")],
                              "speedup_ci_low": [2.5, 1.0, 1.0], "speedup_ci_high": [3.5, 2.0, 2.0]})
-    fig = charts.compare_speedups(speedups)
+    fig = compare_speedups(speedups)
     (trace,) = fig.data
     assert list(trace.x) == ["&lt;a href='x'&gt;A&lt;/a&gt;"] and list(trace.y) == [3.0]
     steps = pd.DataFrame({"run": [label] * 3 + ["B"] * 3, "mode": ["eager", "graph", "graph"] * 2,
                           "ms": [1.0, 0.2, float("inf"), 1.1, 0.25, 0.3], "timed_by": "x"})
-    fig = charts.compare_latency_ecdf(steps, log_scale=True)
+    fig = compare_latency_ecdf(steps, log_scale=True)
     assert {(t.name, t.xaxis) for t in fig.data} == {("&lt;a href='x'&gt;A&lt;/a&gt;", "x"),
                                                     ("&lt;a href='x'&gt;A&lt;/a&gt;", "x2"),
                                                     ("B", "x"), ("B", "x2")}
     assert all(np.isfinite(list(t.x)).all() for t in fig.data)
     assert [t.showlegend for t in fig.data].count(True) == 2  # one legend entry per run
     assert fig.layout.xaxis.type == "log" and fig.layout.xaxis2.type == "log"
-    empty = charts.compare_speedups(speedups.iloc[0:0])
+    empty = compare_speedups(speedups.iloc[0:0])
     assert "none of these runs has a speedup" in empty.layout.annotations[0].text
 
 

@@ -72,7 +72,7 @@ def test_a_cpu_run_times_compile_beside_eager_and_skips_what_needs_cuda(tmp_path
 
 
 def test_the_registry_holds_every_mode_in_run_order_eager_first():
-    from profiler_core.spec.config import MODE_LABELS, MODE_NAMES
+    from profiler_core.spec.modes import CUDA_ONLY_MODES, MODE_LABELS, MODE_NAMES
 
     assert tuple(modes.REGISTRY) == MODE_NAMES and MODE_NAMES[0] == "eager"
     assert {name: spec.label for name, spec in modes.REGISTRY.items()} == MODE_LABELS
@@ -80,7 +80,27 @@ def test_the_registry_holds_every_mode_in_run_order_eager_first():
     iterations = {name: spec.timed_iterations(config) for name, spec in modes.REGISTRY.items()}
     assert iterations == {"eager": 90, "graph": 30, "graphed_callables": 90, "compile": 90,
                           "compile_ro": 90}  # as many training steps in every mode
-    assert modes.CUDA_ONLY_MODES == ("graph", "graphed_callables", "compile_ro")
+    assert CUDA_ONLY_MODES == ("graph", "graphed_callables", "compile_ro")
+
+
+def test_each_modes_facts_are_declared_once_and_read_everywhere():
+    from profiler_core import MODES, ModeSpec
+    from profiler_core.engine import cpu_time
+    from profiler_core.spec import fields
+    from profiler_core.spec import modes as declared
+
+    assert all(isinstance(mode, ModeSpec) for mode in MODES)
+    assert declared.MODE_NAMES == tuple(mode.name for mode in MODES)
+    assert declared.ALWAYS_MEASURED == ("eager", "graph") == RunConfig().modes
+    for name, implementation in modes.REGISTRY.items():  # the engine reads the declaration
+        assert implementation.spec is declared.SPECS[name]
+        assert implementation.cuda_only == declared.SPECS[name].cuda_only
+    assert cpu_time.COMPILED_MODES is declared.COMPILED_MODES == ("compile", "compile_ro")
+    spec = fields.spec("modes")  # the CLI's and the dashboard's help name every extra mode
+    assert spec.choices == declared.EXTRA_MODES == ("graphed_callables", "compile", "compile_ro")
+    for name in declared.EXTRA_MODES:
+        assert name in spec.option_help and declared.SPECS[name].help in spec.help
+    assert spec.cpu_note.startswith("On the CPU only torch.compile can run")
 
 
 def test_every_mode_is_prepared_through_the_registry_with_its_phases_and_one_time_cost(fast_compile):
@@ -131,12 +151,12 @@ def test_what_torch_warns_while_a_mode_is_prepared_becomes_a_note_of_the_run(mon
     real = modes.REGISTRY["eager"]
 
     def warn_then_prepare(prep):
-        warnings.warn("The AccumulateGrad node's stream does not match. This may incur sync.")
-        warnings.warn("The AccumulateGrad node's stream does not match. Again.")
-        warnings.warn("not torch's kind", DeprecationWarning)
+        warnings.warn("The AccumulateGrad node's stream does not match. This may incur sync.", stacklevel=2)
+        warnings.warn("The AccumulateGrad node's stream does not match. Again.", stacklevel=2)
+        warnings.warn("not torch's kind", DeprecationWarning, stacklevel=2)
         return real.prepare(prep)
 
-    monkeypatch.setitem(modes.REGISTRY, "eager", modes.ModeSpec("eager", False, warn_then_prepare))
+    monkeypatch.setitem(modes.REGISTRY, "eager", modes.ModeImplementation("eager", warn_then_prepare))
     config = RunConfig(device="cpu", batch=4, d_in=8, hidden=16, d_out=2)
     prep = modes.Preparation(config, torch.device("cpu"), make_batches(config, 2, torch.device("cpu")),
                              PhaseRecorder(0.0), ProgressCounter(100))

@@ -438,12 +438,12 @@ def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_pa
 
 
 def test_the_prediction_parts_add_up_and_the_chart_draws_only_finite_numbers():
-    from dashboard import charts
+    from dashboard.charts.timing import prediction_bars
 
     headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
     figures = stored_figures(headline)
     assert predict.prediction_parts(headline, figures).empty
-    assert "no prediction" in charts.prediction_bars(predict.prediction_parts(headline, figures)) \
+    assert "no prediction" in prediction_bars(predict.prediction_parts(headline, figures)) \
         .layout.annotations[0].text
     headline.update(prediction_launch_us=8.0, prediction_per_node_us=0.5, prediction_copy_us=12.0,
                     prediction_steps_per_graph=4, prediction_constants_method="test")
@@ -453,7 +453,7 @@ def test_the_prediction_parts_add_up_and_the_chart_draws_only_finite_numbers():
     assert predicted.sum() == pytest.approx(headline["predicted_graph_ms"] * 1e3)
     assert predicted["launch"] == 2.0 and predicted["batch copy"] == 3.0
     parts.loc[parts["part"] == "launch", "us"] = math.inf  # a damaged figure is left out
-    figure = charts.prediction_bars(parts)
+    figure = prediction_bars(parts)
     drawn = [x for trace in figure.data if trace.type == "bar" for x in trace.x]
     assert all(math.isfinite(x) for x in drawn) and len(drawn) == 4
 

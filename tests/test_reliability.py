@@ -124,7 +124,8 @@ def test_capture_failure_diagnosis_reads_through_a_masking_error():
         try:
             _raise_from("optimizer")
         except RuntimeError:
-            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+            raise RuntimeError(  # noqa: B904  (the masking error keeps the first as its __context__)
+                "CUDA error: operation failed due to a previous error during capture")
     except RuntimeError as error:
         diagnosis = diagnose_capture_failure(error)
     assert "without capturable=True" in diagnosis.message

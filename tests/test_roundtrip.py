@@ -83,8 +83,26 @@ class _NoCharts:
         return lambda *args, **kwargs: None
 
 
+class _Charts:
+    """Every figure builder of ``dashboard.charts``'s modules under one name."""
+
+    def __init__(self, *modules) -> None:
+        self.modules = modules
+
+    def __getattr__(self, name: str):
+        return next(getattr(module, name) for module in self.modules if hasattr(module, name))
+
+
 try:
-    from dashboard import charts as _real_charts
+    from dashboard.charts import attribution as attribution_charts
+    from dashboard.charts import comparison as comparison_charts
+    from dashboard.charts import counters as counters_charts
+    from dashboard.charts import gpu as gpu_charts
+    from dashboard.charts import kernels as kernels_charts
+    from dashboard.charts import sweep as sweep_charts
+    from dashboard.charts import timing as timing_charts
+    _real_charts = _Charts(timing_charts, attribution_charts, gpu_charts, kernels_charts,
+                           counters_charts, comparison_charts, sweep_charts)
 except ImportError:  # no plotly (the GPU machine's image): the figures are not drawn there
     _real_charts = _NoCharts()
 

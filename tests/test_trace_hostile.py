@@ -448,8 +448,8 @@ def test_a_huge_byte_cap_is_clamped_never_a_read_buffer(tmp_path, capsys, monkey
 def test_step_markers_with_distinct_names_stop_at_the_name_cap(tmp_path, capsys):
     # The issue's 15 MB gzip of step markers failed in numpy; every marker has its own name
     # (ProfilerStep#N), so the name cap refuses such a file early.
-    events = ",".join('{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":1,'
-                      '"tid":1,"ts":%d,"dur":1}' % (i, 2 * i) for i in range(30_000))
+    events = ",".join('{"ph":"X","cat":"user_annotation","name":"ProfilerStep#' + str(i)
+                      + '","pid":1,"tid":1,"ts":' + str(2 * i) + ',"dur":1}' for i in range(30_000))
     path = tmp_path / "steps.json.gz"
     path.write_bytes(gzip.compress(('{"traceEvents":[' + events + "]}").encode(), 1))
     started = time.perf_counter()

@@ -4,7 +4,8 @@ loading CUDA and building the replicas, can take most of the run's clock)."""
 
 import streamlit as st
 
-from dashboard import analysis, charts, run_facts, state, ui
+from dashboard import analysis, run_facts, ui
+from dashboard.charts.gpu import nvml_timeseries
 
 try:
     from profiler_core.engine.telemetry import NVML_UTILISATION_CAVEAT as CAVEAT
@@ -13,7 +14,7 @@ except ImportError:
               "period (1/6 s to 1 s): it cannot resolve a millisecond step, and 100% does not "
               "mean the SMs are busy; the profiler's GPU busy time is the precise figure.")
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "GPU telemetry (NVML)")
 cpu = analysis.is_cpu_run(run.config, run.environment)
 if not cpu:
@@ -38,7 +39,7 @@ elif default is not None and len(summary) > 1 and not nvml.empty:
 no_nvml = ("a CPU run: NVML reads NVIDIA GPUs only" if cpu
            else "NVML off or unavailable" if run.complete else "NVML off, unavailable, or the "
            "run stopped before its samples were read")
-ui.chart(charts.nvml_timeseries(nvml, phases, x_range=x_range,
+ui.chart(nvml_timeseries(nvml, phases, x_range=x_range,
                                 empty_message=f"no NVML samples in this run ({no_nvml})"),
          key="gpu_nvml")
 st.caption("Shaded bands are the run's phases on the same clock, coloured by what they do (warm-up, "

@@ -5,11 +5,12 @@ be told apart (the functor of a generic kernel: ``kernel_tables.readable_kernels
 
 import streamlit as st
 
-from dashboard import analysis, charts, kernel_tables, state, ui
-from profiler_core.spec.config import MODE_LABELS
+from dashboard import analysis, kernel_tables, state, ui
+from dashboard.charts.kernels import kernel_diff_bars, kernel_top_bar
+from profiler_core import MODE_LABELS
 from profiler_core.spec.errors import ProfilerError
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Kernels")
 kernels = kernel_tables.readable_kernels(run.table("kernels"))
 if kernels.empty:
@@ -74,7 +75,7 @@ st.caption(f"Per iteration of the profiled windows: {counts.get('both', 0)} kern
            f"modes, {counts.get('eager only', 0)} only eagerly and "
            f"{counts.get(f'{other} only', 0)} only in {other}{random_kernels}. Hover over a bar "
            "for the kernel's full name.")
-ui.chart(charts.kernel_diff_bars(diff, top_n), key="kernels_diff")
+ui.chart(kernel_diff_bars(diff, top_n), key="kernels_diff")
 ui.table(diff, f"{run.name}-kernels_eager_vs_{other}.csv", key="kernels_diff",
          label="comparison CSV",
          column_order=[c for c in diff_columns[:-1]  # the full name: in the CSV and on hover
@@ -96,7 +97,7 @@ for first in range(0, len(modes), 2):  # two modes per row, however many the run
     cols = st.columns(2)
     for col, mode in zip(cols, modes[first:first + 2]):
         with col:
-            ui.chart(charts.kernel_top_bar(shown, mode, top_n), key=f"kernels_top_{mode}")
+            ui.chart(kernel_top_bar(shown, mode, top_n), key=f"kernels_top_{mode}")
 st.caption("Click a column header to sort. Times are over the profiled window; share is of the "
            "mode's GPU busy time.")
 ui.table(kernel_tables.kernel_table(shown), f"{run.name}-kernels.csv", key="kernels", label="kernels CSV",

@@ -4,9 +4,15 @@ Every chart shows one timing method at a time: steady state (the headline) or co
 
 import streamlit as st
 
-from dashboard import analysis, article, charts, percentiles, repeats_panel, state, ui
+from dashboard import analysis, article, percentiles, repeats_panel, ui
+from dashboard.charts.timing import (
+    latency_ecdf,
+    latency_histogram,
+    latency_series,
+    timing_methods_bars,
+)
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Latency per training step")
 cpu = analysis.is_cpu_run(run.config, run.environment)
 all_steps = analysis.per_step_latency(run.table("latency"))
@@ -26,12 +32,12 @@ if steps.empty:
     st.info("This run has no per-iteration latency table (it stopped before the timed trials, or "
             "its latency.csv is empty).", icon=":material/info:")
 
-ui.chart(charts.latency_histogram(steps, column), key="latency_hist")
+ui.chart(latency_histogram(steps, column), key="latency_hist")
 left, right = st.columns(2)
 with left:
-    ui.chart(charts.latency_ecdf(steps, column), key="latency_ecdf")
+    ui.chart(latency_ecdf(steps, column), key="latency_ecdf")
 with right:
-    ui.chart(charts.latency_series(steps, column), key="latency_series")
+    ui.chart(latency_series(steps, column), key="latency_series")
 ui.csv_download(run.table("latency"), f"{run.name}-latency.csv", key="latency_raw_csv",
                 label="every iteration (latency.csv)")
 
@@ -60,7 +66,7 @@ if cpu:
     st.caption("A CPU run has no such pitfall to show: a step on the CPU has finished when its "
                "call returns, so only the steady-state wall clock is measured.")
 timing = analysis.timing_comparison(run.table("stats"), run.figures, cpu)
-ui.chart(charts.timing_methods_bars(timing), key="latency_methods")
+ui.chart(timing_methods_bars(timing), key="latency_methods")
 ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table", label="timing CSV",
          empty="No timing statistics in this run (stats.csv is empty: the run stopped before its "
                "statistics were computed).",

@@ -5,7 +5,8 @@ in long form)."""
 
 import streamlit as st
 
-from dashboard import analysis, charts, repeats_panel, run_facts, state, ui
+from dashboard import analysis, repeats_panel, run_facts, state, ui
+from dashboard.charts.timing import median_bars, modes_speedup_bars, prediction_bars
 from profiler_core.analysis import predict
 
 gpus, no_gpu_reason = state.device_list()
@@ -16,7 +17,7 @@ if gpus.empty:
             "sample, the runs folder, or a zip uploaded on the Runs page.",
             icon=":material/info:")
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Overview")
 h, pair, figures = run.headline, run.pair, run.figures
 cpu = analysis.is_cpu_run(run.config, run.environment)
@@ -58,7 +59,7 @@ st.caption("The Launch split view draws this saving part by part (timed with no 
            "beside it, labelled, what the profiled window saw.")
 left, right = st.columns(2)  # the costs table's values ('never (graph not faster)') need room
 with left:
-    ui.chart(charts.median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")),
+    ui.chart(median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")),
                                 method=method, method_label=method_label),
              key="overview_medians")
 with right:
@@ -84,7 +85,7 @@ st.subheader("Prediction before capture")
 if predict.has_prediction(h):
     left, right = st.columns([3, 2])
     with left:
-        ui.chart(charts.prediction_bars(predict.prediction_parts(h, figures)), key="overview_prediction_chart")
+        ui.chart(prediction_bars(predict.prediction_parts(h, figures)), key="overview_prediction_chart")
         ui.table(predict.prediction_table(h, figures), f"{run.name}-prediction.csv", key="overview_prediction",
                  label="prediction CSV",
                  column_config={"predicted": st.column_config.NumberColumn(format="%.4g"),
@@ -109,7 +110,7 @@ if len(modes) > 2:  # more than eager and the article's graph: how each way of g
     st.subheader("Every mode")
     left, right = st.columns([3, 2])
     with left:
-        ui.chart(charts.modes_speedup_bars(modes), key="overview_modes")
+        ui.chart(modes_speedup_bars(modes), key="overview_modes")
     with right:
         ui.table(analysis.modes_table(modes, figures), f"{run.name}-modes.csv", key="overview_modes_table",
                  label="modes CSV",

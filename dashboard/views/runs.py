@@ -9,7 +9,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, charts, compare, run_facts, rundata, state, ui
+from dashboard import analysis, compare, run_facts, rundata, state, ui
+from dashboard.charts.attribution import split_bars
+from dashboard.charts.comparison import compare_latency_ecdf, compare_medians, compare_speedups
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.storage import index as run_index
@@ -254,13 +256,13 @@ view = st.radio("Overlay", list(CHART_VIEWS), format_func=CHART_VIEWS.get, horiz
 if view == "medians":
     left, right = st.columns(2)
     with left:
-        ui.chart(charts.compare_medians(pd.concat(bars, ignore_index=True), log_scale),
+        ui.chart(compare_medians(pd.concat(bars, ignore_index=True), log_scale),
                  key="compare_medians")
     with right:
-        ui.chart(charts.split_bars(pd.concat(medians, ignore_index=True),
+        ui.chart(split_bars(pd.concat(medians, ignore_index=True),
                                    "no profiled window in any of these runs"), key="compare_split")
 elif view == "speedup":
-    ui.chart(charts.compare_speedups(pd.concat(speedups, ignore_index=True), no_speedup,
+    ui.chart(compare_speedups(pd.concat(speedups, ignore_index=True), no_speedup,
                                      order=list(loaded)),
              key="compare_speedups")
     st.caption("Each run's steady-state speedup over its own eager step, with the 95% bootstrap "
@@ -269,7 +271,7 @@ elif view == "speedup":
                          no_speedup.items()))
 else:
     overlay = pd.concat(steps, ignore_index=True)
-    ui.chart(charts.compare_latency_ecdf(overlay, log_scale), key="compare_distributions")
+    ui.chart(compare_latency_ecdf(overlay, log_scale), key="compare_distributions")
     methods = overlay.drop_duplicates("run")
     st.caption("Every steady-state step of each run, one line per run: "
                + "; ".join(f"{ui.escape_md(r)}: {ui.escape_md(t)}"

@@ -2,23 +2,21 @@
 see where CUDA graphs stop paying: speedup with its CI and the crossover, medians beside the
 GPU-busy floor, a heat map for two parameters, amortisation, and break-even per point.
 
-The base of a new sweep is a preset on a device. A sweep runs on a background thread
+The base of a new sweep is a preset on a device. A sweep runs as a background job
 (``profiler_core.orchestration.jobs.BackgroundJob``) holding the device's lock, like the Run
-button's run,
-and its points go through a launcher of its own with a pool of warm workers (the sweep's default,
-closed when it ends); this page reads its snapshot twice a second.
+button's run, and its points go through a launcher of its own with a pool of warm workers (the
+sweep's default, closed when it ends); this page reads its snapshot twice a second.
 """
 
 import re
 import time
-import uuid
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, devices, rundata, state, ui
-from dashboard.gpulock import Ticket
+from dashboard import controls, devices, rundata, state, ui
+from dashboard.charts.sweep import sweep_amortisation, sweep_heatmap, sweep_medians, sweep_speedup
 from profiler_core.orchestration.jobs import BackgroundJob
 from profiler_core.spec import fields
 from profiler_core.spec.config import INT_LIMITS, PRESET_DESCRIPTIONS, PRESETS, RunConfig
@@ -66,19 +64,7 @@ def _start(runner: SweepRunner) -> None:
     background thread; it opens on this page."""
     lock = state.lock_registry().lock(runner.plan.base.device)
     name = runner.folder.name
-    ticket = Ticket(uuid.uuid4().hex[:12], f"sweep {name}", state.session_id(), time.time())
-    lock.enqueue(ticket)
-
-    def release() -> None:
-        lock.release(ticket)
-        lock.leave(ticket)
-
-    try:
-        job = BackgroundJob(runner, name, lambda cancel: lock.acquire(ticket, cancel),
-                            release).start()
-    except BaseException:
-        lock.leave(ticket)  # never block the device with a sweep that never ran
-        raise
+    job = BackgroundJob(runner, name, lock, state.session_id(), holder=f"sweep {name}").start()
     st.session_state[JOB] = job
     st.session_state[SELECT] = name
 
@@ -321,7 +307,7 @@ st.subheader("Speedup")
 if cpu_sweep:
     st.info(NO_GRAPH, icon=":material/info:")
 else:
-    ui.chart(charts.sweep_speedup(table, x, threshold, found, x_axis.numeric, x_axis.log_scale),
+    ui.chart(sweep_speedup(table, x, threshold, found, x_axis.numeric, x_axis.log_scale),
              key="sweep_speedup")
     if table.empty:
         st.caption("No measured point has a graph timing yet: the chart fills in as points finish.")
@@ -337,7 +323,7 @@ times = pd.to_numeric(medians[["eager_ms", "mode_ms"]].stack(), errors="coerce")
 times = times[times > 0]
 wide = len(times) > 1 and float(times.max()) / float(times.min()) > 20
 log_y = st.toggle("Log scale for the times", value=bool(wide), key="sweep_log_y")
-ui.chart(charts.sweep_medians(medians, x, x_axis.numeric, x_axis.log_scale, log_y),
+ui.chart(sweep_medians(medians, x, x_axis.numeric, x_axis.log_scale, log_y),
          key="sweep_medians")
 if cpu_sweep:
     st.caption("Eager's median time per training step at each point (wall clock). A CPU sweep has "
@@ -364,7 +350,7 @@ elif len(axis_names) == 2:
     modes = sorted(set(table["mode"].astype(str))) or ["graph"]
     mode = st.selectbox("Mode", modes, index=modes.index("graph") if "graph" in modes else 0,
                         key="sweep_heat_mode") if len(modes) > 1 else modes[0]
-    ui.chart(charts.sweep_heatmap(table, x, y, mode, threshold), key="sweep_heatmap")
+    ui.chart(sweep_heatmap(table, x, y, mode, threshold), key="sweep_heatmap")
 
 st.subheader("Amortisation")
 amortisation = amortisation_table(table, axis_names)
@@ -372,7 +358,7 @@ if cpu_sweep:
     st.caption("Amortisation is how a graph spreads its launch over several captured steps: a CPU "
                "sweep has no graph.")
 elif "capture_iters" in axis_names:
-    ui.chart(charts.sweep_amortisation(amortisation), key="sweep_amortisation")
+    ui.chart(sweep_amortisation(amortisation), key="sweep_amortisation")
     ui.table(amortisation, f"{data.name}-amortisation.csv", key="sweep_amortisation_table",
              label="amortisation CSV")
 else:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.spec.config import MODE_NAMES
+from profiler_core.spec.modes import MODE_NAMES
 from profiler_core.spec.schema import METRIC_COLUMNS
 
 BASELINE = "eager"

@@ -311,7 +311,7 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimin
         result.release_scratch()
     timings.mark("saved")
     if args.progress == "jsonl":
-        reporter.emit({"event": "done", "out": str(out)})
+        cli.JsonlProgress().emit({"event": "done", "out": str(out)})
     else:
         print(format_summary(result))
         print(f"\nWrote {out}")
@@ -361,7 +361,7 @@ def _command_repeats(config, args) -> int:
         if reporter is not None:
             reporter.close()
     if args.progress == "jsonl":
-        reporter.emit({"event": "done", "out": str(args.out)})
+        cli.JsonlProgress().emit({"event": "done", "out": str(args.out)})
     else:
         print(format_summary(result))
         print("\n".join(summary_lines(result.headline)))

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from profiler_core.spec.config import RunConfig
+from profiler_core.spec.modes import COMPILED_MODES
 from profiler_core.spec.workload_kinds import workload_of
 
 # Measuring stops after this many timed steps, or once they took this long together.
@@ -22,8 +23,6 @@ BUDGET_S = 1.0
 WORTH_SAYING_S = 10.0
 # What a run spends besides its training steps (setup, saving), on a 2-core machine.
 OVERHEAD_S = 2.0
-# Modes that compile first: their compilation comes on top (tens of seconds on a CPU).
-COMPILED_MODES = ("compile", "compile_ro")
 
 
 @dataclass(frozen=True)

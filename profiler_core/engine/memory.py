@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig
+from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import GpuMemoryError
+from profiler_core.spec.modes import ALWAYS_MEASURED
 from profiler_core.spec.workload_kinds import BATCH_POOL_SIZE, declared_workload, workload_of
 
 FP32_BYTES = 4

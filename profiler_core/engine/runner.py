@@ -34,7 +34,6 @@ from profiler_core.engine.capture import refuse_after_failed_capture
 from profiler_core.engine.counters import counters_table
 from profiler_core.engine.memory import check_fits
 from profiler_core.engine.modes import (
-    CUDA_ONLY_MODES,
     REGISTRY,
     Preparation,
     Prepared,
@@ -62,6 +61,7 @@ from profiler_core.spec.errors import (
     NoCudaError,
     ProfilerError,
 )
+from profiler_core.spec.modes import CUDA_ONLY_MODES
 from profiler_core.spec.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.spec.workload_kinds import BATCH_POOL_SIZE, workload_of
 from profiler_core.storage import runtables

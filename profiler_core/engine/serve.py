@@ -1,23 +1,10 @@
 """The warm worker: ``python -m profiler_core serve --device D`` serves exactly one run.
 
-Scope: what a spare process of :class:`profiler_core.orchestration.launcher.Launcher` does before
-and while it serves. It imports torch and the engine, brings the CUDA context up on ``D`` and runs
-a tiny training step there (an MLP and a convolution, fp32 and bf16 autocast: the cuBLAS,
-cuBLASLt and cuDNN handles, the first kernels), prints ``{"event": "worker", "state": "ready"}``,
-then reads one :class:`RunRequest` from stdin (the config's dict, the run folder, overwrite),
-prints ``{"event": "worker", "state": "accepted"}`` and runs it through the same code as
-``python -m profiler_core run ... --timeout 0 --progress jsonl`` (same records, outputs and exit
-code), and exits with its code. End of stdin before a request: exit 0 without running anything.
-Anything but one line of UTF-8 JSON of at most ``MAX_REQUEST_CHARS`` characters, nested at most
-``MAX_REQUEST_DEPTH`` deep, holding a valid request, is refused with one JSON error record on
-stdout (``{"event": "error", "kind": "UsageError", ...}``) and a line on stderr, exit 2: never a
-traceback.
-
-The warm-up leaves nothing that a run measures: the random number generators are restored, the
-cuBLAS workspaces and the cached memory are given back and the peak-memory statistics reset, so a
-run allocates its workspaces where a fresh process would; torch.profiler, NVML and torch.compile
-are not touched. Only the run's ``setup`` phase is shorter. A warm-up that fails ends the worker
-(exit 1, the reason on stderr): the launcher then starts the run in a fresh process.
+It imports torch and the engine, brings CUDA up on ``D`` with a tiny training step, reports
+ready, reads one :class:`RunRequest` (one bounded JSON line: the config's dict, the run folder,
+overwrite) and runs it exactly as ``run ... --timeout 0 --progress jsonl`` would, then exits. The
+warm-up leaves nothing a run measures (RNG, workspaces, cached memory and peak statistics are
+reset); a bad request is one UsageError record, exit 2. Details: docs/how-it-measures.md.
 """
 from __future__ import annotations
 
@@ -31,7 +18,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from profiler_core.spec.config import RunConfig
-from profiler_core.spec.errors import ConfigError
+from profiler_core.spec.errors import ConfigError, UsageError
 
 WARM_BATCH, WARM_WIDTH, WARM_IMAGE = 32, 64, 8
 # A request is one run's config: about a thousand characters. Longer lines are refused after
@@ -170,11 +157,11 @@ def read_line(stdin: IO[str], limit: int = MAX_REQUEST_CHARS) -> str:
 def _refuse(stdout: IO[str], message: str) -> int:
     """A refused request: one JSON error record on stdout, one line on stderr, exit 2."""
     hint = f"send one line: {REQUEST_FORM}"
-    stdout.write(json.dumps({"event": "error", "kind": "UsageError", "field": None,
+    stdout.write(json.dumps({"event": "error", "kind": UsageError.kind, "field": None,
                              "message": message, "hint": hint}) + "\n")
     stdout.flush()
     print(f"error: {message} ({hint})", file=sys.stderr)
-    return 2
+    return UsageError.exit_code
 
 
 def serve(device_name: str, run_request: Callable[[RunRequest], int],

@@ -1,20 +1,9 @@
 """``python -m profiler_core bench``: does the tool's default run time what a bare training loop
 times?
 
-Scope: the project's benchmark, on a GPU. For each reference config it runs rounds of three fresh
-processes: the tool's default run exactly as users run it (``python -m profiler_core run``,
-profiler and NVML on) and two bare loops (``profiler_core/timing/bare_loop.py``, a hand-written training
-loop that imports nothing from this tool). The order rotates every round, so each role takes each
-position. Per round it forms tool/bare ratios of the eager median, the graph median and the
-speedup, and bare/bare for the same quantities (the host's own noise from one process to the
-next). Across rounds it reports the geometric mean of each ratio with a 95% Student-t interval on
-the log ratios. It also reports, from the tool's runs, the floor (graph time over GPU busy time),
-the batch-copy cost and the cold-start speedup beside the steady-state one. With
-``quiet_tool`` a fourth process per round runs the tool with the profiler, NVML and the parity
-check off (``tool_quiet``): set against the default run and the bare loop, it tells whether a gap
-between the tool and the bare loop comes from those (present in the process, though never used
-during the timed trials) or from the tool's timed loop itself. Nothing here is a test: it prints
-and writes figures.
+The project's benchmark, on a GPU: rounds of fresh processes, the tool's default run against two
+hand-written loops (``timing/bare_loop.py``) in rotating order, with tool/bare and bare/bare ratios
+and their intervals (:func:`run_benchmark`). Nothing here is a test: it prints and writes figures.
 """
 
 from __future__ import annotations
@@ -31,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from profiler_core.orchestration.command import run_options_argv
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.spec.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.storage.results import RunResult
@@ -98,11 +88,12 @@ def _run_process(argv: Sequence[str], timeout_s: float) -> str:
 
 
 def tool_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, float]:
-    """The tool's default run in a fresh process; its headline figures."""
+    """The tool's default run in a fresh process (``run --preset seed <options>``, as users run
+    it: its own default time limit, no progress shown); its headline figures."""
     with tempfile.TemporaryDirectory(prefix="profiler_core_bench_") as folder:
         out = Path(folder) / "run"
-        _run_process([sys.executable, "-m", "profiler_core", "run", "--preset", "seed", *options,
-                      "--out", str(out), "--progress", "none"], timeout_s)
+        _run_process(run_options_argv(["--preset", "seed", *options], out, progress="none"),
+                     timeout_s)
         run = RunResult.load(out)
     figures, pair = run.figures, run.pair
     busy_ms = figures.get("graph", "gpu_busy_us") / 1e3
@@ -125,7 +116,23 @@ def run_benchmark(rounds: int = 6, configs: dict[str, list[str]] | None = None,
                   tool: Runner = tool_process, bare: Runner = bare_process,
                   quiet_tool: bool = False) -> dict[str, pd.DataFrame]:
     """Tables ``rounds`` (every process's figures), ``fidelity`` (ratios with intervals) and
-    ``tool`` (the tool's own extra figures, medians over rounds)."""
+    ``tool`` (the tool's own extra figures, medians over rounds).
+
+    the project's benchmark, on a GPU. For each reference config it runs rounds of three fresh
+    processes: the tool's default run exactly as users run it (``python -m profiler_core run``,
+    profiler and NVML on) and two bare loops (``profiler_core/timing/bare_loop.py``, a hand-written training
+    loop that imports nothing from this tool). The order rotates every round, so each role takes each
+    position. Per round it forms tool/bare ratios of the eager median, the graph median and the
+    speedup, and bare/bare for the same quantities (the host's own noise from one process to the
+    next). Across rounds it reports the geometric mean of each ratio with a 95% Student-t interval on
+    the log ratios. It also reports, from the tool's runs, the floor (graph time over GPU busy time),
+    the batch-copy cost and the cold-start speedup beside the steady-state one. With
+    ``quiet_tool`` a fourth process per round runs the tool with the profiler, NVML and the parity
+    check off (``tool_quiet``): set against the default run and the bare loop, it tells whether a gap
+    between the tool and the bare loop comes from those (present in the process, though never used
+    during the timed trials) or from the tool's timed loop itself. Nothing here is a test: it prints
+    and writes figures.
+    """
     configs = BENCH_CONFIGS if configs is None else configs
     roles = (*ROLES, QUIET_ROLE) if quiet_tool else ROLES
     counter = ProgressCounter(len(configs) * rounds * len(roles), progress)

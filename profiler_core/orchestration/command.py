@@ -3,7 +3,8 @@ becomes argv.
 
 Scope: :func:`run_argv` (``python -m profiler_core run <options> --timeout 0 --out ... --progress
 jsonl``), :func:`config_to_argv` (the options that ``run`` parses back into exactly the config),
-:func:`serve_argv` (a warm worker) and :func:`run_env`. A warm worker is then handed the config
+:func:`run_options_argv` (``run`` with options given as text: the benchmark's, which the bare
+loop reads too), :func:`serve_argv` (a warm worker) and :func:`run_env`. A warm worker is then handed the config
 itself (``profiler_core.engine.serve.RunRequest``), never a command line.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from profiler_core.spec import fields
@@ -36,8 +37,16 @@ def run_argv(config: RunConfig, out_dir: Path | str, *, python: str = sys.execut
              overwrite: bool = False) -> list[str]:
     """The command line of one run of ``config`` writing into ``out_dir``, JSON-lines progress.
     ``--timeout 0``: the run sets itself no time limit, its launcher's caller does (``timeout_s``)."""
-    return [python, "-m", "profiler_core", "run", *config_to_argv(config), "--timeout", "0",
-            "--out", str(out_dir), "--progress", "jsonl", *(["--overwrite"] if overwrite else [])]
+    return run_options_argv([*config_to_argv(config), "--timeout", "0"], out_dir, python=python,
+                            progress="jsonl", overwrite=overwrite)
+
+
+def run_options_argv(options: Sequence[str], out_dir: Path | str, *, progress: str,
+                     python: str = sys.executable, overwrite: bool = False) -> list[str]:
+    """The command line of one ``run`` with ``options`` as they are (``run`` parses and checks
+    them), writing into ``out_dir``, with ``progress`` (bar, jsonl or none)."""
+    return [python, "-m", "profiler_core", "run", *options, "--out", str(out_dir),
+            "--progress", progress, *(["--overwrite"] if overwrite else [])]
 
 
 def serve_argv(device: str, *, python: str = sys.executable) -> list[str]:

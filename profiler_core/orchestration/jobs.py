@@ -1,17 +1,26 @@
-"""Background jobs: long work (a sweep, a batch of runs) on a daemon thread, behind a device lock.
+"""Background jobs: long work (one run, a sweep) on a daemon thread, behind the device's lock.
 
-Scope: :class:`BackgroundJob` waits for the device (a caller's ``acquire``), runs the work,
-releases the device whatever happens, and keeps a snapshot that a page reads while the work goes
-on; :meth:`BackgroundJob.stop` works while waiting or running. The work is any object with the
-:class:`Work` interface (``profiler_core.sweep.runner.SweepRunner`` is one). No UI here.
+Scope: :class:`BackgroundJob` takes its place in the queue of the device's
+:class:`~profiler_core.orchestration.gpulock.GpuLock` when started (first come, first served),
+waits for its turn, runs the work, releases the lock whatever happens, and only then says it has
+finished, so whoever sees a job finished also sees the device free. It keeps a snapshot that a
+page reads while the work goes on; :meth:`BackgroundJob.stop` works while waiting (the job leaves
+the queue) or running. The work is any object with the :class:`Work` interface
+(``profiler_core.orchestration.runjob.RunJob``, ``profiler_core.sweep.runner.SweepRunner``).
+No UI here.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from profiler_core.orchestration.gpulock import GpuLock, Ticket
+
+STOPPED_WAITING = "stopped while waiting for the device"
 
 
 class Outcome(Protocol):
@@ -37,32 +46,49 @@ class Work(Protocol):
 
 
 class BackgroundJob:
-    """``work`` on a daemon thread: wait for the device (``acquire(cancel)`` returns False if
-    ``cancel`` was set while waiting), run it, release the device (``release()``), whatever
-    happens. The page reads :meth:`snapshot`; :meth:`stop` works while waiting or running."""
+    """``work`` on a daemon thread once ``lock`` (the device's) is its turn; see the module
+    docstring. ``name`` names the job; ``holder`` is what the lock shows as waiting for or
+    holding the device (default: ``name``), with ``session`` (which browser session asked)."""
 
-    def __init__(self, work: Work, name: str, acquire: Callable[[threading.Event], bool],
-                 release: Callable[[], None]) -> None:
+    def __init__(self, work: Work, name: str, lock: GpuLock, session: str = "",
+                 holder: str | None = None) -> None:
         self._work = work
         work.on_progress = lambda progress: self._set(progress=progress)
-        self._acquire, self._release = acquire, release
         self.name = name
+        self.job_id = uuid.uuid4().hex[:12]
+        self._lock = lock
+        self._ticket = Ticket(self.job_id, holder or name, session, time.time())
         self._guard = threading.Lock()
         self._cancel = threading.Event()
         self._snapshot: dict[str, Any] = {"status": "queued", "progress": None, "outcome": None,
                                           "error": "", "started_at": None, "finished_at": None}
-        self._thread = threading.Thread(target=self._main, name=f"job-{name}", daemon=True)
+        self._thread = threading.Thread(target=self._main, name=f"job-{self.job_id}", daemon=True)
         self._done = threading.Event()
 
+    @property
+    def requested_at(self) -> float:
+        """When the job was made (``time.time()``): its place in the device's queue."""
+        return self._ticket.requested_at
+
     def start(self) -> BackgroundJob:
-        self._thread.start()
+        """Join the device's queue now (so jobs start in the order they were asked for) and go."""
+        self._lock.enqueue(self._ticket)
+        try:
+            self._thread.start()
+        except BaseException:
+            self._lock.leave(self._ticket)  # never block the device with a job that never ran
+            raise
         return self
 
     def stop(self) -> None:
+        """Leave the queue if waiting, else stop the work; nothing once the job has finished."""
+        if self._done.is_set():
+            return
         self._cancel.set()
         self._work.stop()
 
     def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job has finished; True if it did."""
         return self._done.wait(timeout)
 
     def snapshot(self) -> dict[str, Any]:
@@ -84,22 +110,27 @@ class BackgroundJob:
             self._snapshot.update(changes)
 
     def _main(self) -> None:
+        # The final status is published only once the lock is released and the queue left.
+        ending: dict[str, Any]
         try:
-            if not self._acquire(self._cancel):
+            if not self._lock.acquire(self._ticket, self._cancel):
                 self._work.stop()
-                self._set(status="stopped", outcome=self._work.run(),
-                          error="stopped while waiting for the device")
-                return
-            try:
-                self._set(status="running", started_at=time.time())
                 outcome = self._work.run()
-                self._set(status=outcome.status, outcome=outcome, error=outcome.error_line)
-            finally:
-                self._release()
+                ending = dict(status=outcome.status, outcome=outcome, error=STOPPED_WAITING)
+            else:
+                try:
+                    self._set(status="running", started_at=time.time())
+                    outcome = self._work.run()
+                    ending = dict(status=outcome.status, outcome=outcome, error=outcome.error_line)
+                finally:
+                    self._lock.release(self._ticket)
         except Exception as exc:  # noqa: BLE001 - said on the page, never a thread that dies silently
-            self._set(status="error", error=_one_line(f"{type(exc).__name__}: {exc}"))
+            ending = dict(status="error", error=_one_line(f"{type(exc).__name__}: {exc}"))
         finally:
-            self._set(finished_at=time.time())
+            self._lock.leave(self._ticket)  # whatever happened, never stay in the queue
+        try:
+            self._set(finished_at=time.time(), **ending)
+        finally:
             self._done.set()
 
 

@@ -1,26 +1,9 @@
 """Runs in processes of their own: start, follow, stop, and say how each ended.
 
-Scope: :class:`Launcher` starts a run of a ``RunConfig`` (``Launcher.start(config, out_dir)``)
-either in a fresh process (``python -m profiler_core run ... --progress jsonl``, the command line
-of ``profiler_core.orchestration.command``) or on a warm worker (``python -m profiler_core serve``,
-handed the config's dict, ``profiler_core.engine.serve.RunRequest``), each in its own process
-group (``profiler_core.orchestration.child``). Every JSON record the run prints goes to
-``on_event``; the launcher adds ``{"event": "launcher", "kind": "stopping"|"fallback", ...}`` when
-it stops a run at its time limit or falls back from a warm worker to a fresh process. Stopping
-(Cancel, a time limit) sends SIGTERM to the group (the run keeps what it measured, marked
-incomplete), then SIGKILL after a grace period. The ending is classified (:class:`Ending`): done,
-timeout, cancelled, error (an error record, or an exit code that stands for an error kind) or
-crashed. No UI here: the dashboard adds its device lock and wording (``dashboard/worker.py``).
-
-Warm workers (``warm=True``): a spare has imported torch and the engine and brought CUDA up on the
-device of the last run; it serves exactly one run, then exits. Spares are started only for devices
-that runs asked for, and only while no run of this launcher is in or before its timed phases
-(every active run has reported ``profiling <mode>``, ``parity`` or ``done``), so no spare warms up
-during a timed trial. A pool (``spares=N``, for sweeps) starts N together and is refilled once all
-are used; a run handed to it while some still warm up is sent once they are all ready. A spare that
-died, hung or idled past ``idle_timeout_s`` is stopped, and the run starts in a fresh process.
-Runs still going when the interpreter exits are stopped (atexit); runs and spares also end when
-this process dies (``profiler_core.orchestration.parent``).
+:class:`Launcher` starts a ``RunConfig`` in a fresh process or on a warm worker, each in its own
+process group; it relays the run's JSON records, stops a run by signalling its group, and
+classifies the ending (:class:`Ending`). No UI here (``orchestration.runjob`` and the dashboard sit
+on top).
 """
 
 from __future__ import annotations
@@ -57,7 +40,7 @@ HANDOVER_TIMEOUT_S = 10.0
 # memory, and a CUDA context on its GPU); the next run starts in a fresh process and a spare is
 # started again after it. README, "Fast repeated runs", states it.
 IDLE_TIMEOUT_S = 600.0
-# Phases a run reports once its timed trials are over (see the module docstring).
+# Phases a run reports once its timed trials are over (see ``Launcher``: when spares start).
 AFTER_TIMED_PHASES = ("parity", "done")
 AFTER_TIMED_PREFIXES = ("profiling ",)
 
@@ -334,8 +317,32 @@ class _SparePool:
 
 
 class Launcher:
-    """Starts runs in processes of their own; with ``warm=True`` keeps ``spares`` warm workers
-    (see the module docstring for when they are started, used and replaced). ``cwd``: the runs'
+    """Starts runs in processes of their own; with ``warm=True`` keeps ``spares`` warm workers.
+
+    :class:`Launcher` starts a run of a ``RunConfig`` (``Launcher.start(config, out_dir)``)
+    either in a fresh process (``python -m profiler_core run ... --progress jsonl``, the command line
+    of ``profiler_core.orchestration.command``) or on a warm worker (``python -m profiler_core serve``,
+    handed the config's dict, ``profiler_core.engine.serve.RunRequest``), each in its own process
+    group (``profiler_core.orchestration.child``). Every JSON record the run prints goes to
+    ``on_event``; the launcher adds ``{"event": "launcher", "kind": "stopping"|"fallback", ...}`` when
+    it stops a run at its time limit or falls back from a warm worker to a fresh process. Stopping
+    (Cancel, a time limit) sends SIGTERM to the group (the run keeps what it measured, marked
+    incomplete), then SIGKILL after a grace period. The ending is classified (:class:`Ending`): done,
+    timeout, cancelled, error (an error record, or an exit code that stands for an error kind) or
+    crashed. No UI here: ``profiler_core.orchestration.runjob`` runs one behind the device's lock,
+    and the dashboard words how it ended (``dashboard/worker.py``).
+
+    Warm workers (``warm=True``): a spare has imported torch and the engine and brought CUDA up on the
+    device of the last run; it serves exactly one run, then exits. Spares are started only for devices
+    that runs asked for, and only while no run of this launcher is in or before its timed phases
+    (every active run has reported ``profiling <mode>``, ``parity`` or ``done``), so no spare warms up
+    during a timed trial. A pool (``spares=N``, for sweeps) starts N together and is refilled once all
+    are used; a run handed to it while some still warm up is sent once they are all ready. A spare that
+    died, hung or idled past ``idle_timeout_s`` is stopped, and the run starts in a fresh process.
+    Runs still going when the interpreter exits are stopped (atexit); runs and spares also end when
+    this process dies (``profiler_core.orchestration.parent``).
+
+    ``cwd``: the runs'
     working folder (default: this process's); ``grace_s``: SIGTERM to SIGKILL;
     ``handover_timeout_s``: how long a ready spare may take to accept a run; ``idle_timeout_s``:
     how long a ready spare waits for a run before it is stopped (None or 0: as long as the

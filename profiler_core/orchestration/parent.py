@@ -1,31 +1,9 @@
 """A run or a warm worker started by the launcher ends when the launcher's process ends, however
-it ends (SIGKILL included): a run left behind would go on holding its device outside the
-dashboard's device lock.
+it ends (SIGKILL included), so no run goes on holding its device outside the device lock.
 
-Scope: the child's side; no heavy imports (it runs before torch is imported). The launcher
-(``child.Child``) gives each child the read end of a pipe whose write end only the launcher
-holds, and names it and its own process id in the environment (``PARENT_ENV``,
-``"<pid>:<fd>"``). A child started as ``python -m profiler_core`` calls :func:`end_with_parent`
-first thing, which
-
-1. removes the variable from its environment, so its own children are not watched for it;
-2. on Linux, asks the kernel for SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``). The
-   kernel sends it when the parent *thread* that forked the child ends, so the launcher forks every
-   child from one thread that lives as long as its process (``child._SPAWNER``);
-3. checks that its parent is still the launcher, which may have died before step 2: if not, it
-   stops now (SIGTERM to itself);
-4. starts a watchdog thread blocked on the pipe (no wake-ups, so nothing disturbs the timed
-   trials). End of file means the launcher's process is gone: the kernel closed its end. The
-   watchdog then sends the child SIGTERM where step 2 was not possible, and SIGKILLs the child's
-   process group ``GRACE_S`` later if the child is still there.
-
-SIGTERM stops a run as Cancel does (it keeps what it measured, marked incomplete) and ends a warm
-worker while it warms up or waits. When a launcher with several threads is killed, the kernel may
-send the death signal once per thread as each exits (the child is handed to the next thread
-first): a run takes only the first SIGTERM as its stop, the others wait until it has saved
-(``stopping.RunStopper``). What no signal handler can stop is a child stuck in C code
-that holds the interpreter lock; the kernel's SIGKILL of step 4 does not need it, but comes only
-from the watchdog thread, which does: such a child ends only with its own process group.
+The child's side, with no heavy imports: ``python -m profiler_core`` calls :func:`end_with_parent`
+first thing (the parent-death signal, a check that the parent is still there, and a watchdog on
+a pipe whose write end only the launcher holds).
 """
 
 from __future__ import annotations
@@ -60,8 +38,32 @@ def _arm_death_signal() -> bool:
 
 
 def end_with_parent(grace_s: float = GRACE_S) -> bool:
-    """Watch the launcher that started this process (see the module docstring); False when this
-    process was not started by a launcher (nothing to watch)."""
+    """Watch the launcher that started this process; False when this process was not started by
+    a launcher (nothing to watch).
+
+    The launcher (``child.Child``) gives each child the read end of a pipe whose write end only
+    the launcher holds, and names it and its own process id in the environment (``PARENT_ENV``,
+    ``"<pid>:<fd>"``). This function:
+
+    1. removes the variable from its environment, so its own children are not watched for it;
+    2. on Linux, asks the kernel for SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``). The
+       kernel sends it when the parent *thread* that forked the child ends, so the launcher forks every
+       child from one thread that lives as long as its process (``child._SPAWNER``);
+    3. checks that its parent is still the launcher, which may have died before step 2: if not, it
+       stops now (SIGTERM to itself);
+    4. starts a watchdog thread blocked on the pipe (no wake-ups, so nothing disturbs the timed
+       trials). End of file means the launcher's process is gone: the kernel closed its end. The
+       watchdog then sends the child SIGTERM where step 2 was not possible, and SIGKILLs the child's
+       process group ``GRACE_S`` later if the child is still there.
+
+    SIGTERM stops a run as Cancel does (it keeps what it measured, marked incomplete) and ends a warm
+    worker while it warms up or waits. When a launcher with several threads is killed, the kernel may
+    send the death signal once per thread as each exits (the child is handed to the next thread
+    first): a run takes only the first SIGTERM as its stop, the others wait until it has saved
+    (``stopping.RunStopper``). What no signal handler can stop is a child stuck in C code
+    that holds the interpreter lock; the kernel's SIGKILL of step 4 does not need it, but comes only
+    from the watchdog thread, which does: such a child ends only with its own process group.
+    """
     value = os.environ.pop(PARENT_ENV, "")
     try:
         parent_pid, read_fd = (int(part) for part in value.split(":"))

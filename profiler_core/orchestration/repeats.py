@@ -1,27 +1,8 @@
-"""Repeats: one config measured in N fresh processes, one after another (``--repeats N``).
+"""Repeats: one config measured in N fresh processes, one after another (``run --repeats N``).
 
-Scope: running the repeats and turning them into one run folder. Where a process lands on the host
-moves a host-bound eager step by 10-40% between fresh processes (GPU-FACTS.md), far beyond the
-confidence interval of any one run, so a run can be measured in several:
-
-1. each repeat is an ordinary run of the same config (``repeats=1``) in a fresh process, started
-   through ``launcher.Launcher`` (``python -m profiler_core run ... --progress jsonl``, its own
-   process group) into a private staging folder beside the output (``.<name>.rXXXXXXXX``), one
-   after another, never two at once;
-2. progress is relayed as "repeat k of N: <the child's phase>", the whole run's fraction counting
-   every repeat;
-3. the saved run folder is the repeat whose speedup is the median over the processes
-   (``statistics.median_low``, eager's median for a run without a graph: every figure shown is
-   from one real process, and the explanation of the run adds up to its headline), with
-   ``repeats.csv`` (one row per process, ``schema.REPEAT_COLUMNS``) and the between-process
-   figures in its headline (:func:`between_headline`); the staging folder is removed;
-4. a repeat that fails ends the run: with none finished, the run fails with that repeat's error
-   (same kind, same exit code); with some finished, those are kept as a run marked incomplete
-   that says so, and the error is raised after. Ctrl-C (SIGTERM) kills the running repeat's
-   process group at once and keeps the finished ones the same way.
-
-The command line (``run --repeats N``) calls :func:`run_repeats`; the dashboard's worker and every
-sweep point run that same command line, so they get the same behaviour.
+A host-bound eager step moves by 10-40% between fresh processes, far beyond one run's own
+interval, so :func:`run_repeats` runs N ordinary runs through the launcher and saves the median
+one, with every process in ``repeats.csv`` and the between-process figures beside its own.
 """
 
 from __future__ import annotations
@@ -271,10 +252,27 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
                 progress: ProgressCallback = ignore_progress, launcher: Launcher | None = None,
                 python: str = sys.executable) -> RunResult:
     """Measure ``config`` in ``config.repeats`` fresh processes and save the combined run into
-    ``out`` (see the module docstring). Returns the saved result. A failure raises the failed
+    ``out`` (steps below). Returns the saved result. A failure raises the failed
     repeat's error; when some repeats had finished, the error carries ``kept``: the folder where
     they were saved, marked incomplete. ``launcher``: an object with ``launcher.Launcher``'s
-    ``start`` (tests pass a stand-in); by default one of fresh processes only."""
+    ``start`` (tests pass a stand-in); by default one of fresh processes only.
+
+    1. each repeat is an ordinary run of the same config (``repeats=1``) in a fresh process, started
+       through ``launcher.Launcher`` (``python -m profiler_core run ... --progress jsonl``, its own
+       process group) into a private staging folder beside the output (``.<name>.rXXXXXXXX``), one
+       after another, never two at once;
+    2. progress is relayed as "repeat k of N: <the child's phase>", the whole run's fraction counting
+       every repeat;
+    3. the saved run folder is the repeat whose speedup is the median over the processes
+       (``statistics.median_low``, eager's median for a run without a graph: every figure shown is
+       from one real process, and the explanation of the run adds up to its headline), with
+       ``repeats.csv`` (one row per process, ``schema.REPEAT_COLUMNS``) and the between-process
+       figures in its headline (:func:`between_headline`); the staging folder is removed;
+    4. a repeat that fails ends the run: with none finished, the run fails with that repeat's error
+       (same kind, same exit code); with some finished, those are kept as a run marked incomplete
+       that says so, and the error is raised after. Ctrl-C (SIGTERM) kills the running repeat's
+       process group at once and keeps the finished ones the same way.
+    """
     target = check_output(out, overwrite)
     if launcher is None:
         launcher = Launcher(warm=False, python=python)

@@ -15,6 +15,7 @@ from typing import Any
 
 from profiler_core.spec.errors import ConfigError, quoted, shown, shown_int
 from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
+from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.workload_kinds import KNOWN, workload_of
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
@@ -24,22 +25,6 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 # The declared workloads' names (``workload_kinds``): the built-in ones, then the deliberately
 # broken steps that cannot be captured (for the tests and the CLI only).
 WORKLOADS = tuple(KNOWN)
-
-# The modes a run can time (``modes``). Eager is the baseline and the article's whole-step graph
-# is always measured; the others are added on request.
-MODE_NAMES = ("eager", "graph", "graphed_callables", "compile", "compile_ro")
-ALWAYS_MEASURED = ("eager", "graph")
-# The modes a CPU run can time (the others need a CUDA device; ``modes.REGISTRY``'s ``cuda_only``
-# says the same, which a test checks).
-CPU_MODES = ("eager", "compile")
-# name -> what it is, in the words shown beside it (CLI, dashboard, tables)
-MODE_LABELS = {
-    "eager": "eager (the baseline)",
-    "graph": "whole-step CUDA graph, manual capture (the article)",
-    "graphed_callables": "torch.cuda.make_graphed_callables on the model",
-    "compile": "torch.compile, no CUDA graphs",
-    "compile_ro": 'torch.compile(mode="reduce-overhead"), CUDA graph trees',
-}
 
 # Interleaved trials when none are asked for (fewer when the replays or eager steps are few).
 DEFAULT_TRIALS = 10
@@ -119,7 +104,7 @@ class RunConfig:
     nvml: bool = True  # sample GPU utilisation, clocks, power with NVML during the run
     nvml_interval_ms: float = 20.0  # NVML polling period
     parity_steps: int = 5  # replays compared with eager steps for numerical parity (0 = skip)
-    modes: tuple[str, ...] = ALWAYS_MEASURED  # eager, graph, then any of MODE_NAMES' others
+    modes: tuple[str, ...] = ALWAYS_MEASURED  # eager, graph, then any of ``spec.modes``' others
     workload: str = "mlp"  # "mlp", a deliberately broken step (WORKLOADS), or "package.module:function"
     preset: str = "custom"  # the preset the values started from; a run whose values differ
     #                         from it is labelled custom everywhere (``preset_label``)

@@ -10,12 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiler_core.spec.config import (
-    ALWAYS_MEASURED,
-    CPU_MODES,
     DTYPES,
     FLOAT_LIMITS,
     INT_LIMITS,
-    MODE_NAMES,
     OPTIMIZERS,
     PRESET_NAMES,
     WORKLOADS,
@@ -25,6 +22,15 @@ from profiler_core.spec.config import (
 )
 from profiler_core.spec.errors import ConfigError, quoted
 from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
+from profiler_core.spec.modes import (
+    ALWAYS_MEASURED,
+    CPU_MODES,
+    EXTRA_MODES,
+    MODE_NAMES,
+    cpu_modes_note,
+    extra_modes_choices,
+    extra_modes_help,
+)
 from profiler_core.spec.workload_kinds import BROKEN, BUILT_IN, SIZE_FIELDS, workload_named
 
 # What a field's value is, which decides how it is read from text, its option and its widget.
@@ -181,16 +187,11 @@ FIELDS: tuple[FieldSpec, ...] = (
               SCHEDULE),
     # Measurement
     FieldSpec("modes", "Also time these modes",
-              "Eager (the baseline) and the article's whole-step graph are always timed. Add "
-              "make_graphed_callables on the model, torch.compile without CUDA graphs (its own "
-              "share), or torch.compile(mode='reduce-overhead'); each is timed the same way, with "
-              "its one-time cost.",
+              "Eager (the baseline) and the article's whole-step graph are always timed. "
+              + extra_modes_help(),
               "modes to time beside eager and the article's graph (always measured): "
-              "graphed_callables, compile, compile_ro (reduce-overhead)", LIST, MEASUREMENT,
-              choices=tuple(m for m in MODE_NAMES if m not in ALWAYS_MEASURED),
-              metavar="MODE,MODE",
-              cpu_note="On the CPU only torch.compile can run: the graph modes need a CUDA GPU "
-                       "and are skipped."),
+              + extra_modes_choices(), LIST, MEASUREMENT, choices=EXTRA_MODES,
+              metavar="MODE,MODE", cpu_note=cpu_modes_note()),
     FieldSpec("profile", "Profiler (launch split)",
               "Record a torch.profiler window per mode: CPU launch vs GPU busy/idle, kernels, "
               "traces.", "record a torch.profiler window per mode", BOOL, MEASUREMENT,

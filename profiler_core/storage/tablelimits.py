@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from profiler_core.analysis.attribution import COMPONENTS as ATTRIBUTION_COMPONENTS
-from profiler_core.spec.config import ALWAYS_MEASURED, INT_LIMITS, RunConfig
+from profiler_core.spec.config import INT_LIMITS, RunConfig
 from profiler_core.spec.errors import RunFormatError
+from profiler_core.spec.modes import ALWAYS_MEASURED
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, NVML_METRICS
 
 READ_CHUNK_BYTES = 1 << 20

@@ -16,16 +16,15 @@ from functools import cached_property
 from typing import Any
 
 from profiler_core.spec.config import (
-    ALWAYS_MEASURED,
     DTYPES,
     INT_LIMITS,
-    MODE_NAMES,
     RunConfig,
     changed_from_preset,
     is_user_spec,
 )
 from profiler_core.spec.errors import ConfigError, RunFormatError, quoted, shown, shown_int
 from profiler_core.spec.fields import read_text, read_whole_number, spec
+from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.workload_kinds import workload_named
 
 # Parameter -> what it changes, in words (the CLI's help and the dashboard's choices).

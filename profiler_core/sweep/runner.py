@@ -94,13 +94,13 @@ FATAL_KINDS = ("NoCudaError", "UsageError")
 ProgressCallback = Callable[[SweepProgress], None]
 
 # Warm workers a sweep keeps ready at once: they warm up together between two points, so the
-# sweep waits for one warm-up per this many points (on the H200 one warm-up took about 10 s and a
-# seed-size point about 1.5 s, so with one spare a sweep managed only 4.4 points per minute).
+# sweep waits for one warm-up per this many points (a warm-up costs several points' time: see
+# docs/h200-history.md, "Sweeps: the warm-worker pool").
 SWEEP_SPARES = 8
 # A point's cost for the up-front estimate (rough, and said to be): seconds per point, and per
-# warm-up of the pool. CUDA: a seed-size point and a warm-up on the H200 (above). CPU: a small
-# point on a warm worker (0.7 s, README "Fast repeated runs") and a warm-up on a 2-core machine
-# (about 3 s); larger steps take longer.
+# warm-up of the pool. CUDA: a seed-size point and a warm-up on an H200 (docs/h200-history.md).
+# CPU: a small point on a warm worker (0.7 s, README "Fast repeated runs") and a warm-up on a
+# 2-core machine (about 3 s); larger steps take longer.
 POINT_SECONDS = {"cuda": 1.5, "cpu": 0.7}
 WARM_UP_SECONDS = {"cuda": 10.0, "cpu": 3.0}
 

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.spec.config import MODE_NAMES
 from profiler_core.spec.errors import ConfigError, ProfilerError, RunFormatError, shown
+from profiler_core.spec.modes import MODE_NAMES
 from profiler_core.spec.schema import clean_text
 from profiler_core.storage.outputs import (
     TOOL_NAME,

@@ -109,10 +109,10 @@ def call_upload(data_file: str, name: str, base: str, times: int) -> str:
     for _ in range(times):
         try:
             session.add(data, name)
-        except BaseException:
+        except BaseException as refusal:
             left = [p for p in session.dir.rglob("*") if not p.is_dir()]
             if left:
-                raise AssertionError(f"a refused upload left {len(left)} file(s): {left[:3]}")
+                raise AssertionError(f"a refused upload left {len(left)} file(s): {left[:3]}") from refusal
             raise
     return f"kept {len(session.paths())}"
 

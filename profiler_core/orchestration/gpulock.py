@@ -1,10 +1,10 @@
-"""One run at a time per GPU, across every browser session of the server.
+"""One run at a time per device, across every session and job of the process.
 
 Scope: a first-come-first-served lock per device key ("cuda:0", "cpu") that remembers who holds
-it and since when, and who waits. The app keeps one :class:`GpuLockRegistry` per server process
-(``st.cache_resource``); the worker threads of :mod:`dashboard.worker` acquire and release it, so
-the lock is released when a run ends however it ends, even if its browser tab is gone.
-No Streamlit here; thread-safe.
+it and since when, and who waits, with the last grants. The background jobs of
+:mod:`profiler_core.orchestration.jobs` queue on it, acquire and release it, so the lock is
+released when a job ends however it ends; the dashboard keeps one :class:`GpuLockRegistry` per
+server process. No UI here; thread-safe.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ class LockState:
 class GpuLock:
     """A FIFO lock for one device; ``acquire`` can be abandoned through a cancel event.
 
-    ``enqueue`` takes a place in the queue at once (the Run button does, so runs start in the
-    order Run was pressed, not in the order their threads happen to be scheduled); ``acquire``
+    ``enqueue`` takes a place in the queue at once (a job does when started, so jobs start in the
+    order they were asked for, not in the order their threads happen to be scheduled); ``acquire``
     enqueues too if needed, then waits for the turn. The last grants are kept (``history``).
     """
 

@@ -1,0 +1,265 @@
+"""One run in a worker process as a background job: what the dashboard's Run button starts.
+
+Scope: :class:`RunJob` runs one config (or a stand-in command line) as a
+:class:`~profiler_core.orchestration.jobs.BackgroundJob`, which queues on the device's lock, runs
+it on a daemon thread and releases the lock whatever happens. Its work: start the run through a
+:class:`~profiler_core.orchestration.launcher.Launcher` (the caller's warm one, so a warm worker may
+serve it; or a private launcher of fresh processes), follow its records (``progress``: the phase
+and the bar; ``done``/``error``; the launcher's ``stopping``/``fallback``), and make the launcher's
+:class:`~profiler_core.orchestration.launcher.Ending` the final state: done, error (the worker's
+error record, kinds from ``profiler_core.spec.errors.ERROR_KINDS``), cancelled, timeout or crashed.
+Cancel and the time limit stop the worker's whole process group (SIGTERM, then SIGKILL after the
+grace period). The launcher is handed a ``RunConfig``, never a command line. No UI here: the
+dashboard says in words how a run ended (``dashboard/worker.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from profiler_core.orchestration.command import REPO_ROOT, run_env
+from profiler_core.orchestration.gpulock import GpuLock
+from profiler_core.orchestration.jobs import BackgroundJob
+from profiler_core.orchestration.launcher import Ending, Launcher, RunProcess
+from profiler_core.spec.config import RunConfig
+
+ACTIVE = ("queued", "starting", "running", "cancelling")
+ERROR_FIELDS = ("kind", "field", "message", "hint")
+
+
+@dataclass(frozen=True)
+class RunState:
+    """The run as far as it got: ``status`` queued, starting, running or cancelling, then how it ended
+    (done, error, cancelled, timeout, crashed); ``error`` the worker's error record's fields."""
+
+    status: str = "queued"
+    phase: str = ""
+    fraction: float = 0.0
+    message: str = ""
+    error: dict[str, str | None] | None = None
+    returncode: int | None = None
+    stderr_tail: str = ""
+    events: int = 0
+    killed: bool = False  # it ignored SIGTERM and was killed with SIGKILL after the grace period
+
+    @property
+    def error_line(self) -> str:
+        return "" if self.status == "done" else self.message
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """What a run is doing now; ``status`` is one of ACTIVE or done/error/cancelled/timeout/crashed."""
+
+    job_id: str
+    run_name: str
+    device: str
+    out_dir: str
+    status: str
+    phase: str = ""
+    fraction: float = 0.0
+    message: str = ""
+    error: dict[str, Any] | None = None
+    returncode: int | None = None
+    requested_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    stderr_tail: str = ""
+    events: int = 0
+    killed: bool = False
+    timeout_s: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "done"
+
+
+class RunJob:
+    """One worker run; see the module docstring. ``work`` is the config to run (``launcher`` may
+    serve it on a warm worker), or a command line run as it is in a fresh process (tests' stand-ins
+    for the worker). Without ``launcher``, a private one starts fresh processes with ``env`` and
+    ``cwd``. The job's control is :meth:`start`, :meth:`cancel`, :meth:`wait` and
+    :meth:`snapshot`; :meth:`run` and :meth:`stop` are the work its background job calls."""
+
+    on_progress: Callable[[Any], None]  # set by the background job
+
+    def __init__(self, work: RunConfig | Sequence[str], out_dir: Path, device: str, lock: GpuLock,
+                 session: str = "", run_name: str | None = None, timeout_s: float | None = None,
+                 env: dict[str, str] | None = None, cwd: Path | None = None,
+                 grace_s: float = 5.0, launcher: Launcher | None = None) -> None:
+        self.work = work if isinstance(work, RunConfig) else [str(a) for a in work]
+        self.out_dir = Path(out_dir)
+        self.device = device
+        self.run_name = run_name or self.out_dir.name
+        self.timeout_s = timeout_s
+        self.grace_s = grace_s
+        self._launcher = launcher or Launcher(
+            warm=False, env=env if env is not None else run_env(),
+            cwd=Path(cwd) if cwd is not None else REPO_ROOT, grace_s=grace_s)
+        self._state = RunState()
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._process: RunProcess | None = None
+        self._handler_error: BaseException | None = None
+        self._job = BackgroundJob(self, self.run_name, lock, session)
+        self.job_id = self._job.job_id
+
+    # -- control (called from the page's thread) -----------------------------------------------
+
+    def start(self) -> RunJob:
+        """Join the device's queue now (so runs start in the order Run was pressed) and go."""
+        self._job.start()
+        return self
+
+    def cancel(self) -> None:
+        """Stop the run: leave the queue if waiting, else stop the worker (then kill it)."""
+        self._job.stop()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job has finished (tests); True if it did."""
+        return self._job.wait(timeout)
+
+    def snapshot(self) -> RunSnapshot:
+        job = self._job.snapshot()
+        run: RunState = job["outcome"] or job["progress"] or RunState()
+        status, message = job["status"], run.message
+        if status in ("running", "stopping"):
+            status = run.status  # queued until the worker starts, then starting, running, cancelling
+        elif status == "error" and job["outcome"] is None:  # the job's failure, not the worker's
+            status, message = "crashed", f"the dashboard could not run the worker: {job['error']}"
+        return RunSnapshot(
+            job_id=self.job_id, run_name=self.run_name, device=self.device,
+            out_dir=str(self.out_dir), status=status, phase=run.phase, fraction=run.fraction,
+            message=message, error=dict(run.error) if run.error else None,
+            returncode=run.returncode, requested_at=self._job.requested_at,
+            started_at=job["started_at"], finished_at=job["finished_at"],
+            stderr_tail=run.stderr_tail, events=run.events, killed=run.killed,
+            timeout_s=self.timeout_s)
+
+    # -- the work (on the job's thread) ---------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop the worker if it runs (its group: SIGTERM, then SIGKILL after the grace period)."""
+        self._stop.set()
+        with self._guard:
+            if self._state.status in ("running", "starting"):
+                self._publish(status="cancelling", message="stopping the worker")
+            process = self._process
+        if process is not None:
+            process.cancel(self.grace_s)
+
+    def run(self) -> RunState:
+        """Run the worker to its end; a failure here (a bug) kills it before the device is freed."""
+        try:
+            ending = self._run_worker()
+        except Exception as exc:
+            self._kill_now()  # never free the device with a worker still on it
+            ending = dict(status="crashed",
+                          message=f"the dashboard could not run the worker: {exc!r}")
+        with self._guard:  # the job publishes it once the device is free
+            self._state = replace(self._state, **ending)
+            return self._state
+
+    def _publish(self, **changes: Any) -> None:
+        """Change the state (holding ``_guard``) and report it to the job."""
+        self._state = replace(self._state, **changes)
+        self.on_progress(self._state)
+
+    def _set(self, **changes: Any) -> None:
+        with self._guard:
+            self._publish(**changes)
+
+    def _run_worker(self) -> dict[str, Any]:
+        """Run the worker to its end; returns the final state."""
+        if self._stop.is_set():
+            return dict(status="cancelled", message="cancelled before it started")
+        self._set(status="starting", message="starting the worker process")
+        try:
+            self.out_dir.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return dict(status="crashed",
+                        message=f"the runs folder {self.out_dir.parent} cannot be created "
+                                f"({exc.strerror or exc}); choose another runs folder in the sidebar")
+        if isinstance(self.work, RunConfig):
+            process = self._launcher.start(self.work, self.out_dir, timeout_s=self.timeout_s,
+                                           on_event=self._on_event, grace_s=self.grace_s)
+        else:
+            process = self._launcher.start_command(self.work, self.out_dir,
+                                                   timeout_s=self.timeout_s,
+                                                   on_event=self._on_event, grace_s=self.grace_s)
+        with self._guard:
+            self._process = process
+            if self._state.status == "starting":
+                self._publish(status="running")
+        if self._stop.is_set():  # Cancel came while the process was being started
+            self.stop()
+        ending = process.wait()
+        if self._handler_error is not None:
+            raise self._handler_error
+        assert ending is not None  # wait() without a timeout returns the ending
+        return _final_state(ending)
+
+    def _kill_now(self) -> None:
+        """Kill the worker's process group at once and wait for the worker (a bug here)."""
+        with self._guard:
+            process = self._process
+        if process is not None:
+            process.kill()
+
+    def _on_event(self, record: dict) -> None:
+        """The launcher's handler: a failure here is a bug, which ends the run."""
+        try:
+            self._on_line(record)
+        except Exception as error:
+            self._handler_error = error
+            raise
+
+    def _on_line(self, record: dict) -> None:
+        """One record the worker (or the launcher) printed, a JSON line."""
+        with self._guard:
+            s = self._state
+            changes: dict[str, Any] = {"events": s.events + 1}
+            event = record.get("event")
+            if event == "progress":
+                changes.update(phase=str(record.get("phase", "")),
+                               message=str(record.get("message", "")))
+                try:
+                    changes["fraction"] = min(1.0, max(0.0, float(record.get("fraction",
+                                                                             s.fraction))))
+                except (TypeError, ValueError):
+                    pass
+            elif event == "done":
+                changes.update(fraction=1.0, phase="done")
+            elif event == "error":
+                changes["error"] = _error_fields(record)
+            elif event == "launcher":
+                changes["message"] = str(record.get("message", ""))
+                if record.get("kind") == "stopping":
+                    changes["status"] = "cancelling"
+            self._publish(**changes)
+
+
+def _final_state(ending: Ending) -> dict[str, Any]:
+    """The run's final state from how the launcher says the worker ended."""
+    state: dict[str, Any] = dict(status=ending.status, returncode=ending.returncode,
+                                 stderr_tail=ending.stderr_tail, killed=ending.killed,
+                                 message=ending.message)
+    if ending.status == "done":
+        state.update(fraction=1.0, message="finished")
+    elif ending.status == "error" and ending.error is not None:
+        state.update(error=_error_fields(ending.error),
+                     message=str(ending.error.get("message") or ""))
+    return state
+
+
+def _error_fields(record: dict) -> dict[str, str | None]:
+    """The error record's four fields, as text (None where missing)."""
+    return {key: (None if record.get(key) is None else str(record.get(key))) for key in ERROR_FIELDS}
