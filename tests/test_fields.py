@@ -21,7 +21,8 @@ from profiler_core.spec.errors import ConfigError
 from tests.test_dashboard import ONE_GPU
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
-RUN_ONLY_OPTIONS = {"-h", "--help", "--out", "--overwrite", "--progress", "--timeout"}  # not settings of a run
+RUN_ONLY_OPTIONS = {"-h", "--help", "--out", "--overwrite", "--progress", "--timeout",
+                    "--inject-delay-ms"}  # not settings of a run
 WIDGET_KINDS = ("number_input", "selectbox", "toggle", "multiselect", "text_input")
 
 # Every field away from its default but the preset label (a field added to RunConfig must be
@@ -32,7 +33,7 @@ EVERY_FIELD_CHANGED = RunConfig(
     capture_iters=2, replays=30, eager_iters=50, count_warmup=False, seed=7, device="cuda:1",
     trials=3, profile=False, profile_iters=4, nvml=False, nvml_interval_ms=12.5, parity_steps=0,
     modes=("eager", "graph", "compile"), workload="transformer", preset="custom", repeats=4,
-    cpu_affinity="0,2-3")
+    cpu_affinity="0,2-3", nproc_per_node=2)
 
 
 def _config_field_names() -> list[str]:

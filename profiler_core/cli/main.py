@@ -25,10 +25,12 @@ from pathlib import Path
 import pandas as pd
 
 from profiler_core.analysis.predict import headline_lines as prediction_lines
+from profiler_core.cli import ddp
 from profiler_core.cli import parser as cli
 from profiler_core.engine.stopping import RunStopper
 from profiler_core.spec import hostinfo
 from profiler_core.spec.config import is_user_spec
+from profiler_core.spec.distributed import rank_env
 from profiler_core.spec.errors import (
     ConfigError,
     NoCudaError,
@@ -210,10 +212,18 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
                                      f"got {args.timeout:g}", "0 means no limit")
     config = cli.config_from_args(args)
     small = cli.cpu_small_step(args, config)
-    check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
-    if small is not None:
+    if rank_env() is None:  # a rank: only rank 0 writes, and checks the folder
+        check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
+    if small is not None and (rank_env() is None or rank_env().rank == 0):
         print(cli.small_step_line(config, small), file=sys.stderr)
         config = small
+    if ddp.is_data_parallel(config):
+        env = rank_env()
+        if env is None:
+            return ddp.launch(config, args)
+        stopper.limit(args.timeout)
+        return ddp.run_rank(config, args, env,
+                            cli.JsonlProgress() if args.progress == "jsonl" and env.rank == 0 else None)
     says_time = config.device == "cpu" and small is None and args.progress != "jsonl"
     if config.repeats > 1:
         if says_time:

@@ -1,0 +1,240 @@
+"""Launching a data-parallel run on this node under torchrun, and ending it whole.
+
+Scope: the processes. ``run --nproc-per-node N`` becomes ``python -m torch.distributed.run
+--nproc-per-node N --rdzv-backend c10d --rdzv-endpoint localhost:0 -m profiler_core run ...``
+(port 0: rendezvous picks a free port, so parallel runs never clash), started in its own
+session. torchrun starts every rank in a session of its own too, so the ranks are tracked as
+they appear and, on cancel, time limit or a failed rank, torchrun's group and every rank's
+group are ended (SIGTERM, then SIGKILL after ``KILL_GRACE_S``): nothing is left running. A
+failed rank is named from its error line (``spec.distributed``) or torchrun's "Root Cause"; a
+hung one from the phase each rank last reported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RANK_PHASES, read_mark
+from profiler_core.spec.errors import ProfilerError, TimeLimitReached
+
+KILL_GRACE_S = 5.0  # from SIGTERM to SIGKILL
+POLL_S = 0.1
+TORCHRUN = (sys.executable, "-m", "torch.distributed.run")
+_ROOT_CAUSE_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank")
+_ROOT_CAUSE_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
+
+
+class RankFailedError(ProfilerError):
+    """A rank of a data-parallel run failed; the message names it and its error."""
+
+    def __init__(self, message: str, hint: str = "", exit_code: int = 1) -> None:
+        super().__init__(message, hint)
+        self.exit_code = exit_code
+
+
+def torchrun_argv(nproc_per_node: int, target: Sequence[str]) -> list[str]:
+    """torchrun on this node for ``target`` (``["-m", "profiler_core", "run", ...]`` or a script
+    and its arguments): one node, rendezvous on a free local port, no restarts."""
+    return [*TORCHRUN, "--nproc-per-node", str(nproc_per_node), "--nnodes", "1",
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--max-restarts", "0",
+            *target]
+
+
+@dataclass
+class RankWatch:
+    """What the ranks said while running: each one's last phase (and when), their errors in the
+    order they came, and torchrun's root cause."""
+
+    phases: dict[int, tuple[str, float]] = field(default_factory=dict)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    root_cause_rank: int | None = None
+    root_cause_exit: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def hear(self, line: str) -> bool:
+        """Take in one output line; True when it was a rank's mark (not to be shown)."""
+        read = read_mark(line)
+        with self.lock:
+            if read is None:
+                if (match := _ROOT_CAUSE_RANK.search(line)) and self.root_cause_rank is None:
+                    self.root_cause_rank = int(match.group(1))
+                elif (match := _ROOT_CAUSE_EXIT.search(line)) and self.root_cause_exit is None:
+                    self.root_cause_exit = int(match.group(1))
+                return False
+            mark, record = read
+            if mark == PHASE_MARK:
+                self.phases[record["rank"]] = (str(record.get("phase", "")), time.time())
+            elif mark == ERROR_MARK:
+                self.errors.append(record)
+            return True
+
+    def failure(self, exit_code: int) -> RankFailedError:
+        """The error of a run whose torchrun exited with ``exit_code``: the first rank that
+        failed (torchrun's root cause where it names one), with that rank's own message."""
+        with self.lock:
+            errors = list(self.errors)
+            rank = self.root_cause_rank
+        first = next((e for e in errors if e["rank"] == rank), errors[0] if errors else None)
+        if first is None:
+            who = f"rank {rank}" if rank is not None else "a rank"
+            code = self.root_cause_exit
+            how = f" (exit code {code})" if code is not None else ""
+            return RankFailedError(f"{who} of the data-parallel run ended{how} without saying why; "
+                                   f"torchrun exited with code {exit_code}",
+                                   "see the ranks' output above", exit_code or 1)
+        others = sorted({e["rank"] for e in errors} - {first["rank"]})
+        then = f" (then rank(s) {', '.join(map(str, others))} stopped too)" if others else ""
+        return RankFailedError(f"rank {first['rank']} failed: {first.get('message', '')}{then}",
+                               str(first.get("hint", "")), int(first.get("exit_code") or 1))
+
+    def stuck_text(self, world_size: int) -> str:
+        """Which rank held the run up: the one furthest behind in ``RANK_PHASES`` (the longest
+        silent among equals), with every rank's last phase."""
+        with self.lock:
+            phases = dict(self.phases)
+        if not phases:
+            return "no rank reported a phase (stuck starting: rendezvous or process-group set-up)"
+        now = time.time()
+        missing = [rank for rank in range(world_size) if rank not in phases]
+        if missing:
+            return (f"rank {missing[0]} never reported a phase (stuck starting); "
+                    + _phases_text(phases, now))
+
+        def behind(rank: int) -> tuple[int, float]:
+            phase, heard = phases[rank]
+            order = RANK_PHASES.index(phase) if phase in RANK_PHASES else len(RANK_PHASES)
+            return order, heard
+        slowest = min(phases, key=behind)
+        return f"rank {slowest} is furthest behind; " + _phases_text(phases, now)
+
+
+def _phases_text(phases: dict[int, tuple[str, float]], now: float) -> str:
+    return "; ".join(f"rank {rank} in '{phase}' for {now - heard:.0f} s"
+                     for rank, (phase, heard) in sorted(phases.items()))
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time (field 22 of /proc/PID/stat), to tell it from a later one."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _children() -> dict[int, list[int]]:
+    """Parent pid -> child pids, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    return children
+
+
+class ProcessTree:
+    """torchrun and every process it started, remembered as they appear (with their start
+    times, so a pid reused later is never signalled)."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.known: dict[int, str | None] = {root: _start_time(root)}
+
+    def refresh(self) -> None:
+        children = _children()
+        queue = [self.root]
+        while queue:
+            for child in children.get(queue.pop(), []):
+                if child not in self.known:
+                    self.known[child] = _start_time(child)
+                queue.append(child)
+
+    def alive(self) -> list[int]:
+        return [pid for pid, started in self.known.items()
+                if started is not None and _start_time(pid) == started]
+
+    def signal(self, number: int) -> None:
+        for pid in self.alive():
+            for send in (os.killpg, os.kill):  # the group of each rank's session, then itself
+                try:
+                    send(pid, number)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+def end_tree(process: subprocess.Popen, tree: ProcessTree, grace_s: float = KILL_GRACE_S) -> None:
+    """End torchrun and every process it started: SIGTERM, then SIGKILL after ``grace_s``;
+    returns once torchrun has been reaped and none of them is left."""
+    tree.refresh()
+    tree.signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and (process.poll() is None or len(tree.alive()) > 0):
+        tree.refresh()
+        time.sleep(POLL_S)
+    tree.signal(signal.SIGKILL)
+    process.wait()
+    for _ in range(50):  # killed processes vanish once their parents reap them
+        if not tree.alive():
+            break
+        time.sleep(POLL_S)
+
+
+def _pump(stream: IO[str], out: IO[str], watch: RankWatch) -> None:
+    for line in stream:
+        if not watch.hear(line):
+            try:
+                out.write(line)
+                out.flush()
+            except (OSError, ValueError):
+                pass
+
+
+def run_torchrun(nproc_per_node: int, target: Sequence[str], timeout_s: float = 0.0,
+                 stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+    """Run ``target`` under torchrun with ``nproc_per_node`` ranks; returns 0 when every rank
+    exited 0. Raises ``RankFailedError`` naming the failed rank, ``TimeLimitReached`` (naming
+    the rank that held the run up) after ``timeout_s`` (0: no limit), and passes on
+    ``KeyboardInterrupt`` (Ctrl-C, SIGTERM through ``stopping.RunStopper``); in every case
+    torchrun and all its ranks are ended first."""
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    process = subprocess.Popen(torchrun_argv(nproc_per_node, target), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, errors="replace",
+                               start_new_session=True)
+    tree, watch = ProcessTree(process.pid), RankWatch()
+    pumps = [threading.Thread(target=_pump, args=(process.stdout, out, watch), daemon=True),
+             threading.Thread(target=_pump, args=(process.stderr, err, watch), daemon=True)]
+    for pump in pumps:
+        pump.start()
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    try:
+        while process.poll() is None:
+            tree.refresh()
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeLimitReached(f"no result within the time limit of {timeout_s:g} s: "
+                                       + watch.stuck_text(nproc_per_node))
+            time.sleep(POLL_S)
+    except BaseException:
+        end_tree(process, tree)
+        raise
+    finally:
+        for pump in pumps:
+            pump.join(timeout=5)
+    code = process.returncode
+    if tree.alive():
+        end_tree(process, tree)
+    if code != 0:
+        raise watch.failure(code)
+    return 0
