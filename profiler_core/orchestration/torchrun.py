@@ -28,6 +28,7 @@ from profiler_core.spec.errors import ProfilerError, TimeLimitReached
 
 KILL_GRACE_S = 5.0  # from SIGTERM to SIGKILL
 POLL_S = 0.1
+STOPPED_KINDS = ("KeyboardInterrupt", "TimeLimitReached")  # a rank ended by the launcher
 TORCHRUN = (sys.executable, "-m", "torch.distributed.run")
 _ROOT_CAUSE_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank")
 _ROOT_CAUSE_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
@@ -79,11 +80,15 @@ class RankWatch:
 
     def failure(self, exit_code: int) -> RankFailedError:
         """The error of a run whose torchrun exited with ``exit_code``: the first rank that
-        failed (torchrun's root cause where it names one), with that rank's own message."""
+        said it failed, with its own message (a rank stopped by torchrun after another failed
+        says it was interrupted: it is named only when none said more); torchrun's root cause
+        where no rank said anything (its order is by second, so it may name a rank that was
+        only stopped)."""
         with self.lock:
             errors = list(self.errors)
             rank = self.root_cause_rank
-        first = next((e for e in errors if e["rank"] == rank), errors[0] if errors else None)
+        failed = [e for e in errors if e.get("kind") not in STOPPED_KINDS] or errors
+        first = failed[0] if failed else None
         if first is None:
             who = f"rank {rank}" if rank is not None else "a rank"
             code = self.root_cause_exit
