@@ -234,3 +234,15 @@ def test_a_cancelled_run_leaves_no_process(tmp_path):
     assert process.returncode == 130, stderr[-2000:]
     time.sleep(0.5)
     assert _left_running(out.name) == [] and not out.exists()
+
+
+def test_the_rank_charts_name_the_straggler(straggler_run):
+    from dashboard import rank_charts
+
+    table = RunResult.load(straggler_run[0]).table("ranks")
+    assert rank_charts.straggler_of(table, "eager") == 1
+    assert "straggler: rank 1" in rank_charts.percentiles(table, "eager").layout.title.text
+    stacked = rank_charts.stacked_step(table, "eager")
+    assert [trace.name for trace in stacked.data] == [label for _, label, _ in rank_charts.STACK_PARTS]
+    assert list(rank_charts.summary_table(table).columns) == rank_charts.SUMMARY_COLUMNS
+    assert len(rank_charts.step_grid(table).data) == 1
