@@ -18,7 +18,12 @@ import pytest
 
 from profiler_core.analysis import ranks
 from profiler_core.cli import parser as cli
-from profiler_core.orchestration.torchrun import RankFailedError, RankWatch, run_torchrun, torchrun_argv
+from profiler_core.orchestration.torchrun import (
+    RankFailedError,
+    RankWatch,
+    run_torchrun,
+    torchrun_argv,
+)
 from profiler_core.spec import schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RankEnv, rank_env, read_mark

@@ -212,13 +212,14 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
                                      f"got {args.timeout:g}", "0 means no limit")
     config = cli.config_from_args(args)
     small = cli.cpu_small_step(args, config)
-    if rank_env() is None:  # a rank: only rank 0 writes, and checks the folder
+    env = rank_env()  # a rank of a data-parallel run: only rank 0 writes, and checks the folder
+    if env is None:
         check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
-    if small is not None and (rank_env() is None or rank_env().rank == 0):
-        print(cli.small_step_line(config, small), file=sys.stderr)
+    if small is not None:
+        if env is None or env.rank == 0:
+            print(cli.small_step_line(config, small), file=sys.stderr)
         config = small
     if ddp.is_data_parallel(config):
-        env = rank_env()
         if env is None:
             return ddp.launch(config, args)
         stopper.limit(args.timeout)

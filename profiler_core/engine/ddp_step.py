@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -197,9 +197,10 @@ def _prepare_graphed_callables(ctx: RankContext) -> RankMode:
     ctx.synchronize()
     started = time.perf_counter()
     with step.autocast():
-        step.model = torch.cuda.make_graphed_callables(step.model, (ctx.batch(0)[0].clone(),),
-                                                       num_warmup_iters=PREPARE_ITERS)
-    step.model = ctx.ddp(step.model)
+        graphed = torch.cuda.make_graphed_callables(step.model, (ctx.batch(0)[0].clone(),),
+                                                    num_warmup_iters=PREPARE_ITERS)
+    # Given a module, make_graphed_callables returns that module (its forward graphed).
+    step.model = ctx.ddp(cast(torch.nn.Module, graphed))
     for i in range(PREPARE_ITERS):
         step.eager_step(*ctx.batch(i), count=False)
     ctx.synchronize()
@@ -211,8 +212,9 @@ def _prepare_graphed_callables(ctx: RankContext) -> RankMode:
 def _prepare_compiled(ctx: RankContext, reduce_overhead: bool) -> RankMode:
     name = "compile_ro" if reduce_overhead else "compile"
     step = TrainingStep(ctx.config, ctx.device, graphed=False)
-    step.model = torch.compile(ctx.ddp(step.model),
-                               mode="reduce-overhead" if reduce_overhead else None)
+    # torch.compile of a module is a module (OptimizedModule); its stubs say only "callable".
+    step.model = cast(torch.nn.Module, torch.compile(
+        ctx.ddp(step.model), mode="reduce-overhead" if reduce_overhead else None))
     ctx.synchronize()
     started = time.perf_counter()
     for i in range(PREPARE_ITERS):
