@@ -10,12 +10,13 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-STACK_PARTS = (  # ranks.csv metric, label, colour
-    ("compute_us", "compute", "#4c78a8"),
+STACK_PARTS = (  # metric (ranks.csv's, or compute_alone_us: see stacked_step), label, colour
+    ("compute_alone_us", "compute (no communication beside it)", "#4c78a8"),
     ("comm_exposed_us", "communication, exposed", "#e45756"),
     ("comm_hidden_us", "communication, hidden under compute", "#f2b5b4"),
     ("host_wait_us", "host wait (device idle)", "#bab0ac"),
 )
+GRID_BASE_PX, GRID_ROW_PX = 150, 45  # the heatmap's height: a margin, and a row per rank
 SUMMARY_COLUMNS = ["rank", "mode", "step_median_ms", "step_p50_ms", "step_p99_ms", "speedup",
                    "job_speedup", "all_reduce_share_pct", "arrival_wait_us", "straggler"]
 
@@ -56,16 +57,19 @@ def step_grid(ranks: pd.DataFrame) -> go.Figure:
     text = [[f"{v:.3f}" if math.isfinite(v) else "" for v in row] for row in grid.to_numpy(float)]
     figure.add_trace(go.Heatmap(z=grid.to_numpy(float), x=list(grid.columns),
                                 y=[f"rank {int(r)}" for r in grid.index], text=text,
-                                texttemplate="%{text}", colorscale="Blues",
-                                colorbar={"title": "ms/step"}))
+                                texttemplate="%{text}", colorscale="Blues", showscale=False))
     return figure.update_layout(title="Median step time per rank and mode (ms)",
-                                yaxis={"autorange": "reversed"})
+                                yaxis={"autorange": "reversed"},
+                                height=GRID_BASE_PX + GRID_ROW_PX * len(grid.index))
 
 
 def stacked_step(ranks: pd.DataFrame, mode: str) -> go.Figure:
-    """Each rank's profiled iteration in ``mode``: compute, exposed and hidden communication,
-    host wait (medians, microseconds)."""
+    """Each rank's profiled iteration in ``mode``: compute alone, communication hidden under
+    compute, exposed communication and host wait (medians, microseconds), which together make
+    the iteration's span (compute alone is compute less the hidden communication)."""
     table = wide(ranks, mode)
+    if {"compute_us", "comm_hidden_us"} <= set(table.columns):
+        table = table.assign(compute_alone_us=(table["compute_us"] - table["comm_hidden_us"]).clip(lower=0))
     figure = go.Figure()
     labels = [f"rank {int(r)}" for r in table.get("rank", [])]
     for metric, label, colour in STACK_PARTS:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -155,11 +156,16 @@ def _sidebar_widgets(at: AppTest) -> dict[str, object]:
     return {w.key: w for kind in WIDGET_KINDS for w in getattr(at.sidebar, kind) if w.key}
 
 
+TWO_GPUS = (pd.concat([ONE_GPU[0], ONE_GPU[0].assign(device="cuda:1", index=1)],
+                     ignore_index=True), "")
+
+
 @pytest.mark.usefixtures("fresh_app_state")
 def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_path):
     """Every field has its control (device and preset above the sections), under its label; a
-    workload's size controls appear with that workload only."""
-    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
+    workload's size controls appear with that workload only, the number of GPUs for a
+    data-parallel run where more than one GPU is visible (two here)."""
+    monkeypatch.setattr(devices, "list_devices", lambda: TWO_GPUS)
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.session_state[state.RUNS_DIR] = str(tmp_path)
     at.run()
@@ -177,6 +183,17 @@ def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_
     assert drawn == set(_config_field_names())
     assert [e.label for e in at.sidebar.expander
             if not e.label.startswith("Runs folder")] == list(fields.SECTIONS)
+
+
+@pytest.mark.usefixtures("fresh_app_state")
+def test_the_number_of_gpus_is_offered_only_beside_another_gpu(monkeypatch, tmp_path):
+    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(tmp_path)
+    at.run()
+    assert not at.exception
+    widgets = _sidebar_widgets(at)
+    assert controls.key("nproc_per_node") not in widgets and controls.key("batch") in widgets
 
 
 @pytest.mark.usefixtures("fresh_app_state")
