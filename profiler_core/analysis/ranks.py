@@ -37,6 +37,7 @@ from profiler_core.timing import stats
 
 # Communication events: NCCL's kernels on a GPU, the collectives' annotations on the CPU.
 GPU_COMM_KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_", re.IGNORECASE)
+GPU_COMM_KERNEL_IN_TEXT = re.compile(r"nccl(?:Dev)?Kernel_\w+")  # in a graph's debug dump
 CPU_COMM_EVENT = re.compile(r"^(?:gloo|nccl|mpi|ucc):", re.IGNORECASE)
 # CPU operators on the step's thread that wait for or hand off a collective, not compute.
 CPU_NOT_COMPUTE = re.compile(r"c10d::|allreduce|all_reduce|wait", re.IGNORECASE)
@@ -64,7 +65,8 @@ RANK_METRICS = (
     "one_time_ms",  # preparation: capture or compile with its warm-up
     "params_max_abs_diff_to_rank0",  # after the timed steps: 0 when bit-identical to rank 0's
     "parity_max_abs_diff",  # the mode's parameters against eager's after the same steps
-    "all_reduce_captured",  # graph modes: 1 when every profiled replay held an all-reduce kernel
+    "all_reduce_captured",  # graph: 1 when every profiled replay held an all-reduce kernel
+    "graph_all_reduce_nodes",  # graph: NCCL kernel names in the captured graph's debug dump
 )
 
 

@@ -44,6 +44,8 @@ def _check_rows(payload: dict) -> list[tuple]:
     rows += [(rank, mode, "parity_max_abs_diff", value)
              for mode, value in checks.get("parity", {}).items()]
     rows += [(rank, mode, "all_reduce_captured", value) for mode, value in checks["captured"].items()]
+    rows += [(rank, mode, "graph_all_reduce_nodes", value)
+             for mode, value in checks["graph_nodes"].items()]
     return rows
 
 

@@ -46,7 +46,7 @@ from torch.nn.parallel import DistributedDataParallel
 from profiler_core.analysis import ranks as rank_analysis
 from profiler_core.analysis.trace import load_trace
 from profiler_core.engine.capture import GraphedStep, diagnose_capture_failure
-from profiler_core.engine.profiling import profile_window
+from profiler_core.engine.profiling import kernels_were_recorded, profile_window
 from profiler_core.engine.workloads import TrainingStep, make_batches
 from profiler_core.spec.config import CPU_MODES, RunConfig
 from profiler_core.spec.distributed import RankEnv, announce_phase
@@ -64,7 +64,6 @@ NOT_CAPTURED_ONE_RANK = "all-reduce not captured (one rank: nothing to reduce)"
 # Set for a capture of NCCL work unless the user set it (PyTorch's CUDA notes name the older
 # NCCL_ASYNC_ERROR_HANDLING; torch 2.2 renamed it).
 NCCL_CAPTURE_SETTINGS = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"}
-GRAPH_MODES = ("graph",)  # modes whose replays must hold the all-reduce
 
 
 @dataclass
@@ -88,6 +87,7 @@ class RankContext:
     delay_ms: float  # injected host sleep before every step or replay (a straggler on purpose)
     notes: list[str] = field(default_factory=list)
     capture_log: list[str] = field(default_factory=list)  # the capture's steps, in order
+    collective_nodes: float = math.nan  # NCCL kernel nodes in the last graph captured
     phase_name: str = ""
 
     def phase(self, name: str) -> None:
@@ -169,6 +169,7 @@ def capture_ddp_step(ctx: RankContext, config: RunConfig) -> tuple[GraphedStep, 
     ctx.synchronize()
     log.append("barrier and synchronize before capture")
     graph = torch.cuda.CUDAGraph()
+    graph.enable_debug_mode()  # keeps the graph's nodes, to look for the all-reduce in them
     try:
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             for index in range(config.capture_iters):
@@ -182,7 +183,21 @@ def capture_ddp_step(ctx: RankContext, config: RunConfig) -> tuple[GraphedStep, 
     ctx.barrier()
     log.append("synchronize and barrier after capture")
     graphed.graph = graph
+    ctx.collective_nodes = collective_nodes(graph)
     return graphed, (time.perf_counter() - started) * 1e3
+
+
+def collective_nodes(graph: torch.cuda.CUDAGraph) -> float:
+    """The graph's kernel nodes that run an NCCL collective, from its debug dump (the graph
+    itself, no profiler); NaN where the dump cannot be made."""
+    with tempfile.TemporaryDirectory(prefix="profiler_core_graph_") as folder:
+        path = Path(folder) / "graph.dot"
+        try:
+            graph.debug_dump(str(path))
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except (RuntimeError, OSError):
+            return math.nan
+    return float(len(rank_analysis.GPU_COMM_KERNEL_IN_TEXT.findall(text)))
 
 
 def _prepare_graph(ctx: RankContext) -> RankMode:
@@ -286,29 +301,33 @@ def _profiled(ctx: RankContext, prepared: dict[str, RankMode], folder: Path) -> 
                                 folder / f"trace_{key}.json")
         figures, instances = rank_analysis.window_figures(load_trace(window.trace_path).events)
         windows[name] = {"figures": figures.to_dict("list"), "instances": instances.to_dict("list"),
+                         "kernels_seen": kernels_were_recorded(window.analysis),
                          "trace_name": window.trace_path.name,
                          "trace": window.trace_path.read_bytes()}
     return windows
 
 
-def _capture_check(ctx: RankContext, windows: dict[str, Any]) -> dict[str, float]:
-    """graph: 1 when every profiled replay held a collective kernel, 0 when one did not (the
-    run says so), NaN when not known (one rank, or not profiled)."""
-    checks: dict[str, float] = {}
-    for name in GRAPH_MODES:
-        if name not in windows:
-            continue
-        calls = windows[name]["figures"]["comm_calls"]
-        if ctx.env.world_size == 1:
-            ctx.notes.append(f"{name}: {NOT_CAPTURED_ONE_RANK}")
-            checks[name] = math.nan
-        elif calls and min(calls) > 0:
-            checks[name] = 1.0
-        else:
-            ctx.notes.append(f"{name}: {NOT_CAPTURED}: a profiled replay on rank {ctx.env.rank} "
-                             "held no all-reduce kernel")
-            checks[name] = 0.0
-    return checks
+def _capture_check(ctx: RankContext, nodes: float, windows: dict[str, Any]) -> float:
+    """The whole-step graph: 1 when every profiled replay held a collective kernel (without a
+    profiled window that saw kernels: when the graph's nodes hold one), 0 when not (the run says
+    "all-reduce not captured"), NaN when not known (one rank: nothing to reduce)."""
+    window = windows.get("graph")
+    calls = window["figures"]["comm_calls"] if window and window["kernels_seen"] else []
+    if ctx.env.world_size == 1:
+        ctx.notes.append(f"graph: {NOT_CAPTURED_ONE_RANK}")
+        return math.nan
+    if calls:
+        captured, where = min(calls) > 0, "a profiled replay"
+    elif not math.isnan(nodes):
+        captured, where = nodes > 0, "the captured graph"
+    else:
+        ctx.notes.append("graph: the all-reduce's capture was not checked (no profiled kernels, "
+                         "no graph dump)")
+        return math.nan
+    if not captured:
+        ctx.notes.append(f"graph: {NOT_CAPTURED}: {where} on rank {ctx.env.rank} held no "
+                         "all-reduce kernel")
+    return float(captured)
 
 
 def _params_against_rank0(ctx: RankContext, prepared: dict[str, RankMode]) -> dict[str, float]:
@@ -404,6 +423,7 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float]) -
         for name in rank_modes(config):
             prepared[name] = PREPARE[name](ctx)
             graphs.extend(prepared[name].graphs)
+        graph_nodes = ctx.collective_nodes  # the timed graph's (parity captures one more)
         ctx.phase("timed trials")
         rows, host_issue = _timed_trials(ctx, prepared)
         windows: dict[str, Any] = {}
@@ -412,8 +432,11 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float]) -
             with tempfile.TemporaryDirectory(prefix="profiler_core_ddp_") as folder:
                 windows = _profiled(ctx, prepared, Path(folder))
         ctx.phase("checks")
-        checks = {"captured": _capture_check(ctx, windows),
-                  "params_to_rank0": _params_against_rank0(ctx, prepared)}
+        checks: dict[str, Any] = {"captured": {}, "graph_nodes": {},
+                                  "params_to_rank0": _params_against_rank0(ctx, prepared)}
+        if "graph" in prepared:
+            checks["graph_nodes"]["graph"] = graph_nodes
+            checks["captured"]["graph"] = _capture_check(ctx, graph_nodes, windows)
         if "graph" in prepared and config.parity_steps:
             checks["parity"] = {"graph": _parity(ctx, graphs)}
         payload.update(rows=rows, host_issue=host_issue, windows=windows, checks=checks,
