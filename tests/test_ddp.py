@@ -26,7 +26,7 @@ from profiler_core.orchestration.torchrun import (
 )
 from profiler_core.spec import schema
 from profiler_core.spec.config import RunConfig
-from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RankEnv, rank_env, read_mark
+from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RankEnv, rank_env, read_marks
 from profiler_core.spec.errors import ConfigError, TimeLimitReached
 from profiler_core.storage.results import RunResult
 
@@ -66,10 +66,13 @@ def test_rank_env_reads_only_torchruns_three_variables():
 
 
 def test_marks_are_read_wherever_they_start_on_a_line():
-    assert read_mark(f'[rank1]: {PHASE_MARK} {{"rank": 1, "phase": "checks"}}\n') == (
-        PHASE_MARK, {"rank": 1, "phase": "checks"})
-    assert read_mark(f'{ERROR_MARK} {{"rank": "1"}}') is None  # a rank is a number
-    assert read_mark("an ordinary line") is None
+    assert read_marks(f'[rank1]: {PHASE_MARK} {{"rank": 1, "phase": "checks"}}\n') == [
+        (PHASE_MARK, {"rank": 1, "phase": "checks"})]
+    # two ranks' lines run together on the shared pipe
+    assert read_marks(f'{PHASE_MARK} {{"rank": 1, "phase": "a"}}{ERROR_MARK} {{"rank": 0}}\n') == [
+        (PHASE_MARK, {"rank": 1, "phase": "a"}), (ERROR_MARK, {"rank": 0})]
+    assert read_marks(f'{ERROR_MARK} {{"rank": "1"}}') == []  # a rank is a number
+    assert read_marks("an ordinary line") == []
 
 
 def test_the_watch_names_the_root_cause_and_the_rank_furthest_behind():

@@ -43,8 +43,8 @@ CPU_COMM_EVENT = re.compile(r"^(?:gloo|nccl|mpi|ucc):", re.IGNORECASE)
 CPU_NOT_COMPUTE = re.compile(r"c10d::|allreduce|all_reduce|wait", re.IGNORECASE)
 CPU_COMPUTE_CATEGORIES = ("cpu_op",)
 
-STRAGGLER_MIN_US = 50.0  # smallest spread of arrival waits that names a straggler
-STRAGGLER_MIN_SHARE = 0.02  # ... and its smallest share of the step
+STRAGGLER_MIN_US = 100.0  # smallest spread of arrival waits that names a straggler
+STRAGGLER_MIN_SHARE = 0.1  # ... and its smallest share of the slowest rank's step
 
 WINDOW_COLUMNS = ["iteration", "span_us", "busy_us", "compute_us", "comm_us", "comm_exposed_us",
                   "comm_hidden_us", "host_wait_us", "comm_calls"]

@@ -3,8 +3,9 @@
 
 Scope: tables and headline only (pure pandas over the payloads, plus the traces written into a
 scratch folder). The per-rank tables are ``rank_latency`` and ``ranks`` (``schema``); the
-single-run tables hold the job's view, each mode's slowest rank, so every other page of the
-dashboard reads a data-parallel run as it reads any run.
+single-run tables (latency, stats, modes, metrics, launch_split, kernels) hold the job's view,
+each mode's slowest rank, so every other page of the dashboard reads a data-parallel run as it
+reads any run.
 """
 
 from __future__ import annotations
@@ -79,6 +80,19 @@ def _slowest_latency(rank_latency: pd.DataFrame, table: pd.DataFrame) -> pd.Data
         parts.append(rows.drop(columns="rank"))
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=schema.LATENCY_COLUMNS)
     return coerce_table("latency", frame)
+
+
+def _slowest_window_table(name: str, payloads: list[dict], table: pd.DataFrame) -> pd.DataFrame:
+    """launch_split.csv or kernels.csv of the job: each mode's profiled window on its slowest
+    rank (``trace.analyse_trace``'s tables, as that rank recorded them)."""
+    parts = []
+    for payload in payloads:
+        for mode, window in payload["windows"].items():
+            if rank_analysis.job_step_ms(table, mode)[1] == payload["rank"] and name in window:
+                parts.append(pd.DataFrame(window[name]))
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=schema.TABLE_FILES[name][1])
+    return coerce_table(name, frame)
 
 
 def _per_step(rows: pd.DataFrame) -> pd.Series:
@@ -159,6 +173,8 @@ def build_result(config: RunConfig, payloads: list[dict], started_at: str) -> Ru
                      "all-reduce (the other ranks wait for it)")
     traces, scratch = _traces(payloads)
     tables = {"latency": latency, "stats": stats_table, "modes": modes_table,
+              "launch_split": _slowest_window_table("launch_split", payloads, table),
+              "kernels": _slowest_window_table("kernels", payloads, table),
               "metrics": coerce_table("metrics", metrics.build(modes_table, stats_table, {})),
               "rank_latency": rank_latency, "ranks": table}
     return RunResult(config=config, environment=environment, headline=headline, tables=tables,

@@ -302,6 +302,8 @@ def _profiled(ctx: RankContext, prepared: dict[str, RankMode], folder: Path) -> 
         figures, instances = rank_analysis.window_figures(load_trace(window.trace_path).events)
         windows[name] = {"figures": figures.to_dict("list"), "instances": instances.to_dict("list"),
                          "kernels_seen": kernels_were_recorded(window.analysis),
+                         "launch_split": window.analysis.launch_split.to_dict("list"),
+                         "kernels": window.analysis.kernels.to_dict("list"),
                          "trace_name": window.trace_path.name,
                          "trace": window.trace_path.read_bytes()}
     return windows

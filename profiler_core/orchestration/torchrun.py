@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RANK_PHASES, read_mark
+from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RANK_PHASES, read_marks
 from profiler_core.spec.errors import ProfilerError, TimeLimitReached
 
 KILL_GRACE_S = 5.0  # from SIGTERM to SIGKILL
@@ -62,20 +62,20 @@ class RankWatch:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def hear(self, line: str) -> bool:
-        """Take in one output line; True when it was a rank's mark (not to be shown)."""
-        read = read_mark(line)
+        """Take in one output line; True when it held ranks' marks only (not to be shown)."""
+        marks = read_marks(line)
         with self.lock:
-            if read is None:
+            if not marks:
                 if (match := _ROOT_CAUSE_RANK.search(line)) and self.root_cause_rank is None:
                     self.root_cause_rank = int(match.group(1))
                 elif (match := _ROOT_CAUSE_EXIT.search(line)) and self.root_cause_exit is None:
                     self.root_cause_exit = int(match.group(1))
                 return False
-            mark, record = read
-            if mark == PHASE_MARK:
-                self.phases[record["rank"]] = (str(record.get("phase", "")), time.time())
-            elif mark == ERROR_MARK:
-                self.errors.append(record)
+            for mark, record in marks:
+                if mark == PHASE_MARK:
+                    self.phases[record["rank"]] = (str(record.get("phase", "")), time.time())
+                elif mark == ERROR_MARK:
+                    self.errors.append(record)
             return True
 
     def failure(self, exit_code: int) -> RankFailedError:

@@ -47,9 +47,11 @@ def rank_env(environ: Mapping[str, str] = os.environ) -> RankEnv | None:
 
 
 def announce(mark: str, record: Mapping[str, Any]) -> None:
-    """One line for the launcher on stderr: ``mark`` and a JSON object."""
+    """One line for the launcher on stderr: ``mark`` and a JSON object, written in one call (the
+    ranks share torchrun's stderr: two writes per line could interleave with another rank's)."""
     try:
-        print(f"{mark} {json.dumps(dict(record))}", file=sys.stderr, flush=True)
+        sys.stderr.write(f"{mark} {json.dumps(dict(record))}\n")
+        sys.stderr.flush()
     except (OSError, ValueError):  # stderr closed: the launcher is gone
         pass
 
@@ -58,16 +60,23 @@ def announce_phase(rank: int, phase: str) -> None:
     announce(PHASE_MARK, {"rank": rank, "phase": phase, "t": time.time()})
 
 
-def read_mark(line: str) -> tuple[str, dict[str, Any]] | None:
-    """(mark, record) from a line a rank wrote, wherever the mark starts in it (a launcher may
-    prefix lines with the rank); None for any other line."""
+def read_marks(line: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every (mark, record) in a line the ranks wrote, wherever a mark starts (a launcher may
+    prefix lines with the rank, and lines of two ranks may run together); empty for any other
+    line."""
+    found: list[tuple[int, str, dict[str, Any]]] = []
     for mark in (PHASE_MARK, ERROR_MARK):
         at = line.find(mark + " ")
-        if at >= 0:
+        while at >= 0:
+            start = at + len(mark) + 1
             try:
-                record = json.loads(line[at + len(mark) + 1:])
+                record, _ = _DECODER.raw_decode(line, start)
             except ValueError:
-                return None
+                record = None
             if isinstance(record, dict) and isinstance(record.get("rank"), int):
-                return mark, record
-    return None
+                found.append((at, mark, record))
+            at = line.find(mark + " ", start)
+    return [(mark, record) for _, mark, record in sorted(found, key=lambda item: item[0])]
+
+
+_DECODER = json.JSONDecoder()
