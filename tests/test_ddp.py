@@ -254,3 +254,26 @@ def test_the_rank_charts_name_the_straggler(straggler_run):
     assert [trace.name for trace in stacked.data] == [label for _, label, _ in rank_charts.STACK_PARTS]
     assert list(rank_charts.summary_table(table).columns) == rank_charts.SUMMARY_COLUMNS
     assert len(rank_charts.step_grid(table).data) == 1
+
+
+def test_a_real_rank_that_refuses_its_folder_is_named_with_its_message(tmp_path):
+    """Started by a torchrun of the user's own (our launcher would refuse the folder first):
+    rank 0 refuses to write into a folder that is not a run; the error names rank 0, says why,
+    and keeps the refusal's exit code; rank 1, waiting for rank 0, is ended."""
+    out = tmp_path / "not-a-run"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(RankFailedError) as info:
+        run_torchrun(2, ["-m", "profiler_core", "run", *SMALL, "--out", str(out)], timeout_s=90)
+    assert str(info.value).startswith("rank 0 failed: --out:"), str(info.value)
+    assert info.value.exit_code == 2 and (out / "keep.txt").read_text() == "mine"
+    assert _left_running(str(out)) == []
+
+
+def test_one_gloo_rank_is_a_run_with_no_straggler(tmp_path):
+    out = tmp_path / "one"
+    result = _cli("run", *SMALL, "--nproc-per-node", "1", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = RunResult.load(out)
+    assert run.headline["world_size"] == 1 and math.isnan(run.headline["straggler_rank"])
+    assert set(run.table("rank_latency")["rank"]) == {0}

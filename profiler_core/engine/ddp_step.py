@@ -48,7 +48,7 @@ from profiler_core.analysis.trace import load_trace
 from profiler_core.engine.capture import GraphedStep, diagnose_capture_failure
 from profiler_core.engine.profiling import kernels_were_recorded, profile_window
 from profiler_core.engine.workloads import TrainingStep, make_batches
-from profiler_core.spec.config import CPU_MODES, RunConfig
+from profiler_core.spec.config import CPU_MODES, INT_LIMITS, RunConfig
 from profiler_core.spec.distributed import RankEnv, announce_phase
 from profiler_core.spec.errors import NoCudaError
 from profiler_core.timing import trials as timing
@@ -414,8 +414,10 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float]) -
     if device.type == "cuda" and "graph" in config.modes:
         for name, value in NCCL_CAPTURE_SETTINGS.items():
             os.environ.setdefault(name, value)
+    # every rank its own data, as a data-parallel loader gives (the weights stay the same)
+    batch_seed = (config.seed + env.rank) % (INT_LIMITS["seed"][1] + 1)
     ctx = RankContext(config, env, device,
-                      make_batches(config.replace(seed=config.seed + env.rank), BATCHES, device),
+                      make_batches(config.replace(seed=batch_seed), BATCHES, device),
                       delay_ms=float(delays.get(env.rank, 0.0)))
     graphs: list = []
     payload: dict[str, Any] = {"rank": env.rank}
