@@ -277,3 +277,23 @@ def test_one_gloo_rank_is_a_run_with_no_straggler(tmp_path):
     run = RunResult.load(out)
     assert run.headline["world_size"] == 1 and math.isnan(run.headline["straggler_rank"])
     assert set(run.table("rank_latency")["rank"]) == {0}
+
+
+def test_a_launcher_killed_outright_leaves_no_process(tmp_path):
+    """SIGKILL gives the launcher no chance to clean up: torchrun's death signal (SIGTERM)
+    ends it, and it ends its ranks."""
+    out = tmp_path / f"killed-{uuid.uuid4().hex}"
+    process = subprocess.Popen([sys.executable, "-m", "profiler_core", "run", *SMALL,
+                                "--replays", "100000", "--trials", "10", "--nproc-per-node", "2",
+                                "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_left_running(out.name)) < 3:
+        time.sleep(0.2)
+    time.sleep(2.0)
+    process.kill()
+    process.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _left_running(out.name):
+        time.sleep(0.5)
+    assert _left_running(out.name) == []

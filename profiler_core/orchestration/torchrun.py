@@ -3,15 +3,18 @@
 Scope: the processes. ``run --nproc-per-node N`` becomes ``python -m torch.distributed.run
 --nproc-per-node N --rdzv-backend c10d --rdzv-endpoint localhost:0 -m profiler_core run ...``
 (port 0: rendezvous picks a free port, so parallel runs never clash), started in its own
-session. torchrun starts every rank in a session of its own too, so the ranks are tracked as
-they appear and, on cancel, time limit or a failed rank, torchrun's group and every rank's
-group are ended (SIGTERM, then SIGKILL after ``KILL_GRACE_S``): nothing is left running. A
+session, with SIGTERM as its death signal (it ends its ranks on SIGTERM, so a launcher killed
+outright leaves nothing either). torchrun starts every rank in a session of its own too, so the
+ranks are tracked as they appear and, on cancel, time limit or a failed rank, torchrun's group
+and every rank's group are ended (SIGTERM, then SIGKILL after ``KILL_GRACE_S``): nothing is left
+running. A
 failed rank is named from its error line (``spec.distributed``) or torchrun's "Root Cause"; a
 hung one from the phase each rank last reported.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -19,14 +22,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RANK_PHASES, read_marks
 from profiler_core.spec.errors import ProfilerError, TimeLimitReached
 
-KILL_GRACE_S = 5.0  # from SIGTERM to SIGKILL
+KILL_GRACE_S = 3.0  # from SIGTERM to SIGKILL (within the dashboard launcher's own 5 s)
 POLL_S = 0.1
 STOPPED_KINDS = ("KeyboardInterrupt", "TimeLimitReached")  # a rank ended by the launcher
 TORCHRUN = (sys.executable, "-m", "torch.distributed.run")
@@ -197,6 +200,27 @@ def end_tree(process: subprocess.Popen, tree: ProcessTree, grace_s: float = KILL
         time.sleep(POLL_S)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _death_signal() -> Callable[[], None] | None:
+    """For the child: SIGTERM when this process's launching thread ends, however it ends (a
+    SIGKILL of ours would otherwise leave torchrun, in its own session, and its ranks running;
+    torchrun ends its ranks on SIGTERM). The libc call is looked up here, before the fork, so the
+    child only calls it. None where there is no prctl (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    term = int(signal.SIGTERM)
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, term, 0, 0, 0)
+    return arm
+
+
 def _pump(stream: IO[str], out: IO[str], watch: RankWatch) -> None:
     for line in stream:
         if not watch.hear(line):
@@ -217,7 +241,7 @@ def run_torchrun(nproc_per_node: int, target: Sequence[str], timeout_s: float = 
     out, err = stdout or sys.stdout, stderr or sys.stderr
     process = subprocess.Popen(torchrun_argv(nproc_per_node, target), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, errors="replace",
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=_death_signal())
     tree, watch = ProcessTree(process.pid), RankWatch()
     pumps = [threading.Thread(target=_pump, args=(process.stdout, out, watch), daemon=True),
              threading.Thread(target=_pump, args=(process.stderr, err, watch), daemon=True)]
