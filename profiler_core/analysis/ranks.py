@@ -272,8 +272,9 @@ def order(table: pd.DataFrame) -> pd.DataFrame:
 
 def job_headline(table: pd.DataFrame, rank_latency: pd.DataFrame, seed: int) -> dict[str, float]:
     """The job's figures: eager and graph step times of their slowest ranks, the job's speedup
-    (with the bootstrap CI over those ranks' trials), and the straggler (eager's, else the
-    graph's; NaN when none is named)."""
+    (with the bootstrap CI over those ranks' trials), the straggler (eager's, else the graph's;
+    NaN when none is named) and each mode's arrival skew (the spread of the ranks' arrival
+    waits: how much later the last rank reaches the all-reduce than the first)."""
     eager_ms, eager_rank = job_step_ms(table, "eager")
     graph_ms, graph_rank = job_step_ms(table, "graph")
     headline: dict[str, float] = {"eager_median_ms": eager_ms, "graph_median_ms": graph_ms,
@@ -291,4 +292,7 @@ def job_headline(table: pd.DataFrame, rank_latency: pd.DataFrame, seed: int) -> 
     named = straggler(table, "eager")
     named = named if named is not None else straggler(table, "graph")
     headline["straggler_rank"] = math.nan if named is None else float(named)
+    for mode in ("eager", "graph"):
+        waits = _value(table, mode, "arrival_wait_us").dropna()
+        headline[f"{mode}_arrival_skew_us"] = float(waits.max() - waits.min()) if len(waits) > 1 else math.nan
     return headline

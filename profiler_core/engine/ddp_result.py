@@ -161,12 +161,16 @@ def build_result(config: RunConfig, payloads: list[dict], started_at: str) -> Ru
         "backend": "nccl" if config.is_cuda else "gloo", "torch_version": first["torch_version"],
         "python_version": platform.python_version(), "platform": platform.platform(),
         "gpu_name": first.get("gpu_name"), "nccl_version": first.get("nccl_version"),
+        "nccl_settings": first.get("nccl_settings"),
         "hosts": sorted({p["environment"]["host"] for p in payloads}),
         "ranks": [p["environment"] for p in payloads],
         "started_at": started_at,
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     notes = list(dict.fromkeys(note for p in payloads for note in p["notes"]))
+    if config.nvml:
+        notes.append("NVML is not sampled in a data-parallel run (every rank's step is timed, "
+                     "with no sampler beside it)")
     notes.append("rank 0, capture and teardown: " + "; ".join(payloads[0]["capture_log"]))
     if not math.isnan(headline["straggler_rank"]):
         notes.append(f"straggler: rank {int(headline['straggler_rank'])} arrives last at the "

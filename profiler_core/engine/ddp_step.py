@@ -400,6 +400,7 @@ def _environment(ctx: RankContext) -> dict[str, Any]:
                                    "host": socket.gethostname(), "device": str(ctx.device),
                                    "torch_version": torch.__version__}
     if ctx.device.type == "cuda":
+        environment["nccl_settings"] = {name: os.environ.get(name) for name in NCCL_CAPTURE_SETTINGS}
         environment["gpu_name"] = torch.cuda.get_device_name(ctx.device)
         nccl = getattr(torch.cuda, "nccl", None)
         with contextlib.suppress(Exception):
