@@ -37,6 +37,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard import (
     analysis,
     charts,
+    rank_charts,
     rundata,
     runpanel,
     state,
@@ -59,7 +60,7 @@ pytestmark = pytest.mark.usefixtures("fresh_app_state")
 # only stops a broken test from hanging. No test depends on how fast the machine is.
 SAFETY_NET_S = 600
 PAGES = ["views/overview.py", "views/counters.py", "views/latency.py", "views/launch_split.py",
-         "views/gpu.py", "views/kernels.py"]
+         "views/gpu.py", "views/kernels.py", "views/ranks.py"]
 
 
 @pytest.fixture(scope="module")
@@ -625,6 +626,12 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
             "metrics.csv": lambda: rundata.table_csv_bytes(opened.table("metrics")),
             "repeats.csv": lambda: (charts.repeats_chart(opened.table("repeats")),
                                     repeats.between_table(h), stability.spread_beyond_ci(h)),
+            "ranks.csv": lambda: (rank_charts.step_grid(opened.table("ranks")),
+                                  rank_charts.stacked_step(opened.table("ranks"), "eager"),
+                                  rank_charts.percentiles(opened.table("ranks"), "eager"),
+                                  rank_charts.all_reduce_share(opened.table("ranks")),
+                                  rank_charts.summary_table(opened.table("ranks"))),
+            "rank_latency.csv": lambda: rundata.table_csv_bytes(opened.table("rank_latency")),
         }
         draw[file.name]()
         assert isinstance(opened.complete, bool)
