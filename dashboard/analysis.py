@@ -1,25 +1,26 @@
-"""Tables and words derived from a run: per-step latency, percentiles, the timing comparison,
-the launch-split medians, the verdict, and the counter lessons explained.
+"""Tables and words derived from a run: per-step latency, the timing comparison, the launch-split
+medians, the attribution of the saving, the break-even, the verdict and the one-time costs.
 
-Scope: pure functions of DataFrames and dicts (no Streamlit, no Plotly); every function returns
-its documented columns also when the input is empty.
+Scope: pure functions of DataFrames and a run's ``Figures`` (no Streamlit, no Plotly); every
+function returns its documented columns also when the input is empty. Siblings: ``percentiles``,
+``kernel_tables``, ``compare`` (runs side by side), ``run_facts`` (counters, config, phases).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from profiler_core import MODE_LABELS, MODE_NAMES
 from profiler_core.analysis.attribution import stretched_kernel_notes
-from profiler_core.analysis.trace import decompose_medians, kernel_label
-from profiler_core.spec import fields
+from profiler_core.analysis.figures import Figures, as_number
+from profiler_core.analysis.trace import decompose_medians
 from profiler_core.spec.config import (  # noqa: F401 (the labels:
-    MODE_LABELS,
-    MODE_NAMES,
     RunConfig,
     preset_label,  # one rule, in config)
     preset_text,
@@ -110,27 +111,22 @@ def no_profile_reason(config: RunConfig | None, environment: dict[str, Any] | No
     return "the run recorded none"
 
 
-def number(values: dict[str, Any], key: str) -> float:
-    """``values[key]`` as a float; NaN when missing, None, not a number (text, true/false, a JSON
-    object or list) or too large for a float."""
-    value = values.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return math.nan
-    try:
-        return float(value)
-    except OverflowError:  # a whole number of hundreds of digits
-        return math.nan
+def number(values: Mapping[str, Any], key: str) -> float:
+    """``values[key]`` as a float (a fact of the summary's headline, such as the parity); NaN when
+    missing, None, not a number (text, true/false, a JSON object or list) or too large for a
+    float."""
+    return as_number(values.get(key))
 
 
 def finite(value: float) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def headline_method(headline: dict[str, Any], stats: pd.DataFrame) -> str:
-    """The timing method the speedup uses (the steady state per trial; cold-start events for runs
-    recorded before steady-state timing existed)."""
-    method = headline.get("timing_method")
-    method = method if isinstance(method, str) else None  # a JSON object or list says nothing
+def headline_method(timing_method: str, stats: pd.DataFrame) -> str:
+    """The timing method the speedup uses (``Headline.timing_method``: the steady state per trial;
+    cold-start events for runs recorded before steady-state timing existed), else the first
+    method ``stats`` has."""
+    method = timing_method
     present = set(stats["method"].dropna()) if not stats.empty else set()
     if method in present or (method in METHOD_LABELS and not present):
         return str(method)
@@ -189,71 +185,10 @@ def per_step_latency(latency: pd.DataFrame) -> pd.DataFrame:
     return out[PER_STEP_COLUMNS]
 
 
-PERCENTILES = (1, 10, 25, 50, 75, 90, 99, 99.9)
-PERCENTILE_COLUMNS = (["mode", "timing", "count"]
-                      + [f"p{str(p).replace('.', '_')}_ms" for p in PERCENTILES]
-                      + ["max_ms", "mean_ms"])
-
-
-PERCENTILE_RULE = ("a percentile is shown only when the sample is large enough to put at least "
-                   "one sample beyond it: p99.9 needs 1,000 samples, p1 and p99 100, p10 and p90 "
-                   "10, p25 and p75 4 (the median and the max: any)")
-
-
-def percentile_min_count(percentile: float) -> int:
-    """The fewest samples that support ``percentile`` (0-100): one sample expected beyond it on
-    its nearer tail, so p99 needs 100 and p99.9 needs 1,000; the median needs one
-    (``PERCENTILE_RULE``)."""
-    tail = min(float(percentile), 100.0 - float(percentile))
-    return 1 if tail <= 0 or tail >= 50 else int(math.ceil(round(100.0 / tail, 6)))
-
-
-def supported_percentiles(frame: pd.DataFrame, count: str = "count",
-                          columns: dict[str, float] | None = None) -> pd.DataFrame:
-    """``frame`` with every percentile cell its row's ``count`` cannot support set to NaN
-    (``columns``: column -> percentile; by default the ``p<N>_ms`` columns present)."""
-    if columns is None:
-        columns = {}
-        for column in frame.columns:
-            if column.startswith("p") and column.endswith("_ms"):
-                try:
-                    columns[column] = float(column[1:-3].replace("_", "."))
-                except ValueError:
-                    continue
-    out = frame.copy()
-    counts = pd.to_numeric(out[count], errors="coerce") if count in out else None
-    if counts is None or out.empty:
-        return out
-    for column, percentile in columns.items():
-        if column in out:
-            out[column] = pd.to_numeric(out[column], errors="coerce").astype(float).where(
-                counts >= percentile_min_count(percentile))
-    return out
-
-
-def percentile_table(latency: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Percentiles of the per-step time per mode and per-iteration method (``steps``: the
-    ``per_step_latency`` of ``latency`` when already computed). A percentile the row's count does
-    not support (``PERCENTILE_RULE``) is NaN."""
-    steps = per_step_latency(latency) if steps is None else steps
-    rows = []
-    for timing in SERIES:
-        part, column = series_steps(steps, timing)
-        for mode in ordered_modes(part):
-            group = part[part["mode"].astype(str) == mode]
-            values = group[column].dropna().to_numpy(dtype=float)
-            if values.size == 0:
-                continue
-            quantiles = [q if values.size >= percentile_min_count(p) else math.nan
-                         for p, q in zip(PERCENTILES, np.percentile(values, PERCENTILES))]
-            rows.append([mode, timing, int(values.size), *quantiles, values.max(), values.mean()])
-    return pd.DataFrame(rows, columns=PERCENTILE_COLUMNS)
-
-
 TIMING_COLUMNS = ["method", "label", "eager_median_ms", "graph_median_ms", "speedup", "meaning"]
 
 
-def timing_comparison(stats: pd.DataFrame, headline: dict[str, Any], cpu: bool = False) -> pd.DataFrame:
+def timing_comparison(stats: pd.DataFrame, figures: Figures, cpu: bool = False) -> pd.DataFrame:
     """Median per-step time per timing method and mode: the article's method beside the true ones
     (``cpu``: a CPU run, whose steady state is timed by the wall clock, labelled so)."""
     rows = []
@@ -266,7 +201,7 @@ def timing_comparison(stats: pd.DataFrame, headline: dict[str, Any], cpu: bool =
                      eager / graph if graph else math.nan,
                      f"{METHOD_VERDICT[method]}: {METHOD_MEANING[method]}"])
     if "article_no_sync" not in methods:
-        eager, graph = number(headline, "article_eager_ms"), number(headline, "article_graph_ms")
+        eager, graph = (figures.get(mode, "article_no_sync_median_ms") for mode in MODES)
         if finite(eager) or finite(graph):
             rows.append(["article_no_sync", METHOD_LABELS["article_no_sync"], eager, graph,
                          eager / graph if graph else math.nan,
@@ -371,7 +306,7 @@ def attribution_block(attribution: pd.DataFrame, mode: str = "graph") -> pd.Data
         return pd.DataFrame(columns=columns)
     block = attribution[attribution["mode"].astype(str) == mode]
     block = block.assign(component=block["component"].astype(str),
-                         **{c: _float_column(block, c) for c in
+                         **{c: float_column(block, c) for c in
                             ("eager_us", "mode_us", "saving_us", "share_of_saving_pct")})
     order = {c: i for i, c in enumerate(ATTRIBUTION_LABELS)}
     block = block[block["component"].isin(order)]
@@ -452,10 +387,10 @@ def profiler_overheads(metrics: pd.DataFrame, stats: pd.DataFrame,
     wall = metrics[metrics["metric"].astype(str) == "profiled_wall_median_ms"]
     rows = []
     for mode in ordered_modes(wall):
-        profiled = float(_float_column(wall[wall["mode"].astype(str) == mode], "value").iloc[0])
+        profiled = float(float_column(wall[wall["mode"].astype(str) == mode], "value").iloc[0])
         median = stats[(stats["mode"].astype(str) == mode)
                        & (stats["method"].astype(str) == "steady_trial")]
-        per_step = float(_float_column(median, "median_ms").iloc[0]) if len(median) else math.nan
+        per_step = float(float_column(median, "median_ms").iloc[0]) if len(median) else math.nan
         headline_ms = per_step * _steps_of(latency, mode)
         if finite(profiled) and finite(headline_ms) and headline_ms > 0:
             rows.append([mode, profiled, headline_ms, (profiled / headline_ms - 1) * 100])
@@ -522,10 +457,10 @@ class PayBack:
         return f"{self.one_time_ms:,.1f} ms" if finite(self.one_time_ms) else "not recorded"
 
 
-def pay_back(headline: dict[str, Any], modes: pd.DataFrame, mode: str = "graph") -> PayBack:
+def pay_back(figures: Figures, modes: pd.DataFrame, mode: str = "graph") -> PayBack:
     """``mode``'s break-even by ``BREAK_EVEN_DEFINITION``, worked out here for every run: modes.csv's
     one-time cost and medians when it has them, else (the graph of a run recorded before
-    modes.csv) the headline's warm-up + capture and medians. A run recorded when break-even counted
+    modes.csv) its figures' warm-up + capture and medians. A run recorded when break-even counted
     the capture alone thus says the same as today's; one not faster never pays back."""
     table = modes.set_index(modes["mode"].astype(str)) if len(modes) else pd.DataFrame()
 
@@ -536,10 +471,10 @@ def pay_back(headline: dict[str, Any], modes: pd.DataFrame, mode: str = "graph")
         return float(value) if pd.notna(value) and math.isfinite(float(value)) else math.nan
 
     eager_ms, mode_ms = from_modes("eager", "median_ms"), from_modes(mode, "median_ms")
-    warmup, capture = (number(headline, "warmup_ms"), number(headline, "capture_ms")) if (
+    warmup, capture = (figures.get(mode, "warmup_ms"), figures.get(mode, "capture_ms")) if (
         mode == "graph") else (math.nan, math.nan)
     if mode == "graph" and not (finite(eager_ms) and finite(mode_ms)):
-        eager_ms, mode_ms = number(headline, "eager_median_ms"), number(headline, "graph_median_ms")
+        eager_ms, mode_ms = figures.get("eager", "median_ms"), figures.get(mode, "median_ms")
     one_time = from_modes(mode, "one_time_ms")
     if not finite(one_time) and finite(warmup) and finite(capture):
         one_time = warmup + capture
@@ -548,7 +483,7 @@ def pay_back(headline: dict[str, Any], modes: pd.DataFrame, mode: str = "graph")
         warmup = capture = math.nan  # only a split that adds up to the cost is shown
     saving = eager_ms - mode_ms if finite(eager_ms) and finite(mode_ms) else math.nan
     pays = math.nan if not finite(saving) else (1.0 if saving > 0 else 0.0)
-    if not finite(pays) and mode == "graph" and number(headline, "graph_pays_back") == 0:
+    if not finite(pays) and mode == "graph" and figures.get(mode, "pays_back") == 0:
         pays = 0.0  # recorded as never paying back, medians not kept
     steps = (float(math.ceil(one_time / saving)) if pays == 1 and finite(one_time)
              else math.nan)
@@ -580,7 +515,7 @@ def _share(part: float, saving: float) -> str:
     return f" ({pct:.0f}% of the saving)" if abs(pct) >= 100 else f" ({pct:.1f}% of the saving)"
 
 
-def verdict(headline: dict[str, Any], attribution: pd.DataFrame,
+def verdict(figures: Figures, attribution: pd.DataFrame,
             no_split_reason: str | None = None, mode: str = "graph",
             pay: PayBack | None = None) -> Verdict:
     """Plain words: how much ``mode`` saves per step (the headline, timed with no profiler) and
@@ -594,10 +529,10 @@ def verdict(headline: dict[str, Any], attribution: pd.DataFrame,
     (e_copy, m_copy), (e_idle, m_idle) = parts["input_copy"], parts["gpu_idle"]
     e_host = parts["host_issue"][0]
     if mode == "graph" and not (finite(eager) and finite(other)):
-        eager = number(headline, "eager_median_ms") * 1e3
-        other = number(headline, "graph_median_ms") * 1e3
+        eager = figures.get("eager", "median_ms") * 1e3
+        other = figures.get(mode, "median_ms") * 1e3
     speedup = eager / other if finite(eager) and finite(other) and other > 0 else (
-        number(headline, "speedup") if mode == "graph" else math.nan)
+        figures.get(mode, "speedup") if mode == "graph" else math.nan)
     speedup_text = f"{speedup:.2f}x" if finite(speedup) else "unknown"
     saving = eager - other
     net = (f"a saving of {_us(saving)} us per step" if saving > 0 else
@@ -606,7 +541,7 @@ def verdict(headline: dict[str, Any], attribution: pd.DataFrame,
              f"{mode} step {_us(other)} us: {speedup_text}, {net}. "
              if finite(eager) and finite(other) else "")
     if no_split_reason and no_split_reason.startswith("a CPU run"):
-        eager_ms = number(headline, "eager_median_ms")
+        eager_ms = figures.get("eager", "median_ms")
         eager_text = (f"Timed in a training loop on the CPU, an eager step took {eager_ms:.3f} "
                       "ms (wall clock). " if finite(eager_ms) else "")
         return Verdict(
@@ -692,206 +627,28 @@ def verdict(headline: dict[str, Any], attribution: pd.DataFrame,
     return Verdict(kind, title, text + never + stretched)
 
 
-# The article's lessons, one line each, keyed by words in the counter's phase name.
-LESSON_LINES = (
-    ("initial", "The counter starts at zero: nothing has run yet."),
-    ("warm", "Warm-up runs the step eagerly on a side stream, so the counter counts it only if the "
-             "step counts warm-up (lesson 2: when it does not, the counter stays 0)."),
-    ("capture", "Capture records the kernels without running them, so the counter does not move "
-                "(lesson 1)."),
-    ("replay", "Every replay runs everything captured: the counter ends at replays x captured steps "
-               "(lesson 3: 3 captured steps x 10 replays = 30)."),
-)
-# A CPU run's warm-up: the same step, without a side stream (there is no capture to prepare).
-CPU_WARM_LINE = ("Warm-up runs the step eagerly, so the counter counts it only if the step counts "
-                 "warm-up (lesson 2: when it does not, the counter stays 0).")
-COUNTER_LESSON_COLUMNS = ["phase", "predicted", "observed", "match", "why"]
-
-
-def explain_phase(phase: str, rule: str = "", on_cuda: bool = True) -> str:
-    lowered = str(phase).lower()
-    for word, line in LESSON_LINES:
-        if word in lowered:
-            return line if on_cuda or word != "warm" else CPU_WARM_LINE
-    return str(rule or "")
-
-
-def counter_rule_text(config: RunConfig) -> str:
-    """The Counters page's introduction: the rule, with this run's numbers. A CPU run timed the
-    eager step only: no side stream, capture or replay to speak of."""
-    counted = "yes" if config.count_warmup else "no"
-    if not config.is_cuda:
-        return ("A static counter tensor is incremented inside the training step. This run was on "
-                "the CPU, which times the eager step only (CUDA graphs need a CUDA GPU): there was "
-                "no capture and no replay, so the counter shows the **warm-up** (counted only if "
-                "the step counts it) and the **timed eager steps** (one each). The predicted "
-                f"column applies that rule to this run's settings ({config.warmup_iters} warm-up, "
-                f"counted: {counted}; {config.total_eager_iters} eager steps). On a GPU, the same "
-                "table adds capture (the counter does not move) and replays (replays x captured "
-                "steps): the article's lessons.")
-    return ("A static counter tensor is incremented inside the training step. Its value after each "
-            "phase shows what a CUDA graph really runs: **warm-up** runs the step (if the step "
-            "counts it), **capture** records kernels without running them, and every **replay** "
-            "runs all the captured steps. The predicted column applies that rule to this run's "
-            f"settings ({config.warmup_iters} warm-up, counted: {counted}; "
-            f"{config.capture_iters} captured; {config.replays} replays).")
-
-
-def _this_run(phase: str, config: RunConfig) -> str:
-    lowered = str(phase).lower()
-    if "warm" in lowered:
-        counted = "counted" if config.count_warmup else "not counted"
-        return f" Here: {config.warmup_iters} warm-up step(s), {counted}."
-    if "replay" in lowered:
-        total = config.replays * config.capture_iters
-        return f" Here: {config.replays} replays x {config.capture_iters} captured = {total}."
-    return ""
-
-
-def counter_lessons(counters: pd.DataFrame, config: RunConfig | None = None) -> pd.DataFrame:
-    """The lesson table: phase, predicted, observed, match and one line saying why
-    (with this run's numbers when ``config`` is given)."""
-    if counters.empty:
-        return pd.DataFrame(columns=COUNTER_LESSON_COLUMNS)
-    out = counters[["phase", "predicted", "observed", "match"]].copy()
-    rules = counters["rule"] if "rule" in counters else pd.Series([""] * len(counters))
-    out["match"] = out["match"].map(lambda v: str(v).strip().lower() in ("true", "1", "yes"))
-    on_cuda = config is None or config.is_cuda
-    out["why"] = [explain_phase(p, r, on_cuda) + (_this_run(p, config) if config else "")
-                  for p, r in zip(counters["phase"], rules.fillna(""))]
-    return out[COUNTER_LESSON_COLUMNS].reset_index(drop=True)
-
-
-NOT_USED = "n/a (not used)"  # a setting that had no effect on a run, beside one where it had
-
-
-def _settings_text(config: RunConfig, auto_marked: bool) -> dict[str, str]:
-    """The settings that applied to a run (``fields.applied_settings``: no other workload's
-    sizes, no graph-only setting on the CPU, the modes that ran) as text; automatic eager steps
-    and trials say "(auto)" when ``auto_marked``."""
-    values = fields.applied_settings(config)
-    values["preset"] = preset_text(config)  # what the values are, not only what the run recorded
-    values["modes"] = ", ".join(values["modes"])
-    text = {name: str(value) for name, value in values.items()}
-    if auto_marked:
-        for name in ("eager_iters", "trials"):
-            if getattr(config, name) is None:
-                text[name] += " (auto)"
-    return text
-
-
-def config_table(config: RunConfig) -> pd.DataFrame:
-    """The settings that applied to a run, one row each (setting, value)."""
-    values = _settings_text(config, auto_marked=True)
-    return pd.DataFrame({"setting": list(values), "value": list(values.values())})
-
-
-def configs_diff(configs: dict[str, RunConfig]) -> pd.DataFrame:
-    """Settings that differ between any of several configs, by the values the runs used (200
-    eager steps set by hand or automatically are the same): one row per setting, one column per
-    config (named by its key), values as text; a setting that had no effect on one run (a CPU
-    run's replays, another workload's sizes) reads "n/a (not used)" there."""
-    values = {tag: _settings_text(config, auto_marked=False) for tag, config in configs.items()}
-    names = list(dict.fromkeys(name for shown in values.values() for name in shown))
-    order = {name: i for i, name in enumerate(RunConfig.__dataclass_fields__)}
-    names.sort(key=lambda name: order.get(name, len(order)))
-    rows = [[name, *(shown.get(name, NOT_USED) for shown in values.values())] for name in names
-            if len({shown.get(name, NOT_USED) for shown in values.values()}) > 1]
-    return pd.DataFrame(rows, columns=["setting", *values])
-
-
-def config_diff(a: RunConfig, b: RunConfig) -> pd.DataFrame:
-    """Settings that differ between two configs (columns: setting, a, b), as ``configs_diff``."""
-    return configs_diff({"a": a, "b": b})
-
-
-ENVIRONMENT_KEYS = ("gpu_name", "gpu_index", "device_type", "driver_version", "cuda_version",
-                    "torch_version", "python_version", "started_at", "finished_at")
-
-
-def environment_table(environment: dict[str, Any]) -> pd.DataFrame:
-    keys = [k for k in ENVIRONMENT_KEYS if k in environment]
-    keys += [k for k in environment if k not in keys]
-    return pd.DataFrame({"item": keys, "value": [str(environment[k]) for k in keys]})
-
-
-KERNEL_TABLE_COLUMNS = ["mode", "kernel", "operator", "calls_per_iter", "total_us", "mean_us",
-                        "min_us", "max_us", "share_of_gpu_pct", "kernel_full"]
-# What the Kernels page says of the operator column (``profiler_core.analysis.trace.OPERATOR_CATEGORY``).
-OPERATOR_MEANING = ("operator: the CPU op that launched the kernel (the innermost aten:: op around "
-                    "its launch call, linked by correlation id), as the PyTorch profiler and HTA "
-                    "attribute kernels; in a graph's window its kernels were launched by the "
-                    "replay, so the eager operator is shown beside them where the kernel also ran "
-                    "eagerly")
-
-
-def with_operators(kernels: pd.DataFrame, operators: dict[str, dict[str, str]]) -> pd.DataFrame:
-    """``kernels`` with each empty ``operator`` filled from ``operators`` (mode -> kernel full
-    name -> operator: what a run's trace says, for a run whose kernels.csv has no operator)."""
-    if kernels.empty or not operators:
-        return kernels
-    current = (kernels["operator"].fillna("").astype(str) if "operator" in kernels
-               else pd.Series("", index=kernels.index))
-    found = [operators.get(str(mode), {}).get(str(full), "")
-             for mode, full in zip(kernels["mode"], kernels["kernel_full"])]
-    return kernels.assign(operator=current.where(current != "", found))
-
-
-def readable_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
-    """A run's kernel table with names that tell kernels apart: where kernels of one mode share a
-    name (five ``vectorized_elementwise_kernel`` rows, recorded before the trace named them
-    apart), each of them is named from its full name by ``trace.kernel_label``
-    (``...<FillFunctor>``, ``...<mse_kernel_cuda>``...); a name that is already unique is shown as
-    the run wrote it. The ``operator`` column is kept ("" where the run did not record it)."""
-    if kernels.empty or "kernel_full" not in kernels:
-        return kernels
-    names = kernels["kernel"].astype(str)
-    full = kernels["kernel_full"].astype(str)
-    shared = (pd.DataFrame({"mode": kernels["mode"].astype(str), "kernel": names, "full": full})
-              .groupby(["mode", "kernel"])["full"].transform("nunique") > 1)
-    relabelled = [kernel_label(f) if clash else n for n, f, clash in zip(names, full, shared)]
-    out = kernels.assign(kernel=pd.Series(relabelled, index=kernels.index,
-                                          dtype=kernels["kernel"].dtype))
-    if "operator" not in out:
-        out = out.assign(operator="")
-    else:
-        out = out.assign(operator=out["operator"].fillna("").astype(str))
-    return out
-
-
-def kernel_table(kernels: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
-    """Kernels sorted by total time (one mode, or all), short name first."""
-    frame = kernels if mode is None else kernels[kernels["mode"] == mode]
-    if "operator" not in frame:  # a table from before the operator was recorded
-        frame = frame.assign(operator="")
-    rank = {m: i for i, m in enumerate(MODE_NAMES)}
-    frame = frame.assign(_rank=frame["mode"].astype(str).map(lambda m: rank.get(m, len(rank))))
-    frame = frame.sort_values(["_rank", "mode", "total_us"], ascending=[True, True, False],
-                              kind="stable")
-    return frame[KERNEL_TABLE_COLUMNS].reset_index(drop=True)
-
-
-def one_time_costs(headline: dict[str, Any], pay: PayBack | None = None,
+def one_time_costs(figures: Figures, facts: Mapping[str, Any], pay: PayBack | None = None,
                    overheads: pd.DataFrame | None = None) -> pd.DataFrame:
     """Capture cost, memory and parity in one table (quantity, value, unit, and ``shown``: the
-    value with its unit, as text). ``pay``: the graph's break-even (``pay_back``; worked out from
-    the headline alone when not given), shown as 'never (graph not faster)' when it never pays
+    value with its unit, as text); ``facts``: the summary's headline, for the parity. ``pay``: the
+    graph's break-even (``pay_back``; worked out from the figures alone when not given), shown as 'never (graph not faster)' when it never pays
     back. ``overheads`` (``profiler_overheads``): the profiler's overhead per mode against the
     headline; without it no overhead is shown (a run's stored figure may be against the cold
     start)."""
     mib = 2**20
-    pay = pay if pay is not None else pay_back(headline, pd.DataFrame(), "graph")
+    pay = pay if pay is not None else pay_back(figures, pd.DataFrame(), "graph")
     rows = [
-        ("warm-up time", number(headline, "warmup_ms"), "ms"),
-        ("capture time", number(headline, "capture_ms"), "ms"),
+        ("warm-up time", figures.get("graph", "warmup_ms"), "ms"),
+        ("capture time", figures.get("graph", "capture_ms"), "ms"),
         ("one-time cost (warm-up + capture)", pay.one_time_ms, "ms"),
-        ("batch copy into the static inputs, per step", number(headline, "graph_input_copy_ms"), "ms"),
-        ("graph memory pool", number(headline, "graph_pool_bytes") / mib, "MiB"),
-        ("peak memory, eager", number(headline, "eager_peak_bytes") / mib, "MiB"),
-        ("peak memory, graph", number(headline, "graph_peak_bytes") / mib, "MiB"),
+        ("batch copy into the static inputs, per step",
+         figures.get("graph", "input_copy_median_ms"), "ms"),
+        ("graph memory pool", figures.get("graph", "pool_bytes") / mib, "MiB"),
+        ("peak memory, eager", figures.get("eager", "peak_bytes") / mib, "MiB"),
+        ("peak memory, graph", figures.get("graph", "peak_bytes") / mib, "MiB"),
         ("break-even (see below)", pay.steps, "steps"),
-        ("parity: max abs diff", number(headline, "parity_max_abs_diff"), ""),
-        ("parity: max rel diff", number(headline, "parity_max_rel_diff"), ""),
+        ("parity: max abs diff", number(facts, "parity_max_abs_diff"), ""),
+        ("parity: max rel diff", number(facts, "parity_max_rel_diff"), ""),
     ]
     for row in (overheads if overheads is not None else pd.DataFrame(
             columns=PROFILER_OVERHEAD_COLUMNS)).itertuples():
@@ -916,7 +673,7 @@ BREAKDOWN_TABLE_COLUMNS = ["timeline", "component", "eager_us", "mode_us", "savi
                            "share_of_timeline_saving_pct"]
 
 
-def _float_column(frame: pd.DataFrame, column: str) -> pd.Series:
+def float_column(frame: pd.DataFrame, column: str) -> pd.Series:
     values = pd.to_numeric(frame[column], errors="coerce").astype(float)
     return values.where(np.isfinite(values))
 
@@ -934,8 +691,8 @@ def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
     if breakdown.empty:
         return pd.DataFrame(columns=BREAKDOWN_TABLE_COLUMNS)
     frame = breakdown.assign(component=breakdown["component"].astype(str),
-                             eager_us=_float_column(breakdown, "eager_us"),
-                             mode_us=_float_column(breakdown, "mode_us"))
+                             eager_us=float_column(breakdown, "eager_us"),
+                             mode_us=float_column(breakdown, "mode_us"))
     frame = frame[frame["component"].isin(BREAKDOWN_COMPONENTS)]
     total = frame[frame["component"] == TOTAL_COMPONENT]
     eager_total = float(total["eager_us"].iloc[0]) if len(total) else math.nan
@@ -962,244 +719,18 @@ def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
     return out[BREAKDOWN_TABLE_COLUMNS].reset_index(drop=True)
 
 
-# ----------------------------------------------------------------------------- kernels eager vs graph
-
-def kernel_diff_columns(other: str = "graph") -> list[str]:
-    """The columns of :func:`kernel_diff` against ``other`` (eager is always the baseline)."""
-    return ["kernel", "operator", "where", "eager_calls_per_iter", f"{other}_calls_per_iter",
-            "eager_us_per_iter", f"{other}_us_per_iter", "change_us_per_iter", "kernel_full"]
-
-
-KERNEL_DIFF_COLUMNS = kernel_diff_columns("graph")
-
-
-def kernel_diff(kernels: pd.DataFrame, other: str = "graph") -> pd.DataFrame:
-    """Each kernel (by full name) eagerly and in mode ``other`` side by side, per iteration of the
-    profiled windows: calls, GPU time (mean x calls per iteration) and the change from eager to
-    ``other``; ``where`` says "both", "eager only" or "<other> only". Largest time first."""
-    columns = kernel_diff_columns(other)
-    if kernels.empty:
-        return pd.DataFrame(columns=columns)
-    frame = kernels.assign(
-        mode=kernels["mode"].astype(str), kernel_full=kernels["kernel_full"].astype(str),
-        calls=_float_column(kernels, "calls_per_iter"),
-        us=_float_column(kernels, "mean_us") * _float_column(kernels, "calls_per_iter"))
-    short = frame.drop_duplicates("kernel_full").set_index("kernel_full")["kernel"].astype(str)
-    # the operator that launched it eagerly (a graph's kernels were launched by its replay)
-    by_mode = frame.assign(operator=frame["operator"].fillna("").astype(str)
-                           if "operator" in frame else "")
-    by_mode = by_mode.assign(_eager=by_mode["mode"] != "eager").sort_values("_eager", kind="stable")
-    by_mode = by_mode[by_mode["operator"] != ""].drop_duplicates("kernel_full")
-    operator = dict(zip(by_mode["kernel_full"], by_mode["operator"]))
-    out = pd.DataFrame({"kernel_full": list(dict.fromkeys(frame["kernel_full"]))})
-    for mode in ("eager", other):  # a kernel a mode never ran: 0 calls, 0 us in that mode
-        part = frame[frame["mode"] == mode].groupby("kernel_full")[["calls", "us"]].sum(min_count=1)
-        out[f"{mode}_calls_per_iter"] = out["kernel_full"].map(part["calls"])
-        out[f"{mode}_us_per_iter"] = out["kernel_full"].map(part["us"])
-        absent = ~out["kernel_full"].isin(part.index)
-        out.loc[absent, [f"{mode}_calls_per_iter", f"{mode}_us_per_iter"]] = 0.0
-    in_eager = out["kernel_full"].isin(frame.loc[frame["mode"] == "eager", "kernel_full"])
-    in_other = out["kernel_full"].isin(frame.loc[frame["mode"] == other, "kernel_full"])
-    out["where"] = np.select([in_eager & in_other, in_eager, in_other],
-                             ["both", "eager only", f"{other} only"], default="neither")
-    out = out[out["where"] != "neither"]
-    out["kernel"] = out["kernel_full"].map(short)
-    out["operator"] = [operator.get(name, "") for name in out["kernel_full"]]
-    out["change_us_per_iter"] = (out[f"{other}_us_per_iter"].fillna(0)
-                                 - out["eager_us_per_iter"].fillna(0))
-    size = out[["eager_us_per_iter", f"{other}_us_per_iter"]].max(axis=1, skipna=True).fillna(0)
-    out = out.assign(_size=size).sort_values(["_size", "kernel_full"], ascending=[False, True])
-    return out[columns].reset_index(drop=True)
-
-
-def filter_by_name(frame: pd.DataFrame, text: str,
-                   columns: tuple[str, ...] = ("kernel", "kernel_full", "operator")) -> pd.DataFrame:
-    """Rows whose name (or operator) contains ``text`` (plain text, not a pattern;
-    case-insensitive); every row when ``text`` is blank."""
-    needle = str(text or "").strip().lower()
-    if not needle or frame.empty:
-        return frame
-    hit = pd.Series(False, index=frame.index)
-    for column in columns:
-        if column in frame:
-            hit |= frame[column].astype(str).str.lower().str.contains(needle, regex=False)
-    return frame[hit]
-
-
-# ----------------------------------------------------------------------------- comparing runs
-
-COMPARE_COLUMNS = ["run", "mode", "method", "median_ms", "p10_ms", "p90_ms"]
-COMPARE_SUMMARY_COLUMNS = ["tag", "run", "device", "preset", "speedup", "eager_ms", "graph_ms",
-                           "break_even", "timed_by", "verdict", "complete"]
-# When a run's headline method has no finite median (a damaged or very old run), compare by the
-# first of these it has; the wall-clock ones need no CUDA events.
-COMPARE_FALLBACKS = ("steady_trial", "steady_event", "steady_wall", "cold_event", "cold_wall",
-                     "block_sync")
-
-
-def compare_method(headline: dict[str, Any], stats: pd.DataFrame) -> str:
-    """The method a run is compared by: its headline method if it has a finite median, else the
-    first of ``COMPARE_FALLBACKS`` that has one ('' when none has)."""
-    if stats.empty:
-        return ""
-    medians = pd.to_numeric(stats["median_ms"], errors="coerce")
-    usable = set(stats.loc[np.isfinite(medians.astype(float)), "method"].astype(str))
-    first = headline_method(headline, stats)
-    for method in (first, *COMPARE_FALLBACKS):
-        if method in usable:
-            return method
-    return ""
-
-
-def compare_rows(tag: str, headline: dict[str, Any], stats: pd.DataFrame,
-                 cpu: bool) -> tuple[pd.DataFrame, str]:
-    """One run's bars for the comparison chart (``COMPARE_COLUMNS``) and a sentence saying how it
-    was timed, or why it has no bar."""
-    method = compare_method(headline, stats)
-    if not method:
-        return (pd.DataFrame(columns=COMPARE_COLUMNS),
-                f"{tag} has no timing statistics (it stopped before the timed trials), so it has "
-                "no bar.")
-    label = method_label(method, cpu)
-    part = stats[stats["method"].astype(str) == method]
-    rows = pd.DataFrame({"run": tag, "mode": part["mode"].astype(str), "method": label,
-                         "median_ms": _float_column(part, "median_ms"),
-                         "p10_ms": _float_column(part, "p10_ms"),
-                         "p90_ms": _float_column(part, "p90_ms")})
-    rows = rows.dropna(subset=["median_ms"])[COMPARE_COLUMNS].reset_index(drop=True)
-    modes = " and ".join(rows["mode"]) or "no mode"
-    if cpu:
-        text = (f"{tag} is a CPU run: no CUDA events, so it is compared by wall-clock time "
-                f"({label}), eager only.")
-    elif "wall" in method:
-        text = f"{tag} has no CUDA-event timing: compared by wall-clock time ({label}), {modes}."
-    else:
-        text = f"{tag}: {label}, {modes}."
-    return rows, text
-
-
-# ----------------------------------------------------------------------------- phases
-
-PHASE_SUMMARY_COLUMNS = ["phase", "blocks", "first_start_s", "last_end_s", "total_s"]
-# The GPU view offers a range of phase names to zoom to when a run has at most this many (a run
-# has about 15; each is an option the page sends to the browser).
-MAX_PHASE_CHOICES = 200
-# Phases that come before any measurement (loading, building the replicas): left out of the
-# GPU view's default zoom, which starts where the run starts measuring.
-SETUP_PHASES = ("setup",)
-
-
-def phase_summary(phases: pd.DataFrame) -> pd.DataFrame:
-    """One row per phase name in order of first start: how many blocks it ran in (timed trials
-    alternate, so a phase recurs), its first start, last end and total time. Rows whose times are
-    not finite are left out."""
-    if phases.empty:
-        return pd.DataFrame(columns=PHASE_SUMMARY_COLUMNS)
-    frame = phases.assign(phase=phases["phase"].astype(str),
-                          start_s=_float_column(phases, "start_s"),
-                          end_s=_float_column(phases, "end_s")).dropna(subset=["start_s", "end_s"])
-    if frame.empty:
-        return pd.DataFrame(columns=PHASE_SUMMARY_COLUMNS)
-    frame = frame.assign(length=(frame["end_s"] - frame["start_s"]).clip(lower=0))
-    grouped = frame.groupby("phase", sort=False).agg(
-        blocks=("phase", "size"), first_start_s=("start_s", "min"), last_end_s=("end_s", "max"),
-        total_s=("length", "sum")).reset_index()
-    grouped = grouped.sort_values("first_start_s", kind="stable")
-    return grouped[PHASE_SUMMARY_COLUMNS].reset_index(drop=True)
-
-
-def phase_window(summary: pd.DataFrame, first: str, last: str, pad: float = 0.02
-                 ) -> tuple[float, float] | None:
-    """Seconds from the start of phase ``first`` to the end of phase ``last`` (either order),
-    padded by ``pad`` of the window on each side; None when either is unknown."""
-    rows = summary.set_index("phase")
-    if first not in rows.index or last not in rows.index:
-        return None
-    low = min(float(rows.loc[first, "first_start_s"]), float(rows.loc[last, "first_start_s"]))
-    high = max(float(rows.loc[first, "last_end_s"]), float(rows.loc[last, "last_end_s"]))
-    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
-        return None
-    margin = (high - low) * pad
-    return low - margin, high + margin
-
-
-def default_phase_range(summary: pd.DataFrame) -> tuple[str, str] | None:
-    """(first, last) phase names of the GPU view's default zoom: from the first phase that is
-    not a setup phase to the last phase (the whole run when it has only setup)."""
-    if summary.empty:
-        return None
-    names = list(summary["phase"])
-    measuring = [n for n in names if n.lower() not in SETUP_PHASES]
-    return (measuring[0] if measuring else names[0]), names[-1]
-
-
-def compare_summary(tag: str, label: str, config: RunConfig, environment: dict[str, Any],
-                    headline: dict[str, Any], stats: pd.DataFrame, verdict_title: str,
-                    complete: bool, break_even: str = "") -> dict[str, Any]:
-    """One row of the comparison's summary table (``COMPARE_SUMMARY_COLUMNS``); ``break_even``:
-    the graph's ``PayBack.text`` ('' for a run without a graph)."""
-    cpu = is_cpu_run(config, environment)
-    method = compare_method(headline, stats)
-    return {"tag": tag, "run": label,
-            "device": "CPU" if cpu else str(environment.get("gpu_name") or config.device),
-            "preset": preset_text(config), "speedup": number(headline, "speedup"),
-            "eager_ms": number(headline, "eager_median_ms"),
-            "graph_ms": number(headline, "graph_median_ms"), "break_even": break_even,
-            "timed_by": method_label(method, cpu) if method else "no timing",
-            "verdict": verdict_title, "complete": bool(complete)}
-
-
 MODES_TABLE_COLUMNS = ["mode", "what", "median_ms", "speedup", "speedup_ci_low", "speedup_ci_high",
                        "one_time_ms", "break_even", "memory_mib", "graphs_recorded"]
 
 
-def modes_table(modes: pd.DataFrame, headline: dict[str, Any] | None = None) -> pd.DataFrame:
+def modes_table(modes: pd.DataFrame, figures: Figures | None = None) -> pd.DataFrame:
     """modes.csv for people: what each mode is, its break-even (``BREAK_EVEN_DEFINITION``, as
     text: '13 steps', 'never (graph not faster)'; '' for eager), memory in MiB."""
     if modes.empty:
         return pd.DataFrame(columns=MODES_TABLE_COLUMNS)
     out = modes.copy()
     out["what"] = [MODE_LABELS.get(str(mode), str(mode)) for mode in out["mode"]]
-    out["break_even"] = ["" if str(mode) == "eager" else pay_back(headline or {}, modes, str(mode)).text
+    out["break_even"] = ["" if str(mode) == "eager" else pay_back(figures or Figures({}), modes, str(mode)).text
                          for mode in out["mode"]]
     out["memory_mib"] = pd.to_numeric(out["memory_bytes"], errors="coerce") / 2**20
     return out[MODES_TABLE_COLUMNS].reset_index(drop=True)
-
-
-# ----------------------------------------------------------------------------- overlaying runs
-
-SPEEDUP_ROW_COLUMNS = ["run", "mode", "speedup", "speedup_ci_low", "speedup_ci_high"]
-OVERLAY_STEP_COLUMNS = ["run", "mode", "ms", "timed_by"]
-
-
-def compare_speedup_rows(tag: str, headline: dict[str, Any], modes: pd.DataFrame) -> pd.DataFrame:
-    """One run's speedups over eager with their 95% CI (``SPEEDUP_ROW_COLUMNS``): every mode of
-    its modes table but eager, else the headline's graph speedup; rows without a finite speedup
-    are left out (a CPU run has none)."""
-    if not modes.empty and "speedup" in modes:
-        part = modes[modes["mode"].astype(str) != "eager"]
-        rows = pd.DataFrame({"run": tag, "mode": part["mode"].astype(str),
-                             "speedup": _float_column(part, "speedup"),
-                             "speedup_ci_low": _float_column(part, "speedup_ci_low"),
-                             "speedup_ci_high": _float_column(part, "speedup_ci_high")})
-    else:
-        rows = pd.DataFrame([{"run": tag, "mode": "graph", "speedup": number(headline, "speedup"),
-                              "speedup_ci_low": number(headline, "speedup_ci_low"),
-                              "speedup_ci_high": number(headline, "speedup_ci_high")}])
-    finite_rows = np.isfinite(pd.to_numeric(rows["speedup"], errors="coerce").astype(float))
-    return rows[finite_rows][SPEEDUP_ROW_COLUMNS].reset_index(drop=True)
-
-
-def overlay_steps(tag: str, latency: pd.DataFrame) -> pd.DataFrame:
-    """One run's steady-state time per training step, every step (``OVERLAY_STEP_COLUMNS``): by
-    CUDA events when the run has them, else by the wall clock (a CPU run); empty when it has
-    neither."""
-    steps = per_step_latency(latency)
-    for series in ("steady_event", "steady_wall"):
-        if series in series_available(steps):
-            part, column = series_steps(steps, series)
-            part = part[np.isfinite(part[column].to_numpy(dtype=float))]
-            return pd.DataFrame({"run": tag, "mode": part["mode"].astype(str),
-                                 "ms": part[column].to_numpy(dtype=float),
-                                 "timed_by": METHOD_LABELS[series]})[OVERLAY_STEP_COLUMNS]
-    return pd.DataFrame(columns=OVERLAY_STEP_COLUMNS)

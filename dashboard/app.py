@@ -67,7 +67,7 @@ with st.sidebar:
             st.caption(ui.escape_md(short(shown)))
     else:
         st.caption("No runs yet: start one below, or upload a zip on the Runs page. "
-                   + state.sample_missing_text())
+                   + ui.sample_missing_text())
     if folder_problem:
         st.error(f"Runs folder refused: {ui.escape_md(folder_problem)}. Showing and saving to "
                  f"{ui.escape_md(state.runs_dir())} instead (see the end of this sidebar).",

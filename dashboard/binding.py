@@ -1,15 +1,9 @@
 """Where the server listens: this machine only, unless the person starting it says otherwise.
 
-Scope: one decision, no Streamlit. The dashboard has no login, so whoever reaches it can start
-runs on the GPUs and read runs. Streamlit reads ``.streamlit/config.toml`` from the working
-directory and, in recent releases (streamlit issue 8195; 1.67 does), from the main script's
-folder; both copies (the repository's and ``dashboard/.streamlit/``) bind to 127.0.0.1, but a
-Streamlit that reads neither (an older release started elsewhere) listens on every interface.
-So the app itself checks ``server.address`` at start and serves nothing on a non-loopback
-address unless that was asked for explicitly: ``--server.address`` on the command line (or
-``STREAMLIT_SERVER_ADDRESS``), or ``PROFILER_ALLOW_REMOTE=1``. An address that merely comes from
-Streamlit's default (unset: every interface) or from a config file someone left behind is not
-such a choice.
+The dashboard has no login, so the app checks ``server.address`` at start and serves nothing on a
+non-loopback address unless that was asked for explicitly (``--server.address``,
+``STREAMLIT_SERVER_ADDRESS`` or ``PROFILER_ALLOW_REMOTE=1``); an address that comes only from
+Streamlit's default or a stray config file is not such a choice. No Streamlit imports here.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The sidebar's run controls, generated from ``profiler_core.spec.fields``: one widget per
 ``RunConfig`` field, in its section, with its label and help; presets; and validation.
 
-Scope: widgets -> a validated ``RunConfig``. What each control is (label, help, section, kind,
-the workloads it sizes, what it does on the CPU) is declared once in ``profiler_core.spec.fields``,
-which the command line is generated from too. Ranges come from ``INT_LIMITS``/``FLOAT_LIMITS``
-(the widgets refuse values outside them); every other rule of ``RunConfig`` (trials <= replays,
-no tensor over 2^31 elements, ...) is checked by building the config, and a ``ConfigError`` is
-shown right under the control it names, with what is allowed, before anything can run.
+Widgets -> a validated ``RunConfig``: ranges come from the config's limits, every other rule is
+checked by building the config, and a ``ConfigError`` is shown under the control it names.
 """
 
 from __future__ import annotations
@@ -19,19 +15,18 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import devices
+from profiler_core import ALWAYS_MEASURED, MODE_LABELS
 from profiler_core.spec import fields
 from profiler_core.spec.config import (
-    ALWAYS_MEASURED,
     HOW_MEASURED_FIELDS,
     INT_LIMITS,
-    MODE_LABELS,
     NOT_PRESET_FIELDS,
     PRESET_DESCRIPTIONS,
     PRESETS,
     RunConfig,
 )
 from profiler_core.spec.errors import ConfigError
-from profiler_core.spec.workload_kinds import BUILT_IN
+from profiler_core.spec.workload_kinds import BUILT_IN, workload_named
 
 PREFIX = "cfg_"
 PRESET_KEY = "cfg_preset"
@@ -50,14 +45,6 @@ USER_WORKLOAD_HELP = ("A function build(device) returning the model, a batch mak
                       "loss and optimizer (README, 'Your own training step'). It runs your code; "
                       "empty: the workload above.")
 
-# What a CPU run does with the graph-only settings, whatever their disabled controls hold.
-CPU_FIXED = fields.CPU_FIXED
-# Choosing the CPU switches the model and schedule to its workload's small step (a few seconds on
-# 2 cores, where the seed preset's step takes minutes); a preset chosen while on the CPU keeps
-# these sizes. Declared once, on each workload (``workload_kinds.BUILT_IN[...].cpu_sizes``), where
-# ``run --device cpu`` reads them too.
-CPU_SIZES = BUILT_IN["mlp"].cpu_sizes
-CPU_WORKLOAD_SIZES = {name: kind.cpu_sizes for name, kind in BUILT_IN.items() if name != "mlp"}
 CPU_OPTION = "CPU (eager only)"  # the device selector's CPU entry: short, it must fit the sidebar
 CPU_WHY = ("CPU runs time the eager step only: graph replays, iterations per graph, the profiler "
            "(launch split, kernels, traces), NVML and parity need a CUDA GPU, so those controls "
@@ -78,18 +65,8 @@ def step_text(values: dict[str, Any], cpu: bool = False) -> str:
     quotes a preset's sizes that the controls no longer hold (the CPU's small step)."""
     get = values.get
     workload = str(get("workload") or "mlp")
-    layers = get("hidden_layers")
-    if workload == "mlp":
-        middle = f"{get('hidden')}" + (f" x{layers}" if isinstance(layers, int) and layers > 1 else "")
-        model = f"MLP, N={get('batch')}, {get('d_in')} -> {middle} -> {get('d_out')}"
-    elif workload == "transformer":
-        model = (f"{layers} transformer encoder layers, width {get('hidden')}, {get('heads')} "
-                 f"heads, {get('batch')} x {get('seq_len')} tokens")
-    elif workload == "conv":
-        model = (f"a convolutional classifier: {layers} blocks of {get('channels')} channels on "
-                 f"{get('batch')} images of {get('image_size')}x{get('image_size')}")
-    else:
-        model = f"the step {workload}"
+    declared = workload_named(workload)
+    model = declared.caption(values) if declared is not None else f"the step {workload}"
     optimizer = OPTIMIZER_NAMES.get(str(get("optimizer")), str(get("optimizer") or ""))
     eager = get("eager_iters")
     if cpu:
@@ -123,7 +100,9 @@ def apply_preset() -> None:
 
 
 def apply_cpu_sizes() -> None:
-    """The CPU's small step and what a CPU run does with the graph-only settings."""
+    """Choosing the CPU switches the model and schedule to the workload's small step (a few
+    seconds on 2 cores; declared on the workload, ``fields.cpu_step_values``, which ``run --device
+    cpu`` reads too) and fixes the graph-only settings; a preset chosen on the CPU keeps them."""
     workload = st.session_state.get(key("workload"), "mlp")
     for field, value in fields.cpu_step_values(workload if workload in BUILT_IN else "mlp").items():
         st.session_state[key(field)] = value
@@ -245,11 +224,11 @@ def config_values() -> dict[str, Any]:
     if values["device"] == devices.CPU_DEVICE:
         # What a CPU run does, whatever a disabled control held; its replays follow the eager
         # iterations, so "trials <= replays" is the eager iterations' rule.
-        values.update(CPU_FIXED)
+        values.update(fields.CPU_FIXED)
         if values.get("eager_iters") is not None:
             values["replays"] = max(values["eager_iters"], INT_LIMITS["replays"][0])
             values["replays"] = min(values["replays"], INT_LIMITS["replays"][1])
-        for field in ("replays", *CPU_FIXED):
+        for field in ("replays", *fields.CPU_FIXED):
             st.session_state[key(field)] = values[field]
     chosen = st.session_state.get(PRESET_KEY, "seed")
     same = chosen in PRESETS and all(values[f] == getattr(PRESETS[chosen], f) for f in PRESET_FIELDS

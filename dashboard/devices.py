@@ -10,15 +10,13 @@ import math
 
 import pandas as pd
 
+from profiler_core.engine.telemetry import default_nvml, list_gpus
+
 DEVICE_COLUMNS = ["device", "index", "name", "memory_free_mib", "memory_total_mib", "source"]
 CPU_DEVICE = "cpu"
 
 
 def _nvml_gpus() -> tuple[pd.DataFrame, str]:
-    try:
-        from profiler_core.engine.telemetry import default_nvml, list_gpus
-    except ImportError as exc:  # telemetry not there yet
-        return pd.DataFrame(), f"profiler_core.engine.telemetry is not importable ({exc})"
     nvml = default_nvml()
     gpus = list_gpus(nvml)
     return gpus, "" if not gpus.empty else (nvml.reason or "NVML lists no GPU")
@@ -26,7 +24,7 @@ def _nvml_gpus() -> tuple[pd.DataFrame, str]:
 
 def _torch_gpus() -> tuple[pd.DataFrame, str]:
     try:
-        import torch
+        import torch  # only when NVML lists no GPU: loading torch takes seconds
     except ImportError as exc:
         return pd.DataFrame(), f"torch is not importable ({exc})"
     if not torch.cuda.is_available():

@@ -11,7 +11,8 @@ import math
 
 import streamlit as st
 
-from dashboard import charts, ui
+from dashboard import ui
+from dashboard.charts.timing import repeats_chart
 from dashboard.rundata import OpenedRun
 from profiler_core.orchestration import repeats
 from profiler_core.timing import stability
@@ -40,7 +41,7 @@ def between_processes(run: OpenedRun, key: str) -> None:
         return
     head = run.headline
     st.subheader("Between fresh processes")
-    figures = repeats.between_table(head)
+    figures = repeats.between_table(head, run.pair)
     shown = head.get("repeat_shown", "?")
     cols = st.columns(3)
     cols[0].metric("Fresh processes", f"{len(table)}", delta=f"shown: #{shown}, the median",
@@ -67,7 +68,7 @@ def between_processes(run: OpenedRun, key: str) -> None:
         st.warning(ui.escape_md(wider.text()), icon=":material/warning:")
     left, right = st.columns([3, 2])
     with left:
-        ui.chart(charts.repeats_chart(table), key=f"{key}_chart")
+        ui.chart(repeats_chart(table), key=f"{key}_chart")
     with right:
         ui.table(figures, f"{run.name}-between_processes.csv", key=f"{key}_between",
                  label="between-process CSV",

@@ -1,23 +1,15 @@
 """Run directories for the dashboard: open, list, zip, and validate uploaded zips.
 
-Scope: files only, no Streamlit. A run is opened with ``profiler_core.storage.results.RunResult.load``
-(JSON and CSV only: nothing from a run is ever executed or unpickled) after its files are
-checked: regular files only (no links, devices or pipes) and none over its size limit. Listing
-reads only each run's summary.json. Uploads are checked before anything is written: size, member
-names (no path traversal, no links, no encryption, no duplicates), declared sizes (each file, the
-tables together, the whole run), the expected files, and every table read once in chunks (its
-columns, its number of rows, the length of each line). Only known file names are ever written,
-so a name inside a zip never becomes a path. The zip of a run and every table downloaded are
-made safe to open in a spreadsheet (``profiler_core.storage.csvsafe``). The runs folder typed in the
-sidebar must lie under an allowed root (:func:`resolve_runs_folder`). Every failure is a
-``ProfilerError`` with a message and a hint.
+Scope: files only, no Streamlit. Runs are read through ``profiler_core.storage.runfolder`` and
+``RunResult.load`` (nothing from a run is ever executed); an uploaded zip is checked before
+anything is written (:func:`validate_run_zip`); downloads are safe to open in a spreadsheet.
+Every failure is a ``ProfilerError`` with a message and a hint.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import shutil
@@ -31,21 +23,21 @@ from typing import Any
 
 import pandas as pd
 
-from profiler_core.spec.config import MODE_NAMES, RunConfig, preset_label
-from profiler_core.spec.errors import ConfigError, ProfilerError, RunFormatError
+from profiler_core.analysis.figures import Figures, Headline
+from profiler_core.spec.config import RunConfig, preset_label
+from profiler_core.spec.errors import ProfilerError, RunFormatError
 from profiler_core.spec.schema import (
     LATER_COLUMNS,
-    READABLE_SCHEMA_VERSIONS,
     SUMMARY_FILE,
     TABLE_FILES,
-    TRACE_FILES,
     clean_text,
-    trace_file,
 )
 from profiler_core.storage import index as run_index
+from profiler_core.storage import runfolder
 from profiler_core.storage.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.storage.outputs import MANIFEST_FILE
 from profiler_core.storage.results import RunResult
+from profiler_core.storage.runfolder import is_run_dir
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
 # Sweeps measured on an H200 and bundled, so the Sweep page has something to show without a GPU.
@@ -67,20 +59,11 @@ MAX_UPLOAD_TABLES_BYTES = 256 * 2**20  # all the CSV tables of an upload togethe
 MAX_TABLE_ROWS = 2_000_000  # lines of one CSV table, after its header
 MAX_CSV_LINE_BYTES = 2**20  # one line of a CSV table (a kernel's full name is a few kB at most)
 READ_CHUNK_BYTES = 1 << 20
-# Largest file of each sort that is read (folder or upload): a summary is a few kB, a table of
-# 100,000 steps per mode a few MB; traces are only served for download, never parsed.
-MAX_SUMMARY_BYTES = 16 * 2**20
-MAX_TABLE_BYTES = 256 * 2**20
-MAX_TRACE_BYTES = 2**30
 MAX_FOLDER_CHARS = 1024
 
 # Files every run written by the tool has; the other tables are checked when present.
 REQUIRED_FILES = (SUMMARY_FILE, "counters.csv", "latency.csv", "stats.csv")
 _TABLE_OF_FILE = {file: (name, columns) for name, (file, columns) in TABLE_FILES.items()}
-# Every mode's trace (not only eager's and the graph's): a run of several modes keeps them all.
-_TRACE_NAMES = {f"{trace_file(mode)}{ext}" for mode in (*TRACE_FILES, *MODE_NAMES)
-                for ext in ("", ".gz")}
-_KNOWN_FILES = {SUMMARY_FILE, *_TABLE_OF_FILE, *_TRACE_NAMES}
 # The columns of a table that runs of an older schema wrote otherwise (``RunResult.load`` upgrades
 # them): file -> (the first schema version with today's columns, the columns before it).
 _OLDER_COLUMNS = {
@@ -147,87 +130,11 @@ def resolve_runs_folder(text: Any, roots: list[Path] | None = None) -> Path:
     return path
 
 
-def is_run_dir(path: Path) -> bool:
-    try:
-        return path.is_dir() and (path / SUMMARY_FILE).is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def _limit_of(name: str) -> int:
-    if name == SUMMARY_FILE:
-        return MAX_SUMMARY_BYTES
-    if name in _TABLE_OF_FILE:
-        return MAX_TABLE_BYTES
-    return MAX_TRACE_BYTES
-
-
-def check_run_files(path: Path) -> None:
-    """Refuse a run folder that is a link, or whose known files are links, not regular files, or
-    over their size limit (``RunFormatError`` naming the file). Unknown files are ignored."""
-    path = Path(path)
-    try:
-        if path.is_symlink():
-            raise RunFormatError(f"{path.name} is a link; links are not followed",
-                                 "copy the run folder itself into the runs folder")
-        for name in sorted(_KNOWN_FILES):
-            file = path / name
-            try:
-                info = file.lstat()
-            except FileNotFoundError:
-                continue
-            if stat.S_ISLNK(info.st_mode):
-                raise RunFormatError(f"{name} in {path.name} is a link; links are not followed",
-                                     "replace the link with the file itself")
-            if not stat.S_ISREG(info.st_mode):
-                raise RunFormatError(f"{name} in {path.name} is not a regular file",
-                                     "the run folder was not written by this tool")
-            limit = _limit_of(name)
-            if info.st_size > limit:
-                raise RunFormatError(f"{name} in {path.name} is {info.st_size / 2**20:,.0f} MiB, "
-                                     f"over the {limit / 2**20:,.0f} MiB limit",
-                                     "the file is not a run file, or was damaged")
-    except OSError as exc:
-        raise RunFormatError(f"{path.name} cannot be read: {exc}", "check its permissions") from None
-
-
 def sample_run_available(path: Path | None = None) -> bool:
     return is_run_dir(path or SAMPLE_RUN_DIR)
 
 
 # ----------------------------------------------------------------------------- loading
-
-
-def _readable_version(version: Any) -> bool:
-    return (isinstance(version, int) and not isinstance(version, bool)
-            and version in READABLE_SCHEMA_VERSIONS)
-
-
-def read_summary(path: Path) -> dict[str, Any]:
-    """summary.json as a dict, with its config checked (``_config`` holds the RunConfig)."""
-    file = path / SUMMARY_FILE
-    if not file.is_file():
-        raise RunFormatError(f"{path} has no {SUMMARY_FILE}", "pick a folder written by the tool")
-    check_run_files(path)
-    try:
-        summary = json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise RunFormatError(f"{SUMMARY_FILE} is not valid JSON: {str(exc)[:200]}",
-                             "the file is damaged; record the run again") from None
-    if not isinstance(summary, dict):
-        raise RunFormatError(f"{SUMMARY_FILE} does not hold a JSON object", "")
-    version = summary.get("schema_version")
-    if not _readable_version(version):
-        raise RunFormatError(f"{SUMMARY_FILE} has schema_version {version!r}; this dashboard reads "
-                             f"versions {', '.join(map(str, READABLE_SCHEMA_VERSIONS))}",
-                             "open it with the version of the tool that wrote it")
-    if not isinstance(summary.get("config"), dict):
-        raise RunFormatError(f"{SUMMARY_FILE} has no config", "")
-    try:
-        summary["_config"] = RunConfig.from_dict(summary["config"])
-    except (ConfigError, TypeError) as exc:
-        raise RunFormatError(f"{SUMMARY_FILE} holds an invalid config: {exc}", "") from None
-    return summary
 
 
 def load_result(path: Path) -> RunResult:
@@ -264,6 +171,16 @@ class OpenedRun:
         those are not measured."""
         return {key: value for key, value in (self.result.headline or {}).items()
                 if _headline_value(value, key)}
+
+    @property
+    def figures(self) -> Figures:
+        """Every per-mode figure of the run, once (``RunResult.figures``)."""
+        return self.result.figures
+
+    @property
+    def pair(self) -> Headline:
+        """The article's pair, eager against the graph (``RunResult.pair``)."""
+        return self.result.pair
 
     @property
     def notes(self) -> list[str]:
@@ -345,7 +262,6 @@ def open_run(path: Path, source: str, name: str = "") -> OpenedRun:
     if not is_run_dir(path):
         raise RunFormatError(f"{path} is not a run folder (no {SUMMARY_FILE})",
                              "pick a folder written by `python -m profiler_core run`")
-    read_summary(path)  # checks the files, the JSON, the version and the config first
     try:
         result = load_result(path)
     except ProfilerError:
@@ -421,7 +337,7 @@ def list_runs(folder: Path) -> pd.DataFrame:
     (``profiler_core.storage.index``: rebuilt from the folders when missing, damaged or out of date, so
     only new or changed summaries are read). Every run's files are still checked here (links,
     sizes), and a run that cannot be read is listed with ``problem`` saying why, in
-    :func:`read_summary`'s words."""
+    :func:`runfolder.read_summary`'s words."""
     with run_index.open_index(Path(folder)) as index:
         indexed = index.runs(sweep_points=False)
     rows = []
@@ -432,9 +348,9 @@ def list_runs(folder: Path) -> pd.DataFrame:
             rows.append(row)
             continue
         try:
-            check_run_files(child)
+            runfolder.check_files(child)
             if item["problem"]:
-                read_summary(child)  # says what is wrong in the dashboard's words
+                runfolder.read_summary(child)  # says what is wrong in the dashboard's words
         except ProfilerError as exc:
             row.update(problem=str(exc), started="", gpu="", preset="", dtype="", complete=False,
                        **{c: math.nan for c in ("eager_ms", "graph_ms", "speedup",
@@ -575,7 +491,12 @@ def _check_csv_header(file: str, data: bytes, version: int) -> None:
 def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
     """Check an uploaded zip without extracting it; returns file name -> member to extract.
 
-    Raises ``RunFormatError`` with a message saying what is wrong and what was expected.
+    Checked: its size, member names (no path traversal, no links, no encryption, no
+    duplicates), declared sizes (each file, the tables together, the whole run), the expected
+    files, its summary (``runfolder.parse_summary``) and every table read once in chunks (its
+    columns, its number of rows, the length of each line). Only known file names are ever
+    extracted, so a name inside a zip never becomes a path. Raises ``RunFormatError`` with a
+    message saying what is wrong and what was expected.
     """
     if len(data) > MAX_UPLOAD_BYTES:
         raise RunFormatError(f"the upload is {len(data) / 2**20:.0f} MB, over the "
@@ -610,14 +531,14 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
         members: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
             path = PurePosixPath(info.filename)
-            if path.parent != prefix or path.name not in _KNOWN_FILES:
+            if path.parent != prefix or path.name not in runfolder.KNOWN_FILES:
                 continue
             if path.name in members:
                 raise RunFormatError(f"the zip holds {path.name} twice", "upload one run per zip")
             if info.flag_bits & 0x1:
                 raise RunFormatError(f"{path.name} in the zip is encrypted",
                                      "upload a zip without a password")
-            limit = _limit_of(path.name)
+            limit = runfolder.size_limit(path.name)
             if info.file_size > limit:
                 raise RunFormatError(f"{path.name} unpacks to {info.file_size / 2**20:,.0f} MiB "
                                      f"(at most {limit / 2**20:,.0f} MiB)",
@@ -638,35 +559,17 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
                                  f"(at most {MAX_UPLOAD_TABLES_BYTES / 2**20:,.0f} MiB)",
                                  "the zip is damaged or crafted (a zip bomb?)")
         try:
-            summary = _uploaded_summary(zf.read(members[SUMMARY_FILE]))
+            summary = runfolder.parse_summary(zf.read(members[SUMMARY_FILE]))
             for file, info in members.items():
                 if file in _TABLE_OF_FILE:
                     with zf.open(info) as handle:
-                        _check_csv_table(file, handle, summary["schema_version"])
+                        _check_csv_table(file, handle, summary.version)
         except RunFormatError:
             raise
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError,
                 RuntimeError, ValueError) as exc:
             raise RunFormatError(f"the zip cannot be read: {exc}", "the zip is damaged") from None
-    try:
-        RunConfig.from_dict(summary.get("config") or {})
-    except (ConfigError, TypeError, ValueError) as exc:
-        raise RunFormatError(f"{SUMMARY_FILE} holds an invalid config: {exc}", "") from None
     return members
-
-
-def _uploaded_summary(summary_bytes: bytes) -> dict[str, Any]:
-    """An uploaded summary.json; ``RunFormatError`` when it is not JSON or not of a version this
-    tool reads (the run's tables are checked against that version's columns)."""
-    try:
-        summary = json.loads(summary_bytes.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise RunFormatError(f"{SUMMARY_FILE} is not valid JSON: {str(exc)[:200]}", "") from None
-    if not isinstance(summary, dict) or not _readable_version(summary.get("schema_version")):
-        raise RunFormatError(f"{SUMMARY_FILE} is not a run summary of a version this tool reads "
-                             f"({', '.join(map(str, READABLE_SCHEMA_VERSIONS))})",
-                             "upload a zip written by this tool")
-    return summary
 
 
 def extract_run_zip(data: bytes, dest: Path) -> Path:
@@ -718,10 +621,10 @@ def unpack_run(data: bytes, dest: Path, name: str = "") -> OpenedRun:
 
 
 def sweeps_with_samples(listed: pd.DataFrame, samples_dir: Path | None = None) -> pd.DataFrame:
-    """The runs folder's sweeps (``sweep.list_sweeps``), then the bundled sample sweeps, each
+    """The runs folder's sweeps (``store.list_sweeps``), then the bundled sample sweeps, each
     named ``sample: <name>`` (so it cannot clash with a folder of the user's)."""
-    from profiler_core.sweep import core as sweep
-    samples = sweep.list_sweeps(samples_dir or SAMPLE_SWEEPS_DIR)
+    from profiler_core.sweep.store import list_sweeps
+    samples = list_sweeps(samples_dir or SAMPLE_SWEEPS_DIR)
     if samples.empty:
         return listed
     samples = samples.assign(name=SAMPLE_SWEEP_PREFIX + samples["name"].astype(str))

@@ -18,7 +18,8 @@ import streamlit as st
 
 from dashboard import controls, rundata, state, ui, worker
 from dashboard.gpulock import LockState
-from profiler_core.orchestration.launcher import REPO_ROOT, Launcher
+from profiler_core.orchestration.command import REPO_ROOT
+from profiler_core.orchestration.launcher import Launcher
 from profiler_core.spec.config import PRESETS, RunConfig
 from profiler_core.spec.errors import ConfigError
 
@@ -130,7 +131,7 @@ def start_run(config: RunConfig) -> worker.RunJob:
     out_dir = new_run_dir(state.runs_dir(), config)
     lock = state.lock_registry().lock(config.device)
     timeout = float(st.session_state.get(controls.TIMEOUT_KEY) or 0) or None
-    job = worker.RunJob(worker.worker_argv(config, out_dir), out_dir, config.device, lock,
+    job = worker.RunJob(config, out_dir, config.device, lock,
                         session=state.session_id(), timeout_s=timeout, launcher=run_launcher())
     st.session_state[state.JOB] = job
     return job.start()

@@ -15,9 +15,11 @@ import streamlit as st
 
 from dashboard import devices, rundata, uploads
 from dashboard.gpulock import GpuLockRegistry
-from profiler_core.analysis import trace
-from profiler_core.spec.errors import ProfilerError
+from profiler_core import ProfilerError
+from profiler_core.analysis import timeline, trace
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.storage import index as run_index
+from profiler_core.storage import runfolder
 
 SAMPLE = "sample"  # the option key of the bundled sample run; every other key is a folder path
 OPEN_RUN = "open_run"
@@ -146,10 +148,9 @@ def sample_dir() -> Path:
 @st.cache_data(show_spinner=False)
 def _sample_label(path: str, stamp: float) -> str:
     try:
-        summary = rundata.read_summary(Path(path))
+        env = runfolder.read_summary(Path(path)).environment
     except (ProfilerError, OSError):
         return "Bundled sample run (unreadable)"
-    env = summary.get("environment") or {}
     bits = ["Bundled sample run", env.get("gpu_name") or "", str(env.get("started_at") or "")[:10]]
     return " · ".join(b for b in bits if b)
 
@@ -223,39 +224,22 @@ def current_run() -> tuple[rundata.OpenedRun | None, str]:
         return None, f"This run cannot be opened: {exc}"
 
 
-def require_run() -> rundata.OpenedRun:
-    """The open run for a view; otherwise say how to get one and stop the page."""
-    run, problem = current_run()
-    if run is None:
-        if problem:
-            from dashboard.ui import escape_md  # ui imports this module
-
-            st.error(escape_md(problem), icon=":material/block:")
-        else:
-            st.info("No run is open. Pick one in the sidebar under **Showing**, upload a zip on "
-                    "the **Runs** page, or start a new run from the sidebar.")
-        if not rundata.sample_run_available(sample_dir()):
-            st.caption(sample_missing_text())
-        st.stop()
-    return run
-
-
 @st.cache_data(max_entries=16, show_spinner="Reading the trace...")
-def _timeline(path: str, stamp: float, iteration: int | None) -> trace.IterationTimeline:
-    return trace.iteration_timeline(trace.load_trace(path), iteration)
+def _timeline(path: str, stamp: float, iteration: int | None) -> timeline.IterationTimeline:
+    return timeline.iteration_timeline(load_trace(path), iteration)
 
 
-def iteration_timeline(path: Path, iteration: int | None = None) -> trace.IterationTimeline:
+def iteration_timeline(path: Path, iteration: int | None = None) -> timeline.IterationTimeline:
     """One profiled iteration of a run's Chrome trace, cut at its ProfilerStep# markers (cached
     per file and modification time). Raises ``RunFormatError`` for a trace that cannot be read
-    (too large, not JSON, hostile values: see ``profiler_core.analysis.trace.load_trace``)."""
+    (too large, not JSON, hostile values: see ``profiler_core.analysis.trace_reading.load_trace``)."""
     path = Path(path)
     return _timeline(str(path), path.stat().st_mtime, iteration)
 
 
 @st.cache_data(max_entries=16, show_spinner="Reading the trace...")
 def _operators(path: str, stamp: float, mode: str) -> dict[str, str]:
-    kernels = trace.analyse_trace(trace.load_trace(path), mode).kernels
+    kernels = trace.analyse_trace(load_trace(path), mode).kernels
     return dict(zip(kernels["kernel_full"].astype(str), kernels["operator"].astype(str)))
 
 
@@ -265,8 +249,3 @@ def trace_operators(path: Path, mode: str) -> dict[str, str]:
     time). Raises ``RunFormatError`` for a trace that cannot be read."""
     path = Path(path)
     return _operators(str(path), path.stat().st_mtime, mode)
-
-
-def sample_missing_text() -> str:
-    return ("The bundled sample run (dashboard/sample_run/, a real H200 run) is not in this copy "
-            "of the project, so there is nothing to show until you open or upload a run.")

@@ -1,5 +1,5 @@
-"""Small Streamlit helpers the views share: a run's header, charts, tables with CSV downloads,
-and the run/trace downloads.
+"""Small Streamlit helpers the views share: the open run (or what to do without one), a run's
+header, charts, tables with CSV downloads, and the run/trace downloads.
 
 Scope: presentation only; data comes from ``dashboard.analysis`` and figures from
 ``dashboard.charts``.
@@ -18,8 +18,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import rundata, state
+from dashboard.analysis import no_profile_reason, preset_text
 from dashboard.rundata import OpenedRun
-from profiler_core.spec.errors import ProfilerError
+from profiler_core import ALWAYS_MEASURED, ProfilerError
 
 # Characters that would break the line or reorder it: C0/C1 controls, line and paragraph
 # separators, bidirectional overrides. Each run of them shows as one space.
@@ -42,6 +43,26 @@ def escape_md(text: object) -> str:
     flat = _LINE_BREAKING.sub(" ", str(text))
     escaped = _ASCII_PUNCTUATION.sub(r"\\\1", flat)
     return _JOIN_AFTER.sub(lambda match: match.group(0) + _WORD_JOINER, escaped)
+
+
+def require_run() -> OpenedRun:
+    """The open run for a view; otherwise say how to get one and stop the page."""
+    run, problem = state.current_run()
+    if run is None:
+        if problem:
+            st.error(escape_md(problem), icon=":material/block:")
+        else:
+            st.info("No run is open. Pick one in the sidebar under **Showing**, upload a zip on "
+                    "the **Runs** page, or start a new run from the sidebar.")
+        if not rundata.sample_run_available(state.sample_dir()):
+            st.caption(sample_missing_text())
+        st.stop()
+    return run
+
+
+def sample_missing_text() -> str:
+    return ("The bundled sample run (dashboard/sample_run/, a real H200 run) is not in this copy "
+            "of the project, so there is nothing to show until you open or upload a run.")
 
 
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -97,8 +118,6 @@ def fmt(value: Any, pattern: str = "{:.3f}", missing: str = "n/a") -> str:
 def run_header(run: OpenedRun, title: str) -> None:
     """The view's title, which run this is, and any warning that comes with it."""
     st.title(title)
-    from dashboard.analysis import preset_text
-
     env = run.environment
     preset, dtype = escape_md(preset_text(run.config)), escape_md(run.config.dtype)
     if run.source == state.SAMPLE:
@@ -167,13 +186,11 @@ def _download(label: str, build, file_name: str, mime: str, key: str, icon: str,
 
 
 def run_downloads(run: OpenedRun, key: str) -> None:
-    """The whole run as one zip, summary.json, and the traces for Perfetto (or why there is none:
-    a CPU run never has one, whatever its profiler setting said)."""
-    from dashboard.analysis import no_profile_reason
-
+    """The whole run as one zip, summary.json, and eager's and the graph's traces for Perfetto
+    (or why there is none: a CPU run never has one, whatever its profiler setting said)."""
     reason = no_profile_reason(run.config, run.environment, run.complete)
     summary = run.path / rundata.SUMMARY_FILE
-    cols = st.columns(4)
+    cols = st.columns(2 + len(ALWAYS_MEASURED))
     with cols[0]:
         _download("Download run (zip)", lambda: _zip_bytes(str(run.path), _stamp(summary)),
                   f"{run.name}.zip", "application/zip", f"{key}_zip", ":material/folder_zip:")
@@ -183,7 +200,7 @@ def run_downloads(run: OpenedRun, key: str) -> None:
                                      indent=2),
                   f"{run.name}-summary.json", "application/json", f"{key}_summary",
                   ":material/download:")
-    for col, mode in zip(cols[2:], ("eager", "graph")):
+    for col, mode in zip(cols[2:], ALWAYS_MEASURED):
         path = run.trace_paths.get(mode)
         with col:
             if path is not None and Path(path).is_file():

@@ -1,15 +1,7 @@
 """Uploaded runs on disk, and how they are cleaned up.
 
-Scope: where an uploaded zip is unpacked and when it is deleted; no Streamlit. The server keeps
-one app-owned folder, ``<tmp>/cgp-uploads-<pid>-<random>/`` (an :class:`UploadStore`), with one
-subfolder per browser session (a :class:`SessionUploads`), each upload in its own numbered
-folder: ``session-<random>/<n>/<name>/``. Removed:
-
-- a refused upload at once (nothing of it is left);
-- a session's older uploads beyond the newest ``keep`` (3) when it uploads another;
-- a session's folder when the session ends (its ``SessionUploads`` is garbage-collected);
-- the whole folder when the server process exits (``weakref.finalize`` runs at exit);
-- after a crash or a SIGKILL, by the next server: folders of server processes that are gone.
+Scope: where an uploaded zip is unpacked (:class:`UploadStore`, one folder per server process,
+one subfolder per browser session) and when it is deleted; no Streamlit.
 """
 
 from __future__ import annotations
@@ -70,7 +62,12 @@ def sweep_stale(base: Path) -> list[Path]:
 
 
 class UploadStore:
-    """The server's folder of uploads (one per process); removed when the process exits."""
+    """The server's folder of uploads (one per process): ``<tmp>/cgp-uploads-<pid>-<random>/``,
+    with one ``session-<random>/`` per browser session (a :class:`SessionUploads`), each upload in
+    its own numbered folder ``<n>/<name>/``. Removed: a refused upload at once; a session's
+    uploads beyond the newest ``keep`` (3) when it uploads another; a session's folder when the
+    session ends; the whole folder when the server process exits (``weakref.finalize``); after a
+    crash or a SIGKILL, by the next server: folders of server processes that are gone."""
 
     def __init__(self, base: Path | None = None, keep: int = KEEP_PER_SESSION) -> None:
         self.base = Path(base) if base is not None else Path(tempfile.gettempdir())

@@ -14,12 +14,13 @@ How a :class:`RunJob` runs (on one daemon thread, never touching Streamlit):
    ended, the launcher's ``stopping``/``fallback`` records what the launcher is doing;
 4. when the worker has exited (and whatever it left in its process group is gone), the launcher's
    :class:`~profiler_core.orchestration.launcher.Ending` becomes the job's final state: done, error (the worker's
-   error record, kinds from ``profiler_core.spec.schema.ERROR_KINDS``), cancelled, timeout or crashed;
+   error record, kinds from ``profiler_core.spec.errors.ERROR_KINDS``), cancelled, timeout or crashed;
 5. release the lock, whatever happened, before the page can see the job finished.
 Cancel (and the timeout) stop the worker's whole process group: SIGTERM, then SIGKILL after a grace
 period. Workers still running when the server exits are stopped by the launcher (``atexit``).
 :func:`describe_outcome` says in plain words how a job ended and what to change. The Streamlit page
-only reads :meth:`RunJob.snapshot`. The worker always gets an argv list, never a shell string.
+only reads :meth:`RunJob.snapshot`. The job hands the launcher a ``RunConfig``, never a command line
+(the launcher builds a fresh process's argv list, never a shell string).
 """
 
 from __future__ import annotations
@@ -34,17 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from dashboard.gpulock import GpuLock, Ticket
+from profiler_core.orchestration.command import REPO_ROOT, run_env
 from profiler_core.orchestration.launcher import (  # noqa: F401  (KIND_OF_EXIT: read here with the wording)
     KIND_OF_EXIT,
-    REPO_ROOT,
     Ending,
     Launcher,
     RunProcess,
-    run_env,
 )
+from profiler_core.spec.config import RunConfig
+from profiler_core.spec.errors import REFUSED_KINDS
 
 ACTIVE = ("queued", "starting", "running", "cancelling")
-REFUSALS = ("ConfigError", "UsageError")  # error kinds that mean "this input was refused"
 # Plain words for every error kind of the schema (a test checks that none is missing).
 ERROR_TITLES = {
     "UsageError": "The run was refused: a setting could not be read",
@@ -116,16 +117,16 @@ class _State:
 
 
 class RunJob:
-    """One worker run; see the module docstring. ``argv`` is the full command line; a ``run``
-    command of ``launcher``'s interpreter may be served by its warm worker, any other command line
-    runs in a fresh process. Without ``launcher``, a private one starts fresh processes with
-    ``env`` and ``cwd``."""
+    """One worker run; see the module docstring. ``work`` is the config to run (``launcher`` may
+    serve it on a warm worker), or a command line run as it is in a fresh process (tests' stand-ins
+    for the worker). Without ``launcher``, a private one starts fresh processes with ``env`` and
+    ``cwd``."""
 
-    def __init__(self, argv: Sequence[str], out_dir: Path, device: str, lock: GpuLock,
+    def __init__(self, work: RunConfig | Sequence[str], out_dir: Path, device: str, lock: GpuLock,
                  session: str = "", run_name: str | None = None, timeout_s: float | None = None,
                  env: dict[str, str] | None = None, cwd: Path | None = None,
                  grace_s: float = 5.0, launcher: Launcher | None = None) -> None:
-        self.argv = [str(a) for a in argv]
+        self.work = work if isinstance(work, RunConfig) else [str(a) for a in work]
         self.out_dir = Path(out_dir)
         self.device = device
         self.job_id = uuid.uuid4().hex[:12]
@@ -227,8 +228,13 @@ class RunJob:
             return dict(status="crashed",
                         message=f"the runs folder {self.out_dir.parent} cannot be created "
                                 f"({exc.strerror or exc}); choose another runs folder in the sidebar")
-        process = self._launcher.start_argv(self.argv, self.out_dir, timeout_s=self.timeout_s,
-                                            on_event=self._on_event, grace_s=self.grace_s)
+        if isinstance(self.work, RunConfig):
+            process = self._launcher.start(self.work, self.out_dir, timeout_s=self.timeout_s,
+                                           on_event=self._on_event, grace_s=self.grace_s)
+        else:
+            process = self._launcher.start_command(self.work, self.out_dir,
+                                                   timeout_s=self.timeout_s,
+                                                   on_event=self._on_event, grace_s=self.grace_s)
         with self._guard:
             self._process = process
             if self._state.status == "starting":
@@ -342,7 +348,7 @@ def describe_outcome(snap: JobSnapshot, field_label=lambda field: field) -> Outc
         kind = str(error.get("kind") or "")
         message = _sentence(error.get("message") or snap.message)
         hint = _sentence(error.get("hint") or "")
-        if kind in REFUSALS:
+        if kind in REFUSED_KINDS:
             field = error.get("field")
             where = f" ({field_label(field)})" if field else ""
             return Outcome("error", f"The run was refused{where}: nothing ran.", message, hint)

@@ -14,9 +14,18 @@ from typing import Any
 _PUBLIC = {
     "ProfilerError": "profiler_core.spec.errors",
     "RunConfig": "profiler_core.spec.config",
+    # each mode's declaration (name, label, colour, where it runs), and its lists
+    "ModeSpec": "profiler_core.spec.modes",
+    "MODES": "profiler_core.spec.modes",
+    "MODE_NAMES": "profiler_core.spec.modes",
+    "MODE_LABELS": "profiler_core.spec.modes",
+    "ALWAYS_MEASURED": "profiler_core.spec.modes",
     "RunResult": "profiler_core.storage.results",
+    "Figures": "profiler_core.analysis.figures",
+    "Headline": "profiler_core.analysis.figures",
     "run_experiment": "profiler_core.engine.runner",
     "Launcher": "profiler_core.orchestration.launcher",
+    "SweepPlan": "profiler_core.sweep.plan",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -1,5 +1,10 @@
 """``python -m profiler_core``: the command line (see profiler_core.cli.main)."""
 
-from profiler_core.cli.main import run_from_command_line
+# Before the heavy imports: a launcher's child ends with its parent.
+from profiler_core.orchestration.parent import end_with_parent
+
+end_with_parent()
+
+from profiler_core.cli.main import run_from_command_line  # noqa: E402  (after the parent hook)
 
 run_from_command_line()

@@ -31,7 +31,9 @@ import torch
 from hypothesis import strategies as st
 
 from profiler_core.analysis import predict
-from profiler_core.analysis.trace import analyse_trace, load_trace
+from profiler_core.analysis.figures import Figures
+from profiler_core.analysis.trace import analyse_trace
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.engine import runner, telemetry
 from profiler_core.engine.counters import predicted_counters
 from profiler_core.engine.modes import REGISTRY, Prepared
@@ -39,14 +41,14 @@ from profiler_core.engine.profiling import ProfiledWindow
 from profiler_core.engine.telemetry import NvmlCapability, PhaseRecorder
 from profiler_core.spec import schema
 from profiler_core.spec.config import (
-    ALWAYS_MEASURED,
     DTYPES,
-    MODE_NAMES,
     PRESETS,
     RunConfig,
     changed_from_preset,
 )
+from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.progress import ProgressCounter
+from profiler_core.storage import runtables
 from profiler_core.timing.trials import Mode
 
 SIM_GPU = "Simulated GPU (round-trip test)"
@@ -301,7 +303,7 @@ def mode_times(draw, config: RunConfig, scale: float, outcome: str) -> dict[str,
                                  unique=True))}
         times[name] = extra
     if cuda:
-        for name, mode in times.items():  # what _prepare_modes adds on a CUDA device
+        for mode in times.values():  # what _prepare_modes adds on a CUDA device
             mode.figures["peak_bytes"] = float(draw(st.integers(0, 2**37)))
             mode.figures["device_bytes"] = float(draw(st.integers(0, 2**37)))
     return times
@@ -539,7 +541,7 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
     """``runner._run_cuda`` on the simulated GPU."""
     config = raw.config
     prepared = _prepare(raw, machine, phases, progress, state, list(config.modes))
-    state.headline.update(runner._pair_headline(
+    state.headline.update(runtables.pair_headline(
         {name: ready.figures for name, ready in prepared.items()}, {}))
     modes = [ready.mode for ready in prepared.values()]
     graph = prepared["graph"].mode
@@ -557,7 +559,7 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
     progress.start_phase("cold-start trials")
     runner._cold_trials(modes, iterations, trials, machine, phases, progress, state.latency_rows,
                         wall_clock=machine.wall)
-    state.tables["latency"] = runner._latency_table(state.latency_rows)
+    state.tables["latency"] = runtables.latency_table(state.latency_rows)
     progress.start_phase("article loop")
     loops = runner._article_loops(modes, runner._article_block_iters(config, modes), trials,
                                   machine, phases, progress, wall_clock=machine.wall)
@@ -577,8 +579,9 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
         state.traces.update({mode: window.trace_path for mode, window in windows.items()})
     runner._profiled_results(state, prepared, windows, stats_table, modes_table, figures)
     if config.profile:
-        state.headline.update(predict.calibrated_prediction(raw.calibration, config.capture_iters,
-                                                            state.headline))
+        state.headline.update(predict.calibrated_prediction(
+            raw.calibration, config.capture_iters, state.headline,
+            Figures.of_run(state.tables["metrics"], state.headline)))
     if config.parity_steps:
         progress.start_phase("parity")
         if raw.stop == "parity":

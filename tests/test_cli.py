@@ -12,8 +12,10 @@ import torch
 
 from profiler_core.cli import parser as cli
 from profiler_core.cli.main import format_summary, main
+from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec import schema
 from profiler_core.spec.config import preset
+from profiler_core.spec.errors import ERROR_KINDS
 from profiler_core.storage.results import RunResult
 
 TINY = ["--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4", "--replays", "20",
@@ -64,7 +66,7 @@ def test_no_cuda_exits_3(tmp_path, capsys):
 def test_config_round_trips_through_argv():
     config = preset("lesson2", dtype="bf16", optimizer="adamw", dropout1=0.0, eager_iters=17,
                     nvml=False, device="cuda:1", nvml_interval_ms=12.5, preset="custom")
-    args = cli.parse(["run", "--out", "x", *cli.config_to_argv(config)])
+    args = cli.parse(["run", "--out", "x", *config_to_argv(config)])
     assert cli.config_from_args(args) == config
 
 
@@ -90,7 +92,7 @@ def test_custom_settings_keep_their_label_through_the_worker_command_line():
     from profiler_core.spec.config import PRESETS
 
     custom = PRESETS["seed"].replace(batch=64, preset="custom")
-    args = cli.parse(["run", "--out", "x", *cli.config_to_argv(custom)])
+    args = cli.parse(["run", "--out", "x", *config_to_argv(custom)])
     assert cli.config_from_args(args) == custom
     assert cli.config_from_args(cli.parse(["run", "--out", "x", "--preset", "custom"])).preset == "custom"
 
@@ -298,7 +300,7 @@ def test_the_time_limit_stops_a_run_and_keeps_what_it_measured(tmp_path, capsys)
     assert record == {"event": "error", "kind": "TimeLimit", "field": None,
                       "message": "no result within the time limit of 2.5 s (--timeout)",
                       "hint": "pass a larger --timeout, or --timeout 0 for no limit"}
-    assert schema.ERROR_KINDS["TimeLimit"] == 124
+    assert ERROR_KINDS["TimeLimit"] == 124
     assert f"The incomplete run was kept in {out}" in printed.err
     run = RunResult.load(out)
     assert run.complete is False and len(run.table("latency")) > 0

@@ -13,7 +13,18 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import analysis, devices, rundata, runpanel, state, worker
+from dashboard import (
+    analysis,
+    devices,
+    kernel_tables,
+    percentiles,
+    run_facts,
+    rundata,
+    runpanel,
+    state,
+    worker,
+)
+from profiler_core.orchestration.launcher import Launcher
 from profiler_core.spec.errors import RunFormatError
 from profiler_core.spec.schema import TABLE_FILES
 from profiler_core.storage.results import RunResult
@@ -131,10 +142,10 @@ VIEWS = {
     "views/overview.py": ([["bar", "bar", "scatter"]],
                           [["quantity", "value", "unit", "shown"], ["item", "value"],
                            ["setting", "value"]]),
-    "views/counters.py": ([["bar", "bar"]], [analysis.COUNTER_LESSON_COLUMNS]),
+    "views/counters.py": ([["bar", "bar"]], [run_facts.COUNTER_LESSON_COLUMNS]),
     "views/latency.py": ([["bar", "bar"], ["scatter", "scatter"], ["scattergl"] * 4, ["bar", "bar"]],
                          # p99.9 needs 1,000 steps (the percentile rule): not shown here
-                         [[c for c in analysis.PERCENTILE_COLUMNS if c != "p99_9_ms"],
+                         [[c for c in percentiles.PERCENTILE_COLUMNS if c != "p99_9_ms"],
                           analysis.TIMING_COLUMNS,
                           TABLE_FILES["stats"][1]]),
     "views/launch_split.py": ([["bar"], ["bar"] * 4, ["bar", "bar"], ["bar", "bar"], ["bar"] * 3,
@@ -143,10 +154,10 @@ VIEWS = {
                                analysis.BREAKDOWN_TABLE_COLUMNS]),
     # 4 polled panels and the driver's samples, then a lane trace per kind of phase
     "views/gpu.py": ([["scattergl"] * 5 + ["bar"] * 6],
-                     [analysis.PHASE_SUMMARY_COLUMNS,
+                     [run_facts.PHASE_SUMMARY_COLUMNS,
                       ["metric", "source", "count", "mean", "min", "max"]]),
     "views/kernels.py": ([["bar", "bar"], ["bar"], ["bar"]],
-                         [analysis.KERNEL_DIFF_COLUMNS, analysis.KERNEL_TABLE_COLUMNS]),
+                         [kernel_tables.KERNEL_DIFF_COLUMNS, kernel_tables.KERNEL_TABLE_COLUMNS]),
     "views/runs.py": ([], [[c for c in rundata.RUN_LIST_COLUMNS if c != "path"]]),
 }
 
@@ -251,10 +262,12 @@ def fake_runs(monkeypatch, fake_worker, shared_run):
     """The Run button starts the fake worker; mode by device: cpu 'done', otherwise as set."""
     modes = {"mode": "done"}
 
-    def argv(config, out_dir, python=None):
-        return fake_worker(modes["mode"], out_dir, shared_run)
+    class FakeRuns(Launcher):  # the server's launcher, running the fake worker for each config
+        def start(self, config, out_dir, *, overwrite=False, **options):
+            return self.start_command(fake_worker(modes["mode"], out_dir, shared_run), out_dir,
+                                      **options)
 
-    monkeypatch.setattr(worker, "worker_argv", argv)
+    monkeypatch.setattr(runpanel, "run_launcher", lambda: FakeRuns(warm=False))
     return modes
 
 
@@ -338,11 +351,11 @@ def test_csv_builders_produce_the_schema_columns(shared_run):
         assert csv.splitlines()[0].split(",") == columns
         assert len(pd.read_csv(io.StringIO(csv))) == len(run.table(name))
     derived = {
-        "percentiles": (analysis.percentile_table(run.table("latency")), analysis.PERCENTILE_COLUMNS),
-        "timing": (analysis.timing_comparison(run.table("stats"), run.headline), analysis.TIMING_COLUMNS),
+        "percentiles": (percentiles.percentile_table(run.table("latency")), percentiles.PERCENTILE_COLUMNS),
+        "timing": (analysis.timing_comparison(run.table("stats"), run.figures), analysis.TIMING_COLUMNS),
         "split": (analysis.split_medians(run.table("launch_split")), analysis.SPLIT_MEDIAN_COLUMNS),
-        "lessons": (analysis.counter_lessons(run.table("counters")), analysis.COUNTER_LESSON_COLUMNS),
-        "kernels": (analysis.kernel_table(run.table("kernels")), analysis.KERNEL_TABLE_COLUMNS),
+        "lessons": (run_facts.counter_lessons(run.table("counters")), run_facts.COUNTER_LESSON_COLUMNS),
+        "kernels": (kernel_tables.kernel_table(run.table("kernels")), kernel_tables.KERNEL_TABLE_COLUMNS),
     }
     for frame, columns in derived.values():
         header = pd.read_csv(io.BytesIO(rundata.table_csv_bytes(frame))).columns
@@ -739,7 +752,7 @@ def test_kernels_compare_eager_with_graph_and_filter_by_name(shared_run):
     at = _app(shared_run.parent)
     at.switch_page("views/kernels.py").run()
     diff = at.dataframe[0].value
-    assert list(diff.columns) == analysis.KERNEL_DIFF_COLUMNS and set(diff["where"]) == {"both"}
+    assert list(diff.columns) == kernel_tables.KERNEL_DIFF_COLUMNS and set(diff["where"]) == {"both"}
     assert "8 kernels run in both modes" in _texts(at.caption)
     at.text_input(key="kernels_filter").input("GEMM").run()
     assert not at.exception

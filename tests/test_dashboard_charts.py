@@ -12,7 +12,47 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from dashboard import analysis, charts
+from dashboard import analysis, compare, kernel_tables, percentiles, run_facts
+from dashboard.charts.attribution import (
+    iteration_timeline,
+    launch_count_bars,
+    profiled_waterfall,
+    profiled_waterfall_steps,
+    speedup_waterfall,
+    split_bars,
+)
+from dashboard.charts.common import (
+    MODE_COLORS,
+    SERIES_PALETTE,
+    SPLIT_COLORS,
+    TIMELINE_KIND_COLORS,
+    escape,
+    log_ticks,
+    minmax_decimate,
+    mode_color,
+)
+from dashboard.charts.comparison import compare_latency_ecdf, compare_medians, compare_speedups
+from dashboard.charts.counters import counter_bars
+from dashboard.charts.gpu import (
+    NVML_MIN_SPAN,
+    NVML_PAUSE_COLOR,
+    PHASE_KIND_COLORS,
+    nvml_timeseries,
+    phase_kind,
+    polling_gaps,
+)
+from dashboard.charts.kernels import kernel_diff_bars, kernel_top_bar
+from dashboard.charts.sweep import sweep_medians
+from dashboard.charts.timing import (
+    latency_ecdf,
+    latency_histogram,
+    latency_series,
+    median_bars,
+    modes_speedup_bars,
+    repeats_chart,
+    timing_methods_bars,
+)
+from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec.schema import BREAKDOWN_COLUMNS, METRIC_COLUMNS, TABLE_FILES
 from profiler_core.storage.results import RunResult, empty_table
 
@@ -41,42 +81,42 @@ def _latency(per_mode: int, seed: int = 0) -> pd.DataFrame:
 def test_every_chart_from_the_run(run):
     steps, _ = analysis.series_steps(analysis.per_step_latency(run.table("latency")), "steady_event")
     medians = analysis.split_medians(run.table("launch_split"))
-    assert _types(charts.median_bars(run.table("stats"), medians)) == ["bar", "bar", "scatter"]
-    assert _types(charts.latency_histogram(steps)) == ["bar", "bar"]
-    assert _types(charts.latency_ecdf(steps)) == ["scatter", "scatter"]
-    assert _types(charts.latency_series(steps)) == ["scattergl"] * 4
-    timing = analysis.timing_comparison(run.table("stats"), run.headline)
-    assert _types(charts.timing_methods_bars(timing)) == ["bar", "bar"]
-    assert _types(charts.split_bars(medians)) == ["bar"] * 4
-    assert _types(charts.speedup_waterfall(run.table("attribution"))) == ["bar"]  # no host issue timed
-    assert _types(charts.profiled_waterfall(run.table("breakdown"))) == ["bar", "bar"]  # per timeline
-    assert _types(charts.launch_count_bars(medians)) == ["bar", "bar"]
-    nvml = charts.nvml_timeseries(run.table("nvml"), run.table("phases"))
+    assert _types(median_bars(run.table("stats"), medians)) == ["bar", "bar", "scatter"]
+    assert _types(latency_histogram(steps)) == ["bar", "bar"]
+    assert _types(latency_ecdf(steps)) == ["scatter", "scatter"]
+    assert _types(latency_series(steps)) == ["scattergl"] * 4
+    timing = analysis.timing_comparison(run.table("stats"), run.figures)
+    assert _types(timing_methods_bars(timing)) == ["bar", "bar"]
+    assert _types(split_bars(medians)) == ["bar"] * 4
+    assert _types(speedup_waterfall(run.table("attribution"))) == ["bar"]  # no host issue timed
+    assert _types(profiled_waterfall(run.table("breakdown"))) == ["bar", "bar"]  # per timeline
+    assert _types(launch_count_bars(medians)) == ["bar", "bar"]
+    nvml = nvml_timeseries(run.table("nvml"), run.table("phases"))
     assert _types(nvml).count("scattergl") == 5  # 4 polled panels + the driver's samples
     assert len(nvml.layout.shapes) == 8  # every phase shaded, one band through all panels
     assert [a.title.text for a in (nvml.layout.yaxis, nvml.layout.yaxis4)] == ["GPU util (%)",
                                                                                "memory (MiB)"]
-    assert _types(charts.kernel_top_bar(run.table("kernels"), "graph", 5)) == ["bar"]
-    assert _types(charts.counter_bars(analysis.counter_lessons(run.table("counters")))) == ["bar"] * 2
-    assert _types(charts.kernel_diff_bars(analysis.kernel_diff(run.table("kernels")))) == ["bar"] * 2
+    assert _types(kernel_top_bar(run.table("kernels"), "graph", 5)) == ["bar"]
+    assert _types(counter_bars(run_facts.counter_lessons(run.table("counters")))) == ["bar"] * 2
+    assert _types(kernel_diff_bars(kernel_tables.kernel_diff(run.table("kernels")))) == ["bar"] * 2
 
 
 @pytest.mark.parametrize("build", [
-    lambda: charts.median_bars(empty_table("stats")),
-    lambda: charts.latency_histogram(analysis.per_step_latency(empty_table("latency"))),
-    lambda: charts.latency_ecdf(analysis.per_step_latency(empty_table("latency"))),
-    lambda: charts.latency_series(analysis.per_step_latency(empty_table("latency"))),
-    lambda: charts.timing_methods_bars(analysis.timing_comparison(empty_table("stats"), {})),
-    lambda: charts.split_bars(analysis.split_medians(empty_table("launch_split"))),
-    lambda: charts.speedup_waterfall(empty_table("attribution")),
-    lambda: charts.profiled_waterfall(empty_table("breakdown")),
-    lambda: charts.launch_count_bars(analysis.split_medians(empty_table("launch_split"))),
-    lambda: charts.nvml_timeseries(empty_table("nvml"), empty_table("phases")),
-    lambda: charts.kernel_top_bar(empty_table("kernels"), "eager"),
-    lambda: charts.counter_bars(analysis.counter_lessons(empty_table("counters"))),
-    lambda: charts.compare_medians(pd.DataFrame(columns=["run", "mode", "median_ms", "p10_ms", "p90_ms"])),
-    lambda: charts.kernel_diff_bars(analysis.kernel_diff(empty_table("kernels"))),
-    lambda: charts.iteration_timeline(pd.DataFrame(columns=["lane", "kind", "name", "start_us",
+    lambda: median_bars(empty_table("stats")),
+    lambda: latency_histogram(analysis.per_step_latency(empty_table("latency"))),
+    lambda: latency_ecdf(analysis.per_step_latency(empty_table("latency"))),
+    lambda: latency_series(analysis.per_step_latency(empty_table("latency"))),
+    lambda: timing_methods_bars(analysis.timing_comparison(empty_table("stats"), Figures({}))),
+    lambda: split_bars(analysis.split_medians(empty_table("launch_split"))),
+    lambda: speedup_waterfall(empty_table("attribution")),
+    lambda: profiled_waterfall(empty_table("breakdown")),
+    lambda: launch_count_bars(analysis.split_medians(empty_table("launch_split"))),
+    lambda: nvml_timeseries(empty_table("nvml"), empty_table("phases")),
+    lambda: kernel_top_bar(empty_table("kernels"), "eager"),
+    lambda: counter_bars(run_facts.counter_lessons(empty_table("counters"))),
+    lambda: compare_medians(pd.DataFrame(columns=["run", "mode", "median_ms", "p10_ms", "p90_ms"])),
+    lambda: kernel_diff_bars(kernel_tables.kernel_diff(empty_table("kernels"))),
+    lambda: iteration_timeline(pd.DataFrame(columns=["lane", "kind", "name", "start_us",
                                                             "dur_us"]), "eager"),
 ])
 def test_empty_tables_give_a_figure_that_says_so(build):
@@ -88,7 +128,7 @@ def test_empty_tables_give_a_figure_that_says_so(build):
 def test_histogram_bins_every_sample_up_to_the_clip():
     steps = analysis.per_step_latency(_latency(5000))
     steps.loc[steps.index[:3], "gpu_ms"] = 50.0  # three far outliers
-    fig = charts.latency_histogram(steps, bins=50)
+    fig = latency_histogram(steps, bins=50)
     assert sum(int(np.sum(trace.y)) for trace in fig.data) + 3 >= len(steps) - 60
     assert len(fig.data[0].x) == 50
 
@@ -97,7 +137,7 @@ def test_histogram_has_a_panel_per_mode_so_the_graph_never_flattens_eager():
     """Each mode is binned on its own range in its own panel: eager's spread fills its panel
     however tall and narrow the graph's distribution is."""
     steps = analysis.per_step_latency(_latency(2000))
-    fig = charts.latency_histogram(steps)
+    fig = latency_histogram(steps)
     eager, graph = fig.data
     assert (eager.xaxis, graph.xaxis) == ("x", "x2") and (eager.yaxis, graph.yaxis) == ("y", "y2")
     for trace, median in ((eager, 1.2), (graph, 0.25)):
@@ -117,7 +157,7 @@ def test_histogram_says_how_many_slower_steps_it_leaves_out_in_its_panel_title(s
     values = np.linspace(1.0, 1.4, len(eager))  # 0.5% of the samples lie beyond the 99.5th pct
     values[-outliers:] = 50.0 + np.arange(outliers)  # ... and those are far: left out, and said so
     steps.loc[eager, "gpu_ms"] = values
-    fig = charts.latency_histogram(steps)
+    fig = latency_histogram(steps)
     eager_title = fig.layout.annotations[0].text  # a subplot title: above the bars, never on them
     assert f"<br>{words}" in eager_title
     assert eager_title.endswith("is not shown" if outliers == 1 else "are not shown")
@@ -125,7 +165,7 @@ def test_histogram_says_how_many_slower_steps_it_leaves_out_in_its_panel_title(s
 
 
 def test_ecdf_is_monotonic_and_ends_at_one():
-    fig = charts.latency_ecdf(analysis.per_step_latency(_latency(10_000)), points=300)
+    fig = latency_ecdf(analysis.per_step_latency(_latency(10_000)), points=300)
     for trace in fig.data:
         x, y = np.asarray(trace.x), np.asarray(trace.y)
         assert len(x) <= 300 and np.all(np.diff(x) >= 0) and np.all(np.diff(y) > 0)
@@ -136,20 +176,20 @@ def test_minmax_decimation_keeps_the_extremes():
     y = np.random.default_rng(1).normal(size=100_003)
     y[77_777] = 99.0
     y[12_345] = -99.0
-    keep = charts.minmax_decimate(y, 2000)
+    keep = minmax_decimate(y, 2000)
     assert len(keep) <= 2000 and np.all(np.diff(keep) > 0)
     assert 77_777 in keep and 12_345 in keep
-    assert np.array_equal(charts.minmax_decimate(y[:50], 2000), np.arange(50))
+    assert np.array_equal(minmax_decimate(y[:50], 2000), np.arange(50))
 
 
 def test_100k_latency_samples_render_server_side_in_well_under_a_second():
     latency = _latency(100_000)  # 100,000 samples per mode
     started = time.perf_counter()
     steps = analysis.per_step_latency(latency)
-    figures = [charts.latency_histogram(steps), charts.latency_ecdf(steps),
-               charts.latency_series(steps)]
+    figures = [latency_histogram(steps), latency_ecdf(steps),
+               latency_series(steps)]
     payload = sum(len(fig.to_json()) for fig in figures)
-    analysis.percentile_table(latency, steps)
+    percentiles.percentile_table(latency, steps)
     elapsed = time.perf_counter() - started
     print(f"\n100,000 samples per mode: latency charts built and serialised in {elapsed:.3f} s, "
           f"{payload / 1e3:.0f} kB of figure JSON")
@@ -158,7 +198,7 @@ def test_100k_latency_samples_render_server_side_in_well_under_a_second():
 
 
 def test_the_profiled_waterfall_walks_from_eager_to_graph_on_each_timeline(run):
-    fig = charts.profiled_waterfall(run.table("breakdown"))
+    fig = profiled_waterfall(run.table("breakdown"))
     gpu, cpu = fig.data
     assert list(gpu.x) == ["eager", "busy", "idle", "graph"]
     assert list(gpu.y) == [1200, 5, -955, 250]
@@ -169,12 +209,12 @@ def test_the_profiled_waterfall_walks_from_eager_to_graph_on_each_timeline(run):
     assert cpu.y[0] + sum(cpu.y[1:4]) == pytest.approx(250) and cpu.y[3] == pytest.approx(198)
     assert [a.text for a in fig.layout.annotations] == ["GPU timeline", "CPU timeline"]
     assert fig.layout.title.text.startswith("Under the profiler")
-    steps = charts.profiled_waterfall_steps(run.table("breakdown"))
+    steps = profiled_waterfall_steps(run.table("breakdown"))
     assert list(steps["GPU"]["measure"]) == ["absolute", "relative", "relative", "total"]
     unattributed = pd.DataFrame({"mode": "graph", "component": ["gpu_idle", "total_span"],
                                  "eager_us": [900, 1200], "mode_us": [20, 250],
                                  "saving_us": [880, 950], "share_of_saving_pct": [92.6, 100]})
-    trace = charts.profiled_waterfall(unattributed).data[0]
+    trace = profiled_waterfall(unattributed).data[0]
     assert list(trace.x) == ["eager", "idle", "not attributed", "graph"]
     assert trace.y[0] + sum(trace.y[1:3]) == pytest.approx(250)
 
@@ -183,14 +223,14 @@ def test_waterfall_labels_are_never_clipped(run):
     """Every bar's label is drawn outside its bar with clipping off, and the y axis reaches past
     the tallest bar and below the lowest one (the '-1,414' label was cut off), in the profiled
     waterfall and in the headline's."""
-    figures = [charts.profiled_waterfall(breakdown) for breakdown in (
+    figures = [profiled_waterfall(breakdown) for breakdown in (
         run.table("breakdown"),
         pd.DataFrame({"mode": "graph", "component": ["gpu_busy", "gpu_idle", "total_span"],
                       "eager_us": [100, 1500, 1600], "mode_us": [110, 76, 186],
                       "saving_us": [-10, 1424, 1414], "share_of_saving_pct": [-0.7, 100.7, 100]}))]
-    figures += [charts.speedup_waterfall(run.table("attribution")),
-                charts.speedup_waterfall(_attribution(**ADAMW6)),
-                charts.speedup_waterfall(_attribution(**FP32_B2048))]
+    figures += [speedup_waterfall(run.table("attribution")),
+                speedup_waterfall(_attribution(**ADAMW6)),
+                speedup_waterfall(_attribution(**FP32_B2048))]
     for fig in figures:
         low, high = fig.layout.yaxis.range
         for trace in fig.data:
@@ -202,7 +242,7 @@ def test_waterfall_labels_are_never_clipped(run):
 
 
 def test_split_bars_separate_the_cpu_and_gpu_sides(run):
-    fig = charts.split_bars(analysis.split_medians(run.table("launch_split")))
+    fig = split_bars(analysis.split_medians(run.table("launch_split")))
     assert fig.layout.barmode == "stack"
     modes, sides = fig.data[0].x
     assert list(modes) == ["eager", "graph"] and list(sides) == ["CPU", "CPU"]
@@ -210,7 +250,7 @@ def test_split_bars_separate_the_cpu_and_gpu_sides(run):
 
 
 def test_kernel_top_bar_is_sorted_and_limited(run):
-    trace = charts.kernel_top_bar(run.table("kernels"), "eager", top_n=3).data[0]
+    trace = kernel_top_bar(run.table("kernels"), "eager", top_n=3).data[0]
     assert len(trace.y) == 3 and list(trace.x) == sorted(trace.x)  # biggest drawn on top
 
 
@@ -253,7 +293,7 @@ def test_verdicts_explain_the_headline_from_its_attribution():
     idle removed, kernel time changed, batch copy added; never a profiled span as the step."""
     launch = _attribution(eager_ms=1.2, graph_ms=0.25, eager_busy_us=220, graph_busy_us=225,
                           copy_ms=0.01, eager_host_ms=1.25, graph_host_ms=0.04)
-    v = analysis.verdict({"speedup": 4.8}, launch)
+    v = analysis.verdict(Figures({"graph": {"speedup": 4.8}}), launch)
     assert v.kind == "launch-bound" and "(4.80x speedup)" in v.title
     assert "an eager step took 1,200 us and a graph step 250 us: 4.80x, a saving of 950 us" in v.text
     assert "The GPU sat idle 980 of the eager step's 1,200 us (82%): its kernels ran 220 us" in v.text
@@ -263,28 +303,28 @@ def test_verdicts_explain_the_headline_from_its_attribution():
     assert "its batch copy added 10 us (-1.1% of the saving)" in v.text
     assert "1.06x its GPU work (225 us of kernels + 10 us of batch copy)" in v.text
     assert "profiled window" not in v.text and "other GPU work" not in v.text
-    adamw = analysis.verdict({}, _attribution(**ADAMW6))
+    adamw = analysis.verdict(Figures({}), _attribution(**ADAMW6))
     assert adamw.kind == "launch-bound"
     assert "its kernels took 187 us longer (-13.9% of the saving)" in adamw.text
     assert "runs other GPU work than eager's (1,426 vs 1,239 us of kernels per step)" in adamw.text
     gpu_bound = _attribution(eager_ms=0.93, graph_ms=0.92, eager_busy_us=900, graph_busy_us=900,
                              copy_ms=0.0)
-    v = analysis.verdict({}, gpu_bound)
+    v = analysis.verdict(Figures({}), gpu_bound)
     assert v.kind == "gpu-bound" and "97%" in v.text and "1.01x" in v.title
     assert "a graph can save at most the 30 us of idle" in v.text
     mixed = _attribution(eager_ms=1.0, graph_ms=0.75, eager_busy_us=750, graph_busy_us=740,
                          copy_ms=0.0)
-    assert analysis.verdict({}, mixed).kind == "mixed"
+    assert analysis.verdict(Figures({}), mixed).kind == "mixed"
     no_window = _attribution(eager_ms=1.2, graph_ms=0.25, eager_busy_us=np.nan,
                              graph_busy_us=np.nan, copy_ms=0.01)
-    none = analysis.verdict({"speedup": 4.8}, no_window, "the profiler was off for this run")
+    none = analysis.verdict(Figures({"graph": {"speedup": 4.8}}), no_window, "the profiler was off for this run")
     assert none.kind == "unknown" and "profiler was off" in none.text
     assert "a saving of 950 us per step" in none.text  # the how-much still said
-    cpu = analysis.verdict({"eager_median_ms": 2.0}, empty_table("attribution"),
+    cpu = analysis.verdict(Figures({"eager": {"median_ms": 2.0}}), empty_table("attribution"),
                            "a CPU run: the profiler's launch split ... need a CUDA GPU")
     assert cpu.title == "A CPU run: eager only, no graph and no launch split"
     assert "2.000 ms (wall clock)" in cpu.text
-    nothing = analysis.verdict({}, empty_table("attribution"), "the run stopped before profiling")
+    nothing = analysis.verdict(Figures({}), empty_table("attribution"), "the run stopped before profiling")
     assert nothing.kind == "unknown" and nothing.title == "No graph timing in this run"
 
 
@@ -293,11 +333,11 @@ def test_a_graph_that_is_not_faster_never_pays_back_and_says_so_everywhere():
     added more than the idle it removed). The verdict, the break-even in every table and the
     waterfall say so; no 'n/a', no number of steps."""
     attribution = _attribution(**FP32_B2048)
-    pay = analysis.pay_back(FP32_B2048_HEADLINE, FP32_B2048_MODES)
+    pay = analysis.pay_back(Figures.from_headline(FP32_B2048_HEADLINE), FP32_B2048_MODES)
     assert (pay.pays_back, pay.text) == (0.0, "never (graph not faster)")
     assert pay.cost_text == "warm-up 11.9 ms + capture 5.0 ms = 16.9 ms"
-    assert analysis.pay_back(FP32_B2048_HEADLINE, empty_table("modes")).text == pay.text
-    v = analysis.verdict(FP32_B2048_HEADLINE, attribution, None, "graph", pay)
+    assert analysis.pay_back(Figures.from_headline(FP32_B2048_HEADLINE), empty_table("modes")).text == pay.text
+    v = analysis.verdict(Figures.from_headline(FP32_B2048_HEADLINE), attribution, None, "graph", pay)
     assert v.kind == "gpu-bound"
     assert v.title == "GPU-bound: the graph is not faster (0.99x), so it never pays back"
     assert "0.99x, the graph step is 12 us slower" in v.text
@@ -305,21 +345,22 @@ def test_a_graph_that_is_not_faster_never_pays_back_and_says_so_everywhere():
             "copy added 26 us") in v.text
     assert "one-time cost (warm-up 11.9 ms + capture 5.0 ms = 16.9 ms) is never paid back" in v.text
     assert "the expected result" not in v.text
-    costs = analysis.one_time_costs(FP32_B2048_HEADLINE, pay).set_index("quantity")["shown"]
+    costs = analysis.one_time_costs(Figures.from_headline(FP32_B2048_HEADLINE), FP32_B2048_HEADLINE, pay).set_index("quantity")["shown"]
     assert costs["break-even (see below)"] == "never (graph not faster)"
     assert costs["one-time cost (warm-up + capture)"] == "16.86 ms"
     shares = analysis.saving_table(attribution)["share_of_saving_pct"]
     assert shares.isna().all()  # no saving to share: a share of -12 us would flip every sign
-    table = analysis.modes_table(FP32_B2048_MODES, FP32_B2048_HEADLINE)
+    table = analysis.modes_table(FP32_B2048_MODES, Figures.from_headline(FP32_B2048_HEADLINE))
     assert table["break_even"].tolist() == ["", "never (graph not faster)"]
     from profiler_core.spec.config import PRESETS
-    row = analysis.compare_summary("A", "fp32-b2048", PRESETS["seed"], {"gpu_name": "H200"},
-                                   FP32_B2048_HEADLINE, empty_table("stats"), v.title, True,
+    row = compare.compare_summary("A", "fp32-b2048", PRESETS["seed"], {"gpu_name": "H200"},
+                                   Headline.from_stored(FP32_B2048_HEADLINE), empty_table("stats"),
+                                   v.title, True,
                                    pay.text)
     assert row["break_even"] == "never (graph not faster)"
-    assert list(row) == analysis.COMPARE_SUMMARY_COLUMNS
+    assert list(row) == compare.COMPARE_SUMMARY_COLUMNS
     # the waterfall walks up: eager's step, the parts (idle removed, copy added), the graph's step
-    trace = charts.speedup_waterfall(attribution).data[0]
+    trace = speedup_waterfall(attribution).data[0]
     assert trace.y[0] == pytest.approx(2016.325, abs=0.01)
     assert trace.y[-1] == pytest.approx(2028.385, abs=0.01) and trace.y[-1] > trace.y[0]
     assert sum(trace.y[1:-1]) == pytest.approx(trace.y[-1] - trace.y[0], rel=0.01)
@@ -347,7 +388,7 @@ def test_the_bundled_samples_saving_is_attributed_to_the_headline_not_the_profil
     eager_span = float(spans.at[("graph", "total_span"), "eager_us"])
     graph_span = float(spans.at[("graph", "total_span"), "mode_us"])
     assert eager_span > 1.3 * eager_us  # the profiler slows eager: the reason for all this
-    fig = charts.speedup_waterfall(run.table("attribution"))
+    fig = speedup_waterfall(run.table("attribution"))
     first, parts, last = _waterfall_sum(fig)
     assert (first, last) == (pytest.approx(eager_us), pytest.approx(graph_us))
     assert -parts == pytest.approx(eager_us - graph_us, rel=0.01)
@@ -361,8 +402,8 @@ def test_the_bundled_samples_saving_is_attributed_to_the_headline_not_the_profil
     assert table.loc[["gpu_kernels", "input_copy", "gpu_idle"], "share_of_saving_pct"].sum() == (
         pytest.approx(100, abs=1))
     assert table.at["input_copy", "share_of_saving_pct"] < 0  # the copy the graph added
-    pay = analysis.pay_back(head, run.table("modes"))
-    v = analysis.verdict(head, run.table("attribution"), None, "graph", pay)
+    pay = analysis.pay_back(run.figures, run.table("modes"))
+    v = analysis.verdict(run.figures, run.table("attribution"), None, "graph", pay)
     assert (f"an eager step took {eager_us:,.0f} us and a graph step {graph_us:,.0f} us: "
             f"{head['speedup']:.2f}x, a saving of {eager_us - graph_us:,.0f} us") in v.text
     assert f"{eager_span:,.0f} us" not in v.text and f"{graph_span:,.0f} us" not in v.text
@@ -385,7 +426,7 @@ def test_the_bundled_samples_saving_is_attributed_to_the_headline_not_the_profil
                            f"{overheads.at['eager', 'profiled_ms'] * 1e3:,.0f} us against the "
                            f"headline's {eager_us:,.0f} us: the profiled window ran eager "
                            f"{eager_pct:.0f}% slower")
-    costs = analysis.one_time_costs(head, pay, overheads.reset_index())
+    costs = analysis.one_time_costs(run.figures, head, pay, overheads.reset_index())
     shown = costs.set_index("quantity")["shown"]
     assert shown["profiler overhead vs headline, eager"] == f"{eager_pct:.2f} %"
     floor = analysis.kernel_floor(run.table("attribution")).set_index("mode")["gpu_busy_us"]
@@ -399,7 +440,7 @@ def test_a_part_the_graph_added_is_drawn_as_an_increase_with_host_issue_beside()
     the sum still lands on the headline's graph step, and the host's issue time is drawn beside,
     in its own panel, not as a step of the walk."""
     attribution = _attribution(**ADAMW6)
-    fig = charts.speedup_waterfall(attribution)
+    fig = speedup_waterfall(attribution)
     walk, host = fig.data
     assert walk.y[1] == pytest.approx(187.1, abs=0.1) and walk.text[1] == "+187"
     assert walk.base[1] == pytest.approx(2796.5, abs=0.1)  # it starts at eager's step and rises
@@ -418,42 +459,43 @@ def test_a_part_the_graph_added_is_drawn_as_an_increase_with_host_issue_beside()
     assert "negative share is time the graph added" in analysis.NEGATIVE_SHARE_TEXT
     # a mode beside the graph: its own block, its own labels
     other = _attribution(**ADAMW6, mode="compile_ro")
-    trace = charts.speedup_waterfall(other, other="compile_ro").data[0]
+    trace = speedup_waterfall(other, other="compile_ro").data[0]
     assert trace.x[-1] == "compile_ro step"
     assert analysis.attribution_modes(pd.concat([attribution, other])) == ["graph", "compile_ro"]
-    assert charts.speedup_waterfall(attribution, "none here", other="compile_ro").layout.annotations[
+    assert speedup_waterfall(attribution, "none here", other="compile_ro").layout.annotations[
         0].text == "none here"
 
 
 def test_derived_tables_have_their_columns(run):
-    assert list(analysis.percentile_table(run.table("latency")).columns) == analysis.PERCENTILE_COLUMNS
-    assert list(analysis.percentile_table(empty_table("latency")).columns) == analysis.PERCENTILE_COLUMNS
-    pct = analysis.percentile_table(run.table("latency"))
+    assert list(percentiles.percentile_table(run.table("latency")).columns) == percentiles.PERCENTILE_COLUMNS
+    assert list(percentiles.percentile_table(empty_table("latency")).columns) == percentiles.PERCENTILE_COLUMNS
+    pct = percentiles.percentile_table(run.table("latency"))
     assert set(zip(pct["mode"], pct["timing"])) == {
         (m, t) for m in ("eager", "graph") for t in ("steady_event", "cold_event", "cold_wall")}
     assert (pct["count"] < 1000).all()  # so p99.9 is not shown: see the percentile rule
     assert (pct["p1_ms"] <= pct["p50_ms"]).all() and (pct["p50_ms"] <= pct["p99_ms"]).all()
     assert pct["p99_9_ms"].isna().all()
-    timing = analysis.timing_comparison(run.table("stats"), run.headline)
+    timing = analysis.timing_comparison(run.table("stats"), run.figures)
     assert list(timing.columns) == analysis.TIMING_COLUMNS
     assert list(timing["method"]) == ["steady_trial", "steady_event", "cold_event", "cold_wall",
                                       "block_sync", "article_no_sync"]
-    from_headline = analysis.timing_comparison(empty_table("stats"), run.headline)
+    from_headline = analysis.timing_comparison(empty_table("stats"),
+                                               Figures.from_headline(run.headline))
     assert from_headline["speedup"].tolist() == [3.0]
     medians = analysis.split_medians(run.table("launch_split"))
     assert list(medians.columns) == analysis.SPLIT_MEDIAN_COLUMNS
     assert list(medians["mode"]) == ["eager", "graph"]
-    lessons = analysis.counter_lessons(run.table("counters"))
-    assert list(lessons.columns) == analysis.COUNTER_LESSON_COLUMNS
+    lessons = run_facts.counter_lessons(run.table("counters"))
+    assert list(lessons.columns) == run_facts.COUNTER_LESSON_COLUMNS
     assert lessons["match"].all() and lessons["why"].str.len().min() > 20
     assert "lesson 1" in lessons.loc[lessons["phase"] == "after_capture", "why"].item()
-    explained = analysis.counter_lessons(run.table("counters"), run.config)
+    explained = run_facts.counter_lessons(run.table("counters"), run.config)
     assert explained.loc[explained["phase"] == "after_replay", "why"].item().endswith(
         "Here: 200 replays x 1 captured = 200.")
-    kernels = analysis.kernel_table(run.table("kernels"))
-    assert list(kernels.columns) == analysis.KERNEL_TABLE_COLUMNS
+    kernels = kernel_tables.kernel_table(run.table("kernels"))
+    assert list(kernels.columns) == kernel_tables.KERNEL_TABLE_COLUMNS
     assert kernels.groupby("mode")["total_us"].apply(lambda s: s.is_monotonic_decreasing).all()
-    costs = analysis.one_time_costs(run.headline)
+    costs = analysis.one_time_costs(run.figures, run.headline)
     assert costs.loc[costs["quantity"] == "graph memory pool", "value"].item() == 64
 
 
@@ -475,12 +517,12 @@ def test_per_step_latency_divides_replays_of_several_steps():
 def test_config_diff_and_tables():
     from profiler_core.spec.config import PRESETS
 
-    diff = analysis.config_diff(PRESETS["seed"], PRESETS["lesson3"])
+    diff = run_facts.config_diff(PRESETS["seed"], PRESETS["lesson3"])
     # the eager steps and trials both runs used (automatic: from the replays) differ too
     assert set(diff["setting"]) == {"capture_iters", "replays", "eager_iters", "trials", "preset"}
-    table = analysis.config_table(PRESETS["seed"])
+    table = run_facts.config_table(PRESETS["seed"])
     assert table.loc[table["setting"] == "eager_iters", "value"].item() == "200 (auto)"
-    assert list(analysis.environment_table({"gpu_name": "H200", "x": 1})["item"]) == ["gpu_name", "x"]
+    assert list(run_facts.environment_table({"gpu_name": "H200", "x": 1})["item"]) == ["gpu_name", "x"]
 
 
 def test_schema_tables_all_have_a_chart_or_table():
@@ -500,7 +542,7 @@ def _all_figures(run, transform=lambda name, frame: frame) -> dict[str, go.Figur
     steady, column = analysis.series_steps(steps, "steady_event")
     medians = analysis.split_medians(t["launch_split"])
     other = next(iter(analysis.decomposable_modes(t["breakdown"], medians)), "graph")
-    compare = pd.concat([analysis.compare_rows(tag, run.headline, t["stats"], False)[0]
+    compared = pd.concat([compare.compare_rows(tag, run.pair.timing_method, t["stats"], False)[0]
                          for tag in ("A", "B")])
     timeline = pd.DataFrame({"lane": ["CPU: ops, thread 1", "CPU: launch calls", "GPU: kernels, copies"],
                              "kind": ["CPU op", "launch call", "kernel"],
@@ -510,25 +552,25 @@ def _all_figures(run, transform=lambda name, frame: frame) -> dict[str, go.Figur
         timeline.loc[2, "name"] = str(t["kernels"]["kernel_full"].iloc[0])
         timeline.loc[2, "dur_us"] = t["kernels"]["mean_us"].iloc[0]
     return {
-        "median_bars": charts.median_bars(t["stats"], medians),
-        "histogram": charts.latency_histogram(steady, column),
-        "ecdf": charts.latency_ecdf(steady, column),
-        "series": charts.latency_series(steady, column),
-        "timing": charts.timing_methods_bars(analysis.timing_comparison(t["stats"], run.headline)),
-        "split": charts.split_bars(medians),
-        "waterfall": charts.speedup_waterfall(t["attribution"], other=other),
-        "profiled_waterfall": charts.profiled_waterfall(
+        "median_bars": median_bars(t["stats"], medians),
+        "histogram": latency_histogram(steady, column),
+        "ecdf": latency_ecdf(steady, column),
+        "series": latency_series(steady, column),
+        "timing": timing_methods_bars(analysis.timing_comparison(t["stats"], run.figures)),
+        "split": split_bars(medians),
+        "waterfall": speedup_waterfall(t["attribution"], other=other),
+        "profiled_waterfall": profiled_waterfall(
             analysis.breakdown_against(t["breakdown"], medians, other), other=other),
-        "counts": charts.launch_count_bars(medians),
-        "nvml": charts.nvml_timeseries(t["nvml"], t["phases"]),
-        "nvml_zoomed": charts.nvml_timeseries(t["nvml"], t["phases"], x_range=(0.5, 3.0)),
-        "kernels_eager": charts.kernel_top_bar(t["kernels"], "eager"),
-        "kernel_diff": charts.kernel_diff_bars(analysis.kernel_diff(t["kernels"])),
-        "counters": charts.counter_bars(analysis.counter_lessons(t["counters"])),
-        "compare": charts.compare_medians(compare),
-        "compare_log": charts.compare_medians(compare, log_scale=True),
-        "timeline": charts.iteration_timeline(timeline, "eager", 40.0),
-        "repeats": charts.repeats_chart(t["repeats"]),
+        "counts": launch_count_bars(medians),
+        "nvml": nvml_timeseries(t["nvml"], t["phases"]),
+        "nvml_zoomed": nvml_timeseries(t["nvml"], t["phases"], x_range=(0.5, 3.0)),
+        "kernels_eager": kernel_top_bar(t["kernels"], "eager"),
+        "kernel_diff": kernel_diff_bars(kernel_tables.kernel_diff(t["kernels"])),
+        "counters": counter_bars(run_facts.counter_lessons(t["counters"])),
+        "compare": compare_medians(compared),
+        "compare_log": compare_medians(compared, log_scale=True),
+        "timeline": iteration_timeline(timeline, "eager", 40.0),
+        "repeats": repeats_chart(t["repeats"]),
     }
 
 
@@ -600,12 +642,12 @@ def test_every_chart_ignores_non_finite_values(run, bad):
 def test_a_mode_whose_times_are_all_infinite_does_not_break_the_latency_charts():
     steps = analysis.per_step_latency(_latency(300))
     steps.loc[steps["mode"] == "graph", "gpu_ms"] = np.inf
-    for build in (charts.latency_histogram, charts.latency_ecdf, charts.latency_series):
+    for build in (latency_histogram, latency_ecdf, latency_series):
         fig = build(steps)
         assert {t.name for t in fig.data} == {"eager"}
         fig.to_json()
     steps["gpu_ms"] = np.inf
-    assert "no " in charts.latency_histogram(steps).layout.annotations[0].text
+    assert "no " in latency_histogram(steps).layout.annotations[0].text
 
 
 HOSTILE = '<a href="https://example.com/x?a=1&b=2">click</a><img src=x onerror=alert(1)>&amp;'
@@ -614,8 +656,8 @@ ESCAPED = ('&lt;a href="https://example.com/x?a=1&amp;b=2"&gt;click&lt;/a&gt;&lt
 
 
 def test_escape_keeps_quotes_and_escapes_markup():
-    assert charts.escape(HOSTILE) == ESCAPED
-    assert charts.escape('say "hi" & <b>') == 'say "hi" &amp; &lt;b&gt;'  # quotes stay as they are
+    assert escape(HOSTILE) == ESCAPED
+    assert escape('say "hi" & <b>') == 'say "hi" &amp; &lt;b&gt;'  # quotes stay as they are
 
 
 def test_labels_from_run_data_never_become_markup_in_any_chart(run):
@@ -641,11 +683,11 @@ def test_labels_from_run_data_never_become_markup_in_any_chart(run):
     # run labels and components of the comparison and the timeline
     frame = pd.DataFrame({"run": [HOSTILE], "mode": ["eager"], "method": [HOSTILE],
                           "median_ms": [1.0], "p10_ms": [0.9], "p90_ms": [1.1]})
-    texts = list(_strings(charts.compare_medians(frame).to_plotly_json()))
+    texts = list(_strings(compare_medians(frame).to_plotly_json()))
     assert not [t for t in texts if "<a " in t] and any(ESCAPED in t for t in texts)
     lanes = pd.DataFrame({"lane": [HOSTILE], "kind": [HOSTILE], "name": [HOSTILE],
                           "start_us": [0.0], "dur_us": [1.0]})
-    texts = list(_strings(charts.iteration_timeline(lanes, HOSTILE).to_plotly_json()))
+    texts = list(_strings(iteration_timeline(lanes, HOSTILE).to_plotly_json()))
     assert not [t for t in texts if "<a " in t] and any(ESCAPED in t for t in texts)
     # hover templates never hold run data (a '%{' in a name would be evaluated there)
     for fig in figures.values():
@@ -656,27 +698,27 @@ def test_labels_from_run_data_never_become_markup_in_any_chart(run):
 def test_one_colour_means_one_thing(run):
     """Green is the GPU's busy time wherever it appears, never 'a decrease'; eager and graph keep
     their mode colours, also as the waterfall's totals."""
-    busy = charts.SPLIT_COLORS["gpu_busy_us"]
+    busy = SPLIT_COLORS["gpu_busy_us"]
     medians = analysis.split_medians(run.table("launch_split"))
-    split = {t.name: t.marker.color for t in charts.split_bars(medians).data}
+    split = {t.name: t.marker.color for t in split_bars(medians).data}
     assert split["GPU busy"] == busy
-    gpu, cpu = charts.profiled_waterfall(run.table("breakdown")).data
-    assert list(gpu.marker.color) == [charts.MODE_COLORS["eager"], busy,
-                                      charts.SPLIT_COLORS["gpu_idle_us"], charts.MODE_COLORS["graph"]]
-    assert list(cpu.marker.color)[1:3] == [charts.SPLIT_COLORS["cpu_launch_us"],
-                                           charts.SPLIT_COLORS["cpu_other_us"]]
+    gpu, cpu = profiled_waterfall(run.table("breakdown")).data
+    assert list(gpu.marker.color) == [MODE_COLORS["eager"], busy,
+                                      SPLIT_COLORS["gpu_idle_us"], MODE_COLORS["graph"]]
+    assert list(cpu.marker.color)[1:3] == [SPLIT_COLORS["cpu_launch_us"],
+                                           SPLIT_COLORS["cpu_other_us"]]
     assert busy not in list(cpu.marker.color)  # a CPU saving is never green
-    counts = {t.name: t.marker.color for t in charts.launch_count_bars(medians).data}
-    assert counts == {"launch calls (CPU)": charts.SPLIT_COLORS["cpu_launch_us"],
+    counts = {t.name: t.marker.color for t in launch_count_bars(medians).data}
+    assert counts == {"launch calls (CPU)": SPLIT_COLORS["cpu_launch_us"],
                       "kernels (GPU)": busy}
-    floor = charts.median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")))
+    floor = median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")))
     assert floor.data[-1].marker.color == busy
-    headline = charts.speedup_waterfall(run.table("attribution")).data[0]
-    assert list(headline.marker.color) == [charts.MODE_COLORS["eager"], busy,
-                                           charts.TIMELINE_KIND_COLORS["memcpy/memset"],
-                                           charts.SPLIT_COLORS["gpu_idle_us"],
-                                           charts.MODE_COLORS["graph"]]
-    every = list(charts.MODE_COLORS.values()) + list(charts.SPLIT_COLORS.values())
+    headline = speedup_waterfall(run.table("attribution")).data[0]
+    assert list(headline.marker.color) == [MODE_COLORS["eager"], busy,
+                                           TIMELINE_KIND_COLORS["memcpy/memset"],
+                                           SPLIT_COLORS["gpu_idle_us"],
+                                           MODE_COLORS["graph"]]
+    every = list(MODE_COLORS.values()) + list(SPLIT_COLORS.values())
     assert len(set(every)) == len(every)  # no colour stands for two things
 
 
@@ -703,8 +745,8 @@ def test_kernel_diff_pairs_kernels_across_modes_and_the_filter_is_plain_text():
         "calls_per_iter": [2.0, 1.0, 2.0, 2.0], "total_us": [400.0, 10.0, 380.0, 8.0],
         "mean_us": [10.0, 0.5, 9.5, 0.2], "min_us": [1.0] * 4, "max_us": [20.0] * 4,
         "share_of_gpu_pct": [97.0, 3.0, 98.0, 2.0]})
-    diff = analysis.kernel_diff(kernels)
-    assert list(diff.columns) == analysis.KERNEL_DIFF_COLUMNS
+    diff = kernel_tables.kernel_diff(kernels)
+    assert list(diff.columns) == kernel_tables.KERNEL_DIFF_COLUMNS
     rows = diff.set_index("kernel_full")
     assert rows.loc["gemm<1>", "where"] == "both"
     assert rows.loc["gemm<1>", ["eager_us_per_iter", "graph_us_per_iter"]].tolist() == [20.0, 19.0]
@@ -712,10 +754,10 @@ def test_kernel_diff_pairs_kernels_across_modes_and_the_filter_is_plain_text():
     assert rows.loc["fill<2>", "where"] == "eager only" and rows.loc["fill<2>", "graph_us_per_iter"] == 0
     assert rows.loc["seed(x)", "where"] == "graph only" and rows.loc["seed(x)", "eager_calls_per_iter"] == 0
     assert list(diff["kernel_full"])[0] == "gemm<1>"  # largest first
-    assert list(analysis.filter_by_name(kernels, " GEMM ")["kernel"]) == ["gemm", "gemm"]
-    assert analysis.filter_by_name(kernels, "(x)")["kernel"].tolist() == ["seed"]  # not a regex
-    assert analysis.filter_by_name(kernels, ".*").empty
-    assert len(analysis.filter_by_name(kernels, "")) == 4
+    assert list(kernel_tables.filter_by_name(kernels, " GEMM ")["kernel"]) == ["gemm", "gemm"]
+    assert kernel_tables.filter_by_name(kernels, "(x)")["kernel"].tolist() == ["seed"]  # not a regex
+    assert kernel_tables.filter_by_name(kernels, ".*").empty
+    assert len(kernel_tables.filter_by_name(kernels, "")) == 4
 
 
 def test_a_cpu_run_is_compared_by_wall_time_and_says_so(run):
@@ -723,22 +765,22 @@ def test_a_cpu_run_is_compared_by_wall_time_and_says_so(run):
                           "count": [10, 190], "mean_ms": [1.1, 1.2], "median_ms": [1.0, 1.1],
                           "p10_ms": [0.9, 0.8], "p90_ms": [1.2, 1.5], "p99_ms": [1.3, 2.0],
                           "iqr_ms": [0.1, 0.2], "min_ms": [0.8, 0.7], "max_ms": [1.4, 3.0]})
-    rows, text = analysis.compare_rows("B", {"timing_method": "steady_trial"}, stats, cpu=True)
+    rows, text = compare.compare_rows("B", "steady_trial", stats, cpu=True)
     assert rows.to_dict("records") == [{"run": "B", "mode": "eager",
                                         "method": "steady state, per trial (wall clock)",
                                         "median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.2}]
     assert "CPU run: no CUDA events, so it is compared by wall-clock time" in text
-    gpu_rows, gpu_text = analysis.compare_rows("A", run.headline, run.table("stats"), cpu=False)
+    gpu_rows, gpu_text = compare.compare_rows("A", run.pair.timing_method, run.table("stats"), cpu=False)
     assert set(gpu_rows["mode"]) == {"eager", "graph"}
     assert set(gpu_rows["method"]) == {"steady state, per trial (CUDA events)"}
     # a run whose headline method has no finite median falls back to one that has
     broken = stats.assign(median_ms=[np.inf, 1.1])
-    rows, text = analysis.compare_rows("C", {"timing_method": "steady_trial"}, broken, cpu=False)
+    rows, text = compare.compare_rows("C", "steady_trial", broken, cpu=False)
     assert list(rows["method"]) == ["steady state, every step (wall clock)"]
     assert "compared by wall-clock time" in text
-    none, text = analysis.compare_rows("D", {}, empty_table("stats"), cpu=False)
+    none, text = compare.compare_rows("D", "", empty_table("stats"), cpu=False)
     assert none.empty and "no bar" in text
-    fig = charts.compare_medians(pd.concat([gpu_rows, rows]))
+    fig = compare_medians(pd.concat([gpu_rows, rows]))
     assert [t.name for t in fig.data] == ["eager", "graph"]
     runs, bars = fig.data[0].x  # a two-level axis: the run, then the mode with its median
     assert [r.replace("<br>", " ") for r in runs] == ["A steady state, per trial (CUDA events)",
@@ -751,19 +793,19 @@ def test_phase_summary_and_the_default_zoom_skip_the_setup():
                                      "graph timed", "parity"],
                            "start_s": [0.0, 3.6, 3.7, 3.8, 3.9, 4.0, 4.2],
                            "end_s": [3.6, 3.7, 3.8, 3.9, 4.0, 4.1, np.inf]})
-    summary = analysis.phase_summary(phases)
-    assert list(summary.columns) == analysis.PHASE_SUMMARY_COLUMNS
+    summary = run_facts.phase_summary(phases)
+    assert list(summary.columns) == run_facts.PHASE_SUMMARY_COLUMNS
     assert list(summary["phase"]) == ["setup", "warm-up", "eager timed", "graph timed"]
     assert summary.set_index("phase").loc["eager timed", "blocks"] == 2
-    first, last = analysis.default_phase_range(summary)
+    first, last = run_facts.default_phase_range(summary)
     assert (first, last) == ("warm-up", "graph timed")
-    low, high = analysis.phase_window(summary, first, last, pad=0)
+    low, high = run_facts.phase_window(summary, first, last, pad=0)
     assert (low, high) == pytest.approx((3.6, 4.1))
-    assert analysis.phase_window(summary, "graph timed", "warm-up", pad=0) == pytest.approx((3.6, 4.1))
-    assert analysis.phase_window(summary, "nope", "warm-up") is None
+    assert run_facts.phase_window(summary, "graph timed", "warm-up", pad=0) == pytest.approx((3.6, 4.1))
+    assert run_facts.phase_window(summary, "nope", "warm-up") is None
     nvml = pd.DataFrame({"t_s": np.arange(0, 4.2, 0.1), "metric": "gpu_util_pct", "value": 50.0,
                          "source": "poll"})
-    fig = charts.nvml_timeseries(nvml, phases, x_range=(low, high))
+    fig = nvml_timeseries(nvml, phases, x_range=(low, high))
     assert tuple(fig.layout.xaxis.range) == pytest.approx((3.6, 4.1))
     shown = np.concatenate([np.asarray(t.x, dtype=float) for t in fig.data if t.x is not None
                             and len(t.x) and t.x[0] is not None and t.type != "bar"])
@@ -789,14 +831,14 @@ def test_the_modes_chart_and_table():
                           "speedup": [1.0, 4.8, 4.0], "speedup_ci_low": [1.0, 4.6, 3.8],
                           "speedup_ci_high": [1.0, 5.0, 4.2], "one_time_ms": [0.0, 40.0, 9000.0],
                           "memory_bytes": [0.0, 2**21, 2**20], "graphs_recorded": [np.nan, 1, 3]})
-    fig = charts.modes_speedup_bars(modes)
+    fig = modes_speedup_bars(modes)
     assert list(fig.data[0].x) == ["eager", "graph", "compile_ro"]
     assert list(fig.data[0].y) == [1.0, 4.8, 4.0]
     table = analysis.modes_table(modes)
     assert list(table.columns) == analysis.MODES_TABLE_COLUMNS
     assert table["memory_mib"].tolist() == [0.0, 2.0, 1.0]
     assert "reduce-overhead" in table.loc[2, "what"]
-    assert not charts.modes_speedup_bars(empty_table("modes")).data
+    assert not modes_speedup_bars(empty_table("modes")).data
 
 
 def test_five_modes_keep_the_latency_charts_readable():
@@ -807,14 +849,14 @@ def test_five_modes_keep_the_latency_charts_readable():
         part = _latency(60).query("mode == 'eager'").assign(mode=mode)
         frames.append(part)
     steps = analysis.per_step_latency(pd.concat(frames, ignore_index=True))
-    hist = charts.latency_histogram(steps)
+    hist = latency_histogram(steps)
     assert [t.name for t in hist.data] == ["eager", "graph", "graphed_callables", "compile",
                                            "compile_ro"]
     assert [t.xaxis for t in hist.data] == ["x", "x2", "x3", "x4", "x5"]
     assert hist.layout.xaxis4.domain == hist.layout.xaxis.domain  # the fourth panel starts row 2
     colours = [t.marker.color for t in hist.data]
-    assert len(set(colours)) == 5 and charts.SPLIT_COLORS["gpu_busy_us"] not in colours
-    series = charts.latency_series(steps)
+    assert len(set(colours)) == 5 and SPLIT_COLORS["gpu_busy_us"] not in colours
+    series = latency_series(steps)
     shown = [t.name for t in series.data if t.showlegend is not False]
     assert shown == ["eager", "graph", "graphed_callables", "compile", "compile_ro"]
 
@@ -867,10 +909,10 @@ def test_a_modes_own_breakdown_block_is_decomposed_not_its_launch_split_medians(
     picked = analysis.breakdown_against(breakdown, medians, "compile_ro")
     assert set(picked["mode"]) == {"compile_ro"}
     assert picked["mode_us"].tolist() == (graph["mode_us"] * 2).tolist()
-    gpu, _ = charts.profiled_waterfall(picked, other="compile_ro").data
+    gpu, _ = profiled_waterfall(picked, other="compile_ro").data
     assert list(gpu.x) == ["eager", "busy", "idle", "compile_ro"]
     assert gpu.y[-1] == 500  # the block's total_span (2 x 250), not the medians' (about 250)
-    assert charts.profiled_waterfall(breakdown, other="compile_ro").data[0].y[-1] == 500
+    assert profiled_waterfall(breakdown, other="compile_ro").data[0].y[-1] == 500
     table = analysis.breakdown_table(picked).set_index("component")
     assert table.at["total_span", "mode_us"] == 500
 
@@ -915,22 +957,22 @@ def _cpu_stats() -> pd.DataFrame:
 
 def test_a_cpu_runs_timing_chart_says_wall_clock_and_draws_no_empty_graph_entry():
     headline = {"timing_method": "steady_trial", "eager_median_ms": 21.001}
-    timing = analysis.timing_comparison(_cpu_stats(), headline, cpu=True)
+    timing = analysis.timing_comparison(_cpu_stats(), Figures.from_headline(headline), cpu=True)
     assert list(timing["label"]) == ["steady state, per trial (wall clock)",
                                      "steady state, every step (wall clock)"]
     assert not timing["label"].str.contains("CUDA").any()
-    fig = charts.timing_methods_bars(timing)
+    fig = timing_methods_bars(timing)
     assert [trace.name for trace in fig.data] == ["eager"]  # no 'graph' legend entry, empty
     assert not any("CUDA" in str(label) for label in fig.data[0].x)
     # a GPU run keeps both modes and its CUDA-event label
     gpu = analysis.timing_comparison(_cpu_stats().assign(mode=["graph", "graph"]).pipe(
-        lambda g: pd.concat([_cpu_stats(), g])), headline)
-    assert [t.name for t in charts.timing_methods_bars(gpu).data] == ["eager", "graph"]
+        lambda g: pd.concat([_cpu_stats(), g])), Figures.from_headline(headline))
+    assert [t.name for t in timing_methods_bars(gpu).data] == ["eager", "graph"]
     assert gpu["label"].iloc[0] == "steady state, per trial (CUDA events)"
 
 
 def test_the_median_label_is_under_its_bar_never_crossed_by_the_whisker():
-    fig = charts.median_bars(_cpu_stats(), method="steady_trial")
+    fig = median_bars(_cpu_stats(), method="steady_trial")
     bar = fig.data[0]
     assert not bar.text  # nothing written on the bar, where the p10-p90 whisker runs
     assert list(fig.layout.xaxis.ticktext) == ["eager<br><b>21.001 ms</b>"]
@@ -938,34 +980,34 @@ def test_the_median_label_is_under_its_bar_never_crossed_by_the_whisker():
     modes = pd.DataFrame({"mode": ["eager", "graph", "graphed_callables"], "median_ms": [1.5, 0.24, 1.0],
                           "speedup": [1.0, 6.29, 1.44], "speedup_ci_low": [0.8, 5.4, 1.1],
                           "speedup_ci_high": [1.2, 7.1, 1.7], "one_time_ms": [0.0, 14.6, 500.0]})
-    every = charts.modes_speedup_bars(modes)  # the Overview's 'Every mode': the same rule
+    every = modes_speedup_bars(modes)  # the Overview's 'Every mode': the same rule
     assert not every.data[0].text
     assert list(every.layout.xaxis.ticktext) == ["eager<br><b>1.00x</b>", "graph<br><b>6.29x</b>",
                                                  "graphed_<br>callables<br><b>1.44x</b>"]
-    rows, _ = analysis.compare_rows("B", {"timing_method": "steady_trial"}, _cpu_stats(), cpu=True)
-    compare = charts.compare_medians(rows)
-    assert not compare.data[0].text
-    runs, bars = compare.data[0].x
+    rows, _ = compare.compare_rows("B", "steady_trial", _cpu_stats(), cpu=True)
+    medians = compare_medians(rows)
+    assert not medians.data[0].text
+    runs, bars = medians.data[0].x
     assert list(bars) == ["eager<br>21.001 ms"]  # the value, under the bar on the axis
-    assert compare.layout.barmode == "overlay"  # one bar per place: none pushed off its label
+    assert medians.layout.barmode == "overlay"  # one bar per place: none pushed off its label
 
 
 def test_percentiles_are_shown_only_where_the_sample_count_supports_them():
-    assert [analysis.percentile_min_count(p) for p in analysis.PERCENTILES] == \
+    assert [percentiles.percentile_min_count(p) for p in percentiles.PERCENTILES] == \
         [100, 10, 4, 1, 4, 10, 100, 1000]
     latency = pd.DataFrame({"mode": "eager", "method": "steady", "trial": 0,
                             "iteration": np.arange(190), "steps": 1, "gpu_ms": np.nan,
                             "wall_ms": np.linspace(5, 33, 190)})
-    table = analysis.percentile_table(latency).iloc[0]
+    table = percentiles.percentile_table(latency).iloc[0]
     assert table["count"] == 190
     assert np.isnan(table["p99_9_ms"])  # 190 samples cannot say where the slowest 0.1% begins
     assert np.isfinite(table[["p1_ms", "p10_ms", "p50_ms", "p90_ms", "p99_ms"]].astype(float)).all()
-    few = analysis.percentile_table(latency.head(50)).iloc[0]
+    few = percentiles.percentile_table(latency.head(50)).iloc[0]
     assert np.isnan(few["p99_ms"]) and np.isnan(few["p1_ms"]) and np.isfinite(few["p90_ms"])
-    stats = analysis.supported_percentiles(_cpu_stats())  # stats.csv shown under the same rule
+    stats = percentiles.supported_percentiles(_cpu_stats())  # stats.csv shown under the same rule
     assert np.isnan(stats.loc[0, "p99_ms"]) and stats.loc[0, "p10_ms"] == 5.0  # 10 trials
     assert stats.loc[1, "p99_ms"] == 60.0  # 190 steps
-    assert "p99.9 needs 1,000" in analysis.PERCENTILE_RULE
+    assert "p99.9 needs 1,000" in percentiles.PERCENTILE_RULE
 
 
 def _nvml_with_a_pause() -> pd.DataFrame:
@@ -981,10 +1023,10 @@ def _nvml_with_a_pause() -> pd.DataFrame:
 
 
 def test_nvml_lines_break_where_polling_paused_and_the_pause_is_shaded():
-    assert charts.polling_gaps(np.r_[np.arange(0, 1, 0.02), np.arange(3, 4, 0.02)]) == \
+    assert polling_gaps(np.r_[np.arange(0, 1, 0.02), np.arange(3, 4, 0.02)]) == \
         [(pytest.approx(0.98), pytest.approx(3.0))]
-    assert charts.polling_gaps(np.arange(0, 4, 0.02)) == []  # steady polling: no gap
-    fig = charts.nvml_timeseries(_nvml_with_a_pause(), empty_table("phases"))
+    assert polling_gaps(np.arange(0, 4, 0.02)) == []  # steady polling: no gap
+    fig = nvml_timeseries(_nvml_with_a_pause(), empty_table("phases"))
     polled = [t for t in fig.data if t.type == "scattergl" and "polled" in t.name]
     assert len(polled) == 4
     for trace in polled:
@@ -992,7 +1034,7 @@ def test_nvml_lines_break_where_polling_paused_and_the_pause_is_shaded():
         inside = (x > 5.56) & (x < 6.8)
         assert inside.sum() == 1 and np.isnan(y[inside]).all()  # a break, not a ramp
         assert trace.connectgaps is False
-    pause = [s for s in fig.layout.shapes if s.fillcolor == charts.NVML_PAUSE_COLOR]
+    pause = [s for s in fig.layout.shapes if s.fillcolor == NVML_PAUSE_COLOR]
     assert len(pause) == 1 and pause[0].x0 == pytest.approx(5.54) and pause[0].x1 == pytest.approx(6.8)
     assert any(t.name.startswith("polling paused") for t in fig.data)
     driver = next(t for t in fig.data if "driver" in t.name)  # the driver's samples cover it
@@ -1000,20 +1042,20 @@ def test_nvml_lines_break_where_polling_paused_and_the_pause_is_shaded():
 
 
 def test_a_flat_nvml_panel_shows_whole_numbers_around_its_value():
-    fig = charts.nvml_timeseries(_nvml_with_a_pause(), empty_table("phases"))
+    fig = nvml_timeseries(_nvml_with_a_pause(), empty_table("phases"))
     clock = fig.layout.yaxis2  # SM clock locked at 1,980 MHz
     low, high = clock.range
-    assert high - low >= charts.NVML_MIN_SPAN and low < 1980 < high
+    assert high - low >= NVML_MIN_SPAN and low < 1980 < high
     assert clock.tickformat == ",.0f"  # no "1,980.5"
     assert fig.layout.yaxis.range is None  # a panel that moves keeps Plotly's own range
 
 
 def test_phase_bands_are_coloured_by_kind_and_drawn_in_lanes_by_mode(run):
-    assert charts.phase_kind("eager timed") == ("eager", "timed")
-    assert charts.phase_kind("graph warm-up") == ("graph", "warm-up")
-    assert charts.phase_kind("compile_ro timed") == ("compile_ro", "timed")
-    assert charts.phase_kind("setup") == ("", "setup")
-    colors = charts.PHASE_KIND_COLORS
+    assert phase_kind("eager timed") == ("eager", "timed")
+    assert phase_kind("graph warm-up") == ("graph", "warm-up")
+    assert phase_kind("compile_ro timed") == ("compile_ro", "timed")
+    assert phase_kind("setup") == ("", "setup")
+    colors = PHASE_KIND_COLORS
     assert _apart(colors["setup"], colors["parity"]) > 30  # the issue: they looked alike
     kinds = list(colors.values())
     assert len(set(kinds)) == len(kinds)
@@ -1022,7 +1064,7 @@ def test_phase_bands_are_coloured_by_kind_and_drawn_in_lanes_by_mode(run):
                                      "graph timed", "eager timed", "parity"],
                            "start_s": [0.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5],
                            "end_s": [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]})
-    fig = charts.nvml_timeseries(run.table("nvml"), phases)
+    fig = nvml_timeseries(run.table("nvml"), phases)
     fills = {s.x0: s.fillcolor for s in fig.layout.shapes}
     assert fills[0.0] == colors["setup"] and fills[3.5] == colors["parity"]
     assert fills[2.0] == fills[2.5] == fills[3.0] == colors["timed"]  # eager and graph alike
@@ -1033,37 +1075,45 @@ def test_phase_bands_are_coloured_by_kind_and_drawn_in_lanes_by_mode(run):
 
 
 def test_log_axes_write_every_tick_in_full():
-    assert charts.log_ticks(1, 170)["ticktext"] == ["1", "2", "5", "10", "20", "50", "100", "200"]
-    assert charts.log_ticks(0.2, 29)["ticktext"][:3] == ["0.2", "0.5", "1"]
-    assert len(charts.log_ticks(1e-3, 1e5)["ticktext"]) <= 12  # many decades: powers of ten
-    assert charts.log_ticks(0.22, 0.3) == {}  # within one step: Plotly's own, written in full
+    assert log_ticks(1, 170)["ticktext"] == ["1", "2", "5", "10", "20", "50", "100", "200"]
+    assert log_ticks(0.2, 29)["ticktext"][:3] == ["0.2", "0.5", "1"]
+    assert len(log_ticks(1e-3, 1e5)["ticktext"]) <= 12  # many decades: powers of ten
+    assert log_ticks(0.22, 0.3) == {}  # within one step: Plotly's own, written in full
     steps = pd.DataFrame({"run": ["A"] * 50 + ["B"] * 50, "mode": "eager",
                           "ms": np.r_[np.linspace(1, 2, 50), np.linspace(5, 150, 50)],
                           "timed_by": "x"})
-    axis = charts.compare_latency_ecdf(steps, log_scale=True).layout.xaxis
+    axis = compare_latency_ecdf(steps, log_scale=True).layout.xaxis
     assert axis.type == "log"
     assert list(axis.ticktext) == ["1", "2", "5", "10", "20", "50", "100", "200"]
 
 
 def test_run_colours_never_look_like_a_mode_or_a_part_of_a_step():
-    meaning = [*charts.MODE_COLORS.values(), *charts.SPLIT_COLORS.values()]
-    for color in charts.SERIES_PALETTE:
+    meaning = [*MODE_COLORS.values(), *SPLIT_COLORS.values()]
+    for color in SERIES_PALETTE:
         assert min(_apart(color, other) for other in meaning) >= 25, color
         # and a line of it reads on both themes' backgrounds (Streamlit's light and dark)
         assert min(_apart(color, "#FFFFFF"), _apart(color, "#0E1117")) >= 50, color
     steps = pd.DataFrame({"run": np.repeat([f"R{i}" for i in range(8)], 10), "mode": "eager",
                           "ms": np.tile(np.linspace(1, 2, 10), 8), "timed_by": "x"})
-    lines = charts.compare_latency_ecdf(steps).data
-    assert not {t.line.color for t in lines} & set(charts.MODE_COLORS.values())
+    lines = compare_latency_ecdf(steps).data
+    assert not {t.line.color for t in lines} & set(MODE_COLORS.values())
     # past the palette a run changes its dash, so no two of the eight look the same
     assert len({(t.line.color, t.line.dash) for t in lines}) == 8
-    assert charts._color("some_new_mode", 1) in charts.SERIES_PALETTE
+    assert mode_color("some_new_mode", 1) in SERIES_PALETTE
+
+
+def test_each_modes_colour_is_its_declaration_and_none_is_a_part_of_a_step():
+    from profiler_core import MODES
+
+    assert MODE_COLORS == {mode.name: mode.color for mode in MODES}
+    assert len(set(MODE_COLORS.values())) == len(MODES)
+    assert not set(MODE_COLORS.values()) & set(SPLIT_COLORS.values())
 
 
 def test_the_speedup_overlay_holds_every_marker_and_says_why_a_run_has_none():
     frame = pd.DataFrame({"run": ["A"], "mode": ["graph"], "speedup": [6.73],
                           "speedup_ci_low": [6.51], "speedup_ci_high": [6.85]})
-    fig = charts.compare_speedups(frame, {"B": "a CPU run times eager only"}, order=["B", "A"])
+    fig = compare_speedups(frame, {"B": "a CPU run times eager only"}, order=["B", "A"])
     assert fig.layout.scattermode == "group"  # a run's modes side by side, labels apart
     assert list(fig.layout.xaxis.categoryarray) == ["B", "A"]
     assert fig.layout.yaxis.range[1] > 6.85 * 1.1  # the marker, its CI and its label inside
@@ -1071,12 +1121,12 @@ def test_the_speedup_overlay_holds_every_marker_and_says_why_a_run_has_none():
     assert fig.data[0].cliponaxis is False
     note = next(a for a in fig.layout.annotations if a.x == "B")
     assert "no speedup: a CPU run times eager only" in note.text.replace("<br>", " ")
-    only_cpu = charts.compare_speedups(frame.iloc[0:0], {"B": "a CPU run times eager only"})
+    only_cpu = compare_speedups(frame.iloc[0:0], {"B": "a CPU run times eager only"})
     assert list(only_cpu.layout.xaxis.categoryarray) == ["B"]
 
 
 def test_a_cpu_sweep_draws_eager_medians():
-    from profiler_core.sweep import core as sweep
+    from profiler_core.sweep import analysis as sweep
     points = pd.DataFrame({"index": [0, 1, 2], "batch": [8, 16, 32], "status": "done",
                            "floor_ms": np.nan})
     point_modes = pd.DataFrame({"index": [0, 1, 2], "mode": "eager", "median_ms": [0.2, 0.3, 0.5],
@@ -1086,14 +1136,14 @@ def test_a_cpu_sweep_draws_eager_medians():
     eager = sweep.eager_table(points, point_modes, ["batch"], "batch")
     assert list(eager.columns) == ["batch", *sweep.SPEEDUP_COLUMNS]
     assert eager["eager_ms"].tolist() == [0.2, 0.3, 0.5] and eager["mode_ms"].isna().all()
-    fig = charts.sweep_medians(eager, "batch", log_x=True)
+    fig = sweep_medians(eager, "batch", log_x=True)
     assert [t.name for t in fig.data] == ["eager"]
     assert list(fig.data[0].y) == [0.2, 0.3, 0.5]
     assert fig.layout.title.text.startswith("Eager's median time per step")
 
 
 def test_kernels_are_named_apart_with_their_operator(run):
-    from profiler_core.analysis.trace import kernel_label
+    from profiler_core.analysis.kernel_names import kernel_label
 
     names = {
         "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
@@ -1124,28 +1174,28 @@ def test_kernels_are_named_apart_with_their_operator(run):
     # a run recorded before the labels: kernels of a mode that share a name are named apart from
     # their full names; a unique name is shown as the run wrote it (no operator column: empty)
     old = run.table("kernels").drop(columns=["operator"])
-    assert analysis.readable_kernels(old)["kernel"].tolist() == old["kernel"].tolist()
+    assert kernel_tables.readable_kernels(old)["kernel"].tolist() == old["kernel"].tolist()
     clash = pd.DataFrame({"mode": "eager", "kernel": "vectorized_elementwise_kernel",
                           "kernel_full": list(names), "calls_per_iter": 1.0, "total_us": 1.0,
                           "mean_us": 1.0, "min_us": 1.0, "max_us": 1.0, "share_of_gpu_pct": 1.0})
-    readable = analysis.readable_kernels(clash)  # five rows alike, as the issue saw them
+    readable = kernel_tables.readable_kernels(clash)  # five rows alike, as the issue saw them
     assert readable["kernel"].tolist() == list(names.values())
     assert (readable["operator"] == "").all()
-    assert list(analysis.kernel_table(readable).columns) == analysis.KERNEL_TABLE_COLUMNS
+    assert list(kernel_tables.kernel_table(readable).columns) == kernel_tables.KERNEL_TABLE_COLUMNS
     # the comparison takes the operator that launched the kernel eagerly
     kernels = pd.DataFrame({"mode": ["eager", "graph"], "kernel": "k", "kernel_full": "k<F>",
                             "operator": ["aten::fill_", "CUDA graph replay"],
                             "calls_per_iter": 1.0, "total_us": 1.0, "mean_us": 1.0, "min_us": 1.0,
                             "max_us": 1.0, "share_of_gpu_pct": 100.0})
-    diff = analysis.kernel_diff(kernels)
-    assert list(diff.columns) == analysis.KERNEL_DIFF_COLUMNS and diff["operator"].tolist() == ["aten::fill_"]
-    assert len(analysis.filter_by_name(kernels, "FILL_")) == 1  # found by its operator
-    hover = charts.kernel_diff_bars(diff).data[0].customdata[0]
+    diff = kernel_tables.kernel_diff(kernels)
+    assert list(diff.columns) == kernel_tables.KERNEL_DIFF_COLUMNS and diff["operator"].tolist() == ["aten::fill_"]
+    assert len(kernel_tables.filter_by_name(kernels, "FILL_")) == 1  # found by its operator
+    hover = kernel_diff_bars(diff).data[0].customdata[0]
     assert list(hover) == ["k&lt;F&gt;", "aten::fill_"]
-    assert charts.kernel_top_bar(kernels, "eager").layout.title.text.startswith("Under the profiler")
+    assert kernel_top_bar(kernels, "eager").layout.title.text.startswith("Under the profiler")
     # a run without the column: the operators read from its traces fill the empty cells only
-    filled = analysis.with_operators(readable, {"eager": {n: "aten::x" for n in clash["kernel_full"]}})
+    filled = kernel_tables.with_operators(readable, {"eager": {n: "aten::x" for n in clash["kernel_full"]}})
     assert set(filled.loc[filled["mode"] == "eager", "operator"]) == {"aten::x"}
     assert (filled.loc[filled["mode"] == "graph", "operator"] == "").all()
-    assert analysis.with_operators(kernels, {"eager": {"k<F>": "other"}})["operator"].tolist() == \
+    assert kernel_tables.with_operators(kernels, {"eager": {"k<F>": "other"}})["operator"].tolist() == \
         ["aten::fill_", "CUDA graph replay"]  # a recorded operator is kept

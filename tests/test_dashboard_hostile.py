@@ -96,7 +96,7 @@ def test_every_table_download_is_formula_safe(tmp_path):
     for name, frame in run.tables.items():
         read = pd.read_csv(io.BytesIO(rundata.table_csv_bytes(frame)), keep_default_na=False)
         assert len(read) == len(frame), name
-        for column in read.columns[read.dtypes == object]:
+        for column in read.columns[read.dtypes == object]:  # noqa: E721  (pandas' dtype comparison)
             cells = read[column].astype(str)
             numbers = cells.map(_is_number).astype(bool)  # bool even for an empty column
             bad = cells[cells.str.startswith(SPREADSHEET_STARTS) & ~numbers]
@@ -567,6 +567,9 @@ def test_headline_values_of_the_wrong_type_are_not_measured_on_every_view(tmp_pa
     runs = tmp_path / "runs"
     wrong = write_synthetic_run(runs / "wrong", started_at="2026-11-30T10:00:00")
     _wrong_headline(wrong, every)
+    # the figures are read from the headline alone, as in a run written before metrics.csv held
+    # them (with metrics.csv there, its own figures are read: see the end of this test)
+    (wrong / "metrics.csv").unlink()
     _duplicate_stats_rows(wrong)
     write_synthetic_run(runs / "plain", started_at="2026-11-29T10:00:00")  # Runs compares both
     at = _app(runs)
@@ -585,6 +588,12 @@ def test_headline_values_of_the_wrong_type_are_not_measured_on_every_view(tmp_pa
     assert not stats.duplicated(["mode", "method"]).any()
     first = pd.read_csv(wrong / "stats.csv").drop_duplicates(["mode", "method"])
     assert stats["median_ms"].tolist() == first["median_ms"].tolist()  # the first row of each
+    intact = write_synthetic_run(tmp_path / "other" / "intact-figures")
+    _wrong_headline(intact, every)  # metrics.csv kept: the figures are read there, once
+    pair = rundata.open_run(intact, "folder").pair
+    figures = pd.read_csv(intact / "metrics.csv").set_index(["mode", "metric"])["value"]
+    assert pair.speedup == figures[("graph", "speedup")] and pair.timing_method == ""
+    assert pair.eager_ms == figures[("eager", "median_ms")]
 
 
 def test_a_folder_name_that_is_not_utf8_and_lone_surrogates_open_every_view(tmp_path):

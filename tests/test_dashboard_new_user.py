@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import analysis, state
+from dashboard import analysis, run_facts, state
+from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec import fields
 from profiler_core.spec.config import PRESETS, RunConfig
 
@@ -41,31 +42,31 @@ def _settings(table) -> dict[str, str]:
 
 
 def test_the_config_table_lists_the_settings_that_applied():
-    cpu = _settings(analysis.config_table(SMALL_CPU))
+    cpu = _settings(run_facts.config_table(SMALL_CPU))
     for name in (*GRAPH_ONLY, *OTHER_SIZES):
         assert name not in cpu, name
     assert (cpu["batch"], cpu["d_in"], cpu["eager_iters"], cpu["modes"]) == ("64", "512", "200",
                                                                              "eager")
     assert cpu["trials"] == "10 (auto)" and cpu["device"] == "cpu"
-    mlp_on_gpu = _settings(analysis.config_table(PRESETS["seed"]))
+    mlp_on_gpu = _settings(run_facts.config_table(PRESETS["seed"]))
     assert mlp_on_gpu["replays"] == "200" and mlp_on_gpu["eager_iters"] == "200 (auto)"
     assert mlp_on_gpu["modes"] == "eager, graph"
     assert not set(OTHER_SIZES) & set(mlp_on_gpu)
-    transformer = _settings(analysis.config_table(PRESETS["transformer"]))
+    transformer = _settings(run_facts.config_table(PRESETS["transformer"]))
     assert {"heads", "seq_len", "hidden", "dropout1"} <= set(transformer)
     assert not {"d_in", "channels", "image_size", "dropout2"} & set(transformer)
-    conv = _settings(analysis.config_table(PRESETS["conv"]))
+    conv = _settings(run_facts.config_table(PRESETS["conv"]))
     assert {"channels", "image_size", "dropout2"} <= set(conv)
     assert not {"d_in", "hidden", "heads", "seq_len", "dropout1"} & set(conv)
-    own = _settings(analysis.config_table(PRESETS["seed"].replace(workload="mine.step:build")))
+    own = _settings(run_facts.config_table(PRESETS["seed"].replace(workload="mine.step:build")))
     assert not {"batch", "d_in", "hidden", "d_out", "hidden_layers", "dropout1"} & set(own)
     compiled = SMALL_CPU.replace(modes=("eager", "graph", "graphed_callables", "compile"))
-    assert _settings(analysis.config_table(compiled))["modes"] == "eager, compile"
+    assert _settings(run_facts.config_table(compiled))["modes"] == "eager, compile"
 
 
 def test_the_cpu_modes_are_the_registrys():
     from profiler_core.engine.modes import REGISTRY
-    from profiler_core.spec.config import CPU_MODES
+    from profiler_core.spec.modes import CPU_MODES
 
     assert set(CPU_MODES) == {name for name, spec in REGISTRY.items() if not spec.cuda_only}
 
@@ -73,23 +74,22 @@ def test_the_cpu_modes_are_the_registrys():
 def test_the_compare_diff_compares_the_values_the_runs_used():
     explicit = SMALL_CPU.replace(eager_iters=200, trials=None)
     auto = SMALL_CPU.replace(eager_iters=None, replays=200)  # 200 eager steps, automatically
-    assert analysis.configs_diff({"A": explicit, "B": auto}).empty  # both ran 200
+    assert run_facts.configs_diff({"A": explicit, "B": auto}).empty  # both ran 200
     gpu = PRESETS["seed"].replace(batch=64, d_in=512, hidden=512, d_out=128)
-    diff = analysis.configs_diff({"A": SMALL_CPU, "B": gpu}).set_index("setting")
-    assert diff.loc["replays"].tolist() == [analysis.NOT_USED, "200"]
+    diff = run_facts.configs_diff({"A": SMALL_CPU, "B": gpu}).set_index("setting")
+    assert diff.loc["replays"].tolist() == [run_facts.NOT_USED, "200"]
     assert diff.loc["modes"].tolist() == ["eager", "eager, graph"]
     assert "eager_iters" not in diff.index and "None" not in diff.to_string()
-    lesson = analysis.config_diff(PRESETS["seed"], PRESETS["lesson3"])
+    lesson = run_facts.config_diff(PRESETS["seed"], PRESETS["lesson3"])
     assert set(lesson["setting"]) == {"capture_iters", "replays", "eager_iters", "trials", "preset"}
     assert lesson.set_index("setting").loc["eager_iters"].tolist() == ["200", "30"]
 
 
 def _cpu_run_folder(runs: Path, name: str, config: RunConfig) -> Path:
     """A real CPU run of ``config`` through the command line, as the dashboard's worker runs it."""
-    from profiler_core.cli import parser as cli
     from profiler_core.cli.main import main
 
-    argv = ["run", "--out", str(runs / name), "--progress", "none", *cli.config_to_argv(config)]
+    argv = ["run", "--out", str(runs / name), "--progress", "none", *config_to_argv(config)]
     assert main(argv) == 0
     return runs / name
 
@@ -147,7 +147,7 @@ def test_the_sample_has_one_label_in_the_index_the_runs_list_and_the_dashboard(t
     from dashboard import rundata
     from profiler_core.cli.main import main
     from profiler_core.spec.config import preset_label, preset_text
-    from profiler_core.storage import index
+    from profiler_core.storage import index, index_query
     from profiler_core.storage.results import RunResult
 
     runs = tmp_path / "runs"
@@ -160,8 +160,8 @@ def test_the_sample_has_one_label_in_the_index_the_runs_list_and_the_dashboard(t
     header, row = [line.split() for line in capsys.readouterr().out.splitlines()[1:3]]
     assert row[header.index("preset") + 1] == "custom"  # "started" takes two words
     with index.open_index(runs) as ix:
-        assert [r["folder"] for r in ix.runs([index.parse_where("preset=custom")])] == ["sample"]
-        assert ix.runs([index.parse_where("preset=seed")]) == []
+        assert [r["folder"] for r in ix.runs([index_query.parse_where("preset=custom")])] == ["sample"]
+        assert ix.runs([index_query.parse_where("preset=seed")]) == []
     assert list(rundata.list_runs(runs)["preset"]) == ["custom"]
     assert "custom bf16" in rundata.run_label("sample", {}, sample)
     at = _app(runs)

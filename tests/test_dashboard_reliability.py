@@ -36,20 +36,44 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import (
     analysis,
-    charts,
-    rank_charts,
+    kernel_tables,
+    percentiles,
+    run_facts,
     rundata,
     runpanel,
     state,
     uploads,
     worker,
 )
+from dashboard.charts import ranks as rank_charts
+from dashboard.charts.attribution import (
+    launch_count_bars,
+    profiled_waterfall,
+    profiled_waterfall_steps,
+    speedup_waterfall,
+    split_bars,
+    unknown_components,
+)
+from dashboard.charts.counters import counter_bars
+from dashboard.charts.gpu import nvml_timeseries
+from dashboard.charts.kernels import kernel_top_bar
+from dashboard.charts.timing import (
+    latency_ecdf,
+    latency_histogram,
+    latency_series,
+    median_bars,
+    modes_speedup_bars,
+    repeats_chart,
+    timing_methods_bars,
+)
 from dashboard.gpulock import GpuLock
-from dashboard.worker import ERROR_TITLES, KIND_OF_EXIT, REFUSALS, RunJob
-from profiler_core.orchestration import launcher, repeats
+from dashboard.worker import ERROR_TITLES, KIND_OF_EXIT, RunJob
+from profiler_core.orchestration import child, launcher, repeats
+from profiler_core.orchestration.command import run_argv
 from profiler_core.spec.config import PRESETS
-from profiler_core.spec.errors import ProfilerError, RunFormatError
-from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, ERROR_KINDS, TABLE_FILES
+from profiler_core.spec.errors import ERROR_KINDS, REFUSED_KINDS, ProfilerError, RunFormatError
+from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, TABLE_FILES
+from profiler_core.storage import runfolder
 from profiler_core.storage.results import RunResult, coerce_table
 from profiler_core.timing import stability
 
@@ -100,10 +124,12 @@ def fake_runs(monkeypatch, fake_worker, source_run):
     """The Run button starts the fake worker in ``modes["mode"]`` (extra argv in ``"extra"``)."""
     modes = {"mode": "done", "extra": None}
 
-    def argv(config, out_dir, python=None):
-        return fake_worker(modes["mode"], out_dir, modes["extra"] or source_run)
+    class FakeRuns(launcher.Launcher):  # the server's launcher, running the fake worker
+        def start(self, config, out_dir, *, overwrite=False, **options):
+            return self.start_command(fake_worker(modes["mode"], out_dir,
+                                                  modes["extra"] or source_run), out_dir, **options)
 
-    monkeypatch.setattr(worker, "worker_argv", argv)
+    monkeypatch.setattr(runpanel, "run_launcher", lambda: FakeRuns(warm=False))
     return modes
 
 
@@ -121,9 +147,9 @@ def _press_run_and_wait(at: AppTest, timeout: float = 300) -> worker.JobSnapshot
 
 def test_every_error_kind_of_the_schema_has_plain_words():
     assert set(ERROR_TITLES) == set(ERROR_KINDS)
-    assert set(REFUSALS) <= set(ERROR_KINDS)
+    assert set(REFUSED_KINDS) <= set(ERROR_KINDS)
     assert KIND_OF_EXIT[6] == "CudaFaultError" and KIND_OF_EXIT[5] == "GpuMemoryError"
-    assert KIND_OF_EXIT[4] == "CaptureError" and KIND_OF_EXIT[2] in REFUSALS
+    assert KIND_OF_EXIT[4] == "CaptureError" and KIND_OF_EXIT[2] in REFUSED_KINDS
     assert set(KIND_OF_EXIT) == set(ERROR_KINDS.values())
 
 
@@ -442,13 +468,13 @@ def test_odd_but_loadable_values_never_break_a_view(tmp_path):
 
 
 def test_breakdown_components_come_from_the_schema():
-    assert set(charts.TIMELINE_OF_COMPONENT) | {charts.TOTAL_COMPONENT} == set(BREAKDOWN_COMPONENTS)
-    assert set(charts.TIMELINE_OF_COMPONENT.values()) == {"GPU", "CPU"}
+    assert set(analysis.TIMELINE_OF_COMPONENT) | {analysis.TOTAL_COMPONENT} == set(BREAKDOWN_COMPONENTS)
+    assert set(analysis.TIMELINE_OF_COMPONENT.values()) == {"GPU", "CPU"}
     frame = pd.DataFrame({"mode": "graph", "component": ["gpu_busy", "totally_new"],
                           "eager_us": [1.0, 2.0], "mode_us": [1.0, 1.0], "saving_us": [0.0, 1.0],
                           "share_of_saving_pct": [0.0, 100.0]})
-    assert charts.unknown_components(frame) == ["totally_new"]
-    assert list(charts.profiled_waterfall_steps(frame)) == ["GPU"]
+    assert unknown_components(frame) == ["totally_new"]
+    assert list(profiled_waterfall_steps(frame)) == ["GPU"]
 
 
 # ----------------------------------------------------------------------------- malformed runs
@@ -474,7 +500,7 @@ def _damage(run: Path, how: str) -> str:
         return "does not hold a JSON object"
     if how == "wrong_version":
         (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 4}))
-        return "has schema_version 4; this dashboard reads versions 1, 2, 3"
+        return "has schema_version 4, so it is not a run summary of a version this tool reads (1, 2, 3)"
     if how == "bad_config":
         (run / "summary.json").write_text(json.dumps({**summary, "config": {"batch": -1}}))
         return "invalid config"
@@ -591,41 +617,41 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
         # It opened: what the views derive from it must work too (the charts of the damaged table).
         h = opened.headline
         steps = analysis.per_step_latency(opened.table("latency"))
-        analysis.percentile_table(opened.table("latency"), steps)
-        timing = analysis.timing_comparison(opened.table("stats"), h)
+        percentiles.percentile_table(opened.table("latency"), steps)
+        timing = analysis.timing_comparison(opened.table("stats"), opened.figures)
         medians = analysis.split_medians(opened.table("launch_split"))
-        pay = analysis.pay_back(h, opened.table("modes"))
-        analysis.verdict(h, opened.table("attribution"), None, "graph", pay)
-        lessons = analysis.counter_lessons(opened.table("counters"), opened.config)
-        analysis.one_time_costs(h, pay, analysis.profiler_overheads(
+        pay = analysis.pay_back(opened.figures, opened.table("modes"))
+        analysis.verdict(opened.figures, opened.table("attribution"), None, "graph", pay)
+        lessons = run_facts.counter_lessons(opened.table("counters"), opened.config)
+        analysis.one_time_costs(opened.figures, h, pay, analysis.profiler_overheads(
             opened.table("metrics"), opened.table("stats"), opened.table("latency")))
-        analysis.environment_table(opened.environment)
-        analysis.kernel_table(opened.table("kernels"))
+        run_facts.environment_table(opened.environment)
+        kernel_tables.kernel_table(opened.table("kernels"))
         rundata.where_it_stopped(opened.notes)
-        series = analysis.headline_method(h, opened.table("stats"))
+        series = analysis.headline_method(opened.pair.timing_method, opened.table("stats"))
         steps, column = analysis.series_steps(steps, series if series in analysis.SERIES
                                               else "steady_event")
         draw = {
-            "summary.json": lambda: charts.median_bars(opened.table("stats"), medians),
-            "latency.csv": lambda: (charts.latency_histogram(steps, column),
-                                    charts.latency_ecdf(steps, column),
-                                    charts.latency_series(steps, column)),
-            "stats.csv": lambda: (charts.median_bars(opened.table("stats"), medians),
-                                  charts.timing_methods_bars(timing)),
-            "launch_split.csv": lambda: (charts.split_bars(medians),
-                                         charts.launch_count_bars(medians)),
-            "breakdown.csv": lambda: charts.profiled_waterfall(opened.table("breakdown")),
-            "attribution.csv": lambda: (charts.speedup_waterfall(opened.table("attribution")),
+            "summary.json": lambda: median_bars(opened.table("stats"), medians),
+            "latency.csv": lambda: (latency_histogram(steps, column),
+                                    latency_ecdf(steps, column),
+                                    latency_series(steps, column)),
+            "stats.csv": lambda: (median_bars(opened.table("stats"), medians),
+                                  timing_methods_bars(timing)),
+            "launch_split.csv": lambda: (split_bars(medians),
+                                         launch_count_bars(medians)),
+            "breakdown.csv": lambda: profiled_waterfall(opened.table("breakdown")),
+            "attribution.csv": lambda: (speedup_waterfall(opened.table("attribution")),
                                         analysis.saving_table(opened.table("attribution"))),
-            "kernels.csv": lambda: charts.kernel_top_bar(opened.table("kernels"), "eager", 5),
-            "nvml.csv": lambda: charts.nvml_timeseries(opened.table("nvml"), opened.table("phases")),
-            "phases.csv": lambda: charts.nvml_timeseries(opened.table("nvml"), opened.table("phases")),
-            "counters.csv": lambda: charts.counter_bars(lessons),
-            "modes.csv": lambda: (charts.modes_speedup_bars(opened.table("modes")),
+            "kernels.csv": lambda: kernel_top_bar(opened.table("kernels"), "eager", 5),
+            "nvml.csv": lambda: nvml_timeseries(opened.table("nvml"), opened.table("phases")),
+            "phases.csv": lambda: nvml_timeseries(opened.table("nvml"), opened.table("phases")),
+            "counters.csv": lambda: counter_bars(lessons),
+            "modes.csv": lambda: (modes_speedup_bars(opened.table("modes")),
                                   analysis.modes_table(opened.table("modes"))),
             "metrics.csv": lambda: rundata.table_csv_bytes(opened.table("metrics")),
-            "repeats.csv": lambda: (charts.repeats_chart(opened.table("repeats")),
-                                    repeats.between_table(h), stability.spread_beyond_ci(h)),
+            "repeats.csv": lambda: (repeats_chart(opened.table("repeats")),
+                                    repeats.between_table(h, opened.pair), stability.spread_beyond_ci(h)),
             "ranks.csv": lambda: (rank_charts.step_grid(opened.table("ranks")),
                                   rank_charts.stacked_step(opened.table("ranks"), "eager"),
                                   rank_charts.percentiles(opened.table("ranks"), "eager"),
@@ -783,7 +809,7 @@ def test_a_zip_bomb_like_upload_is_refused_before_anything_is_written(source_run
     files = _run_members(source_run)
     files["run/nvml.csv"] = b"t_s,metric,value,source\n" + b"0" * (40 * 2**20)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rundata, "MAX_TABLE_BYTES", 8 * 2**20)
+        mp.setattr(runfolder, "MAX_TABLE_BYTES", 8 * 2**20)
         with pytest.raises(RunFormatError, match="nvml.csv unpacks to 40 MiB"):
             rundata.extract_run_zip(_zip(files), tmp_path / "c")
     assert not (tmp_path / "c").exists()
@@ -1045,7 +1071,7 @@ def test_text_typed_in_the_browser_never_reaches_a_shell(fake_runs, tmp_path, mo
         calls.append((args, kwargs))
         return real_popen(*args, **kwargs)
 
-    monkeypatch.setattr(launcher.subprocess, "Popen", spy)  # the launcher starts the worker
+    monkeypatch.setattr(child.subprocess, "Popen", spy)  # the launcher's child starts the worker
     monkeypatch.chdir(tmp_path)
     nasty = "runs/$(touch PWNED1); touch PWNED2 `touch PWNED3` | touch PWNED4 && touch PWNED5"
     at = _app(tmp_path / nasty)
@@ -1062,7 +1088,7 @@ def test_text_typed_in_the_browser_never_reaches_a_shell(fake_runs, tmp_path, mo
 
 def test_the_real_worker_argv_is_a_list_of_validated_values(tmp_path):
     nasty = tmp_path / "a b; rm -rf ~ $(id)"
-    argv = worker.worker_argv(PRESETS["seed"].replace(device="cpu"), nasty, python="python")
+    argv = run_argv(PRESETS["seed"].replace(device="cpu"), nasty, python="python")
     assert isinstance(argv, list) and argv[argv.index("--out") + 1] == str(nasty)
     assert argv.count(str(nasty)) == 1 and argv[:4] == ["python", "-m", "profiler_core", "run"]
 

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import charts, devices, state
+from dashboard import devices, state
+from dashboard.charts.timing import repeats_chart
 from profiler_core.orchestration import repeats
 from profiler_core.spec.schema import REPEAT_COLUMNS, STATS_COLUMNS
 from profiler_core.storage.results import RunResult, coerce_table
@@ -155,17 +156,17 @@ def test_the_repeats_chart_falls_back_to_eager_times_and_to_a_message():
     cpu = _repeats_table([1.0, 1.0], shown=0).assign(speedup=np.nan, speedup_ci_low=np.nan,
                                                      speedup_ci_high=np.nan,
                                                      eager_median_ms=[0.9, 1.4])
-    figure = charts.repeats_chart(cpu)
+    figure = repeats_chart(cpu)
     assert figure.layout.title.text == "Eager time per step in each fresh process"
     assert figure.data[1].y[0] == 0.9 and figure.data[0].error_y.array is None
-    empty = charts.repeats_chart(coerce_table("repeats", pd.DataFrame(columns=REPEAT_COLUMNS)))
+    empty = repeats_chart(coerce_table("repeats", pd.DataFrame(columns=REPEAT_COLUMNS)))
     assert "measured in one process" in empty.layout.annotations[0].text
 
 
 def test_the_sweep_page_makes_every_point_a_repeats_run(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from profiler_core.sweep import core as sweep
+    from profiler_core.sweep import runner as sweep
     started = []
 
     class Launcher:  # every point ends at once, failed: only its config matters here
@@ -193,6 +194,6 @@ def test_the_repeats_chart_leaves_out_values_that_are_not_finite(bad):
     table = _repeats_table([4.8, 5.5, 6.2], shown=1)
     table.loc[0, "speedup"] = bad
     table.loc[2, "speedup_ci_high"] = bad
-    figure = charts.repeats_chart(table)
+    figure = repeats_chart(table)
     assert "Infinity" not in figure.to_json()
     assert [list(trace.x) for trace in figure.data] == [["#3"], ["#2"]]

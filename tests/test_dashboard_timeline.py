@@ -1,4 +1,4 @@
-"""One profiled iteration drawn lane by lane: ``profiler_core.analysis.trace.iteration_timeline`` on a
+"""One profiled iteration drawn lane by lane: ``profiler_core.analysis.timeline.iteration_timeline`` on a
 synthetic trace, on traces recorded on an H200, and in the Launch split view (AppTest)."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import pytest
 from conftest import synthetic_trace, write_synthetic_run
 from streamlit.testing.v1 import AppTest
 
-from dashboard import charts, state
-from profiler_core.analysis import trace
+from dashboard import state
+from dashboard.charts.attribution import iteration_timeline
+from profiler_core.analysis import timeline as trace_timeline
+from profiler_core.analysis import trace, trace_reading
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "dashboard" / "app.py"
@@ -23,43 +25,43 @@ pytestmark = pytest.mark.usefixtures("fresh_app_state")
 
 
 def test_an_eager_iteration_has_cpu_op_lanes_per_thread_launches_and_the_kernels_they_enqueued():
-    timeline = trace.iteration_timeline(synthetic_trace("eager"))
+    timeline = trace_timeline.iteration_timeline(synthetic_trace("eager"))
     assert (timeline.iteration, timeline.iterations) == (1, 4)  # the median span, not the slow one
     assert timeline.span_us == pytest.approx(1100.0) and timeline.iteration_source == "profiler_steps"
     events = timeline.events
-    assert list(events.columns) == trace.TIMELINE_COLUMNS
+    assert list(events.columns) == trace_timeline.TIMELINE_COLUMNS
     lanes = events.groupby("lane")["name"].apply(list).to_dict()
     assert lanes["CPU: ops, thread 1"] == ["aten::linear"]  # the nested aten::addmm is inside it
     assert lanes["CPU: ops, thread 2"] == ["autograd::engine::evaluate_function: AddmmBackward0"]
-    assert lanes[trace.LAUNCH_LANE] == ["cudaLaunchKernel"] * 3
-    assert lanes[trace.GPU_LANE] == ["ampere_sgemm_64x32_sliced1x4_tn", "copy_kernel",
+    assert lanes[trace_timeline.LAUNCH_LANE] == ["cudaLaunchKernel"] * 3
+    assert lanes[trace_timeline.GPU_LANE] == ["ampere_sgemm_64x32_sliced1x4_tn", "copy_kernel",
                                      "sgd_update_kernel"]  # short kernel names
     assert events["start_us"].min() >= 0 and events["start_us"].is_monotonic_increasing
-    gpu = events[events["lane"] == trace.GPU_LANE]
-    launches = events[events["lane"] == trace.LAUNCH_LANE]
+    gpu = events[events["lane"] == trace_timeline.GPU_LANE]
+    launches = events[events["lane"] == trace_timeline.LAUNCH_LANE]
     assert (gpu["start_us"].to_numpy() - launches["start_us"].to_numpy() == 15).all()
 
 
 def test_a_graph_iteration_is_one_launch_and_all_its_kernels():
-    timeline = trace.iteration_timeline(synthetic_trace("graph"))
+    timeline = trace_timeline.iteration_timeline(synthetic_trace("graph"))
     lanes = timeline.events.groupby("lane").size().to_dict()
-    assert lanes == {trace.LAUNCH_LANE: 1, trace.GPU_LANE: 3}
+    assert lanes == {trace_timeline.LAUNCH_LANE: 1, trace_timeline.GPU_LANE: 3}
     assert set(timeline.events["kind"]) == {"launch call", "kernel"}
 
 
 def test_any_iteration_can_be_picked_and_an_index_out_of_range_is_clamped():
     raw = synthetic_trace("eager")
-    slow = trace.iteration_timeline(raw, 2)
+    slow = trace_timeline.iteration_timeline(raw, 2)
     assert slow.iteration == 2 and slow.span_us == pytest.approx(2400.0)
-    assert trace.iteration_timeline(raw, 99).iteration == 3
-    assert trace.iteration_timeline(raw, -5).iteration == 0
-    empty = trace.iteration_timeline({"traceEvents": []})
+    assert trace_timeline.iteration_timeline(raw, 99).iteration == 3
+    assert trace_timeline.iteration_timeline(raw, -5).iteration == 0
+    empty = trace_timeline.iteration_timeline({"traceEvents": []})
     assert empty.iterations == 0 and empty.events.empty
-    assert list(empty.events.columns) == trace.TIMELINE_COLUMNS
+    assert list(empty.events.columns) == trace_timeline.TIMELINE_COLUMNS
 
 
 def test_a_long_iteration_keeps_its_longest_events_under_the_limit():
-    timeline = trace.iteration_timeline(synthetic_trace("eager"), max_events=4)
+    timeline = trace_timeline.iteration_timeline(synthetic_trace("eager"), max_events=4)
     assert len(timeline.events) == 4 and timeline.dropped == 4
     assert "aten::linear" in set(timeline.events["name"])  # the longest events stay
 
@@ -73,21 +75,21 @@ def test_recorded_h200_iterations_match_the_launch_split(mode, source):
     the launch split counts for that iteration."""
     if not source.exists():
         pytest.skip(f"{source} is not in this checkout")
-    raw = trace.load_trace(source)
+    raw = trace_reading.load_trace(source)
     split = trace.analyse_trace(raw, mode).launch_split.set_index("iteration")
-    timeline = trace.iteration_timeline(raw)
+    timeline = trace_timeline.iteration_timeline(raw)
     assert timeline.iterations == len(split)
     row = split.loc[timeline.iteration]
     events = timeline.events
-    assert (events["lane"] == trace.LAUNCH_LANE).sum() == row["launches"]
-    assert ((events["lane"] == trace.GPU_LANE) & (events["kind"] == "kernel")).sum() == row["kernels"]
+    assert (events["lane"] == trace_timeline.LAUNCH_LANE).sum() == row["launches"]
+    assert ((events["lane"] == trace_timeline.GPU_LANE) & (events["kind"] == "kernel")).sum() == row["kernels"]
     assert timeline.span_us == pytest.approx(row["span_us"])
     spans = split["span_us"].iloc[1:]
     assert row["span_us"] == pytest.approx(np.sort(spans)[(len(spans) - 1) // 2])
-    fig = charts.iteration_timeline(events, mode, timeline.span_us)
+    fig = iteration_timeline(events, mode, timeline.span_us)
     assert [t.type for t in fig.data] and fig.to_json()
     lanes = list(fig.layout.yaxis.categoryarray)[::-1]  # drawn top to bottom
-    assert lanes[-1] == trace.GPU_LANE and lanes[-2] == trace.LAUNCH_LANE
+    assert lanes[-1] == trace_timeline.GPU_LANE and lanes[-2] == trace_timeline.LAUNCH_LANE
 
 
 def _app(runs: Path) -> AppTest:
@@ -152,11 +154,11 @@ def test_a_lone_surrogate_in_a_kernel_name_is_drawn_as_a_replacement_character(t
 
 
 def test_a_trace_past_the_event_limit_is_said_and_the_view_still_works(tmp_path, monkeypatch):
-    monkeypatch.setenv(trace.MAX_TRACE_EVENTS_ENV, "10")
+    monkeypatch.setenv(trace_reading.MAX_TRACE_EVENTS_ENV, "10")
     run = write_synthetic_run(tmp_path / "runs" / "synthetic-seed")
     at = _app(run.parent)
     at.switch_page("views/launch_split.py").run()
     assert not at.exception
     warnings = re.sub(r"\\(.)", r"\1", " ".join(w.value for w in at.warning))
     assert "The eager trace cannot be drawn" in warnings and "holds more than 10 events" in warnings
-    assert trace.MAX_TRACE_EVENTS_ENV in warnings
+    assert trace_reading.MAX_TRACE_EVENTS_ENV in warnings

@@ -10,22 +10,23 @@ import pytest
 from conftest import process_alive, wait_for
 
 from dashboard.gpulock import GpuLock, GpuLockRegistry, Ticket
-from dashboard.worker import RunJob, worker_argv
+from dashboard.worker import RunJob
 from profiler_core.cli import parser as cli
+from profiler_core.orchestration.command import run_argv
 from profiler_core.spec.config import PRESETS
 
 
-def test_worker_argv_is_the_cli_contract(tmp_path):
+def test_a_fresh_workers_argv_is_the_cli_contract(tmp_path):
     # what the sidebar builds after a control was changed from a preset: labelled custom
     config = PRESETS["lesson3"].replace(dtype="bf16", device="cuda:1", eager_iters=17, nvml=False,
                                         preset="custom")
-    argv = worker_argv(config, tmp_path / "out", python="python")
+    argv = run_argv(config, tmp_path / "out", python="python")
     assert argv[:4] == ["python", "-m", "profiler_core", "run"]
     assert argv[-4:] == ["--out", str(tmp_path / "out"), "--progress", "jsonl"]
     assert argv[argv.index("--preset") + 1] == "custom"  # the label reaches the worker
     assert cli.config_from_args(cli.parse(argv[3:])) == config
     untouched = PRESETS["lesson3"]  # a preset as it is keeps its name
-    assert cli.config_from_args(cli.parse(worker_argv(untouched, tmp_path / "o")[3:])) == untouched
+    assert cli.config_from_args(cli.parse(run_argv(untouched, tmp_path / "o")[3:])) == untouched
 
 
 def test_a_run_streams_progress_finishes_and_releases_the_lock(tmp_path, fake_worker, synthetic_run):

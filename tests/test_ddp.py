@@ -27,7 +27,7 @@ from profiler_core.orchestration.torchrun import (
 from profiler_core.spec import schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RankEnv, rank_env, read_marks
-from profiler_core.spec.errors import ConfigError, TimeLimitReached
+from profiler_core.spec.errors import CaptureError, ConfigError, TimeLimitReached
 from profiler_core.storage.results import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,13 +77,13 @@ def test_marks_are_read_wherever_they_start_on_a_line():
 
 def test_the_watch_names_the_root_cause_and_the_rank_furthest_behind():
     watch = RankWatch()
-    for line in (f'{ERROR_MARK} {{"rank": 0, "kind": "KeyboardInterrupt", "message": "interrupted"}}',
-                 f'{ERROR_MARK} {{"rank": 1, "message": "boom", "hint": "fix", "exit_code": 4}}',
+    for line in (f'{ERROR_MARK} {{"rank": 0, "kind": "Interrupted", "message": "interrupted"}}',
+                 f'{ERROR_MARK} {{"rank": 1, "kind": "CaptureError", "message": "boom", "hint": "fix"}}',
                  "  rank      : 0 (local_rank: 0)", "  exitcode  : 1 (pid: 12)"):
         watch.hear(line)
     failure = watch.failure(1)
     assert str(failure).startswith("rank 1 failed: boom") and "rank(s) 0" in str(failure)
-    assert failure.exit_code == 4 and failure.hint == "fix"
+    assert isinstance(failure, CaptureError) and failure.exit_code == 4 and failure.hint == "fix"
     watch.hear(f'{PHASE_MARK} {{"rank": 0, "phase": "gather"}}')
     watch.hear(f'{PHASE_MARK} {{"rank": 1, "phase": "timed trials"}}')
     assert watch.stuck_text(2).startswith("rank 1 is furthest behind")
@@ -246,7 +246,7 @@ def test_a_cancelled_run_leaves_no_process(tmp_path):
 
 
 def test_the_rank_charts_name_the_straggler(straggler_run):
-    from dashboard import rank_charts
+    from dashboard.charts import ranks as rank_charts
 
     table = RunResult.load(straggler_run[0]).table("ranks")
     assert rank_charts.straggler_of(table, "eager") == 1
@@ -264,9 +264,10 @@ def test_a_real_rank_that_refuses_its_folder_is_named_with_its_message(tmp_path)
     out = tmp_path / "not-a-run"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(RankFailedError) as info:
+    with pytest.raises(ConfigError) as info:
         run_torchrun(2, ["-m", "profiler_core", "run", *SMALL, "--out", str(out)], timeout_s=90)
-    assert str(info.value).startswith("rank 0 failed: --out:"), str(info.value)
+    assert info.value.field == "out" and info.value.message.startswith("rank 0 failed: '")
+    assert "is not a run folder of this tool" in info.value.message
     assert info.value.exit_code == 2 and (out / "keep.txt").read_text() == "mine"
     assert _left_running(str(out)) == []
 

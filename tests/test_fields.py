@@ -16,13 +16,14 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import controls, devices, state
 from profiler_core.cli import parser as cli
+from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec import fields, workload_kinds
 from profiler_core.spec.config import FLOAT_LIMITS, INT_LIMITS, RunConfig
 from profiler_core.spec.errors import ConfigError
 from tests.test_dashboard import ONE_GPU
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
-RUN_ONLY_OPTIONS = {"-h", "--help", "--out", "--overwrite", "--progress", "--timeout",
+RUN_ONLY_OPTIONS = {"-h", "--help", "--out", "--overwrite", "--progress", "--timeout", "--timings",
                     "--inject-delay-ms"}  # not settings of a run
 WIDGET_KINDS = ("number_input", "selectbox", "toggle", "multiselect", "text_input")
 
@@ -51,12 +52,13 @@ def test_declarations_are_complete_and_ranges_come_from_config():
     for spec in fields.FIELDS:
         assert spec.kind in fields.KINDS and spec.label and spec.help and spec.option_help, spec.name
         assert spec.section in (*fields.SECTIONS, fields.ABOVE_SECTIONS), spec.name
-        assert set(spec.workloads) <= set(fields.BUILT_IN_WORKLOADS) and spec.workloads, spec.name
+        assert any(spec.applies_to(name) for name in fields.BUILT_IN_WORKLOADS), spec.name
         if spec.kind in (fields.CHOICE, fields.LIST, fields.WORKLOAD, fields.PRESET):
             assert spec.choices, spec.name
         if spec.cpu_value is not None:  # only a control the CPU cannot use is fixed there
             assert spec.graph_only, spec.name
             RunConfig(**{spec.name: spec.cpu_value}, device="cpu")
+    assert workload_kinds.SIZE_FIELDS <= set(fields.SPECS)  # every size field is declared
     assert {s.name for s in fields.FIELDS if s.kind == fields.INT} == set(INT_LIMITS)
     assert {s.name for s in fields.FIELDS if s.kind == fields.FLOAT} == set(FLOAT_LIMITS)
     assert all(fields.spec(name).limits is INT_LIMITS[name] for name in INT_LIMITS)
@@ -93,10 +95,10 @@ def test_every_field_survives_the_worker_command_line():
             if getattr(EVERY_FIELD_CHANGED, n) == getattr(default, n)] == ["preset"]
     for config in (EVERY_FIELD_CHANGED, RunConfig(),
                    RunConfig(workload="profiler_core.examples.user_step:build", preset="custom")):
-        argv = cli.config_to_argv(config)
+        argv = config_to_argv(config)
         assert cli.config_from_args(cli.parse(["run", "--out", "x", *argv])) == config
     # one option per field (two values for --dropout), plus the negative forms of the toggles
-    argv = cli.config_to_argv(EVERY_FIELD_CHANGED)
+    argv = config_to_argv(EVERY_FIELD_CHANGED)
     assert [a for a in argv if a.startswith("--")] == [
         o if specs[0].kind != fields.BOOL else "--no-" + o[2:] for o, specs in fields.options().items()]
 
@@ -214,13 +216,15 @@ def test_on_the_cpu_every_graph_only_control_is_off_and_says_why(monkeypatch, tm
             assert widget.value == spec.cpu_value, spec.name
 
 
-def test_the_cpus_small_step_is_declared_once_on_each_workload():
+def test_the_cpus_small_step_is_declared_once_on_each_workload(monkeypatch):
     """The dashboard's CPU sizes and ``run --device cpu``'s small step are the same declaration."""
     for name, kind in workload_kinds.BUILT_IN.items():
         assert set(kind.cpu_sizes) <= set(kind.size_fields) | {"eager_iters", "replays", "trials"}
         assert fields.cpu_step_values(name) == {**kind.cpu_sizes, **fields.CPU_FIXED}
-        assert (controls.CPU_SIZES if name == "mlp" else controls.CPU_WORKLOAD_SIZES[name]) \
-            == kind.cpu_sizes
+        session = {controls.key("workload"): name}
+        monkeypatch.setattr(controls.st, "session_state", session)
+        controls.apply_cpu_sizes()  # what the sidebar sets when the CPU is chosen
+        assert {field: session[controls.key(field)] for field in kind.cpu_sizes} == kind.cpu_sizes
     assert fields.cpu_step_values("broken-host-sync") == fields.cpu_step_values("mlp")
     assert fields.cpu_step_values("mine.step:build") == {}
 

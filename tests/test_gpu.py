@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
-from profiler_core.analysis.trace import analyse_trace, load_trace
+from profiler_core.analysis.trace import analyse_trace
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.engine.runner import run_experiment
 from profiler_core.spec import schema
 from profiler_core.spec.config import RunConfig, preset
@@ -345,7 +346,7 @@ def test_a_run_where_the_graph_does_not_pay_opens_in_every_reader(tmp_path):
     read as a sweep point, and its parts still add up to its (negative) saving."""
     from profiler_core.analysis import attribution
     from profiler_core.storage import index
-    from profiler_core.sweep import core as sweep
+    from profiler_core.sweep import store as sweep
     config = preset("seed").replace(batch=2048, replays=60, trials=4, nvml=False, parity_steps=0)
     saved = run_experiment(config).save(tmp_path / "runs" / "no-pay")
     run = RunResult.load(saved)

@@ -12,6 +12,7 @@ import pytest
 
 from profiler_core.cli import parser as cli
 from profiler_core.cli.main import main
+from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec import hostinfo
 from profiler_core.spec.config import PRESETS, RunConfig, changed_from_preset
 from profiler_core.spec.errors import ConfigError
@@ -77,7 +78,7 @@ def test_the_config_keeps_one_spelling_and_how_it_measures_is_not_a_preset_chang
     args = cli.parse(["run", "--out", "x", "--preset", "seed", "--repeats", "5", "--cpu-affinity", "3"])
     config = cli.config_from_args(args)
     assert (config.preset, config.repeats, config.cpu_affinity) == ("seed", 5, "3")
-    assert cli.config_from_args(cli.parse(["run", "--out", "x", *cli.config_to_argv(config)])) == config
+    assert cli.config_from_args(cli.parse(["run", "--out", "x", *config_to_argv(config)])) == config
 
 
 def test_cpus_this_machine_does_not_have_are_refused_with_a_hint(monkeypatch):
@@ -137,7 +138,7 @@ def test_pinning_pins_the_threads_already_running():
     a warm worker's torch threads) is pinned too. In a child process, so that pytest is not."""
     cpu = min(os.sched_getaffinity(0))
     code = ("import os, threading, time\n"
-            "from profiler_core import hostinfo\n"
+            "from profiler_core.spec import hostinfo\n"
             "ready = threading.Event()\n"
             "def work():\n"
             "    ready.set(); time.sleep(2)\n"

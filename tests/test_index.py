@@ -24,7 +24,7 @@ from streamlit.testing.v1 import AppTest
 
 from profiler_core.cli.main import main
 from profiler_core.spec.errors import ConfigError
-from profiler_core.storage import index
+from profiler_core.storage import index, index_query
 from profiler_core.storage.results import RunResult
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,7 +63,7 @@ def test_any_modes_figure_from_metrics_csv_can_be_filtered_on(runs):
         "compile_ro,span_us,not a number,900,\n")
     (runs / "run-2" / "metrics.csv").write_bytes(b"\xff\xfe damaged")
     with index.open_index(runs) as ix:
-        assert _names(ix.runs([index.parse_where("compile_ro_speedup=3..")])) == ["run-1"]
+        assert _names(ix.runs([index_query.parse_where("compile_ro_speedup=3..")])) == ["run-1"]
         assert "compile_ro_span_us" not in json.loads(ix.runs()[1]["headline_json"])
         assert "compile_ro_speedup" in ix.fields()
         assert len(ix.runs()) == 3  # a damaged metrics.csv costs its figures, not the run
@@ -131,20 +131,20 @@ def test_filters_by_any_setting_range_several_values_figure_gpu_and_date(runs):
     summary["config"].update(dtype="bf16", profile=False)
     summary["environment"]["gpu_name"] = "NVIDIA H200"
     (runs / "other" / "summary.json").write_text(json.dumps(summary))
-    where = index.parse_where
+    where = index_query.parse_where
     with index.open_index(runs) as ix:
         assert _names(ix.runs([where("dtype=bf16")])) == ["other"]
         assert _names(ix.runs([where("replays=100,300")])) == ["run-0", "run-2"]
         assert _names(ix.runs([where("replays=150..")])) == ["other", "run-1", "run-2"]
         assert _names(ix.runs([where("replays=..200"), where("dtype=fp32")])) == ["run-0", "run-1"]
-        assert _names(ix.runs([index.FieldFilter("replays", low=100, high=100)])) == ["run-0"]
+        assert _names(ix.runs([index_query.FieldFilter("replays", low=100, high=100)])) == ["run-0"]
         assert _names(ix.runs([where("profile=false")])) == ["other"]
-        assert _names(ix.runs([index.FieldFilter("profile", values=(True,))])) == [
+        assert _names(ix.runs([index_query.FieldFilter("profile", values=(True,))])) == [
             "run-0", "run-1", "run-2"]
         assert _names(ix.runs([where("trials=10")])) == ["other", "run-0", "run-1", "run-2"]
         assert _names(ix.runs([where("gpu=NVIDIA H200")])) == ["other"]
         assert _names(ix.runs([where("date=2026-11-29..2026-11-30")])) == ["run-1", "run-2"]
-        assert _names(ix.runs([index.FieldFilter("date", low=datetime.date(2026, 12, 1))])) == [
+        assert _names(ix.runs([index_query.FieldFilter("date", low=datetime.date(2026, 12, 1))])) == [
             "other"]
         speedups = sorted(row["speedup"] for row in ix.runs())
         cut = (speedups[1] + speedups[2]) / 2
@@ -213,7 +213,7 @@ def test_an_out_of_date_index_follows_folders_added_removed_and_changed(runs):
     assert _stored_paths(runs) == {"run-0", "run-1", "run-2"}  # stale until it is opened
     with index.open_index(runs) as ix:
         assert _names(ix.runs()) == ["added", "run-1", "run-2"]
-        assert _names(ix.runs([index.parse_where("dtype=bf16")])) == ["run-1"]
+        assert _names(ix.runs([index_query.parse_where("dtype=bf16")])) == ["run-1"]
     assert _stored_paths(runs) == {"added", "run-1", "run-2"}
 
 
@@ -222,7 +222,7 @@ def test_an_unreadable_run_is_indexed_with_its_problem(runs):
     with index.open_index(runs) as ix:
         rows = {row["folder"]: row for row in ix.runs()}
         assert "JSONDecodeError" in rows["run-1"]["problem"] and not rows["run-1"]["complete"]
-        assert _names(ix.runs([index.parse_where("replays=200")])) == []  # no settings to match
+        assert _names(ix.runs([index_query.parse_where("replays=200")])) == []  # no settings to match
 
 
 @pytest.mark.parametrize("foreign", ["text", "sqlite", "link", "folder"])
@@ -365,7 +365,7 @@ def test_a_sweep_folder_is_indexed_with_its_points(runs):
         assert [(p["index"], p["status"], p["run"]) for p in points] == [
             (0, "done", "point-000"), (1, "done", "point-001"), (2, "planned", None)]
         assert points[0]["row"]["speedup"] == "4.8"
-        assert _names(ix.runs([index.parse_where("sweep=batch-sweep")])) == [
+        assert _names(ix.runs([index_query.parse_where("sweep=batch-sweep")])) == [
             "batch-sweep/point-000", "batch-sweep/point-001"]
         assert "batch-sweep/point-000" not in _names(ix.runs(sweep_points=False))
     assert list(rundata.list_runs(runs)["name"]) == ["run-2", "run-1", "run-0"]  # as before
@@ -419,9 +419,9 @@ def test_a_figure_no_run_has_matches_no_run_and_a_typo_is_refused_with_the_close
     assert err.startswith("error: --where: there is no field 'speedpu' to filter on (did you "
                           "mean speedup") and err.count("\n") == 1
     with index.open_index(runs) as ix:  # CUDA runs: a mode none of them timed is no error either
-        assert ix.runs([index.parse_where("compile_median_ms=1..")]) == []
-        assert ix.runs([index.parse_where("replays_between_low_ms=..5")]) == []
-        assert index.is_figure("predicted_speedup") and not index.is_figure("colour")
+        assert ix.runs([index_query.parse_where("compile_median_ms=1..")]) == []
+        assert ix.runs([index_query.parse_where("replays_between_low_ms=..5")]) == []
+        assert index_query.is_figure("predicted_speedup") and not index_query.is_figure("colour")
 
 
 # ----------------------------------------------------------------------------- the Runs page
@@ -558,60 +558,61 @@ def test_the_runs_page_lists_and_compares_the_points_of_a_sweep(sample_runs):
 def test_speedup_rows_take_every_mode_else_the_headline_and_skip_what_is_not_finite():
     import pandas as pd
 
-    from dashboard import analysis
+    from dashboard import compare
+    from profiler_core.analysis.figures import Headline
     from profiler_core.storage.results import empty_table
 
     modes = pd.DataFrame({"mode": ["eager", "graph", "compile_ro"], "median_ms": [1.0, 0.2, 0.3],
                           "speedup": [1.0, 5.0, float("inf")], "speedup_ci_low": [1.0, 4.5, 3.0],
                           "speedup_ci_high": [1.0, 5.5, 3.6], "one_time_ms": [0, 5, 900],
                           "memory_bytes": [0, 1, 2], "graphs_recorded": [0, 1, 3]})
-    rows = analysis.compare_speedup_rows("A", {}, modes)
+    rows = compare.compare_speedup_rows("A", Headline.from_stored({}), modes)
     assert list(rows["mode"]) == ["graph"] and rows["speedup_ci_high"][0] == 5.5  # inf left out
     headline = {"speedup": 4.0, "speedup_ci_low": 3.5, "speedup_ci_high": 4.4}
-    rows = analysis.compare_speedup_rows("B", headline, empty_table("modes"))
+    rows = compare.compare_speedup_rows("B", Headline.from_stored(headline), empty_table("modes"))
     assert rows.to_dict("records") == [{"run": "B", "mode": "graph", "speedup": 4.0,
                                         "speedup_ci_low": 3.5, "speedup_ci_high": 4.4}]
-    assert analysis.compare_speedup_rows("C", {"speedup": float("nan")},
+    assert compare.compare_speedup_rows("C", Headline.from_stored({"speedup": float("nan")}),
                                          empty_table("modes")).empty  # a CPU run
 
 
 def test_overlay_steps_use_cuda_events_else_the_wall_clock():
     import pandas as pd
 
-    from dashboard import analysis
+    from dashboard import analysis, compare
 
     gpu = pd.DataFrame({"mode": "graph", "method": "steady", "trial": 0, "iteration": [0, 1],
                         "steps": 2, "gpu_ms": [1.0, 1.2], "wall_ms": float("nan")})
-    steps = analysis.overlay_steps("A", gpu)
+    steps = compare.overlay_steps("A", gpu)
     assert list(steps["ms"]) == [0.5, 0.6] and set(steps["timed_by"]) == {
         analysis.METHOD_LABELS["steady_event"]}  # per training step
     cpu = gpu.assign(mode="eager", gpu_ms=float("nan"), wall_ms=[3.0, 4.0], steps=1)
-    assert list(analysis.overlay_steps("B", cpu)["ms"]) == [3.0, 4.0]
-    assert analysis.overlay_steps("C", cpu.iloc[0:0]).empty
+    assert list(compare.overlay_steps("B", cpu)["ms"]) == [3.0, 4.0]
+    assert compare.overlay_steps("C", cpu.iloc[0:0]).empty
 
 
 def test_overlay_charts_draw_only_finite_numbers_and_show_run_labels_as_text():
     import pandas as pd
 
-    from dashboard import charts
+    from dashboard.charts.comparison import compare_latency_ecdf, compare_speedups
 
     label = "<a href='x'>A</a>"
     speedups = pd.DataFrame({"run": [label, "B", "C"], "mode": "graph",
                              "speedup": [3.0, float("inf"), float("nan")],
                              "speedup_ci_low": [2.5, 1.0, 1.0], "speedup_ci_high": [3.5, 2.0, 2.0]})
-    fig = charts.compare_speedups(speedups)
+    fig = compare_speedups(speedups)
     (trace,) = fig.data
     assert list(trace.x) == ["&lt;a href='x'&gt;A&lt;/a&gt;"] and list(trace.y) == [3.0]
     steps = pd.DataFrame({"run": [label] * 3 + ["B"] * 3, "mode": ["eager", "graph", "graph"] * 2,
                           "ms": [1.0, 0.2, float("inf"), 1.1, 0.25, 0.3], "timed_by": "x"})
-    fig = charts.compare_latency_ecdf(steps, log_scale=True)
+    fig = compare_latency_ecdf(steps, log_scale=True)
     assert {(t.name, t.xaxis) for t in fig.data} == {("&lt;a href='x'&gt;A&lt;/a&gt;", "x"),
                                                     ("&lt;a href='x'&gt;A&lt;/a&gt;", "x2"),
                                                     ("B", "x"), ("B", "x2")}
     assert all(np.isfinite(list(t.x)).all() for t in fig.data)
     assert [t.showlegend for t in fig.data].count(True) == 2  # one legend entry per run
     assert fig.layout.xaxis.type == "log" and fig.layout.xaxis2.type == "log"
-    empty = charts.compare_speedups(speedups.iloc[0:0])
+    empty = compare_speedups(speedups.iloc[0:0])
     assert "none of these runs has a speedup" in empty.layout.annotations[0].text
 
 
@@ -688,7 +689,7 @@ def test_a_folder_name_that_is_not_utf8_is_indexed_listed_and_kept(runs, capsys)
         (swept,) = ix.sweeps()
         assert swept["name"] == "sweep-\ufffd" and swept["path"] == str(runs / os.fsdecode(b"sweep-\xfd"))
         assert [p["index"] for p in ix.sweep_points(os.fsdecode(b"sweep-\xfd"))] == [0, 1, 2]
-        assert _names(ix.runs([index.parse_where("name=" + NOT_UTF8)])) == ["run-\ufffd"]
+        assert _names(ix.runs([index_query.parse_where("name=" + NOT_UTF8)])) == ["run-\ufffd"]
     assert read  # built once ...
     read.clear()
     with index.open_index(runs, progress=lambda done, total: read.append(done)) as ix:
@@ -719,7 +720,7 @@ def test_lone_surrogates_in_json_strings_are_indexed_as_replacement_characters(r
         assert (row["gpu_name"], row["torch_version"]) == ("GPU \ufffd", "\ufffd")
         assert row["odd_\ufffd_ms"] == 1.5 and "odd_\ufffd_ms" in ix.fields()
         assert ix.sweeps()[0]["status"] == "\ufffd"
-        assert _names(ix.runs([index.parse_where("gpu=GPU \udcff")])) == ["run-0"]
+        assert _names(ix.runs([index_query.parse_where("gpu=GPU \udcff")])) == ["run-0"]
     assert main(["index", "--runs", str(runs), "--where", "odd_\udcff_ms=1..2"]) == 0
     out = capsys.readouterr().out
     assert "1 of 5 run(s) match" in out and "GPU \ufffd" in out
@@ -752,14 +753,14 @@ def test_where_takes_many_values_refuses_too_many_and_matches_undecodable_text(r
     assert main(["index", "--runs", str(runs), "--where", "replays=" + others]) == 0
     assert "1 of 3 run(s) match" in capsys.readouterr().out  # replays 200 only
     assert main(["index", "--runs", str(runs), "--where",
-                 "batch=" + ",".join(str(n) for n in range(index.MAX_FILTER_VALUES + 1))]) == 2
+                 "batch=" + ",".join(str(n) for n in range(index_query.MAX_FILTER_VALUES + 1))]) == 2
     _one_error_line(capsys, "--where: 'batch' lists 1,001 values (at most 1,000)")
     assert main(["index", "--runs", str(runs),
-                 *[f"--where=batch={n}" for n in range(index.MAX_FILTERS + 1)]]) == 2
+                 *[f"--where=batch={n}" for n in range(index_query.MAX_FILTERS + 1)]]) == 2
     _one_error_line(capsys, "--where: 33 filters were given (at most 32)")
     with index.open_index(runs) as ix:
         with pytest.raises(ConfigError, match="lists 1,001 values"):
-            ix.runs([index.FieldFilter("speedup", values=tuple(range(1001)))])
+            ix.runs([index_query.FieldFilter("speedup", values=tuple(range(1001)))])
     for where in ("dtype=\udcff", "gpu=\udcff", "date=\udcff", "name=\udcff,x"):
         code = main(["index", "--runs", str(runs), "--where", where])
         captured = capsys.readouterr()

@@ -29,13 +29,12 @@ from conftest import process_alive, wait_for
 
 from profiler_core.engine import serve
 from profiler_core.orchestration import parent
+from profiler_core.orchestration.command import run_argv, run_env
 from profiler_core.orchestration.launcher import (
     STATUSES,
     Launcher,
     describe_exit,
     left_timed_phases,
-    run_argv,
-    run_env,
 )
 from profiler_core.spec.config import PRESETS
 from profiler_core.storage.results import RunResult
@@ -52,7 +51,7 @@ def until(predicate) -> bool:
 
 def _start(launcher: Launcher, argv, out: Path, **kwargs):
     events: list[dict] = []
-    process = launcher.start_argv(argv, out, on_event=events.append, **kwargs)
+    process = launcher.start_command(argv, out, on_event=events.append, **kwargs)
     return process, events
 
 
@@ -91,8 +90,10 @@ def test_exit_0_counts_as_done_only_with_a_run_written(tmp_path):
     launcher = Launcher(warm=False)
     out = tmp_path / "run"
     written = f"import os; os.makedirs({str(out)!r}); open(os.path.join({str(out)!r}, 'summary.json'), 'w').write('{{}}')"
-    assert launcher.start_argv([sys.executable, "-c", written], out).wait(SAFETY_NET_S).status == "done"
-    nothing = launcher.start_argv([sys.executable, "-c", "pass"], tmp_path / "none").wait(SAFETY_NET_S)
+    assert launcher.start_command([sys.executable, "-c", written], out).wait(
+        SAFETY_NET_S).status == "done"
+    nothing = launcher.start_command([sys.executable, "-c", "pass"], tmp_path / "none").wait(
+        SAFETY_NET_S)
     assert (nothing.status, nothing.message) == ("crashed", "the worker exited without writing a run")
 
 
@@ -103,7 +104,7 @@ def test_describe_exit():
 
 
 def test_a_process_that_cannot_start_is_a_crash_with_the_reason(tmp_path):
-    process = Launcher(warm=False).start_argv([str(tmp_path / "no-such-python")], tmp_path / "o")
+    process = Launcher(warm=False).start_command([str(tmp_path / "no-such-python")], tmp_path / "o")
     ending = process.wait(SAFETY_NET_S)
     assert process.pid is None
     assert ending.status == "crashed" and "could not start" in ending.message
@@ -160,8 +161,8 @@ def test_a_failing_event_handler_kills_the_run_at_once(tmp_path, fake_worker):
         calls.append(record)
         raise RuntimeError("a bug in the caller")
 
-    process = Launcher(warm=False).start_argv(fake_worker("sleep", out, "ignore-term"), out,
-                                              on_event=broken)
+    process = Launcher(warm=False).start_command(fake_worker("sleep", out, "ignore-term"), out,
+                                                 on_event=broken)
     ending = process.wait(SAFETY_NET_S)
     assert ending.status == "crashed" and "a bug in the caller" in ending.message
     assert ending.returncode == -signal.SIGKILL and len(calls) == 1  # never called again
@@ -232,7 +233,7 @@ if not line:
     sys.exit(0)
 emit(event="worker", state="accepted")
 log("serve-accepted")
-sys.exit(run(json.loads(line)["argv"]))
+sys.exit(run(["--out", json.loads(line)["out"]]))
 '''
 
 
@@ -366,7 +367,7 @@ def test_a_spare_still_starting_is_stopped_when_another_run_begins(tmp_path, fak
     spare = launcher.spare_pid
     # a command line no warm worker serves runs in a fresh process, and the spare goes
     other = tmp_path / "other"
-    process = launcher.start_argv(fake_worker("done", other, synthetic_run), other)
+    process = launcher.start_command(fake_worker("done", other, synthetic_run), other)
     assert process.wait(SAFETY_NET_S).status == "done"
     assert until(lambda: not process_alive(spare))
     assert "serve-ready" not in order_of(log())
@@ -381,7 +382,7 @@ def test_a_ready_spare_waits_through_runs_it_cannot_serve(tmp_path, fake_python,
     assert until(lambda: launcher._pool.children and launcher._pool.children[0].ready.is_set())
     spare = launcher.spare_pid
     other = tmp_path / "other"
-    assert launcher.start_argv(fake_worker("done", other, synthetic_run), other).wait(
+    assert launcher.start_command(fake_worker("done", other, synthetic_run), other).wait(
         SAFETY_NET_S).status == "done"
     assert launcher.spare_pid == spare and process_alive(spare)
     process, ending, _ = _run(launcher, tmp_path / "b")
@@ -438,7 +439,7 @@ def test_an_idle_spare_is_stopped_after_the_idle_time_and_the_next_run_starts_fr
     and a spare is started again after it."""
     from profiler_core.orchestration import launcher as launcher_module
     assert launcher_module.IDLE_TIMEOUT_S == 600.0
-    docs = Path(launcher_module.__file__).parent.parent / "docs" / "how-it-measures.md"
+    docs = Path(launcher_module.__file__).parents[2] / "docs" / "how-it-measures.md"
     assert "no run takes within 10 minutes of being ready is stopped" in docs.read_text()
     make, _, _ = fake_python
     launcher = make(idle_timeout_s=0.5)
@@ -482,7 +483,7 @@ launcher = Launcher(warm=False)
 started = []
 watching = threading.Event()
 def start():  # from a thread that ends once the child watches: the child must outlive it
-    started.append(launcher.start_argv(argv, on_event=lambda record: watching.set()))
+    started.append(launcher.start_command(argv, on_event=lambda record: watching.set()))
     assert watching.wait(60)
 thread = threading.Thread(target=start)
 thread.start()
@@ -595,11 +596,22 @@ def test_a_real_run_and_a_warm_spare_end_when_their_launcher_is_killed(tmp_path)
 # ----------------------------------------------------------------------------- the warm worker
 
 
-def test_the_request_must_be_a_run_command():
-    assert serve.read_request('{"argv": ["run", "--device", "cpu"]}') == ["run", "--device", "cpu"]
-    for bad in ("not json", "[]", '{"argv": ["bench"]}', '{"argv": ["run", 3]}', '{"x": 1}',
-                "[" * 100_000, '{"argv": ["run", "--out", "a\\u0000b"]}',
-                '{"argv": ["run", "' + "x" * serve.MAX_REQUEST_CHARS + '"]}'):
+def _request_line(out: str = "x", **changes) -> str:
+    """A request's line, as the launcher writes it, with ``changes`` made to its JSON."""
+    request = json.loads(serve.RunRequest(CPU_RUN, out).to_line())
+    request.update(changes)
+    return json.dumps(request)
+
+
+def test_the_request_must_be_a_run_of_a_config():
+    request = serve.RunRequest(CPU_RUN, "runs/x", overwrite=True)
+    assert serve.read_request(request.to_line()) == request
+    config = CPU_RUN.to_dict()
+    for bad in ("not json", "[]", '{"argv": ["run", "--device", "cpu"]}', '{"x": 1}',
+                _request_line(out=3), _request_line(overwrite="yes"), _request_line(extra=1),
+                _request_line(config=[]), _request_line(config={**config, "batch": -1}),
+                _request_line(config={**config, "nosuch": 1}), "[" * 100_000,
+                _request_line(out="a\x00b"), _request_line(out="x" * serve.MAX_REQUEST_CHARS)):
         with pytest.raises(ValueError, match="request"):
             serve.read_request(bad)
 
@@ -620,8 +632,10 @@ class _EndlessLine:
 @pytest.mark.parametrize("stdin, message", [
     (io.StringIO("[" * 100_000 + "\n"), "longer than 65,536 characters"),
     (io.StringIO("[" * 1_000 + "\n"), "nested more than 8 deep"),
-    (io.StringIO('{"argv": ["run", "--out", "a\\u0000b"]}\n'), "NUL character"),
-    (io.StringIO('{"argv": ["run"], "x": [[[[[[[[1]]]]]]]]}\n'), "nested more than 8 deep"),
+    (io.StringIO('{"config": {}, "out": "a\\u0000b", "overwrite": false}\n'), "NUL character"),
+    (io.StringIO('{"config": {}, "x": [[[[[[[[1]]]]]]]]}\n'), "nested more than 8 deep"),
+    (io.StringIO('{"argv": ["run", "--out", "x"]}\n'), "must be {"),
+    (io.StringIO('{"config": {"batch": 0}, "out": "x", "overwrite": false}\n'), "config is refused"),
     (io.StringIO('"run"\n'), "must be {"),
     (io.TextIOWrapper(io.BytesIO(b"\xff\xfe\n")), "not UTF-8"),
     (_EndlessLine(), "longer than 65,536 characters"),
@@ -641,7 +655,8 @@ def test_a_bad_request_is_one_json_error_record_and_exit_2(stdin, message, capsy
 
 def test_serve_refuses_a_nul_request_in_a_real_process_without_a_traceback():
     worker = subprocess.run([sys.executable, "-m", "profiler_core", "serve", "--device", "cpu"],
-                            input='{"argv": ["run", "--out", "a\\u0000b"]}\n', text=True,
+                            input='{"config": {}, "out": "a\\u0000b", "overwrite": false}\n',
+                            text=True,
                             capture_output=True, timeout=SAFETY_NET_S, env=run_env(),
                             cwd=Path(__file__).parents[1])
     assert worker.returncode == 2, worker.stderr
@@ -653,9 +668,9 @@ def test_serve_refuses_a_nul_request_in_a_real_process_without_a_traceback():
 def test_serve_says_ready_then_runs_one_request_through_main():
     calls = []
     stdout = io.StringIO()
-    code = serve.serve("cpu", lambda argv: calls.append(argv) or 7,
-                       stdin=io.StringIO('{"argv": ["run", "--out", "x"]}\n'), stdout=stdout)
-    assert code == 7 and calls == [["run", "--out", "x"]]
+    code = serve.serve("cpu", lambda request: calls.append(request) or 7,
+                       stdin=io.StringIO(_request_line() + "\n"), stdout=stdout)
+    assert code == 7 and calls == [serve.RunRequest(CPU_RUN, "x")]
     records = [json.loads(line) for line in stdout.getvalue().splitlines()]
     assert [(r["event"], r["state"]) for r in records] == [("worker", "ready"), ("worker", "accepted")]
     # end of input before a request: nothing runs
@@ -781,7 +796,7 @@ def _press_run_twice(tmp_path, tiny: bool) -> tuple[list, list[float], int]:
     for press in range(2):
         if press:
             launcher = runpanel.run_launcher()
-            assert until(lambda: launcher.spare_pid is not None)
+            assert until(lambda: runpanel.run_launcher().spare_pid is not None)
             spare_pid = launcher.spare_pid
             assert launcher._pool.children[0].ready.wait(SAFETY_NET_S)
         snap, took = _run_from_the_sidebar(at, timeout_s=600)

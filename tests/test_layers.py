@@ -1,6 +1,5 @@
-"""The package's layers: each layer of profiler_core imports only the layers below it, the
-and no module imports
-itself through others (a cycle), counting imports inside functions too. Imports under
+"""The package's layers: each layer of profiler_core imports only the layers below it, and no
+module imports itself through others (a cycle), counting imports inside functions too. Imports under
 ``if TYPE_CHECKING:`` are for annotations only and do not count."""
 
 from __future__ import annotations

@@ -10,8 +10,10 @@ import torch
 from profiler_core.cli import parser as cli
 from profiler_core.cli.main import main
 from profiler_core.engine import modes
+from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError
+from profiler_core.storage import runtables
 from profiler_core.storage.results import RunResult
 
 TINY = ["--device", "cpu", "--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4",
@@ -30,7 +32,7 @@ def test_modes_are_chosen_after_eager_and_graph():
     assert cli.config_from_args(args).modes == ("eager", "graph", "compile_ro", "compile")
     config = RunConfig(modes=("eager", "graph", "compile"))
     assert RunConfig.from_dict(config.to_dict()) == config and config.extra_modes == ("compile",)
-    assert cli.config_from_args(cli.parse(["run", "--out", "x", *cli.config_to_argv(config)])) == config
+    assert cli.config_from_args(cli.parse(["run", "--out", "x", *config_to_argv(config)])) == config
     with pytest.raises(ConfigError):
         RunConfig(modes=("graph", "eager"))
 
@@ -69,7 +71,7 @@ def test_a_cpu_run_times_compile_beside_eager_and_skips_what_needs_cuda(tmp_path
 
 
 def test_the_registry_holds_every_mode_in_run_order_eager_first():
-    from profiler_core.spec.config import MODE_LABELS, MODE_NAMES
+    from profiler_core.spec.modes import CUDA_ONLY_MODES, MODE_LABELS, MODE_NAMES
 
     assert tuple(modes.REGISTRY) == MODE_NAMES and MODE_NAMES[0] == "eager"
     assert {name: spec.label for name, spec in modes.REGISTRY.items()} == MODE_LABELS
@@ -77,7 +79,27 @@ def test_the_registry_holds_every_mode_in_run_order_eager_first():
     iterations = {name: spec.timed_iterations(config) for name, spec in modes.REGISTRY.items()}
     assert iterations == {"eager": 90, "graph": 30, "graphed_callables": 90, "compile": 90,
                           "compile_ro": 90}  # as many training steps in every mode
-    assert modes.CUDA_ONLY_MODES == ("graph", "graphed_callables", "compile_ro")
+    assert CUDA_ONLY_MODES == ("graph", "graphed_callables", "compile_ro")
+
+
+def test_each_modes_facts_are_declared_once_and_read_everywhere():
+    from profiler_core import MODES, ModeSpec
+    from profiler_core.engine import cpu_time
+    from profiler_core.spec import fields
+    from profiler_core.spec import modes as declared
+
+    assert all(isinstance(mode, ModeSpec) for mode in MODES)
+    assert declared.MODE_NAMES == tuple(mode.name for mode in MODES)
+    assert declared.ALWAYS_MEASURED == ("eager", "graph") == RunConfig().modes
+    for name, implementation in modes.REGISTRY.items():  # the engine reads the declaration
+        assert implementation.spec is declared.SPECS[name]
+        assert implementation.cuda_only == declared.SPECS[name].cuda_only
+    assert cpu_time.COMPILED_MODES is declared.COMPILED_MODES == ("compile", "compile_ro")
+    spec = fields.spec("modes")  # the CLI's and the dashboard's help name every extra mode
+    assert spec.choices == declared.EXTRA_MODES == ("graphed_callables", "compile", "compile_ro")
+    for name in declared.EXTRA_MODES:
+        assert name in spec.option_help and declared.SPECS[name].help in spec.help
+    assert spec.cpu_note.startswith("On the CPU only torch.compile can run")
 
 
 def test_every_mode_is_prepared_through_the_registry_with_its_phases_and_one_time_cost(fast_compile):
@@ -128,12 +150,12 @@ def test_what_torch_warns_while_a_mode_is_prepared_becomes_a_note_of_the_run(mon
     real = modes.REGISTRY["eager"]
 
     def warn_then_prepare(prep):
-        warnings.warn("The AccumulateGrad node's stream does not match. This may incur sync.")
-        warnings.warn("The AccumulateGrad node's stream does not match. Again.")
-        warnings.warn("not torch's kind", DeprecationWarning)
+        warnings.warn("The AccumulateGrad node's stream does not match. This may incur sync.", stacklevel=2)
+        warnings.warn("The AccumulateGrad node's stream does not match. Again.", stacklevel=2)
+        warnings.warn("not torch's kind", DeprecationWarning, stacklevel=2)
         return real.prepare(prep)
 
-    monkeypatch.setitem(modes.REGISTRY, "eager", modes.ModeSpec("eager", False, warn_then_prepare))
+    monkeypatch.setitem(modes.REGISTRY, "eager", modes.ModeImplementation("eager", warn_then_prepare))
     config = RunConfig(device="cpu", batch=4, d_in=8, hidden=16, d_out=2)
     prep = modes.Preparation(config, torch.device("cpu"), make_batches(config, 2, torch.device("cpu")),
                              PhaseRecorder(0.0), ProgressCounter(100))
@@ -146,8 +168,7 @@ def test_the_summary_keeps_the_pairs_figures_under_the_headlines_names():
     """The runner's summary keys for eager and the graph (read by the index, sweeps and the
     prediction): <mode>_<metric>, or the older name the headline always had; other modes' figures
     stay in metrics.csv only."""
-    from profiler_core.engine import runner
-    headline = runner._pair_headline(
+    headline = runtables.pair_headline(
         {"eager": {"span_us": 900.0, "peak_bytes": 10},
          "graph": {"capture_ms": 12.0, "pool_bytes": 64, "break_even_iters": 3.0, "span_us": 300.0},
          "compile": {"span_us": 450.0}}, {})

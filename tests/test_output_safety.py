@@ -23,7 +23,8 @@ from profiler_core.cli.main import main
 from profiler_core.engine import runner
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError, RunFormatError
-from profiler_core.storage.results import RunResult, check_output, is_tool_run
+from profiler_core.storage.results import RunResult, check_output
+from profiler_core.storage.runfolder import is_tool_run
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--device", "cpu", "--batch", "8", "--d-in", "16", "--hidden", "32", "--d-out", "4",

@@ -17,7 +17,9 @@ import pandas as pd
 import pytest
 
 from profiler_core.analysis import predict
+from profiler_core.analysis.figures import Figures
 from profiler_core.cli.main import format_summary, main
+from profiler_core.engine import calibration as engine_calibration
 from profiler_core.storage.results import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +87,7 @@ def test_the_sample_run_prediction_reads_the_same_figures_the_run_recorded():
     floor = predict.prediction_from_headline({
         **headline, "prediction_launch_us": 0.0, "prediction_per_node_us": 0.0,
         "prediction_copy_us": headline["graph_input_copy_ms"] * 1e3,
-        "prediction_steps_per_graph": 1})
+        "prediction_steps_per_graph": 1}, Figures.from_headline(headline))
     assert floor["predicted_graph_ms"] == pytest.approx(0.2161, abs=1e-4)
     assert floor["prediction_error_pct"] == pytest.approx(-8.70, abs=0.01)
     assert floor["predicted_speedup"] == pytest.approx(1.5926 / 0.2161, rel=1e-3)
@@ -94,11 +96,12 @@ def test_the_sample_run_prediction_reads_the_same_figures_the_run_recorded():
 
 def test_a_headline_without_the_eager_window_or_constants_predicts_nothing():
     headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
-    assert all(math.isnan(v) for v in predict.prediction_from_headline(headline).values())
-    assert all(math.isnan(v) for v in predict.prediction_from_headline({}).values())
-    assert predict.prediction_table(headline).empty
-    assert list(predict.constants_table(headline).columns) == predict.CONSTANTS_TABLE_COLUMNS
-    assert predict.headline_lines(headline) == []
+    assert all(math.isnan(v) for v in predict.prediction_from_headline(headline, Figures.from_headline(headline)).values())
+    assert all(math.isnan(v) for v in predict.prediction_from_headline({}, Figures({})).values())
+    figures = Figures.from_headline(headline)
+    assert predict.prediction_table(headline, figures).empty
+    assert list(predict.constants_table(headline, figures).columns) == predict.CONSTANTS_TABLE_COLUMNS
+    assert predict.headline_lines(headline, figures) == []
 
 
 # ------------------------------------------------------------------------------ the command
@@ -271,10 +274,10 @@ def _fake_gpu(monkeypatch, busy_per_node_us: float,
         profiled.append(replayed[start:])
         return Window([busy_per_node_us * nodes for nodes in replayed[start:]])
 
-    monkeypatch.setattr(predict, "_trivial_graph",
+    monkeypatch.setattr(engine_calibration, "_trivial_graph",
                         lambda torch, device, nodes, elements: (_FakeGraph(nodes, replayed), None))
-    monkeypatch.setattr(predict, "_calibration_elements", lambda torch, device: 1024)
-    monkeypatch.setattr(predict, "_held_mean_us", held_mean_us)
+    monkeypatch.setattr(engine_calibration, "_calibration_elements", lambda torch, device: 1024)
+    monkeypatch.setattr(engine_calibration, "_held_mean_us", held_mean_us)
     monkeypatch.setattr(profiling, "profile_window", profile_window)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "Fake GPU")
     return copied, profiled
@@ -284,16 +287,16 @@ def test_calibration_subtracts_the_kernels_busy_time_and_fits_the_rest(monkeypat
     import torch
 
     copied, profiled = _fake_gpu(monkeypatch, busy_per_node_us=1.2)
-    calibration = predict.calibrate("cuda:0", (torch.zeros(4, 3), "not a tensor"))
-    assert calibration.node_counts == predict.CALIBRATION_NODE_COUNTS
-    assert calibration.replay_us == tuple(2.0 + 1.5 * k for k in predict.CALIBRATION_NODE_COUNTS)
-    assert calibration.busy_us == pytest.approx([1.2 * k for k in predict.CALIBRATION_NODE_COUNTS])
+    calibration = engine_calibration.calibrate("cuda:0", (torch.zeros(4, 3), "not a tensor"))
+    assert calibration.node_counts == engine_calibration.CALIBRATION_NODE_COUNTS
+    assert calibration.replay_us == tuple(2.0 + 1.5 * k for k in engine_calibration.CALIBRATION_NODE_COUNTS)
+    assert calibration.busy_us == pytest.approx([1.2 * k for k in engine_calibration.CALIBRATION_NODE_COUNTS])
     assert calibration.costs.launch_us == pytest.approx(2.0)
     assert calibration.costs.per_node_us == pytest.approx(0.3)
-    assert calibration.copy_us == 11.0 and copied == [predict.CALIBRATION_COPIES]
+    assert calibration.copy_us == 11.0 and copied == [engine_calibration.CALIBRATION_COPIES]
     # One profiled window: each graph replayed CALIBRATION_PROFILED_REPLAYS times, in turn.
-    assert profiled == [[k for k in predict.CALIBRATION_NODE_COUNTS
-                         for _ in range(predict.CALIBRATION_PROFILED_REPLAYS)]]
+    assert profiled == [[k for k in engine_calibration.CALIBRATION_NODE_COUNTS
+                         for _ in range(engine_calibration.CALIBRATION_PROFILED_REPLAYS)]]
     assert calibration.costs.source.startswith("measured on Fake GPU in this process: CUDA events")
     assert "minus their kernels' busy time from torch.profiler" in calibration.costs.source
     assert "1,024 elements" in calibration.costs.source
@@ -306,7 +309,7 @@ def test_a_replay_after_a_copy_sets_the_launch_cost_when_it_costs_more(monkeypat
 
     _fake_gpu(monkeypatch, busy_per_node_us=1.2, after_copy_extra_us=3.0)
     batches = [(torch.zeros(4, 3), torch.zeros(4)), (torch.ones(4, 3), torch.ones(4))]
-    calibration = predict.calibrate("cuda:0", batches)
+    calibration = engine_calibration.calibrate("cuda:0", batches)
     # after copy: 11 + 3.5 + 3 = 17.5 us; minus copy 11, kernel 1.2, one node 0.3 -> 5.0 us
     assert calibration.costs.launch_us == pytest.approx(5.0)
     assert calibration.costs.per_node_us == pytest.approx(0.3)
@@ -315,7 +318,7 @@ def test_a_replay_after_a_copy_sets_the_launch_cost_when_it_costs_more(monkeypat
 
 def test_calibration_says_so_when_the_profiler_saw_no_kernels(monkeypatch):
     _fake_gpu(monkeypatch, busy_per_node_us=0.0)
-    calibration = predict.calibrate("cuda:0")
+    calibration = engine_calibration.calibrate("cuda:0")
     assert calibration.costs.per_node_us == pytest.approx(1.5)  # the kernels' own time included
     assert "nothing subtracted" in calibration.costs.source
     assert math.isnan(calibration.copy_us)  # no batch given
@@ -336,8 +339,9 @@ def test_the_runner_call_adds_every_headline_key(monkeypatch):
         seen.update(device=device, batch=batch)
         return _calibration()
 
-    monkeypatch.setattr(predict, "calibrate", fake_calibrate)
-    added = predict.calibrate_and_predict("cuda:0", ("x", "y"), 1, headline)
+    monkeypatch.setattr(engine_calibration, "cached_calibration", fake_calibrate)
+    added = engine_calibration.calibrate_and_predict("cuda:0", ("x", "y"), 1, headline,
+                                                     Figures.from_headline(headline))
     assert seen == {"device": "cuda:0", "batch": ("x", "y")}
     assert set(added) == set(predict.HEADLINE_KEYS)
     expected_ms = (204.8999 + 3.5 + 29 * 0.3 + 11.0) / 1e3
@@ -351,13 +355,15 @@ def test_the_prediction_keys_round_trip_through_save_and_load(tmp_path, monkeypa
     from conftest import write_synthetic_run
 
     run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "base"))
-    monkeypatch.setattr(predict, "calibrate", lambda device, batch: _calibration())
+    monkeypatch.setattr(engine_calibration, "cached_calibration", lambda device, batch: _calibration())
     run.headline.update(eager_kernels=15.0, parity_steps=5)
-    run.headline.update(predict.calibrate_and_predict("cuda:0", (), 2, run.headline))
+    run.headline.update(engine_calibration.calibrate_and_predict("cuda:0", (), 2, run.headline,
+                                                                 run.figures))
     run.headline["prediction_copy_us"] = math.nan  # a run whose batch copy was not timed
-    run.headline.update(predict.prediction_from_headline(run.headline))
+    run.headline.update(predict.prediction_from_headline(run.headline, run.figures))
     saved = run.save(tmp_path / "runs" / "with-prediction")
-    loaded = RunResult.load(saved).headline
+    reloaded = RunResult.load(saved)
+    loaded = reloaded.headline
     for key in predict.HEADLINE_KEYS:
         value, back = run.headline[key], loaded[key]
         if isinstance(value, float) and math.isnan(value):
@@ -370,7 +376,7 @@ def test_the_prediction_keys_round_trip_through_save_and_load(tmp_path, monkeypa
     assert re.search(r"Predicted before capture: graph 0\.226\d ms per step, measured", text)
     assert "batch copy not timed" in text
     assert "measured on Fake GPU in this process: test" in text
-    table = predict.prediction_table(loaded)
+    table = predict.prediction_table(loaded, reloaded.figures)
     assert list(table["quantity"]) == ["graph time per step", "speedup"]
     assert table["error_pct"].notna().all()
 
@@ -390,9 +396,10 @@ def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_pa
                                                        "memory_total_mib", "source"]), "test"))
     monkeypatch.setenv(rundata.RUNS_ROOT_ENV, str(tmp_path))
     run = RunResult.load(write_synthetic_run(tmp_path / "runs" / "base"))
-    monkeypatch.setattr(predict, "calibrate", lambda device, batch: _calibration())
+    monkeypatch.setattr(engine_calibration, "cached_calibration", lambda device, batch: _calibration())
     run.headline.update(eager_kernels=15.0)
-    run.headline.update(predict.calibrate_and_predict("cuda:0", (), 1, run.headline))
+    run.headline.update(engine_calibration.calibrate_and_predict("cuda:0", (), 1, run.headline,
+                                                                 run.figures))
     run.save(tmp_path / "runs" / "base", overwrite=True)
     at = AppTest.from_file(str(ROOT / "dashboard" / "app.py"), default_timeout=60)
     at.session_state[state.RUNS_DIR] = str(tmp_path / "runs")
@@ -421,21 +428,22 @@ def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_pa
 
 
 def test_the_prediction_parts_add_up_and_the_chart_draws_only_finite_numbers():
-    from dashboard import charts
+    from dashboard.charts.timing import prediction_bars
 
     headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
-    assert predict.prediction_parts(headline).empty
-    assert "no prediction" in charts.prediction_bars(predict.prediction_parts(headline)) \
+    figures = Figures.from_headline(headline)
+    assert predict.prediction_parts(headline, figures).empty
+    assert "no prediction" in prediction_bars(predict.prediction_parts(headline, figures)) \
         .layout.annotations[0].text
     headline.update(prediction_launch_us=8.0, prediction_per_node_us=0.5, prediction_copy_us=12.0,
                     prediction_steps_per_graph=4, prediction_constants_method="test")
-    headline.update(predict.prediction_from_headline(headline))
-    parts = predict.prediction_parts(headline)
+    headline.update(predict.prediction_from_headline(headline, figures))
+    parts = predict.prediction_parts(headline, figures)
     predicted = parts[parts["bar"] == "predicted"].set_index("part")["us"]
     assert predicted.sum() == pytest.approx(headline["predicted_graph_ms"] * 1e3)
     assert predicted["launch"] == 2.0 and predicted["batch copy"] == 3.0
     parts.loc[parts["part"] == "launch", "us"] = math.inf  # a damaged figure is left out
-    figure = charts.prediction_bars(parts)
+    figure = prediction_bars(parts)
     drawn = [x for trace in figure.data if trace.type == "bar" for x in trace.x]
     assert all(math.isfinite(x) for x in drawn) and len(drawn) == 4
 
@@ -491,7 +499,7 @@ def test_gpu_calibration_and_predicted_against_measured_on_real_runs(tmp_path):
 
     device = torch.device("cuda", 0)
     batch = (torch.randn(640, 4096, device=device), torch.randn(640, 1024, device=device))
-    calibration = predict.calibrate(device, batch)
+    calibration = engine_calibration.calibrate(device, batch)
     print(f"CALIBRATION {torch.cuda.get_device_name(device)}, torch {torch.__version__}: launch "
           f"{calibration.costs.launch_us:.3f} us, per node {calibration.costs.per_node_us:.4f} us, "
           f"seed batch copy {calibration.copy_us:.2f} us, took {calibration.wall_ms:.0f} ms")
@@ -525,7 +533,7 @@ def test_the_bundled_samples_recorded_prediction_is_what_its_headline_gives():
     """The prediction is a pure function of the headline: the bundled sample's recorded figures
     (made on the H200 by the run itself) come back from its headline alone."""
     headline = json.loads((RECORDED / "summary.json").read_text())["headline"]
-    again = predict.prediction_from_headline(headline)
+    again = predict.prediction_from_headline(headline, Figures.from_headline(headline))
     for key in predict.PREDICTION_KEYS:
         assert again[key] == pytest.approx(headline[key], rel=1e-9), key
     assert abs(headline["prediction_error_pct"]) < 5  # within the issue's 5%

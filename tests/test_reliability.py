@@ -10,12 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from profiler_core.cli.main import main
-from profiler_core.cli.parser import UsageError, config_from_args, parse
+from profiler_core.cli.parser import config_from_args, parse
 from profiler_core.engine import memory
 from profiler_core.engine.capture import diagnose_capture_failure
 from profiler_core.engine.runner import _out_of_memory, run_experiment
 from profiler_core.spec.config import FLOAT_LIMITS, INT_LIMITS, RunConfig
-from profiler_core.spec.errors import CaptureError, ConfigError, GpuMemoryError
+from profiler_core.spec.errors import CaptureError, ConfigError, GpuMemoryError, UsageError
+from profiler_core.storage import runtables
 from profiler_core.storage.results import RunResult
 
 TINY = dict(batch=8, d_in=16, hidden=32, d_out=4, replays=20, trials=4, profile=False, nvml=False,
@@ -123,21 +124,21 @@ def test_capture_failure_diagnosis_reads_through_a_masking_error():
         try:
             _raise_from("optimizer")
         except RuntimeError:
-            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+            raise RuntimeError(  # noqa: B904  (the masking error keeps the first as its __context__)
+                "CUDA error: operation failed due to a previous error during capture")
     except RuntimeError as error:
         diagnosis = diagnose_capture_failure(error)
     assert "without capturable=True" in diagnosis.message
 
 
 def test_an_interrupted_run_is_kept_incomplete_and_still_opens(tmp_path, monkeypatch, capsys):
-    import profiler_core.engine.runner as runner
 
-    original = runner._stats_table
+    original = runtables.stats_table
 
     def interrupted(*args, **kwargs):  # Ctrl-C right after the last timed trial
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "_stats_table", interrupted)
+    monkeypatch.setattr(runtables, "stats_table", interrupted)
     with pytest.raises(KeyboardInterrupt) as raised:
         run_experiment(RunConfig(**TINY))
     partial = raised.value.partial_result
@@ -152,7 +153,7 @@ def test_an_interrupted_run_is_kept_incomplete_and_still_opens(tmp_path, monkeyp
     loaded = RunResult.load(out)
     assert loaded.complete is False and len(loaded.table("latency")) == 16
     assert set(loaded.table("counters")["phase"]) == {"initial", "after_warmup", "eager_after_timed"}
-    monkeypatch.setattr(runner, "_stats_table", original)
+    monkeypatch.setattr(runtables, "stats_table", original)
     assert run_experiment(RunConfig(**TINY)).complete is True  # the next run works
 
 

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from profiler_core.analysis.figures import Headline
 from profiler_core.cli import parser as cli
 from profiler_core.cli.main import main
 from profiler_core.orchestration import repeats
@@ -200,9 +201,8 @@ def test_ctrl_c_kills_the_running_repeat_and_keeps_the_finished_ones(tmp_path):
 
 def test_the_cli_exits_with_the_failed_repeats_code_and_says_what_was_kept(tmp_path, monkeypatch,
                                                                            capsys):
-    from profiler_core.orchestration import launcher as launcher_module
     fake = FakeLauncher([5.0, _error()])
-    monkeypatch.setattr(launcher_module, "Launcher", lambda **_: fake)
+    monkeypatch.setattr(repeats, "Launcher", lambda **_: fake)
     out = tmp_path / "r"
     assert main(["run", "--out", str(out), "--repeats", "2", "--progress", "jsonl"]) == 5
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -228,19 +228,19 @@ def test_between_table_puts_the_interval_beside_the_runs_own_ci():
                           "run_wall_s": [9.0, 9.0, 9.0], "shown": [False, False, True]})
     head = {"speedup": 5.5, "speedup_ci_low": 5.3, "speedup_ci_high": 5.7, "eager_median_ms": 1.3,
             "graph_median_ms": 0.235, **repeats.between_headline(table)}
-    frame = repeats.between_table(head)
+    frame = repeats.between_table(head, Headline.from_stored(head))
     assert list(frame.columns) == repeats.BETWEEN_COLUMNS
     assert list(frame["figure"]) == ["speedup", "eager median per step", "graph median per step"]
     first = frame.iloc[0]
     assert (first["shown_run"], first["shown_ci_low"], first["between_min"], first["between_max"]) \
         == (5.5, 5.3, 4.8, 6.2)
-    assert repeats.between_table({"speedup": 2.0}).empty
+    assert repeats.between_table({"speedup": 2.0}, Headline.from_stored({"speedup": 2.0})).empty
     assert "4.80x-6.20x" in "\n".join(repeats.summary_lines(head))
 
 
 def test_every_sweep_point_is_a_repeats_run():
-    from profiler_core.orchestration.launcher import run_argv
-    from profiler_core.sweep.core import plan_from_args
+    from profiler_core.cli.sweep_command import plan_from_args
+    from profiler_core.orchestration.command import run_argv
 
     args = cli.parse(["sweep", "--param", "batch=8,16", "--out", "x", "--device", "cpu",
                       "--repeats", "3", "--cpu-affinity", "0"])

@@ -141,7 +141,7 @@ def test_unknown_schema_versions_are_refused(tmp_path, version):
     (saved / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(RunFormatError) as raised:
         RunResult.load(saved)
-    assert "schema version" in raised.value.message and raised.value.hint
+    assert "schema_version" in raised.value.message and raised.value.hint
 
 
 def test_a_schema_2_run_gets_its_breakdown_and_every_figure_per_mode_in_long_form(tmp_path):

@@ -2,7 +2,7 @@
 
 Runs are generated through the writer's own code (``generated_runs``: the runner's timed loops
 on a simulated machine, its table builders, the trace analysis, ``RunResult.save``) and each one
-is read back by: ``RunResult.load``; the dashboard (``rundata.read_summary`` / ``open_run`` and
+is read back by: ``RunResult.load``; the dashboard (``runfolder.read_summary`` / ``open_run`` and
 the data shaping and charts every view calls); an upload (the zip the dashboard's download gives,
 through ``uploads.SessionUploads``); the run index (``record_run``, ``read_run``, the listing and
 ``--where`` filters); a sweep (a point measured through a fake launcher, ``load_sweep``, its
@@ -28,14 +28,19 @@ from generated_runs import EXTRA_MODES, RawRun, Scenario, WindowSpec, build_run,
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from dashboard import analysis, rundata, uploads
+from dashboard import analysis, compare, kernel_tables, percentiles, run_facts, rundata, uploads
 from profiler_core.analysis import attribution, predict
-from profiler_core.analysis.trace import iteration_timeline, load_trace
+from profiler_core.analysis.figures import Figures
+from profiler_core.analysis.timeline import iteration_timeline
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.cli.main import format_summary
 from profiler_core.spec import schema
-from profiler_core.storage import index
+from profiler_core.storage import index, index_query, index_rows, runfolder
 from profiler_core.storage.results import RunResult, coerce_table
-from profiler_core.sweep import core as sweep
+from profiler_core.sweep import analysis as sweep_analysis
+from profiler_core.sweep import plan as sweep_plan
+from profiler_core.sweep import runner as sweep_runner
+from profiler_core.sweep import store as sweep_store
 from profiler_core.timing import stats
 
 # Deterministic and short; no shrinking (a generated run is built and read by every reader, so
@@ -77,8 +82,26 @@ class _NoCharts:
         return lambda *args, **kwargs: None
 
 
+class _Charts:
+    """Every figure builder of ``dashboard.charts``'s modules under one name."""
+
+    def __init__(self, *modules) -> None:
+        self.modules = modules
+
+    def __getattr__(self, name: str):
+        return next(getattr(module, name) for module in self.modules if hasattr(module, name))
+
+
 try:
-    from dashboard import charts as _real_charts
+    from dashboard.charts import attribution as attribution_charts
+    from dashboard.charts import comparison as comparison_charts
+    from dashboard.charts import counters as counters_charts
+    from dashboard.charts import gpu as gpu_charts
+    from dashboard.charts import kernels as kernels_charts
+    from dashboard.charts import sweep as sweep_charts
+    from dashboard.charts import timing as timing_charts
+    _real_charts = _Charts(timing_charts, attribution_charts, gpu_charts, kernels_charts,
+                           counters_charts, comparison_charts, sweep_charts)
 except ImportError:  # no plotly (the GPU machine's image): the figures are not drawn there
     _real_charts = _NoCharts()
 
@@ -111,6 +134,30 @@ def check_loaded(result: RunResult, loaded: RunResult) -> None:
         pd.testing.assert_frame_equal(loaded.table(name), coerce_table(name, result.table(name)),
                                       check_exact=True, obj=name)
     check_pay_back(loaded)
+    check_figures(result, loaded)
+
+
+def check_figures(result: RunResult, loaded: RunResult) -> None:
+    """The typed run model reads back what the writer measured: every figure of metrics.csv by
+    mode and metric (``Figures.get``), the article's pair (``Headline``) as the writer's own, and
+    the figures the summary's headline keeps under their stored names agree with metrics.csv
+    (each figure is held once: the stored names are only the schema's, upgraded on reading)."""
+    written, read = result.figures, loaded.figures
+    for mode, metric, value in written.items():
+        if math.isfinite(value):
+            assert _same(read.get(mode, metric), value), (mode, metric)
+    assert set(read.modes()) >= {m for m, _, v in written.items() if math.isfinite(v)}
+    assert all(_same(a, b) for a, b in zip(dataclasses.astuple(loaded.pair),
+                                           dataclasses.astuple(result.pair))), loaded.pair
+    stored = Figures.from_headline(loaded.headline)
+    table = Figures.from_table(loaded.table("metrics"))
+    for mode, metric, value in stored.items():
+        if table.has(mode, metric) and math.isfinite(value):
+            assert _same(table.get(mode, metric), value), (mode, metric)
+    pair = loaded.pair
+    if "eager" in set(loaded.table("modes")["mode"]):
+        eager = loaded.table("modes").set_index("mode").loc["eager", "median_ms"]
+        assert _same(pair.eager_ms, float(eager))
 
 
 def check_pay_back(run: RunResult) -> None:
@@ -146,42 +193,42 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
     """What every view computes from a run, as the views call it (no Streamlit); with ``draw``
     the charts too."""
     charts = _real_charts if draw else _NoCharts()
-    h, config, env = run.headline, run.config, run.environment
+    h, figures, pair, config, env = run.headline, run.figures, run.pair, run.config, run.environment
     cpu = analysis.is_cpu_run(config, env)
     stats_table, split = run.table("stats"), run.table("launch_split")
     reason = analysis.no_profile_reason(config, env, run.complete)
-    method = analysis.headline_method(h, stats_table)
+    method = analysis.headline_method(pair.timing_method, stats_table)
     label = analysis.method_label(method, cpu)
     attribution = run.table("attribution")
-    pay = analysis.pay_back(h, run.table("modes"), "graph")
-    verdict = analysis.verdict(h, attribution, reason, "graph", pay)
+    pay = analysis.pay_back(figures, run.table("modes"), "graph")
+    verdict = analysis.verdict(figures, attribution, reason, "graph", pay)
     assert verdict.title and verdict.text
     medians = analysis.split_medians(split)
     charts.median_bars(stats_table, analysis.kernel_floor(attribution), method=method,
                        method_label=label)
     overheads = analysis.profiler_overheads(run.table("metrics"), stats_table,
                                             run.table("latency"))
-    costs = analysis.one_time_costs(h, pay, overheads)
+    costs = analysis.one_time_costs(figures, h, pay, overheads)
     assert not costs["shown"].astype(str).str.contains("nan|inf", case=False).any(), costs
-    if h.get("graph_pays_back") == 0.0:  # "never" on screen (issue 17)
+    if pair.pays_back == 0.0:  # "never" on screen (issue 17)
         assert pay.text.startswith("never")
         assert costs.set_index("quantity").loc["break-even (see below)", "shown"].startswith("never")
     if predict.has_prediction(h):
-        charts.prediction_bars(predict.prediction_parts(h))
-        predict.prediction_table(h), predict.constants_table(h)
+        charts.prediction_bars(predict.prediction_parts(h, figures))
+        predict.prediction_table(h, figures), predict.constants_table(h, figures)
     modes = run.table("modes")
     if len(modes) > 2:
         charts.modes_speedup_bars(modes)
-        analysis.modes_table(modes)
-    analysis.environment_table(env), analysis.config_table(config)
+        analysis.modes_table(modes, figures)
+    run_facts.environment_table(env), run_facts.config_table(config)
     # latency
     steps = analysis.per_step_latency(run.table("latency"))
     for series in analysis.series_available(steps) or ["steady_event"]:
         shown, column = analysis.series_steps(steps, series)
         charts.latency_histogram(shown, column), charts.latency_ecdf(shown, column)
         charts.latency_series(shown, column)
-    analysis.percentile_table(run.table("latency"), steps)
-    charts.timing_methods_bars(analysis.timing_comparison(stats_table, h))
+    percentiles.percentile_table(run.table("latency"), steps)
+    charts.timing_methods_bars(analysis.timing_comparison(stats_table, figures))
     # launch split
     charts.split_bars(medians, "none"), charts.launch_count_bars(medians, "none")
     for other in analysis.decomposable_modes(run.table("breakdown"), medians) or ["graph"]:
@@ -197,30 +244,30 @@ def check_dashboard(run: rundata.OpenedRun, draw: bool = False) -> None:
             timeline = iteration_timeline(load_trace(path))
             charts.iteration_timeline(timeline.events, mode, timeline.span_us)
     # counters
-    lessons = analysis.counter_lessons(run.table("counters"), config)
+    lessons = run_facts.counter_lessons(run.table("counters"), config)
     if len(lessons):
         charts.counter_bars(lessons)
     # GPU
-    summary = analysis.phase_summary(run.table("phases"))
-    window = analysis.default_phase_range(summary)
-    x_range = analysis.phase_window(summary, *window) if window else None
+    summary = run_facts.phase_summary(run.table("phases"))
+    window = run_facts.default_phase_range(summary)
+    x_range = run_facts.phase_window(summary, *window) if window else None
     charts.nvml_timeseries(run.table("nvml"), run.table("phases"), x_range=x_range,
                            empty_message="none")
     # kernels
     kernels = run.table("kernels")
     if len(kernels):
         for other in [m for m in analysis.ordered_modes(kernels) if m != "eager"] or ["graph"]:
-            charts.kernel_diff_bars(analysis.kernel_diff(kernels, other), 10)
+            charts.kernel_diff_bars(kernel_tables.kernel_diff(kernels, other), 10)
         for mode in analysis.ordered_modes(kernels):
             charts.kernel_top_bar(kernels, mode, 10)
-        analysis.kernel_table(analysis.filter_by_name(kernels, "kernel"))
+        kernel_tables.kernel_table(kernel_tables.filter_by_name(kernels, "kernel"))
     # runs: the comparison, this run beside itself
-    analysis.compare_summary("A", run.label, config, env, h, stats_table, verdict.title,
+    compare.compare_summary("A", run.label, config, env, pair, stats_table, verdict.title,
                              run.complete)
-    rows, _ = analysis.compare_rows("A", h, stats_table, cpu)
+    rows, _ = compare.compare_rows("A", pair.timing_method, stats_table, cpu)
     charts.compare_medians(rows, True)
-    charts.compare_speedups(analysis.compare_speedup_rows("A", h, modes))
-    charts.compare_latency_ecdf(analysis.overlay_steps("A", run.table("latency")), False)
+    charts.compare_speedups(compare.compare_speedup_rows("A", pair, modes))
+    charts.compare_latency_ecdf(compare.overlay_steps("A", run.table("latency")), False)
 
 
 def check_upload(saved: Path, loaded: RunResult, where: Path) -> None:
@@ -250,8 +297,8 @@ def check_sweep(result: RunResult, runs: Path) -> Path:
     would), never marked failed for what it holds, read back by ``load_sweep`` and every sweep
     table, listed, and left alone by a resume."""
     config = result.config
-    plan = sweep.SweepPlan((sweep.SweepAxis("batch", (config.batch,)),), config,
-                           sweep.PointTrials(replays=config.replays, trials=config.trials,
+    plan = sweep_plan.SweepPlan((sweep_plan.SweepAxis("batch", (config.batch,)),), config,
+                           sweep_plan.PointTrials(replays=config.replays, trials=config.trials,
                                              profile=config.profile,
                                              profile_iters=config.profile_iters, nvml=config.nvml,
                                              parity_steps=config.parity_steps))
@@ -288,12 +335,12 @@ def check_sweep(result: RunResult, runs: Path) -> Path:
             pass
 
     folder = runs / "sweep-a"
-    outcome = sweep.SweepRunner.create(plan, folder, launcher=Launcher()).run()
+    outcome = sweep_runner.SweepRunner.create(plan, folder, launcher=Launcher()).run()
     point = outcome.points.iloc[0]
     assert point["status"] == ("done" if result.complete else "failed"), point.to_dict()
     if not result.complete:
         assert point["error_kind"] == "Interrupted"
-    data = sweep.load_sweep(folder)
+    data = sweep_store.load_sweep(folder)
     row = data.points.iloc[0]
     if result.complete:
         head = result.headline
@@ -305,16 +352,16 @@ def check_sweep(result: RunResult, runs: Path) -> Path:
         for mode_row in result.table("modes").itertuples():
             assert _same(float(modes.loc[mode_row.mode, "median_ms"]), float(mode_row.median_ms))
     axis_names = data.plan.axis_names
-    table = sweep.speedup_table(data.points, data.point_modes, axis_names, "batch")
-    found = sweep.crossovers(table, "batch", plan.threshold, True)
-    sweep.break_even_table(table, axis_names), sweep.amortisation_table(table, axis_names)
-    sweep.format_sweep(data.points, data.point_modes, data.plan)
+    table = sweep_analysis.speedup_table(data.points, data.point_modes, axis_names, "batch")
+    found = sweep_analysis.crossovers(table, "batch", plan.threshold, True)
+    sweep_analysis.break_even_table(table, axis_names), sweep_analysis.amortisation_table(table, axis_names)
+    sweep_analysis.format_sweep(data.points, data.point_modes, data.plan)
     _real_charts.sweep_speedup(table, "batch", plan.threshold, found, True, False)
     _real_charts.sweep_medians(table, "batch", True, False, False)
-    listed = sweep.list_sweeps(runs)
+    listed = sweep_store.list_sweeps(runs)
     assert list(listed["problem"]) == [""]
     Launcher.started = 0
-    resumed = sweep.SweepRunner.resume(folder, launcher=Launcher())
+    resumed = sweep_runner.SweepRunner.resume(folder, launcher=Launcher())
     assert resumed.rerun_damaged == ()  # the point's run folder is not taken for damaged
     resumed.run()
     assert Launcher.started == 0  # a measured or failed point is finished
@@ -327,22 +374,22 @@ def check_index(saved: Path, runs: Path, loaded: RunResult) -> None:
     head = loaded.headline
     with index.open_index(runs) as built:
         rows = {row["folder"]: row for row in built.runs(headline=True)}
-        assert set(rows) == {saved.name, f"sweep-a/{sweep.point_folder_name(0)}"}
+        assert set(rows) == {saved.name, f"sweep-a/{sweep_plan.point_folder_name(0)}"}
         for row in rows.values():
             assert row["problem"] == "" and row["complete"] == loaded.complete
-            for key in index.HEADLINE_COLUMNS:
+            for key in index_rows.HEADLINE_COLUMNS:
                 assert _same(float(row[key]), float(head.get(key, math.nan))), key
         speedup = float(head.get("speedup", math.nan))
-        matching = index.parse_where(f"speedup={speedup!r}..{speedup!r}") if math.isfinite(
-            speedup) else index.parse_where("speedup=0..")
+        matching = index_query.parse_where(f"speedup={speedup!r}..{speedup!r}") if math.isfinite(
+            speedup) else index_query.parse_where("speedup=0..")
         assert len(built.runs([matching])) == (2 if math.isfinite(speedup) else 0)
         pays = head.get("graph_pays_back")
         if pays is not None and not math.isnan(pays):
-            found = built.runs([index.parse_where(f"graph_pays_back={pays:g}")])
+            found = built.runs([index_query.parse_where(f"graph_pays_back={pays:g}")])
             assert len(found) == 2
         index.format_listing(built, [matching])
     assert index.record_run(saved) == ""
-    assert index.read_run(runs, saved.name)["run"]["problem"] == ""
+    assert index_rows.read_run(runs, saved.name)["run"]["problem"] == ""
     listed = rundata.list_runs(runs)
     assert list(listed["problem"]) == [""] and _same(float(listed["speedup"].iloc[0]),
                                                      float(head.get("speedup", math.nan)))
@@ -351,8 +398,8 @@ def check_index(saved: Path, runs: Path, loaded: RunResult) -> None:
 def check_predict(saved: Path, loaded: RunResult) -> None:
     """``predict`` reads a run's headline and its eager trace."""
     head = loaded.headline
-    predict.prediction_from_headline(head)
-    predict.headline_lines(head)
+    predict.prediction_from_headline(head, loaded.figures)
+    predict.headline_lines(head, loaded.figures)
     eager_trace = loaded.trace_paths.get("eager")
     if eager_trace is not None:
         step = predict.eager_step_from_trace(eager_trace)
@@ -392,7 +439,7 @@ def check_every_reader(raw: RawRun, root: Path, draw: bool = False) -> None:
     summary = format_summary(loaded)
     if loaded.headline.get("graph_pays_back") == 0.0 and loaded.config.is_cuda:
         assert "break-even never" in summary  # issue 17: "never", not "after nan steps"
-    rundata.read_summary(saved)
+    runfolder.read_summary(saved)
     check_dashboard(rundata.open_run(saved, "folder"), draw)
     check_upload(saved, loaded, root / "uploads")
     check_predict(saved, loaded)
@@ -524,7 +571,7 @@ def check_run_that_does_not_pay(out: Path, summary: str, where: Path) -> None:
         assert math.isnan(figures[("graph", "break_even_iters")])
         assert "break-even never" in summary
     check_pay_back(loaded)
-    rundata.read_summary(out)
+    runfolder.read_summary(out)
     check_dashboard(rundata.open_run(out, "folder"), draw=True)
     check_upload(out, loaded, where / "uploads")
     check_predict(out, loaded)

@@ -9,7 +9,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from dashboard import rundata, state
-from profiler_core.sweep import core as sweep
+from profiler_core.sweep import store as sweep
 
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "dashboard" / "app.py"

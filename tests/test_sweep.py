@@ -19,15 +19,12 @@ from profiler_core.cli.main import main
 from profiler_core.spec.config import RunConfig, preset
 from profiler_core.spec.errors import ConfigError, RunFormatError
 from profiler_core.storage.results import RunResult
-from profiler_core.sweep import core as sweep
-from profiler_core.sweep.core import (
-    PointTrials,
-    SweepAxis,
-    SweepPlan,
-    SweepRunner,
-    parse_param,
-    parse_values,
-)
+from profiler_core.sweep import analysis as sweep_analysis
+from profiler_core.sweep import plan as sweep_plan
+from profiler_core.sweep import runner as sweep_runner
+from profiler_core.sweep import store as sweep_store
+from profiler_core.sweep.plan import PointTrials, SweepAxis, SweepPlan, parse_param, parse_values
+from profiler_core.sweep.runner import SweepRunner
 
 TINY = dict(d_in=16, hidden=16, d_out=8, device="cpu")
 
@@ -218,7 +215,7 @@ def test_every_point_is_measured_with_progress(tmp_path):
     assert {p.phase for p in seen if p.index == 2} >= {"starting", "warm-up", "timed trials"}
     assert any(p.index == 1 and p.point_fraction == 0.5 and p.fraction == pytest.approx(1.5 / 4)
                for p in seen)
-    data = sweep.load_sweep(tmp_path / "s")
+    data = sweep_store.load_sweep(tmp_path / "s")
     assert data.status == "done" and list(data.points["batch"]) == [8, 16, 32, 64]
     eager, graph, busy = model_times(small_plan().points()[0].config)
     row = data.points.iloc[0]
@@ -257,7 +254,7 @@ def test_stop_keeps_finished_points_and_resume_skips_them(tmp_path):
     outcome = runner.run()
     assert outcome.status == "stopped"
     assert list(outcome.points["status"]) == ["done", "done", "pending", "pending"]
-    assert sweep.load_sweep(tmp_path / "s").status == "stopped"
+    assert sweep_store.load_sweep(tmp_path / "s").status == "stopped"
     launcher = FakeLauncher()
     resumed = SweepRunner.resume(tmp_path / "s", launcher=launcher).run()
     assert resumed.status == "done" and [b for b, _, _ in launcher.started] == [32, 64]
@@ -337,7 +334,7 @@ def test_only_a_new_folder_or_our_own_sweep_is_written(tmp_path):
     with pytest.raises(ConfigError, match="already holds a sweep.*--resume"):
         SweepRunner.create(small_plan(), tmp_path / "s", launcher=FakeLauncher())
     SweepRunner.create(small_plan("32"), tmp_path / "s", launcher=FakeLauncher(), overwrite=True).run()
-    assert list(sweep.load_sweep(tmp_path / "s").points["batch"]) == [32]
+    assert list(sweep_store.load_sweep(tmp_path / "s").points["batch"]) == [32]
     assert not (tmp_path / "s" / "point-001").exists()  # the replaced sweep's points went with it
 
 
@@ -376,7 +373,7 @@ def test_overwrite_replaces_only_a_folder_holding_nothing_but_its_own_sweep(kind
             (folder / point / "manifest.json").unlink()
     before = _tree(tmp_path)
     if words:
-        for attempt in (lambda: sweep.check_sweep_output(folder, overwrite=True),
+        for attempt in (lambda: sweep_store.check_sweep_output(folder, overwrite=True),
                         lambda: SweepRunner.create(small_plan("32"), folder, overwrite=True,
                                                    launcher=FakeLauncher())):
             with pytest.raises(ConfigError, match="holds a sweep of this tool but holds more") as refused:
@@ -386,7 +383,7 @@ def test_overwrite_replaces_only_a_folder_holding_nothing_but_its_own_sweep(kind
         assert SweepRunner.resume(folder, launcher=FakeLauncher()).run().status == "done"
         return
     SweepRunner.create(small_plan("32"), folder, overwrite=True, launcher=FakeLauncher()).run()
-    assert list(sweep.load_sweep(folder).points["batch"]) == [32]
+    assert list(sweep_store.load_sweep(folder).points["batch"]) == [32]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # nothing left aside
 
 
@@ -413,7 +410,7 @@ def test_a_sweep_without_the_newer_figures_still_opens(tmp_path):
     points = pd.read_csv(tmp_path / "old" / "points.csv")
     points.drop(columns=["predicted_speedup", "predicted_speedup_error_pct"]).to_csv(
         tmp_path / "old" / "points.csv", index=False)
-    data = sweep.load_sweep(tmp_path / "old")
+    data = sweep_store.load_sweep(tmp_path / "old")
     assert data.points["predicted_speedup"].isna().all() and data.points["speedup"].notna().any()
 
 
@@ -422,11 +419,11 @@ def test_a_damaged_sweep_file_is_refused_on_loading(tmp_path):
     points = tmp_path / "s" / "points.csv"
     points.write_text(points.read_text().replace("done", "exploded", 1))
     with pytest.raises(RunFormatError, match="unknown status"):
-        sweep.load_sweep(tmp_path / "s")
-    listed = sweep.list_sweeps(tmp_path)
+        sweep_store.load_sweep(tmp_path / "s")
+    listed = sweep_store.list_sweeps(tmp_path)
     assert list(listed["name"]) == ["s"] and "unknown status" in listed["problem"].iloc[0]
     with pytest.raises(RunFormatError, match="not a sweep folder"):
-        sweep.load_sweep(tmp_path)
+        sweep_store.load_sweep(tmp_path)
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -455,8 +452,8 @@ def test_crossover_is_interpolated_on_a_log_scale():
                                {"batch": 8, "eager": 2.0, "graph": 1.0},
                                {"batch": 32, "eager": 1.0, "graph": 1.0},
                                {"batch": 64, "eager": 0.9, "graph": 1.0}], ["batch"])
-    table = sweep.speedup_table(points, modes, ["batch"], "batch")
-    found = sweep.crossovers(table, "batch", threshold=1.5)
+    table = sweep_analysis.speedup_table(points, modes, ["batch"], "batch")
+    found = sweep_analysis.crossovers(table, "batch", threshold=1.5)
     row = found.iloc[0]
     assert row["direction"] == "falls below" and (row["above_x"], row["below_x"]) == (8, 32)
     assert row["crossover"] == pytest.approx(16.0)  # halfway between 8 and 32 in log(batch)
@@ -465,15 +462,15 @@ def test_crossover_is_interpolated_on_a_log_scale():
 
 def test_no_crossover_is_said_plainly():
     points, modes = synthetic([{"batch": b, "eager": 5.0, "graph": 1.0} for b in (1, 4, 16)], ["batch"])
-    table = sweep.speedup_table(points, modes, ["batch"], "batch")
-    assert "stays at or above 1.10x over batch 1 to 16" in sweep.crossovers(table, "batch")["text"].iloc[0]
-    below = sweep.crossovers(table, "batch", threshold=8.0).iloc[0]
+    table = sweep_analysis.speedup_table(points, modes, ["batch"], "batch")
+    assert "stays at or above 1.10x over batch 1 to 16" in sweep_analysis.crossovers(table, "batch")["text"].iloc[0]
+    below = sweep_analysis.crossovers(table, "batch", threshold=8.0).iloc[0]
     assert math.isnan(below["crossover"]) and "below 8.00x at every point" in below["text"]
-    rising = sweep.crossovers(sweep.speedup_table(*synthetic(
+    rising = sweep_analysis.crossovers(sweep_analysis.speedup_table(*synthetic(
         [{"batch": 1, "eager": 1.0, "graph": 1.0}, {"batch": 4, "eager": 2.0, "graph": 1.0}],
         ["batch"]), ["batch"], "batch"), "batch", 1.5).iloc[0]
     assert rising["direction"] == "rises above" and rising["crossover"] == pytest.approx(2.0)
-    one = sweep.crossovers(table.head(1), "batch")
+    one = sweep_analysis.crossovers(table.head(1), "batch")
     assert "too few measured points" in one["text"].iloc[0]
 
 
@@ -482,14 +479,14 @@ def test_series_per_other_axis_and_failed_points_left_out():
             for b, g in ((1, 0.5), (16, 1.0), (256, 2.0)) for d in ("fp32", "bf16")]
     rows[2]["status"] = "failed"
     points, modes = synthetic(rows, ["batch", "dtype"])
-    table = sweep.speedup_table(points, modes, ["batch", "dtype"], "batch")
+    table = sweep_analysis.speedup_table(points, modes, ["batch", "dtype"], "batch")
     assert set(table["series"]) == {"graph · dtype=fp32", "graph · dtype=bf16"}
     assert 2 not in set(table["index"]) and table["floor_ms"].eq(0.1).all()
-    found = sweep.crossovers(table, "batch").set_index("series")
+    found = sweep_analysis.crossovers(table, "batch").set_index("series")
     assert found.loc["graph · dtype=bf16", "crossover"] == pytest.approx(16 * 16 ** ((1.1 - 2) / -1))
     assert "too few" in found.loc["graph · dtype=fp32", "text"] or \
         found.loc["graph · dtype=fp32", "direction"] == "falls below"
-    text = sweep.crossovers(sweep.speedup_table(points, modes, ["batch", "dtype"], "dtype"), "dtype",
+    text = sweep_analysis.crossovers(sweep_analysis.speedup_table(points, modes, ["batch", "dtype"], "dtype"), "dtype",
                             numeric=False)["text"]
     assert text.str.contains("not a number").all()
 
@@ -497,7 +494,7 @@ def test_series_per_other_axis_and_failed_points_left_out():
 def test_break_even_per_point():
     points, modes = synthetic([{"batch": 1, "eager": 2.0, "graph": 0.5, "cost": 10.0},
                                {"batch": 2, "eager": 1.0, "graph": 1.5, "cost": 10.0}], ["batch"])
-    table = sweep.break_even_table(sweep.speedup_table(points, modes, ["batch"]), ["batch"])
+    table = sweep_analysis.break_even_table(sweep_analysis.speedup_table(points, modes, ["batch"]), ["batch"])
     assert list(table["break_even_steps"]) == [7.0, math.inf]  # ceil(10 / 1.5); never
     assert list(table["pays_back"]) == ["after 7 steps", "never (graph not faster)"]
     assert table["memory_mib"].eq(4.0).all() and table["saving_ms"].tolist() == [1.5, -0.5]
@@ -507,21 +504,21 @@ def test_amortisation_approaches_the_floor():
     rows = [{"capture_iters": k, "eager": 1.2, "graph": 0.2 + 0.4 / k, "floor": 0.2}
             for k in (1, 2, 4, 8)]
     points, modes = synthetic(rows, ["capture_iters"])
-    table = sweep.amortisation_table(sweep.speedup_table(points, modes, ["capture_iters"]),
+    table = sweep_analysis.amortisation_table(sweep_analysis.speedup_table(points, modes, ["capture_iters"]),
                                      ["capture_iters"])
     assert list(table["capture_iters"]) == [1, 2, 4, 8]
     assert table["above_floor_pct"].tolist() == pytest.approx([200.0, 100.0, 50.0, 25.0])
-    assert sweep.amortisation_table(sweep.speedup_table(*synthetic(
+    assert sweep_analysis.amortisation_table(sweep_analysis.speedup_table(*synthetic(
         [{"batch": 1, "eager": 1.0, "graph": 0.5}], ["batch"]), ["batch"]), ["batch"]).empty
 
 
 def test_empty_inputs_keep_their_columns():
     points = pd.DataFrame(columns=["index", "batch", "status", "floor_ms"])
-    modes = pd.DataFrame(columns=sweep.POINT_MODE_COLUMNS)
-    table = sweep.speedup_table(points, modes, ["batch"], "batch")
+    modes = pd.DataFrame(columns=sweep_store.POINT_MODE_COLUMNS)
+    table = sweep_analysis.speedup_table(points, modes, ["batch"], "batch")
     assert table.empty and "speedup" in table.columns
-    assert list(sweep.crossovers(table, "batch").columns) == sweep.CROSSOVER_COLUMNS
-    assert sweep.break_even_table(table, ["batch"]).empty
+    assert list(sweep_analysis.crossovers(table, "batch").columns) == sweep_analysis.CROSSOVER_COLUMNS
+    assert sweep_analysis.break_even_table(table, ["batch"]).empty
 
 
 # ----------------------------------------------------------------------------- the command line
@@ -550,21 +547,21 @@ def test_sweep_without_cuda_exits_3(tmp_path, capsys):
 
 
 def test_a_sweep_keeps_up_to_eight_warm_workers_for_its_remaining_points():
-    assert sweep.sweep_spares(1, "cuda:0", cores=64) == 1  # one point: it runs fresh, one spare at most
-    assert sweep.sweep_spares(4, "cuda:0", cores=64) == 3
-    assert sweep.sweep_spares(27, "cuda:0", cores=64) == sweep.SWEEP_SPARES == 8
+    assert sweep_runner.sweep_spares(1, "cuda:0", cores=64) == 1  # one point: it runs fresh, one spare at most
+    assert sweep_runner.sweep_spares(4, "cuda:0", cores=64) == 3
+    assert sweep_runner.sweep_spares(27, "cuda:0", cores=64) == sweep_runner.SWEEP_SPARES == 8
     # never more than one per two cores, and one for CPU points, which use every core
-    assert sweep.sweep_spares(27, "cuda:0", cores=2) == 1
-    assert sweep.sweep_spares(27, "cuda:0", cores=6) == 3
-    assert sweep.sweep_spares(2_000, "cpu", cores=64) == 1
-    assert sweep._default_launcher(27, "cpu").spares == 1
+    assert sweep_runner.sweep_spares(27, "cuda:0", cores=2) == 1
+    assert sweep_runner.sweep_spares(27, "cuda:0", cores=6) == 3
+    assert sweep_runner.sweep_spares(2_000, "cpu", cores=64) == 1
+    assert sweep_runner._default_launcher(27, "cpu").spares == 1
 
 
 def test_a_sweep_says_its_expected_time_up_front(tmp_path, capsys, monkeypatch):
     # 2,000 CPU points, one warm worker: 2,000 x (0.7 s a point + 3 s a warm-up), about 2 h
-    assert sweep.expected_seconds(2_000, "cpu", 1) == pytest.approx(7_400)
-    assert sweep.expected_seconds(16, "cuda:0", 8) == pytest.approx(16 * 1.5 + 2 * 10)
-    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: FakeLauncher())
+    assert sweep_runner.expected_seconds(2_000, "cpu", 1) == pytest.approx(7_400)
+    assert sweep_runner.expected_seconds(16, "cuda:0", 8) == pytest.approx(16 * 1.5 + 2 * 10)
+    monkeypatch.setattr(sweep_runner, "_default_launcher", lambda pending, device=None: FakeLauncher())
     assert main(["sweep", "--out", str(tmp_path / "s"), "--device", "cpu", "--param",
                  "batch=1:9:+1", "--progress", "none"]) == 0
     assert "Expected time: about 33 s for 9 point(s), 1 warm worker(s) at once (" in (
@@ -575,7 +572,7 @@ def test_sweep_exit_codes_failed_point_stopped_and_resumed(tmp_path, capsys, mon
     argv = ["sweep", "--out", str(tmp_path / "s"), "--device", "cpu", *sum(
         ([f"--{k.replace('_', '-')}", str(v)] for k, v in TINY.items() if k != "device"), []),
         "--param", "batch=8,16,32", "--progress", "none"]
-    monkeypatch.setattr(sweep, "_default_launcher",
+    monkeypatch.setattr(sweep_runner, "_default_launcher",
                         lambda pending, device=None: FakeLauncher(
                             lambda c: "error:GpuMemoryError" if c.batch == 16 else "done"))
     assert main(argv) == 5  # the sweep finished; a point ran out of memory
@@ -597,13 +594,13 @@ def test_sweep_exit_codes_failed_point_stopped_and_resumed(tmp_path, capsys, mon
         launcher.start = start
         return launcher
 
-    monkeypatch.setattr(sweep, "_default_launcher", interrupted)
+    monkeypatch.setattr(sweep_runner, "_default_launcher", interrupted)
     assert main(argv[:-2] + ["--overwrite", "--progress", "none"]) == 130
     assert "--resume" in capsys.readouterr().err
-    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: FakeLauncher())
+    monkeypatch.setattr(sweep_runner, "_default_launcher", lambda pending, device=None: FakeLauncher())
     assert main(["sweep", "--out", str(tmp_path / "s"), "--resume", "--progress", "none"]) == 0
     assert "(1 already finished)" in capsys.readouterr().err
-    assert (sweep.load_sweep(tmp_path / "s").points["status"] == "done").all()
+    assert (sweep_store.load_sweep(tmp_path / "s").points["status"] == "done").all()
 
 
 def test_real_cpu_sweep_of_two_tiny_points(tmp_path, capsys):
@@ -614,7 +611,7 @@ def test_real_cpu_sweep_of_two_tiny_points(tmp_path, capsys):
                  "--no-profile", "--param", "batch=4,8", "--progress", "none"])
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    data = sweep.load_sweep(out)
+    data = sweep_store.load_sweep(out)
     assert data.status == "done" and list(data.points["status"]) == ["done", "done"]
     assert (data.points["eager_median_ms"] > 0).all()  # measured, not made up
     assert "a CPU sweep times the eager half only" in printed.out
@@ -658,8 +655,8 @@ def test_sweep_page_draws_a_recorded_sweep(fresh_app_state, tmp_path):
     speedup = _spec(at, "sweep_speedup")
     names = {trace.get("name") for trace in speedup["data"]}
     assert {"graph · dtype=fp32", "graph · dtype=bf16", "predicted · graph · dtype=fp32"} <= names
-    data = sweep.load_sweep(RECORDED)
-    found = sweep.crossovers(sweep.speedup_table(data.points, data.point_modes, ["batch", "dtype"],
+    data = sweep_store.load_sweep(RECORDED)
+    found = sweep_analysis.crossovers(sweep_analysis.speedup_table(data.points, data.point_modes, ["batch", "dtype"],
                                                  "batch"), "batch").set_index("series")
     crossover = found.at["graph · dtype=fp32", "crossover"]
     assert 128 < crossover < 2048 and math.isnan(found.at["graph · dtype=bf16", "crossover"])
@@ -687,7 +684,7 @@ def test_sweep_page_runs_stops_and_resumes_a_sweep(fresh_app_state, tmp_path, mo
 
     hang = {"on": True}
     launcher = FakeLauncher(lambda c: "hang" if hang["on"] and c.batch == 16 else "done")
-    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: launcher)  # own
+    monkeypatch.setattr(sweep_runner, "_default_launcher", lambda pending, device=None: launcher)  # own
     at = _sweep_page(tmp_path / "runs")
     assert not at.exception and "No sweep in" in " ".join(i.value for i in at.info)
     at.text_input(key="sweep_v1_batch").set_value("8,16,32").run()
@@ -697,7 +694,7 @@ def test_sweep_page_runs_stops_and_resumes_a_sweep(fresh_app_state, tmp_path, mo
     job = at.session_state["sweep_job"]
     from conftest import wait_for
 
-    assert wait_for(lambda: (job.snapshot()["progress"] or sweep.SweepProgress(3, 0)).index == 1, 30)
+    assert wait_for(lambda: (job.snapshot()["progress"] or sweep_runner.SweepProgress(3, 0)).index == 1, 30)
     lock = state.lock_registry().lock("cpu").state()
     assert lock.holder is not None and lock.holder.ticket.run_name == "sweep page-sweep"
     at.run()
@@ -712,7 +709,7 @@ def test_sweep_page_runs_stops_and_resumes_a_sweep(fresh_app_state, tmp_path, mo
     assert resumed is not job and resumed.wait(30) and resumed.snapshot()["status"] == "done"
     at.run()
     assert not at.exception
-    data = sweep.load_sweep(tmp_path / "runs" / "page-sweep")
+    data = sweep_store.load_sweep(tmp_path / "runs" / "page-sweep")
     assert data.status == "done" and (data.points["status"] == "done").all()
     # the sweep's own launcher (its pool of warm workers) is closed when the sweep ends
     assert [b for b, _, _ in launcher.started] == [8, 16, 16, 32] and launcher.closed
@@ -741,7 +738,7 @@ def test_gpu_sweep_points_per_minute(name, tmp_path, capsys):
                  *(["--overwrite"] if out.exists() else [])])
     elapsed = time.perf_counter() - started
     printed = capsys.readouterr()
-    data = sweep.load_sweep(out)
+    data = sweep_store.load_sweep(out)
     points = data.points
     with capsys.disabled():
         print(f"\n== {name}: {len(points)} points in {elapsed:.1f} s = "
@@ -753,8 +750,8 @@ def test_gpu_sweep_points_per_minute(name, tmp_path, capsys):
     assert points["speedup"].between(0.3, 200).all() and (points["floor_ms"] > 0).all()
     assert (points["graph_median_ms"] >= points["floor_ms"] * 0.9).all()  # nothing beats the floor
     if name == "seed-bf16-capture-iters":
-        amortisation = sweep.amortisation_table(
-            sweep.speedup_table(points, data.point_modes, ["capture_iters"]), ["capture_iters"])
+        amortisation = sweep_analysis.amortisation_table(
+            sweep_analysis.speedup_table(points, data.point_modes, ["capture_iters"]), ["capture_iters"])
         with capsys.disabled():
             print(amortisation.to_string(index=False))
         # More steps per graph share one launch, so the graph's time approaches its own floor (on
@@ -777,29 +774,29 @@ def test_a_sweep_being_measured_cannot_be_resumed_or_replaced_twice(tmp_path):
     info = json.loads(info_path.read_text())
     parent = os.getppid()  # a live process of this host, as if it ran the sweep
     info.update(status="running", runner={"pid": parent, "host": info["runner"]["host"],
-                                          "start": sweep._process_start(parent)})
+                                          "start": sweep_store._process_start(parent)})
     info_path.write_text(json.dumps(info))
     with pytest.raises(ConfigError, match=f"being measured by process {parent}"):
         SweepRunner.resume(tmp_path / "s", launcher=FakeLauncher())
     info["runner"]["start"] = "0"  # that pid now belongs to another process: resumable
     info_path.write_text(json.dumps(info))
     assert SweepRunner.resume(tmp_path / "s", launcher=FakeLauncher()).run().status == "done"
-    assert not sweep.measured_now(tmp_path / "s")
+    assert not sweep_store.measured_now(tmp_path / "s")
     other = SweepRunner.create(small_plan("8"), tmp_path / "t", launcher=FakeLauncher())
-    assert sweep.measured_now(tmp_path / "t")
+    assert sweep_store.measured_now(tmp_path / "t")
     other.run()
-    assert not sweep.measured_now(tmp_path / "t")
+    assert not sweep_store.measured_now(tmp_path / "t")
 
 
 def test_a_points_modes_are_read_as_the_modes_option_reads_them():
     """One grammar for modes: a sweep point's names joined by '+' are read by the field's own
     reader (eager and graph always, each mode once), with the sweep's error on an unknown one."""
-    assert sweep._modes_value("modes", "graph") == ("eager", "graph")
-    assert sweep._modes_value("modes", "eager+compile+compile") == ("eager", "graph", "compile")
+    assert sweep_plan._modes_value("modes", "graph") == ("eager", "graph")
+    assert sweep_plan._modes_value("modes", "eager+compile+compile") == ("eager", "graph", "compile")
     with pytest.raises(ConfigError) as refused:
-        sweep._modes_value("modes", "+turbo")
+        sweep_plan._modes_value("modes", "+turbo")
     assert "unknown mode 'turbo'" in str(refused.value)
-    assert sweep._int_value("batch", " 1_024 ") == 1024
+    assert sweep_plan._int_value("batch", " 1_024 ") == 1024
 
 
 # ----------------------------------------------------------------------------- hostile values (issue 18)
@@ -847,7 +844,7 @@ def test_a_runner_pid_that_names_no_process_is_no_obstacle_to_resuming(tmp_path,
     info = json.loads((folder / "sweep.json").read_text())
     info.update(status="running", runner=dict(info["runner"], pid=pid))
     (folder / "sweep.json").write_text(json.dumps(info))  # inf is written as Infinity
-    assert not sweep.measured_now(folder)
+    assert not sweep_store.measured_now(folder)
     launcher = FakeLauncher()
     assert SweepRunner.resume(folder, launcher=launcher).run().status == "done"
     assert [batch for batch, _, _ in launcher.started] == [16, 32]
@@ -860,13 +857,13 @@ def test_an_axis_value_in_points_csv_that_is_not_the_plans_is_a_damaged_table(tm
     points.loc[1, "batch"] = cell
     points.to_csv(folder / "points.csv", index=False)
     with pytest.raises(RunFormatError, match=r"points\.csv: point 1 has batch .*not the plan's 16"):
-        sweep.load_sweep(folder)
-    (listed,) = sweep.list_sweeps(tmp_path).itertuples(index=False)
+        sweep_store.load_sweep(folder)
+    (listed,) = sweep_store.list_sweeps(tmp_path).itertuples(index=False)
     assert "point 1 has batch" in listed.problem
     launcher = FakeLauncher()
     outcome = SweepRunner.resume(folder, launcher=launcher).run()  # rebuilt from the folders
     assert outcome.status == "done" and [batch for batch, _, _ in launcher.started] == [16, 32]
-    assert list(sweep.load_sweep(folder).points["batch"]) == [8, 16, 32]
+    assert list(sweep_store.load_sweep(folder).points["batch"]) == [8, 16, 32]
 
 
 def test_a_schema_2_point_whose_headline_holds_a_400_digit_integer_counts_as_measured(tmp_path):
@@ -899,7 +896,7 @@ def test_resuming_a_sweep_on_a_read_only_disk_is_refused_in_one_line(tmp_path, c
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: FakeLauncher())
+    monkeypatch.setattr(sweep_runner, "_default_launcher", lambda pending, device=None: FakeLauncher())
     with monkeypatch.context() as patched:
         patched.setattr(tempfile, "mkstemp", read_only)
         patched.setattr(tempfile, "mkdtemp", read_only)
@@ -947,7 +944,7 @@ def test_a_sweep_table_pandas_cannot_parse_is_refused_in_one_line(tmp_path):
         original = (folder / name).read_text()
         (folder / name).write_text(original + "1," * 40 + "\n")
         with pytest.raises(RunFormatError) as info:
-            sweep.load_sweep(folder)
+            sweep_store.load_sweep(folder)
         text = str(info.value)
         assert "\n" not in text and text.count("Expected") == 1, text
         assert f"{name} is not a readable CSV: Error tokenizing data." in text, text
@@ -962,7 +959,7 @@ def test_a_plan_threshold_of_400_digits_is_a_damaged_sweep(tmp_path):
     info["plan"]["threshold"] = int(BIG)
     (folder / "sweep.json").write_text(json.dumps(info))
     with pytest.raises(RunFormatError, match="the saved sweep plan is malformed"):
-        sweep.load_sweep(folder)
+        sweep_store.load_sweep(folder)
 
 
 class _EagerOnlyProcess(FakeProcess):
@@ -997,7 +994,7 @@ def test_a_cpu_sweep_page_draws_eager_medians_and_says_plainly_there_is_no_graph
     yet" (there never will be one); its download buttons sat on empty tables; "Replays per point"
     was silently ignored on the CPU."""
     launcher = _EagerOnlyLauncher()
-    monkeypatch.setattr(sweep, "_default_launcher", lambda pending, device=None: launcher)
+    monkeypatch.setattr(sweep_runner, "_default_launcher", lambda pending, device=None: launcher)
     at = _sweep_page(tmp_path / "runs")
     assert at.selectbox(key="sweep_device").value == "cpu"  # no GPU here
     labels = [n.label for n in at.number_input]

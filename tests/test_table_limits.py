@@ -21,7 +21,8 @@ import pytest
 from conftest import write_synthetic_run
 from streamlit.testing.v1 import AppTest
 
-from dashboard import charts, rundata, state
+from dashboard import rundata, state
+from dashboard.charts.gpu import MAX_PHASE_BANDS, MAX_PHASE_LEGEND, nvml_timeseries
 from profiler_core.spec import schema
 from profiler_core.spec.errors import RunFormatError
 from profiler_core.storage import tablelimits
@@ -190,16 +191,16 @@ def test_the_gpu_chart_shades_a_bounded_number_of_phase_bands():
     nvml = pd.DataFrame({"t_s": [0.0, 1.0], "metric": "gpu_util_pct", "value": [1.0, 2.0],
                          "source": "poll"})
     started = time.perf_counter()
-    fig = charts.nvml_timeseries(nvml, phases)
+    fig = nvml_timeseries(nvml, phases)
     fig.to_json()
     assert time.perf_counter() - started < 10  # 0.4 s here
-    assert len(fig.layout.shapes) == charts.MAX_PHASE_BANDS
+    assert len(fig.layout.shapes) == MAX_PHASE_BANDS
     assert phases["end_s"].iloc[7] in {shape.x1 for shape in fig.layout.shapes}  # the longest
     legend = [trace.name for trace in fig.data if trace.type == "bar"]  # a lane trace per kind
-    assert len(legend) == charts.MAX_PHASE_LEGEND + 1
+    assert len(legend) == MAX_PHASE_LEGEND + 1
     assert legend[-1].endswith("other kinds of phase")
     assert sum(len(trace.base) for trace in fig.data if trace.type == "bar") == \
-        charts.MAX_PHASE_BANDS  # the lanes draw the bands shaded, no more
+        MAX_PHASE_BANDS  # the lanes draw the bands shaded, no more
     assert "400 of 1,000,000 phase blocks shaded" in fig.layout.title.subtitle.text
-    few = charts.nvml_timeseries(nvml, phases.head(30))
+    few = nvml_timeseries(nvml, phases.head(30))
     assert len(few.layout.shapes) == 30 and not few.layout.title.subtitle.text

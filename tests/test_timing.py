@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler_core.engine import runner
 from profiler_core.spec import schema
 from profiler_core.spec.config import RunConfig
+from profiler_core.storage import runtables
 from profiler_core.timing import trials as timing
 from profiler_core.timing.trials import Mode
 
@@ -187,11 +187,11 @@ def test_runner_stats_and_headline_use_the_steady_state_by_default():
             mode_with(device, [1.1] * 20, name="eager"), i, 0, device, wall_clock=device.wall))
         rows.append(timing.cold_iteration(mode_with(device, [0.3] * 20), i, 0, device,
                                           wall_clock=device.wall))
-    latency = runner._latency_table(rows)
+    latency = runtables.latency_table(rows)
     loops = pd.DataFrame([("eager", "article_no_sync", 0.7), ("graph", "article_no_sync", 0.03),
                           ("eager", "block_sync", 1.0), ("graph", "block_sync", 0.21)],
                          columns=["mode", "method", "ms_per_step"])
-    table = runner._stats_table(latency, loops, {"graph": 0.01})
+    table = runtables.stats_table(latency, loops, {"graph": 0.01})
     assert set(zip(table["mode"], table["method"])) == {
         ("eager", "steady_trial"), ("graph", "steady_trial"),
         ("eager", "steady_event"), ("graph", "steady_event"), ("graph", "input_copy"),
@@ -200,7 +200,7 @@ def test_runner_stats_and_headline_use_the_steady_state_by_default():
         ("eager", "block_sync"), ("graph", "block_sync")}
     trials = table.set_index(["mode", "method"]).loc[("eager", "steady_trial")]
     assert trials["count"] == 4  # one sample per trial: its mean time per step
-    head = runner._timing_headline(RunConfig(), latency, table)
+    head = runtables.timing_headline(RunConfig(), latency, table)
     assert head["timing_method"] == "steady_trial"
     assert head["graph_median_ms"] == pytest.approx(0.21)  # replay + batch copy
     assert head["graph_input_copy_ms"] == pytest.approx(0.01)

@@ -10,18 +10,18 @@ import math
 import pandas as pd
 import pytest
 
+from profiler_core.analysis.kernel_names import short_kernel_name
 from profiler_core.analysis.trace import (
     TraceAnalysis,
     analyse_trace,
     decompose_medians,
     decompose_speedup,
     format_report,
-    load_trace,
-    short_kernel_name,
-    write_tables,
 )
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.spec.errors import RunFormatError
 from profiler_core.spec.schema import BREAKDOWN_COLUMNS, KERNEL_COLUMNS, LAUNCH_SPLIT_COLUMNS
+from profiler_core.storage.trace_tables import write_tables
 
 FOO_KERNEL = "void at::native::(anonymous namespace)::foo<float, 4>(float*, int)"
 GEMM_KERNEL = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32"

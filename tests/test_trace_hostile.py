@@ -22,10 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from profiler_core.analysis import trace
-from profiler_core.analysis.trace import analyse_trace, load_trace, short_kernel_name, write_tables
+from profiler_core.analysis import trace, trace_reading
+from profiler_core.analysis.kernel_names import short_kernel_name
+from profiler_core.analysis.timeline import TIMELINE_MAX_THREADS, iteration_timeline
+from profiler_core.analysis.trace import analyse_trace
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.cli.main import main
 from profiler_core.spec.errors import RunFormatError
+from profiler_core.storage.trace_tables import write_tables
 
 KERNEL = {"ph": "X", "cat": "kernel", "name": "void foo<float>(float*)", "pid": 0, "tid": 7,
           "ts": 20, "dur": 30, "args": {"correlation": 1}}
@@ -114,18 +118,18 @@ def test_a_link_to_a_regular_file_is_read(tmp_path, capsys):
 
 def test_the_size_cap_names_itself_and_how_to_raise_it(tmp_path, capsys, monkeypatch):
     path = _trace_file(tmp_path, [LAUNCH, KERNEL] * 20_000)  # about 3 MB
-    monkeypatch.setenv(trace.MAX_TRACE_MB_ENV, "1")
+    monkeypatch.setenv(trace_reading.MAX_TRACE_MB_ENV, "1")
     _refused(capsys, ["trace-stats", str(path)], "over the 1 MiB limit for a trace",
-             f"set {trace.MAX_TRACE_MB_ENV} to a larger number of MiB")
-    monkeypatch.setenv(trace.MAX_TRACE_MB_ENV, "8")
+             f"set {trace_reading.MAX_TRACE_MB_ENV} to a larger number of MiB")
+    monkeypatch.setenv(trace_reading.MAX_TRACE_MB_ENV, "8")
     assert main(["trace-stats", str(path)]) == 0
     capsys.readouterr()
     for bad in ("abc", "0", "-5", "nan", "inf", "1e400"):
-        monkeypatch.setenv(trace.MAX_TRACE_MB_ENV, bad)
-        _refused(capsys, ["trace-stats", str(path)], f"{trace.MAX_TRACE_MB_ENV} is '{bad}'",
+        monkeypatch.setenv(trace_reading.MAX_TRACE_MB_ENV, bad)
+        _refused(capsys, ["trace-stats", str(path)], f"{trace_reading.MAX_TRACE_MB_ENV} is '{bad}'",
                  "not a positive number of MiB")
-    monkeypatch.delenv(trace.MAX_TRACE_MB_ENV)
-    assert trace.max_trace_bytes() == trace.MAX_TRACE_MB * 2**20 == 512 * 2**20
+    monkeypatch.delenv(trace_reading.MAX_TRACE_MB_ENV)
+    assert trace_reading.max_trace_bytes() == trace_reading.MAX_TRACE_MB * 2**20 == 512 * 2**20
 
 
 def _gzip_bomb(inflated_mib: int) -> bytes:
@@ -140,7 +144,7 @@ def test_a_gzip_bomb_is_inflated_only_up_to_the_cap(tmp_path, capsys, monkeypatc
     path = tmp_path / "bomb.json.gz"
     path.write_bytes(_gzip_bomb(3 * 1024))  # 3 GiB inflated, 3 MB on disk
     assert path.stat().st_size < 4 * 2**20
-    monkeypatch.setenv(trace.MAX_TRACE_MB_ENV, "16")
+    monkeypatch.setenv(trace_reading.MAX_TRACE_MB_ENV, "16")
     tracemalloc.start()
     started = time.perf_counter()
     try:
@@ -151,9 +155,9 @@ def test_a_gzip_bomb_is_inflated_only_up_to_the_cap(tmp_path, capsys, monkeypatc
         tracemalloc.stop()
     assert time.perf_counter() - started < 5
     assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MiB held while inflating"
-    assert trace.MAX_TRACE_MB_ENV in caught.value.hint
+    assert trace_reading.MAX_TRACE_MB_ENV in caught.value.hint
     # The same bomb under the default cap, by the command: refused at 512 MiB, not 3 GiB.
-    monkeypatch.delenv(trace.MAX_TRACE_MB_ENV)
+    monkeypatch.delenv(trace_reading.MAX_TRACE_MB_ENV)
     _refused(capsys, ["trace-stats", str(path)], "inflates to over the 512 MiB limit")
 
 
@@ -404,24 +408,24 @@ def test_a_small_gzip_of_tiny_events_is_refused_at_the_event_cap_in_bounded_memo
     error = completed.stderr.splitlines()[0]
     assert completed.returncode == 2, completed.stderr
     assert error.startswith("error: ") and "holds more than 1,000,000 events" in error
-    assert trace.MAX_TRACE_EVENTS_ENV in error and "Traceback" not in completed.stderr
+    assert trace_reading.MAX_TRACE_EVENTS_ENV in error and "Traceback" not in completed.stderr
     assert peak_mib < 1024 and wall < 30, (peak_mib, wall)
 
 
 def test_the_event_cap_counts_every_entry_and_names_how_to_raise_it(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv(trace.MAX_TRACE_EVENTS_ENV, "1000")
+    monkeypatch.setenv(trace_reading.MAX_TRACE_EVENTS_ENV, "1000")
     flow = b'{"ph":"f","id":1,"pid":0,"tid":7,"ts":1}'  # not a complete event: counted too
     path = _repeated_gzip(tmp_path / "flows.json.gz", flow, 1001, block=100)
     _refused(capsys, ["trace-stats", str(path)], "holds more than 1,000 events",
-             f"set {trace.MAX_TRACE_EVENTS_ENV} to a larger number")
+             f"set {trace_reading.MAX_TRACE_EVENTS_ENV} to a larger number")
     path = _repeated_gzip(tmp_path / "kernels.json.gz", TINY_EVENT, 1000, block=100)
     assert len(load_trace(path).events) == 1000  # the limit itself is fine
     for bad in ("abc", "0", "-5", "nan", "inf"):
-        monkeypatch.setenv(trace.MAX_TRACE_EVENTS_ENV, bad)
-        _refused(capsys, ["trace-stats", str(path)], f"{trace.MAX_TRACE_EVENTS_ENV} is '{bad}'",
+        monkeypatch.setenv(trace_reading.MAX_TRACE_EVENTS_ENV, bad)
+        _refused(capsys, ["trace-stats", str(path)], f"{trace_reading.MAX_TRACE_EVENTS_ENV} is '{bad}'",
                  "not a positive number of events")
-    monkeypatch.setenv(trace.MAX_TRACE_EVENTS_ENV, "1e30")
-    assert trace.max_trace_events() == trace.MAX_TRACE_EVENTS_CEILING
+    monkeypatch.setenv(trace_reading.MAX_TRACE_EVENTS_ENV, "1e30")
+    assert trace_reading.max_trace_events() == trace_reading.MAX_TRACE_EVENTS_CEILING
 
 
 def test_a_huge_byte_cap_is_clamped_never_a_read_buffer(tmp_path, capsys, monkeypatch):
@@ -429,8 +433,8 @@ def test_a_huge_byte_cap_is_clamped_never_a_read_buffer(tmp_path, capsys, monkey
     # handle.read(limit + 1): a terabyte buffer.
     path = _trace_file(tmp_path, [LAUNCH, KERNEL])
     for huge in ("1e6", "1e15", "123456789"):
-        monkeypatch.setenv(trace.MAX_TRACE_MB_ENV, huge)
-        assert trace.max_trace_bytes() == trace.MAX_TRACE_MB_CEILING * 2**20
+        monkeypatch.setenv(trace_reading.MAX_TRACE_MB_ENV, huge)
+        assert trace_reading.max_trace_bytes() == trace_reading.MAX_TRACE_MB_CEILING * 2**20
         tracemalloc.start()
         try:
             assert main(["trace-stats", str(path)]) == 0
@@ -444,13 +448,13 @@ def test_a_huge_byte_cap_is_clamped_never_a_read_buffer(tmp_path, capsys, monkey
 def test_step_markers_with_distinct_names_stop_at_the_name_cap(tmp_path, capsys):
     # The issue's 15 MB gzip of step markers failed in numpy; every marker has its own name
     # (ProfilerStep#N), so the name cap refuses such a file early.
-    events = ",".join('{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":1,'
-                      '"tid":1,"ts":%d,"dur":1}' % (i, 2 * i) for i in range(30_000))
+    events = ",".join('{"ph":"X","cat":"user_annotation","name":"ProfilerStep#' + str(i)
+                      + '","pid":1,"tid":1,"ts":' + str(2 * i) + ',"dur":1}' for i in range(30_000))
     path = tmp_path / "steps.json.gz"
     path.write_bytes(gzip.compress(('{"traceEvents":[' + events + "]}").encode(), 1))
     started = time.perf_counter()
     _refused(capsys, ["trace-stats", str(path)], "holds more than 20,000 distinct names",
-             f"set {trace.MAX_TRACE_NAMES_ENV} to a larger number")
+             f"set {trace_reading.MAX_TRACE_NAMES_ENV} to a larger number")
     assert time.perf_counter() - started < 3
 
 
@@ -482,8 +486,8 @@ def test_long_names_are_cut_and_shortened_fast(tmp_path):
     kernels = analyse_trace({"traceEvents": events}).kernels
     assert kernels["kernel"].tolist() == ["Kernel2"]
     full = kernels["kernel_full"].iloc[0]
-    assert len(full) == trace.TRACE_TEXT_MAX_CHARS and full.endswith("...")
-    assert full[:-3] == long_name[: trace.TRACE_TEXT_MAX_CHARS - 3]
+    assert len(full) == trace_reading.TRACE_TEXT_MAX_CHARS and full.endswith("...")
+    assert full[:-3] == long_name[: trace_reading.TRACE_TEXT_MAX_CHARS - 3]
     # the worst names for shortening: wrappers inside wrappers, 4,096 characters each
     names = ["Kernel<" * 584 + f"x{i}" for i in range(2000)]
     started = time.perf_counter()
@@ -508,7 +512,7 @@ def test_a_long_name_is_held_once_however_many_events_carry_it(tmp_path):
     events = load_trace(path).events
     assert len(events) == 20_000
     texts = events["name"].cat.categories
-    assert len(texts) == 4 and "n" * (trace.TRACE_TEXT_MAX_CHARS - 3) + "..." in set(texts)
+    assert len(texts) == 4 and "n" * (trace_reading.TRACE_TEXT_MAX_CHARS - 3) + "..." in set(texts)
     names = events["name"].to_numpy(dtype=object)
     assert len({id(name) for name in names}) == 1  # one string object for 20,000 events
 
@@ -528,7 +532,7 @@ def test_a_lone_surrogate_in_a_name_is_replaced_everywhere(tmp_path, capsys):
     assert kernels["kernel_full"].tolist() == ["bad\ufffdname\ufffd"]
     assert main(["predict", str(path), "--steps-per-iteration", "1"]) == 0
     assert "Predicted speedup" in capsys.readouterr().out
-    timeline = trace.iteration_timeline(load_trace(path))
+    timeline = iteration_timeline(load_trace(path))
     assert "bad\ufffdname\ufffd" in set(timeline.events["name"])
     timeline.events.astype({"name": "str"}).to_csv(io.StringIO())
     pd.DataFrame({"name": timeline.events["name"]}).astype("string[pyarrow]")
@@ -558,10 +562,10 @@ def test_a_timeline_draws_a_bounded_number_of_thread_lanes():
     events = [dict(LAUNCH), dict(KERNEL)]
     events += [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 100 + i,
                 "ts": 11, "dur": 1} for i in range(500)]
-    timeline = trace.iteration_timeline({"traceEvents": events})
+    timeline = iteration_timeline({"traceEvents": events})
     lanes = {lane for lane in timeline.events["lane"] if lane.startswith("CPU: ops")}
-    assert len(lanes) == trace.TIMELINE_MAX_THREADS
-    assert timeline.hidden_threads == 500 - trace.TIMELINE_MAX_THREADS
+    assert len(lanes) == TIMELINE_MAX_THREADS
+    assert timeline.hidden_threads == 500 - TIMELINE_MAX_THREADS
 
 
 def test_the_operator_column_stays_short_however_many_ops_launch_a_kernel():

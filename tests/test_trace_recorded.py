@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler_core.analysis.trace import analyse_trace, decompose_speedup, load_trace
+from profiler_core.analysis.trace import analyse_trace, decompose_speedup
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.cli.main import main
 
 DATA = Path(__file__).parent / "data" / "h200_launch_bound"

@@ -13,7 +13,8 @@ import torch
 
 from profiler_core.cli.main import main
 from profiler_core.engine.readiness import FIXES, check_step
-from profiler_core.engine.user_workload import WorkloadError, build_parts, find_function
+from profiler_core.engine.user_workload import build_parts, find_function
+from profiler_core.spec.errors import WorkloadError
 from profiler_core.storage.results import RunResult
 from tests import bad_steps
 
@@ -99,10 +100,10 @@ def test_a_clean_step_has_no_findings():
 def test_findings_name_file_line_code_and_fix(capsys, tmp_path):
     assert main(["run", "--workload", "tests.bad_steps:host_sync", "--out", str(tmp_path / "r"),
                  *CPU]) == 0  # on the CPU nothing is captured: the findings are warnings
-    lines = [l for l in capsys.readouterr().err.splitlines() if l.startswith("capture readiness")]
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("capture readiness")]
     assert len(lines) == 3
-    assert all("bad_steps.py:" in l and "(fix: read values after replay()" in l for l in lines)
-    assert any("`scale = y.abs().max().item()  # expect: host-sync`" in l for l in lines)
+    assert all("bad_steps.py:" in line and "(fix: read values after replay()" in line for line in lines)
+    assert any("`scale = y.abs().max().item()  # expect: host-sync`" in line for line in lines)
     notes = RunResult.load(tmp_path / "r").notes
     assert sum("capture readiness" in n for n in notes) == 3
 

@@ -2,13 +2,14 @@
 
 import streamlit as st
 
-from dashboard import analysis, article, charts, state, ui
+from dashboard import article, run_facts, ui
+from dashboard.charts.counters import counter_bars
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Counters: the article's lessons")
-st.markdown(analysis.counter_rule_text(run.config))
+st.markdown(run_facts.counter_rule_text(run.config))
 
-lessons = analysis.counter_lessons(run.table("counters"), run.config)
+lessons = run_facts.counter_lessons(run.table("counters"), run.config)
 if lessons.empty:
     st.info("This run has no counter table.")
 else:
@@ -20,7 +21,7 @@ else:
                  column_order=["phase", "predicted", "observed", "match"],
                  column_config={"match": st.column_config.CheckboxColumn("match")})
     with right:
-        ui.chart(charts.counter_bars(lessons), key="counters_chart")
+        ui.chart(counter_bars(lessons), key="counters_chart")
     st.subheader("The lessons, one line each")
     for phase, why in zip(lessons["phase"], lessons["why"]):
         st.markdown(f"- **{ui.escape_md(phase)}**: {ui.escape_md(why)}")

@@ -4,7 +4,8 @@ loading CUDA and building the replicas, can take most of the run's clock)."""
 
 import streamlit as st
 
-from dashboard import analysis, charts, state, ui
+from dashboard import analysis, run_facts, ui
+from dashboard.charts.gpu import nvml_timeseries
 
 try:
     from profiler_core.engine.telemetry import NVML_UTILISATION_CAVEAT as CAVEAT
@@ -13,18 +14,18 @@ except ImportError:
               "period (1/6 s to 1 s): it cannot resolve a millisecond step, and 100% does not "
               "mean the SMs are busy; the profiler's GPU busy time is the precise figure.")
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "GPU telemetry (NVML)")
 cpu = analysis.is_cpu_run(run.config, run.environment)
 if not cpu:
     st.warning(CAVEAT, icon=":material/info:")
 nvml, phases = run.table("nvml"), run.table("phases")
-summary = analysis.phase_summary(phases)
+summary = run_facts.phase_summary(phases)
 x_range = None
-default = analysis.default_phase_range(summary)
-if len(summary) > analysis.MAX_PHASE_CHOICES and not nvml.empty:
+default = run_facts.default_phase_range(summary)
+if len(summary) > run_facts.MAX_PHASE_CHOICES and not nvml.empty:
     st.caption(f"This run has {len(summary):,} phase names, too many to pick a range from "
-               f"(at most {analysis.MAX_PHASE_CHOICES}): the chart shows the whole run.")
+               f"(at most {run_facts.MAX_PHASE_CHOICES}): the chart shows the whole run.")
 elif default is not None and len(summary) > 1 and not nvml.empty:
     names = list(summary["phase"])
     first, last = st.select_slider(
@@ -33,12 +34,12 @@ elif default is not None and len(summary) > 1 and not nvml.empty:
         help="Zoom the time axis to these phases (from the start of the first to the end of the "
              "last). The setup before the first measured phase (loading CUDA, building the "
              "replicas) is left out at first, so the timed trials fill the chart.")
-    x_range = analysis.phase_window(summary, first, last)
+    x_range = run_facts.phase_window(summary, first, last)
     st.caption(f"Showing {x_range[0]:.2f}-{x_range[1]:.2f} s of the run." if x_range else "")
 no_nvml = ("a CPU run: NVML reads NVIDIA GPUs only" if cpu
            else "NVML off or unavailable" if run.complete else "NVML off, unavailable, or the "
            "run stopped before its samples were read")
-ui.chart(charts.nvml_timeseries(nvml, phases, x_range=x_range,
+ui.chart(nvml_timeseries(nvml, phases, x_range=x_range,
                                 empty_message=f"no NVML samples in this run ({no_nvml})"),
          key="gpu_nvml")
 st.caption("Shaded bands are the run's phases on the same clock, coloured by what they do (warm-up, "

@@ -4,14 +4,20 @@ Every chart shows one timing method at a time: steady state (the headline) or co
 
 import streamlit as st
 
-from dashboard import analysis, article, charts, repeats_panel, state, ui
+from dashboard import analysis, article, percentiles, repeats_panel, ui
+from dashboard.charts.timing import (
+    latency_ecdf,
+    latency_histogram,
+    latency_series,
+    timing_methods_bars,
+)
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Latency per training step")
 cpu = analysis.is_cpu_run(run.config, run.environment)
 all_steps = analysis.per_step_latency(run.table("latency"))
 available = analysis.series_available(all_steps) or ["steady_event"]
-default = analysis.headline_method(run.headline, run.table("stats"))
+default = analysis.headline_method(run.pair.timing_method, run.table("stats"))
 series = st.radio("Timing", available, index=available.index(default) if default in available else 0,
                   horizontal=True, key="latency_timing",
                   format_func=lambda name: analysis.method_label(name, cpu),
@@ -26,25 +32,25 @@ if steps.empty:
     st.info("This run has no per-iteration latency table (it stopped before the timed trials, or "
             "its latency.csv is empty).", icon=":material/info:")
 
-ui.chart(charts.latency_histogram(steps, column), key="latency_hist")
+ui.chart(latency_histogram(steps, column), key="latency_hist")
 left, right = st.columns(2)
 with left:
-    ui.chart(charts.latency_ecdf(steps, column), key="latency_ecdf")
+    ui.chart(latency_ecdf(steps, column), key="latency_ecdf")
 with right:
-    ui.chart(charts.latency_series(steps, column), key="latency_series")
+    ui.chart(latency_series(steps, column), key="latency_series")
 ui.csv_download(run.table("latency"), f"{run.name}-latency.csv", key="latency_raw_csv",
                 label="every iteration (latency.csv)")
 
 st.subheader("Percentiles (ms per step)")
-percentiles = analysis.percentile_table(run.table("latency"), all_steps)
-unsupported = [c for c in analysis.PERCENTILE_COLUMNS[3:]
-               if c in percentiles and len(percentiles) and percentiles[c].isna().all()]
-ui.table(percentiles.drop(columns=unsupported), f"{run.name}-percentiles.csv",
+pct_table = percentiles.percentile_table(run.table("latency"), all_steps)
+unsupported = [c for c in percentiles.PERCENTILE_COLUMNS[3:]
+               if c in pct_table and len(pct_table) and pct_table[c].isna().all()]
+ui.table(pct_table.drop(columns=unsupported), f"{run.name}-percentiles.csv",
          key="latency_pct", label="percentiles CSV", empty="No timed steps, so no percentiles.",
          column_config={c: st.column_config.NumberColumn(format="%.4f")
-                        for c in analysis.PERCENTILE_COLUMNS[3:]})
-if len(percentiles):
-    st.caption(analysis.PERCENTILE_RULE.capitalize() + "."
+                        for c in percentiles.PERCENTILE_COLUMNS[3:]})
+if len(pct_table):
+    st.caption(percentiles.PERCENTILE_RULE.capitalize() + "."
                + (f" Not supported by any row here: {', '.join(c[:-3].replace('_', '.') for c in unsupported)}."
                   if unsupported else "")
                + " An empty cell: that row has too few samples for it.")
@@ -59,8 +65,8 @@ st.markdown(
 if cpu:
     st.caption("A CPU run has no such pitfall to show: a step on the CPU has finished when its "
                "call returns, so only the steady-state wall clock is measured.")
-timing = analysis.timing_comparison(run.table("stats"), run.headline, cpu)
-ui.chart(charts.timing_methods_bars(timing), key="latency_methods")
+timing = analysis.timing_comparison(run.table("stats"), run.figures, cpu)
+ui.chart(timing_methods_bars(timing), key="latency_methods")
 ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table", label="timing CSV",
          empty="No timing statistics in this run (stats.csv is empty: the run stopped before its "
                "statistics were computed).",
@@ -72,7 +78,7 @@ ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table", l
                        ["label", "eager_median_ms", "graph_median_ms", "speedup", "meaning"]))
 
 st.subheader("Statistics per mode and method (stats.csv)")
-ui.table(analysis.supported_percentiles(run.table("stats")), f"{run.name}-stats.csv",
+ui.table(percentiles.supported_percentiles(run.table("stats")), f"{run.name}-stats.csv",
          key="latency_stats", label="stats CSV", empty="stats.csv is empty in this run.")
 if len(run.table("stats")):
     st.caption("The same rule holds here: a percentile its count does not support is left empty "

@@ -8,12 +8,21 @@ lane (CPU ops, launch calls, GPU work) from the run's Chrome traces."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, charts, state, ui
-from profiler_core.analysis import trace
-from profiler_core.spec.config import MODE_LABELS
+from dashboard import analysis, state, ui
+from dashboard.charts.attribution import (
+    iteration_timeline,
+    launch_count_bars,
+    profiled_waterfall,
+    speedup_waterfall,
+    split_bars,
+    unknown_components,
+)
+from profiler_core import MODE_LABELS
+from profiler_core.analysis.timeline import TIMELINE_MAX_THREADS
 from profiler_core.spec.errors import ProfilerError
+from profiler_core.spec.schema import BREAKDOWN_COMPONENTS
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Launch split: CPU launch vs GPU work")
 split = run.table("launch_split")
 medians = analysis.split_medians(split)
@@ -31,8 +40,8 @@ if len(others) > 1:
                           "attribution.csv; under the profiler, its decomposition comes from "
                           "breakdown.csv (or, for a run recorded before that held every mode, "
                           "from its launch-split medians).")
-pay = analysis.pay_back(run.headline, run.table("modes"), other)
-verdict = analysis.verdict(run.headline, attribution, reason, other, pay)
+pay = analysis.pay_back(run.figures, run.table("modes"), other)
+verdict = analysis.verdict(run.figures, attribution, reason, other, pay)
 st.info(f"**{verdict.title}.** {verdict.text}", icon=":material/lightbulb:")
 
 st.subheader(f"The headline's saving, part by part: eager vs {other}")
@@ -45,7 +54,7 @@ elif other not in attributed:
 else:
     missing = (f"the saving cannot be attributed: this run has no profiled window ({reason}), so "
                "the GPU's kernel time is unknown")
-    ui.chart(charts.speedup_waterfall(attribution, missing, other), key="split_waterfall")
+    ui.chart(speedup_waterfall(attribution, missing, other), key="split_waterfall")
     st.caption(
         "From the headline's two medians (timed in a training loop, no profiler), per training "
         "step. **Kernel time**: the GPU's busy time per step, from the profiled window (the profiler "
@@ -95,17 +104,17 @@ st.caption(
 missing = "no profiled window in this run"
 left, right = st.columns([3, 2])
 with left:
-    ui.chart(charts.split_bars(medians, missing), key="split_bars")
+    ui.chart(split_bars(medians, missing), key="split_bars")
 with right:
-    ui.chart(charts.launch_count_bars(medians, missing), key="split_counts")
+    ui.chart(launch_count_bars(medians, missing), key="split_counts")
 breakdown = analysis.breakdown_against(run.table("breakdown"), medians, other)
-ui.chart(charts.profiled_waterfall(breakdown, "no breakdown in this run", other),
+ui.chart(profiled_waterfall(breakdown, "no breakdown in this run", other),
          key="split_profiled_waterfall")
-unknown = charts.unknown_components(breakdown)
+unknown = unknown_components(breakdown)
 if unknown:
     st.warning("breakdown.csv holds components this dashboard does not know, left out of the "
                f"waterfall: {ui.escape_md(', '.join(unknown))}. Known: "
-               f"{', '.join(charts.BREAKDOWN_COMPONENTS)}.", icon=":material/warning:")
+               f"{', '.join(BREAKDOWN_COMPONENTS)}.", icon=":material/warning:")
 st.caption("Under the profiler, each timeline adds up to the profiled iteration's span: on the GPU, "
            "busy + idle; on the CPU, launch calls + other work + time spent waiting for the GPU. "
            "Its totals are the profiled spans, not the headline's steps (see the attribution "
@@ -172,10 +181,10 @@ for mode in analysis.ordered_modes(pd.DataFrame({"mode": list(run.trace_paths)})
     title = (f"{mode}: iteration {shown.iteration + 1} of {shown.iterations}, "
              f"{shown.span_us:,.0f} us from its first CPU call to its last GPU work "
              "(under the profiler)")
-    ui.chart(charts.iteration_timeline(shown.events, title, shown.span_us),
+    ui.chart(iteration_timeline(shown.events, title, shown.span_us),
              key=f"split_timeline_{mode}")
     if shown.dropped:
         st.caption(f"{shown.dropped:,} of its shortest events are left out, to keep the chart fast.")
     if shown.hidden_threads:
         st.caption(f"The CPU ops of {shown.hidden_threads:,} more threads are left out: one lane "
-                   f"each is drawn for the first {trace.TIMELINE_MAX_THREADS} threads only.")
+                   f"each is drawn for the first {TIMELINE_MAX_THREADS} threads only.")

@@ -5,7 +5,8 @@ in long form)."""
 
 import streamlit as st
 
-from dashboard import analysis, charts, repeats_panel, state, ui
+from dashboard import analysis, repeats_panel, run_facts, state, ui
+from dashboard.charts.timing import median_bars, modes_speedup_bars, prediction_bars
 from profiler_core.analysis import predict
 
 gpus, no_gpu_reason = state.device_list()
@@ -16,28 +17,27 @@ if gpus.empty:
             "sample, the runs folder, or a zip uploaded on the Runs page.",
             icon=":material/info:")
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Overview")
-h = run.headline
+h, pair, figures = run.headline, run.pair, run.figures
 cpu = analysis.is_cpu_run(run.config, run.environment)
-speedup = analysis.number(h, "speedup")
-low, high = analysis.number(h, "speedup_ci_low"), analysis.number(h, "speedup_ci_high")
+speedup, low, high = pair.speedup, pair.speedup_ci_low, pair.speedup_ci_high
 ci = f"95% CI {ui.fmt(low, '{:.2f}')}-{ui.fmt(high, '{:.2f}')}x" if analysis.finite(low) else "no CI"
 
-method = analysis.headline_method(h, run.table("stats"))
+method = analysis.headline_method(pair.timing_method, run.table("stats"))
 method_label = analysis.method_label(method, cpu)
-pay = analysis.pay_back(h, run.table("modes"), "graph")
+pay = analysis.pay_back(figures, run.table("modes"), "graph")
 cols = st.columns(5)
 cols[0].metric("Speedup", ui.fmt(speedup, "{:.2f}x"), delta=ci if not cpu else "CPU run: no graph",
                delta_color="off", delta_arrow="off",
                help=f"Median eager step / median graph step, timed by {method_label}, with its "
                     "bootstrap 95% confidence interval.")
-cols[1].metric("Eager median per step", ui.fmt(analysis.number(h, "eager_median_ms"), "{:.3f} ms"),
+cols[1].metric("Eager median per step", ui.fmt(pair.eager_ms, "{:.3f} ms"),
                help=f"Timed by {method_label}.")
-cols[2].metric("Graph median per step", ui.fmt(analysis.number(h, "graph_median_ms"), "{:.3f} ms"),
+cols[2].metric("Graph median per step", ui.fmt(pair.graph_ms, "{:.3f} ms"),
                help=f"Timed by {method_label}; includes copying each new batch into the graph's "
                     "static inputs.")
-cols[3].metric("The article's 'speedup' (no sync)", ui.fmt(analysis.number(h, "article_speedup"), "{:.2f}x"),
+cols[3].metric("The article's 'speedup' (no sync)", ui.fmt(figures.get("graph", "article_no_sync_speedup"), "{:.2f}x"),
                help="perf_counter around the loop without torch.cuda.synchronize(): CPU enqueue "
                     "time, not training time. See the Latency view.")
 cols[4].metric("Break-even", pay.short if not cpu else "n/a",
@@ -50,7 +50,7 @@ st.caption(f"Every time on this page is per training step, timed by {method_labe
 repeats_panel.stability_warnings(run)
 
 no_split = analysis.no_profile_reason(run.config, run.environment, run.complete)
-verdict = analysis.verdict(h, run.table("attribution"), no_split, "graph", pay)
+verdict = analysis.verdict(figures, run.table("attribution"), no_split, "graph", pay)
 box = {"launch-bound": st.success, "gpu-bound": st.info, "mixed": st.info}.get(
     verdict.kind, st.info if cpu else st.warning)
 box(f"**{verdict.title}.** {verdict.text}", icon=":material/lightbulb:")
@@ -59,14 +59,14 @@ st.caption("The Launch split view draws this saving part by part (timed with no 
            "beside it, labelled, what the profiled window saw.")
 left, right = st.columns(2)  # the costs table's values ('never (graph not faster)') need room
 with left:
-    ui.chart(charts.median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")),
+    ui.chart(median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")),
                                 method=method, method_label=method_label),
              key="overview_medians")
 with right:
     st.subheader("One-time costs and checks")
     overheads = analysis.profiler_overheads(run.table("metrics"), run.table("stats"),
                                             run.table("latency"))
-    costs = analysis.one_time_costs(h, pay, overheads)
+    costs = analysis.one_time_costs(figures, h, pay, overheads)
     if costs["value"].isna().all():
         st.info("No one-time costs in this run (they need a CUDA run that reached capture).",
                 icon=":material/info:")
@@ -85,14 +85,14 @@ st.subheader("Prediction before capture")
 if predict.has_prediction(h):
     left, right = st.columns([3, 2])
     with left:
-        ui.chart(charts.prediction_bars(predict.prediction_parts(h)), key="overview_prediction_chart")
-        ui.table(predict.prediction_table(h), f"{run.name}-prediction.csv", key="overview_prediction",
+        ui.chart(prediction_bars(predict.prediction_parts(h, figures)), key="overview_prediction_chart")
+        ui.table(predict.prediction_table(h, figures), f"{run.name}-prediction.csv", key="overview_prediction",
                  label="prediction CSV",
                  column_config={"predicted": st.column_config.NumberColumn(format="%.4g"),
                                 "measured": st.column_config.NumberColumn(format="%.4g"),
                                 "error_pct": st.column_config.NumberColumn("error (%)", format="%+.1f")})
     with right:
-        ui.table(predict.constants_table(h), f"{run.name}-prediction_constants.csv",
+        ui.table(predict.constants_table(h, figures), f"{run.name}-prediction_constants.csv",
                  key="overview_prediction_constants", label="constants CSV",
                  column_config={"value": st.column_config.NumberColumn(format="%.4g")})
     st.caption("Predicted from the eager profiled window alone, as if before any capture: graph "
@@ -110,9 +110,9 @@ if len(modes) > 2:  # more than eager and the article's graph: how each way of g
     st.subheader("Every mode")
     left, right = st.columns([3, 2])
     with left:
-        ui.chart(charts.modes_speedup_bars(modes), key="overview_modes")
+        ui.chart(modes_speedup_bars(modes), key="overview_modes")
     with right:
-        ui.table(analysis.modes_table(modes, h), f"{run.name}-modes.csv", key="overview_modes_table",
+        ui.table(analysis.modes_table(modes, figures), f"{run.name}-modes.csv", key="overview_modes_table",
                  label="modes CSV",
                  column_config={"break_even": st.column_config.TextColumn(
                      "break-even", help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION}.")})
@@ -123,12 +123,12 @@ repeats_panel.between_processes(run, key="overview_repeats")
 left, right = st.columns(2)
 with left:
     st.subheader("GPU and software")
-    ui.table(analysis.environment_table(run.environment), f"{run.name}-environment.csv",
+    ui.table(run_facts.environment_table(run.environment), f"{run.name}-environment.csv",
              key="overview_env", label="environment CSV",
              empty="This run does not say which GPU and software it ran on.")
 with right:
     st.subheader("Configuration")
-    ui.table(analysis.config_table(run.config), f"{run.name}-config.csv", key="overview_config",
+    ui.table(run_facts.config_table(run.config), f"{run.name}-config.csv", key="overview_config",
              label="config CSV")
 
 ui.notes(run)

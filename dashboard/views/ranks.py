@@ -4,9 +4,10 @@ straggler named, the all-reduce's share, and every rank's trace for Perfetto."""
 
 import streamlit as st
 
-from dashboard import rank_charts, state, ui
+from dashboard import ui
+from dashboard.charts import ranks as rank_charts
 
-run = state.require_run()
+run = ui.require_run()
 ui.run_header(run, "Ranks (data parallel)")
 ranks = run.table("ranks")
 if ranks.empty:

@@ -9,10 +9,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, charts, rundata, state, ui
+from dashboard import analysis, compare, run_facts, rundata, state, ui
+from dashboard.charts.attribution import split_bars
+from dashboard.charts.comparison import compare_latency_ecdf, compare_medians, compare_speedups
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.storage import index as run_index
+from profiler_core.storage.index_query import FieldFilter
 
 UPLOAD_KEY = "upload_zip"
 TAGS = [chr(c) for c in range(ord("A"), ord("Z") + 1)]  # runs in a comparison, in the order picked
@@ -36,7 +39,7 @@ def _shown(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
-def _field_filter(index: run_index.RunIndex, field: str) -> run_index.FieldFilter | None:
+def _field_filter(index: run_index.RunIndex, field: str) -> FieldFilter | None:
     """The control for one chosen field (a range for numbers, else values) and its filter."""
     values = index.field_values(field)
     if len(values) < 2:
@@ -48,13 +51,13 @@ def _field_filter(index: run_index.RunIndex, field: str) -> run_index.FieldFilte
                                      key=f"runs_filter_range_{field}", format_func=_shown)
         if (low, high) == (values[0], values[-1]):
             return None
-        return run_index.FieldFilter(field, low=low, high=high)
+        return FieldFilter(field, low=low, high=high)
     picked = st.multiselect(f"{field} is any of", values, key=f"runs_filter_values_{field}",
                             format_func=_shown, placeholder="any value")
-    return run_index.FieldFilter(field, values=tuple(picked)) if picked else None
+    return FieldFilter(field, values=tuple(picked)) if picked else None
 
 
-def _filters(index: run_index.RunIndex) -> list[run_index.FieldFilter]:
+def _filters(index: run_index.RunIndex) -> list[FieldFilter]:
     """The filter controls (GPU, date, any setting or figure) and the filters they set."""
     filters = []
     gpu_col, date_col = st.columns(2)
@@ -63,7 +66,7 @@ def _filters(index: run_index.RunIndex) -> list[run_index.FieldFilter]:
         picked = st.multiselect("GPU", [g for g in gpus if g is not None], key="runs_filter_gpu",
                                 placeholder="any GPU")
         if picked:
-            filters.append(run_index.FieldFilter("gpu", values=tuple(picked)))
+            filters.append(FieldFilter("gpu", values=tuple(picked)))
     days = [datetime.date.fromisoformat(d) for d in index.field_values("date")]
     with date_col:
         if len(days) >= 2:
@@ -71,7 +74,7 @@ def _filters(index: run_index.RunIndex) -> list[run_index.FieldFilter]:
                                    min_value=days[0], max_value=days[-1], key="runs_filter_dates")
             chosen = tuple(chosen) if isinstance(chosen, (tuple, list)) else (chosen,)
             if chosen and tuple(chosen) != (days[0], days[-1]):
-                filters.append(run_index.FieldFilter("date", low=chosen[0],
+                filters.append(FieldFilter("date", low=chosen[0],
                                                      high=chosen[1] if len(chosen) > 1 else None))
         elif days:
             st.caption(f"Every dated run started on {days[0].isoformat()}.")
@@ -212,25 +215,25 @@ for tag, run in loaded.items():
         st.warning(f"{tag}: " + ui.incomplete_text(run), icon=":material/warning:")
     cpu = analysis.is_cpu_run(run.config, run.environment)
     reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
-    pay = analysis.pay_back(run.headline, run.table("modes"), "graph")
-    verdict = analysis.verdict(run.headline, run.table("attribution"), reason, "graph", pay)
-    summary.append(analysis.compare_summary(tag, run.label, run.config, run.environment,
-                                            run.headline, run.table("stats"), verdict.title,
+    pay = analysis.pay_back(run.figures, run.table("modes"), "graph")
+    verdict = analysis.verdict(run.figures, run.table("attribution"), reason, "graph", pay)
+    summary.append(compare.compare_summary(tag, run.label, run.config, run.environment,
+                                            run.pair, run.table("stats"), verdict.title,
                                             run.complete, "" if cpu else pay.text))
-    rows, text = analysis.compare_rows(tag, run.headline, run.table("stats"), cpu)
+    rows, text = compare.compare_rows(tag, run.pair.timing_method, run.table("stats"), cpu)
     bars.append(rows)
     timed_by.append(text)
     m = analysis.split_medians(run.table("launch_split"))
     m["mode"] = tag + ": " + m["mode"].astype(str)
     medians.append(m)
-    speedups.append(analysis.compare_speedup_rows(tag, run.headline, run.table("modes")))
+    speedups.append(compare.compare_speedup_rows(tag, run.pair, run.table("modes")))
     if speedups[-1].empty:
         no_speedup[tag] = ("a CPU run times eager only" if cpu else
                            "the run stopped before its graph was timed" if not run.complete else
                            "the run has no graph timing")
-    steps.append(analysis.overlay_steps(tag, run.table("latency")))
+    steps.append(compare.overlay_steps(tag, run.table("latency")))
 
-ui.table(pd.DataFrame(summary, columns=analysis.COMPARE_SUMMARY_COLUMNS), "compare_runs.csv",
+ui.table(pd.DataFrame(summary, columns=compare.COMPARE_SUMMARY_COLUMNS), "compare_runs.csv",
          key="compare_summary", label="comparison CSV",
          column_order=["tag", "run", "speedup", "eager_ms", "graph_ms", "break_even", "timed_by"],
          column_config={"tag": st.column_config.TextColumn(width="small"),
@@ -253,13 +256,13 @@ view = st.radio("Overlay", list(CHART_VIEWS), format_func=CHART_VIEWS.get, horiz
 if view == "medians":
     left, right = st.columns(2)
     with left:
-        ui.chart(charts.compare_medians(pd.concat(bars, ignore_index=True), log_scale),
+        ui.chart(compare_medians(pd.concat(bars, ignore_index=True), log_scale),
                  key="compare_medians")
     with right:
-        ui.chart(charts.split_bars(pd.concat(medians, ignore_index=True),
+        ui.chart(split_bars(pd.concat(medians, ignore_index=True),
                                    "no profiled window in any of these runs"), key="compare_split")
 elif view == "speedup":
-    ui.chart(charts.compare_speedups(pd.concat(speedups, ignore_index=True), no_speedup,
+    ui.chart(compare_speedups(pd.concat(speedups, ignore_index=True), no_speedup,
                                      order=list(loaded)),
              key="compare_speedups")
     st.caption("Each run's steady-state speedup over its own eager step, with the 95% bootstrap "
@@ -268,13 +271,13 @@ elif view == "speedup":
                          no_speedup.items()))
 else:
     overlay = pd.concat(steps, ignore_index=True)
-    ui.chart(charts.compare_latency_ecdf(overlay, log_scale), key="compare_distributions")
+    ui.chart(compare_latency_ecdf(overlay, log_scale), key="compare_distributions")
     methods = overlay.drop_duplicates("run")
     st.caption("Every steady-state step of each run, one line per run: "
                + "; ".join(f"{ui.escape_md(r)}: {ui.escape_md(t)}"
                            for r, t in zip(methods["run"], methods["timed_by"])) + ".")
 st.markdown("**Settings that differ**")
-diff = analysis.configs_diff({tag: run.config for tag, run in loaded.items()})
+diff = run_facts.configs_diff({tag: run.config for tag, run in loaded.items()})
 if diff.empty:
     st.caption("All these runs used the same settings.")
 else:

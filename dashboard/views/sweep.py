@@ -3,7 +3,8 @@ see where CUDA graphs stop paying: speedup with its CI and the crossover, median
 GPU-busy floor, a heat map for two parameters, amortisation, and break-even per point.
 
 The base of a new sweep is a preset on a device. A sweep runs on a background thread
-(``profiler_core.sweep.core.BackgroundSweep``) holding the device's lock, like the Run button's run,
+(``profiler_core.orchestration.jobs.BackgroundJob``) holding the device's lock, like the Run
+button's run,
 and its points go through a launcher of its own with a pool of warm workers (the sweep's default,
 closed when it ends); this page reads its snapshot twice a second.
 """
@@ -16,12 +17,37 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, controls, devices, rundata, state, ui
+from dashboard import controls, devices, rundata, state, ui
+from dashboard.charts.sweep import sweep_amortisation, sweep_heatmap, sweep_medians, sweep_speedup
 from dashboard.gpulock import Ticket
+from profiler_core.orchestration.jobs import BackgroundJob
 from profiler_core.spec import fields
 from profiler_core.spec.config import INT_LIMITS, PRESET_DESCRIPTIONS, PRESETS, RunConfig
 from profiler_core.spec.errors import ProfilerError
-from profiler_core.sweep import core as sweep
+from profiler_core.sweep.analysis import (
+    amortisation_table,
+    break_even_table,
+    crossovers,
+    eager_table,
+    speedup_table,
+)
+from profiler_core.sweep.plan import (
+    DEFAULT_THRESHOLD,
+    PARAMETERS,
+    RANGE_EXAMPLE,
+    PointTrials,
+    SweepAxis,
+    SweepPlan,
+    parse_values,
+)
+from profiler_core.sweep.runner import SweepRunner
+from profiler_core.sweep.store import (
+    FINISHED,
+    check_sweep_output,
+    list_sweeps,
+    load_sweep,
+    measured_now,
+)
 
 JOB = "sweep_job"
 OPEN = "sweep_open"  # the sweep shown (the selector's key)
@@ -36,7 +62,7 @@ EXAMPLES = {"batch": "1:1024:x2", "width": "256:4096:x2", "d_in": "256:4096:x2",
 NONE = "(none)"
 
 
-def _start(runner: sweep.SweepRunner) -> None:
+def _start(runner: SweepRunner) -> None:
     """Queue a sweep (its folder already written) on the device's lock and start it on a
     background thread; it opens on this page."""
     lock = state.lock_registry().lock(runner.plan.base.device)
@@ -49,8 +75,8 @@ def _start(runner: sweep.SweepRunner) -> None:
         lock.leave(ticket)
 
     try:
-        job = sweep.BackgroundSweep(runner, lambda cancel: lock.acquire(ticket, cancel),
-                                    release).start()
+        job = BackgroundJob(runner, name, lambda cancel: lock.acquire(ticket, cancel),
+                            release).start()
     except BaseException:
         lock.leave(ticket)  # never block the device with a sweep that never ran
         raise
@@ -62,15 +88,13 @@ def base_for(preset_name: str, device: str) -> RunConfig:
     """A preset on ``device``; on the CPU with the sidebar's small CPU step (seconds per point)."""
     config = PRESETS[preset_name].replace(device=device)
     if device == devices.CPU_DEVICE:
-        config = config.replace(**{**controls.CPU_SIZES,
-                                   **controls.CPU_WORKLOAD_SIZES.get(config.workload, {}),
-                                   **controls.CPU_FIXED})
+        config = config.replace(**fields.cpu_step_values(config.workload))
     return config
 
 
-def _job() -> sweep.BackgroundSweep | None:
+def _job() -> BackgroundJob | None:
     job = st.session_state.get(JOB)
-    return job if isinstance(job, sweep.BackgroundSweep) else None
+    return job if isinstance(job, BackgroundJob) else None
 
 
 # ----------------------------------------------------------------------------- a new sweep
@@ -95,19 +119,19 @@ with st.expander("New sweep", expanded=not active and job is None):
     base = base_for(preset_name, device)
     st.caption(ui.escape_md(controls.step_text(base.to_dict(), cpu) if cpu else
                             PRESET_DESCRIPTIONS.get(preset_name, "")))
-    names = list(sweep.PARAMETERS)
+    names = list(PARAMETERS)
     left, right = st.columns(2)
     with left:
         first = st.selectbox("Parameter", names, key="sweep_p1",
                              help="What the sweep varies: " + "; ".join(
-                                 f"{n}: {d}" for n, d in sweep.PARAMETERS.items()))
+                                 f"{n}: {d}" for n, d in PARAMETERS.items()))
         first_values = st.text_input("Values", value=EXAMPLES[first], key=f"sweep_v1_{first}",
-                                     help=sweep.RANGE_EXAMPLE)
+                                     help=RANGE_EXAMPLE)
     with right:
         second = st.selectbox("Second parameter (optional)", [NONE, *names], key="sweep_p2")
         second_values = st.text_input("Its values", value=EXAMPLES.get(second, ""),
                                       key=f"sweep_v2_{second}", disabled=second == NONE)
-    defaults = sweep.PointTrials()
+    defaults = PointTrials()
     cols = st.columns(4)
     if cpu:  # a CPU point replays nothing: what it times is the base's eager steps
         eager_steps = cols[0].number_input(
@@ -128,7 +152,7 @@ with st.expander("New sweep", expanded=not active and job is None):
                              help="A short profiled window per mode gives the GPU-busy floor.")
     profile_iters = cols[3].number_input("Profiled iterations", 1, 1_000, defaults.profile_iters,
                                          key="sweep_profile_iters", disabled=not profile)
-    threshold = st.number_input("Crossover threshold (speedup)", 1.0, 100.0, sweep.DEFAULT_THRESHOLD,
+    threshold = st.number_input("Crossover threshold (speedup)", 1.0, 100.0, DEFAULT_THRESHOLD,
                                 step=0.05, key="sweep_threshold_new")
     processes = st.number_input("Fresh processes per point", *INT_LIMITS["repeats"], 1,
                                 key="sweep_repeats", help=fields.spec("repeats").help)
@@ -138,16 +162,16 @@ with st.expander("New sweep", expanded=not active and job is None):
                          key="sweep_name", max_chars=80)
     plan, problem = None, ""
     try:
-        axes = [sweep.SweepAxis(first, sweep.parse_values(first, first_values))]
+        axes = [SweepAxis(first, parse_values(first, first_values))]
         if second != NONE:
-            axes.append(sweep.SweepAxis(second, sweep.parse_values(second, second_values)))
-        plan = sweep.SweepPlan(tuple(axes), base, sweep.PointTrials(
+            axes.append(SweepAxis(second, parse_values(second, second_values)))
+        plan = SweepPlan(tuple(axes), base, PointTrials(
             replays=int(replays), trials=int(trials) or None, profile=bool(profile),
             profile_iters=int(profile_iters)), float(threshold))
         if not NAME.fullmatch(name or "") or ".." in name:
             raise ProfilerError("the folder name must be letters, digits, '.', '_' or '-', at most "
                                 "80, starting with a letter or digit")
-        sweep.check_sweep_output(folder / name)
+        check_sweep_output(folder / name)
     except ProfilerError as exc:
         plan, problem = None, str(exc)
     if problem:
@@ -157,7 +181,7 @@ with st.expander("New sweep", expanded=not active and job is None):
     if st.button("Start the sweep", type="primary", key="sweep_start", icon=":material/play_arrow:",
                  disabled=plan is None or active):
         try:
-            _start(sweep.SweepRunner.create(plan, folder / name))
+            _start(SweepRunner.create(plan, folder / name))
         except ProfilerError as exc:
             st.error(f"Refused: {ui.escape_md(exc)}", icon=":material/block:")
         else:
@@ -167,7 +191,7 @@ with st.expander("New sweep", expanded=not active and job is None):
 # ----------------------------------------------------------------------------- the live sweep
 
 
-def _progress(job: sweep.BackgroundSweep) -> None:
+def _progress(job: BackgroundJob) -> None:
     snap = job.snapshot()
     progress = snap["progress"]
     if snap["status"] == "queued":
@@ -227,7 +251,7 @@ if job is not None:
 # ----------------------------------------------------------------------------- open a sweep
 
 st.subheader("Sweeps in the runs folder")
-own = sweep.list_sweeps(folder)
+own = list_sweeps(folder)
 listed = rundata.sweeps_with_samples(own)
 if own.empty:
     st.info(f"No sweep in {ui.escape_md(folder)} yet: start one above, or with "
@@ -250,19 +274,19 @@ if row["problem"]:
     st.error(f"This sweep cannot be opened: {ui.escape_md(row['problem'])}", icon=":material/block:")
     st.stop()
 try:
-    data = sweep.load_sweep(Path(row["path"]))
+    data = load_sweep(Path(row["path"]))
 except ProfilerError as exc:
     st.error(f"This sweep cannot be opened: {ui.escape_md(exc)}", icon=":material/block:")
     st.stop()
 
 running_here = active and job.name == data.name
 points, plan = data.points, data.plan
-finished = int(points["status"].isin(sweep.FINISHED).sum())
+finished = int(points["status"].isin(FINISHED).sum())
 st.caption(f"{ui.escape_md(data.name)}: {' x '.join(plan.axis_names)}, {len(points)} points, "
            f"{finished} finished ({int((points['status'] == 'failed').sum())} failed) · status "
            f"{'running here' if running_here else ui.escape_md(data.status)} · base preset "
            f"{ui.escape_md(plan.base.preset)} on {ui.escape_md(plan.base.device)}")
-if data.status != "done" and not running_here and sweep.measured_now(data.folder):
+if data.status != "done" and not running_here and measured_now(data.folder):
     st.info("This sweep is being measured now by another session or process; its charts grow as "
             "its points finish (reload the page).", icon=":material/hourglass_top:")
 elif data.status != "done" and not running_here:
@@ -272,7 +296,7 @@ elif data.status != "done" and not running_here:
     if st.button("Resume", key="sweep_resume", icon=":material/play_arrow:", disabled=not resumable,
                  help=None if resumable else "Your other sweep is still running."):
         try:
-            _start(sweep.SweepRunner.resume(data.folder))
+            _start(SweepRunner.resume(data.folder))
         except ProfilerError as exc:
             st.error(f"Cannot resume: {ui.escape_md(exc)}", icon=":material/block:")
         else:
@@ -289,8 +313,8 @@ threshold = float(plan.threshold) if cpu_sweep else st.number_input(  # no speed
     "Crossover threshold (speedup)", 1.0, 100.0, float(plan.threshold), step=0.05,
     key=f"sweep_threshold_{data.name}",
     help="Graphing stops paying where the speedup falls below this.")
-table = sweep.speedup_table(points, data.point_modes, axis_names, x)
-found = sweep.crossovers(table, x, threshold, x_axis.numeric)
+table = speedup_table(points, data.point_modes, axis_names, x)
+found = crossovers(table, x, threshold, x_axis.numeric)
 NO_GRAPH = ("A CPU sweep has no graph timing, and never will: CUDA graphs need a CUDA GPU, so "
             "each point timed the eager step only. There is no speedup and no crossover to show; "
             "eager's medians are drawn below.")
@@ -298,7 +322,7 @@ st.subheader("Speedup")
 if cpu_sweep:
     st.info(NO_GRAPH, icon=":material/info:")
 else:
-    ui.chart(charts.sweep_speedup(table, x, threshold, found, x_axis.numeric, x_axis.log_scale),
+    ui.chart(sweep_speedup(table, x, threshold, found, x_axis.numeric, x_axis.log_scale),
              key="sweep_speedup")
     if table.empty:
         st.caption("No measured point has a graph timing yet: the chart fills in as points finish.")
@@ -308,13 +332,13 @@ else:
              label="crossovers CSV", empty="No crossover to show: no series has two measured "
                                            "points with a speedup yet.")
 
-medians = table if not table.empty else sweep.eager_table(points, data.point_modes, axis_names, x)
+medians = table if not table.empty else eager_table(points, data.point_modes, axis_names, x)
 st.subheader("Eager's medians" if cpu_sweep else "Medians and the GPU-busy floor")
 times = pd.to_numeric(medians[["eager_ms", "mode_ms"]].stack(), errors="coerce")
 times = times[times > 0]
 wide = len(times) > 1 and float(times.max()) / float(times.min()) > 20
 log_y = st.toggle("Log scale for the times", value=bool(wide), key="sweep_log_y")
-ui.chart(charts.sweep_medians(medians, x, x_axis.numeric, x_axis.log_scale, log_y),
+ui.chart(sweep_medians(medians, x, x_axis.numeric, x_axis.log_scale, log_y),
          key="sweep_medians")
 if cpu_sweep:
     st.caption("Eager's median time per training step at each point (wall clock). A CPU sweep has "
@@ -341,15 +365,15 @@ elif len(axis_names) == 2:
     modes = sorted(set(table["mode"].astype(str))) or ["graph"]
     mode = st.selectbox("Mode", modes, index=modes.index("graph") if "graph" in modes else 0,
                         key="sweep_heat_mode") if len(modes) > 1 else modes[0]
-    ui.chart(charts.sweep_heatmap(table, x, y, mode, threshold), key="sweep_heatmap")
+    ui.chart(sweep_heatmap(table, x, y, mode, threshold), key="sweep_heatmap")
 
 st.subheader("Amortisation")
-amortisation = sweep.amortisation_table(table, axis_names)
+amortisation = amortisation_table(table, axis_names)
 if cpu_sweep:
     st.caption("Amortisation is how a graph spreads its launch over several captured steps: a CPU "
                "sweep has no graph.")
 elif "capture_iters" in axis_names:
-    ui.chart(charts.sweep_amortisation(amortisation), key="sweep_amortisation")
+    ui.chart(sweep_amortisation(amortisation), key="sweep_amortisation")
     ui.table(amortisation, f"{data.name}-amortisation.csv", key="sweep_amortisation_table",
              label="amortisation CSV")
 else:
@@ -359,7 +383,7 @@ else:
 st.subheader("Break-even")
 st.caption("Per point and mode: the one-time cost (capture with its warm-up, or compilation) and "
            "the memory it kept, against the saving per training step.")
-ui.table(sweep.break_even_table(table, axis_names), f"{data.name}-break-even.csv",
+ui.table(break_even_table(table, axis_names), f"{data.name}-break-even.csv",
          key="sweep_break_even", label="break-even CSV",
          empty=("A CPU sweep has no graph, so nothing to pay back." if cpu_sweep else
                 "No measured point with a graph timing yet."))

@@ -1,29 +1,8 @@
 """The headline's saving per training step, attributed to its parts (``attribution.csv``).
 
-Scope: arithmetic over what a run measured; no measuring here. The headline is the steady-state
-time per step of each mode, timed with no profiler attached; the profiled window runs slower
-(the profiler slows the launching thread), so its span cannot explain the headline. What the
-timed trials cannot see, the GPU's kernel time, is taken from the profiled window, because the
-profiler barely changes how long a kernel runs on the device, while it changes how long the host
-takes to issue it. Per mode and per training step:
-
-- ``step``: the headline's steady-state median (timed trials, CUDA events or the CPU's clock);
-- ``gpu_kernels``: the GPU's busy time (union of the kernel, memcpy and memset intervals of an
-  iteration, its median) in the profiled window; the batch copy of a graph runs before the
-  window's iteration mark, so it is not in here;
-- ``input_copy``: the graph's copy of a new batch into its static inputs, timed apart with no
-  profiler (0 for a mode that reads its batch directly);
-- ``gpu_idle``: what is left of the step: ``step - gpu_kernels - input_copy``. The GPU waits
-  for the host to issue work. A negative value means the profiled kernels took longer than the
-  unprofiled step (the profiler stretched them), and the run says so.
-
-``gpu_kernels + input_copy + gpu_idle = step`` in every column, so the savings of the three add
-up to the headline's saving exactly. ``host_issue`` (the launching thread's time to issue a step
-in the timed trials) is shown beside them: it is why idle time exists (a step the host needs
-longer to issue than the GPU needs to run leaves the GPU waiting), not another part of the sum.
-Shares are of the ``step`` saving (none for ``host_issue``, which is not a part of it); a part
-with a negative saving is time a mode added (a graph's batch copy, the extra kernels of a
-capturable optimizer).
+Scope: arithmetic over what a run measured, no measuring: per mode, the timed step split into GPU
+kernel time (from the profiled window), the graph's batch copy and GPU idle time, which add up to
+the step exactly, with the host's time to issue a step beside them (:func:`mode_parts`).
 """
 
 from __future__ import annotations
@@ -71,7 +50,28 @@ def _busy_per_step_ms(launch_split: pd.DataFrame, mode: str, steps: float) -> fl
 
 def mode_parts(stats: pd.DataFrame, launch_split: pd.DataFrame, latency: pd.DataFrame,
                mode: str, headline_method: str = "steady_trial") -> dict[str, float]:
-    """One mode's components per training step, in milliseconds (NaN where not measured)."""
+    """One mode's components per training step, in milliseconds (NaN where not measured).
+
+    The headline is the steady-state time per step, timed with no profiler attached; the
+    profiled window runs slower (the profiler slows the launching thread), so its span cannot
+    explain the headline. What the timed trials cannot see, the GPU's kernel time, is taken from
+    the profiled window: the profiler barely changes how long a kernel runs on the device, while
+    it changes how long the host takes to issue it.
+
+    - ``step``: the headline's steady-state median (timed trials, CUDA events or the CPU's clock);
+    - ``gpu_kernels``: the GPU's busy time (union of the kernel, memcpy and memset intervals of an
+      iteration, its median) in the profiled window; a graph's batch copy runs before the
+      window's iteration mark, so it is not in here;
+    - ``input_copy``: the graph's copy of a new batch into its static inputs, timed apart with no
+      profiler (0 for a mode that reads its batch directly);
+    - ``gpu_idle``: the rest, ``step - gpu_kernels - input_copy``: the GPU waiting for the host.
+      Negative when the profiled kernels took longer than the unprofiled step (the profiler
+      stretched them), which the run notes (:func:`stretched_kernel_notes`);
+    - ``host_issue``: the launching thread's time to issue a step in the timed trials: why idle
+      time exists, shown beside the parts, not one of them.
+
+    Shares (in :func:`build`) are of the ``step`` saving; a part with a negative saving is time
+    the mode added (a graph's batch copy, the extra kernels of a capturable optimizer)."""
     steps = _steps_per_iteration(latency, mode)
     step = _median(stats, mode, headline_method)
     kernels = _busy_per_step_ms(launch_split, mode, steps)

@@ -3,7 +3,8 @@ eager's value of the same metric and the ratio to it.
 
 Scope: assembling that table from what a run measured (modes.csv, stats.csv and each mode's own
 figures) and deriving it for runs saved before it existed (schema 1 and 2, whose per-mode figures
-sit in the headline as ``<mode>_<metric>`` keys and a few older names). No measuring here.
+sit in the headline as ``<mode>_<metric>`` keys and a few older names: the only place those names
+are known, with the writer's :func:`headline_key`). No measuring here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler_core.spec.config import MODE_NAMES
+from profiler_core.spec.modes import MODE_NAMES
 from profiler_core.spec.schema import METRIC_COLUMNS
 
 BASELINE = "eager"
@@ -99,20 +100,26 @@ def headline_key(mode: str, metric: str) -> str:
     return _HEADLINE_KEY.get((mode, metric), f"{mode}_{metric}")
 
 
-def from_saved_headline(modes: pd.DataFrame, stats: pd.DataFrame,
-                        headline: Mapping[str, Any]) -> pd.DataFrame:
-    """metrics.csv of a run saved before the table existed: its modes.csv and stats.csv, and the
-    per-mode figures its headline kept as ``<mode>_<metric>`` keys (and the older names)."""
-    figures: dict[str, dict[str, float]] = {}
+def headline_figures(headline: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-mode figures a summary headline holds under its own names (the schema upgrade: the
+    ``<mode>_<metric>`` keys and the older names of ``_HEADLINE_NAMES``), mode -> metric -> value.
+    Keys that are no mode's figure (the prediction, parity, counters...) are left out."""
+    figures: dict[str, dict[str, Any]] = {}
     by_length = sorted(MODE_NAMES, key=len, reverse=True)  # "graphed_callables_" before "graph_"
     for key, value in headline.items():
         if key in _HEADLINE_NAMES:
             mode, metric = _HEADLINE_NAMES[key]
         else:
-            mode = next((m for m in by_length if key.startswith(m + "_")), None)
-            if mode is None:
+            prefixed = next((m for m in by_length if key.startswith(m + "_")), None)
+            if prefixed is None:
                 continue
-            metric = key[len(mode) + 1:]
+            mode, metric = prefixed, key[len(prefixed) + 1:]
         figures.setdefault(mode, {})[metric] = value
-    return build(modes, stats, figures)
+    return figures
 
+
+def from_saved_headline(modes: pd.DataFrame, stats: pd.DataFrame,
+                        headline: Mapping[str, Any]) -> pd.DataFrame:
+    """metrics.csv of a run saved before the table existed: its modes.csv and stats.csv, and the
+    per-mode figures its headline kept (:func:`headline_figures`)."""
+    return build(modes, stats, headline_figures(headline))

@@ -1,53 +1,15 @@
 """Prediction before capture: a step's CUDA-graph time per training step, and so its speedup,
-from an eager profiled window alone.
+from an eager profiled window alone (the model: docs/how-it-measures.md#prediction-before-capture).
 
-Scope: the model, the calibration of its two constants on the GPU in hand, and the prediction
-from a trace (``python -m profiler_core predict``) or from a run's headline (every run, every
-sweep point: :func:`prediction_from_headline`). It reads traces through ``trace``; only
-:func:`calibrate` runs anything on a GPU (torch is imported there, not at module level).
-
-The model, per training step (a graph holding S training steps pays its launch and its batch
-copy once per S steps)::
-
-    graph_us = gpu_busy_us + (launch_us + copy_us) / S + per_node_us * kernels
-
-- ``gpu_busy_us``: the eager window's median GPU busy time per step, the union of its kernel,
-  memcpy and memset intervals (overlaps counted once; ``trace``). A graph runs the same kernels,
-  so this is the floor: graph replays measured 1.025-1.16 times it on an H200 (GPU-FACTS.md).
-- ``kernels``: the eager window's median kernel count per step; each becomes a graph node.
-- ``launch_us`` and ``per_node_us``: what a replay adds on the GPU beyond its kernels' own run
-  time, once per graph and per node. :func:`calibrate` measures them on this GPU: graphs of k
-  dependent ``add_`` kernels over a tensor large enough to fill every SM, as a step's kernels do
-  (k in ``CALIBRATION_NODE_COUNTS``), are replayed back to back, queued behind a held GPU
-  (``torch.cuda._sleep``) so that the host's launch time is hidden as it is behind a real step,
-  and timed with CUDA events; the kernels' own busy time in those replays, from
-  ``torch.profiler``, is subtracted; a least-squares line through (k, what is left) gives the
-  per-node cost (slope). The launch cost is what a one-node replay adds right after a batch copy
-  (a loop's replay waits for its copy), or the line's intercept if larger.
-- ``copy_us``: copying a new batch into the graph's static inputs, which a real loop must do per
-  replay; :func:`calibrate` times copies of the run's batches in turn (queued back to back the
-  same way). ``predict`` leaves it out unless ``--copy-us`` gives it, and says so.
-- ``gpu_busy_us`` and ``kernels`` come from the step the graph will capture: a run whose
-  optimizer is Adam or AdamW profiles an eager window of the capturable twin too (the graphed
-  replica's optimizer runs more kernels: +37 per step and +187 us on a 6-layer AdamW step on an
-  H200) and predicts from it (``capture_twin_gpu_busy_us``, ``capture_twin_kernels``).
-
-What the model ignores: the host. It assumes the GPU is the bottleneck once the step is graphed
-(a replay costs the host about 10-25 us, so steps with less GPU work than that are bounded by the
-host and predicted too fast); kernels that run differently inside a graph (back to back, warmer
-caches, other clocks); nodes a graph adds or drops (``replay()`` enqueues two RNG kernels when
-the step draws random numbers; a capturable optimizer may launch other kernels than the eager
-one); and the eager time itself, which is measured, not predicted. The speedup is the measured
-eager time over the predicted graph time; from a bare trace it is the trace's own median
-iteration span, taken while profiled (slower than unprofiled by 27-62% on an H200), unless
-``--eager-ms`` gives the real figure.
+Scope: the model ``graph_us = gpu_busy_us + (launch_us + copy_us) / S + per_node_us * kernels``
+per training step (S steps per graph), its fit from calibration timings, and the prediction from a
+trace (``python -m profiler_core predict``) or from a run's headline (every run, every sweep
+point). Pure: the calibration that measures the constants on a GPU is ``engine.calibration``.
 """
 
 from __future__ import annotations
 
 import math
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,38 +18,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.trace import (
     API_NAME_SUFFIX_PATTERN,
     GRAPH_LAUNCH_API_NAMES,
     TraceAnalysis,
     analyse_trace,
-    load_trace,
-    shown,
 )
-from profiler_core.spec.errors import ConfigError, RunFormatError
+from profiler_core.analysis.trace_reading import load_trace
+from profiler_core.spec.errors import ConfigError, RunFormatError, shown
 from profiler_core.spec.progress import ProgressCallback
-
-# Calibration: graphs of this many one-element add kernels (at least two distinct counts).
-CALIBRATION_NODE_COUNTS = (1, 32, 256)
-CALIBRATION_REPLAYS = 100  # replays timed per graph, back to back, at most...
-CALIBRATION_TIMED_NODES = 6400  # ...and at most this many kernels per graph's timed replays
-CALIBRATION_UNTIMED_REPLAYS = 5  # per graph, before timing
-CALIBRATION_PROFILED_REPLAYS = 3  # per graph, in one torch.profiler window, for the kernels' busy time
-CALIBRATION_COPIES = 32  # batch copies timed together
-# GPU clock cycles the device is held busy while a timed block is enqueued (about 5 ms at 2 GHz).
-CALIBRATION_HOLD_CYCLES = 10_000_000
-
 
 MAX_CONSTANT_US = 1e6  # largest launch, per-node or copy cost accepted (one second)
 MAX_STEPS_PER_ITERATION = 1_000_000
 
-# Headline keys written by every CUDA run that profiled (``calibrate_and_predict``).
+# Headline keys written by every CUDA run that profiled
+# (``engine.calibration.calibrate_and_predict``).
 HEADLINE_KEYS = (
     "prediction_launch_us", "prediction_per_node_us", "prediction_copy_us",
     "prediction_steps_per_graph", "prediction_constants_method", "prediction_calibration_ms",
     "prediction_node_counts", "prediction_replay_us", "prediction_replay_busy_us",
     "predicted_graph_ms", "predicted_speedup", "prediction_error_pct",
-    "predicted_speedup_error_pct",
+    "predicted_speedup_error_pct", "prediction_calibration_source", "prediction_calibrated_at",
 )
 # What ``prediction_from_headline`` returns.
 PREDICTION_KEYS = ("predicted_graph_ms", "predicted_speedup", "prediction_error_pct",
@@ -123,6 +75,8 @@ class Calibration:
     busy_us: tuple[float, ...]  # torch.profiler: the kernels' busy time per replay
     copy_us: float  # one copy of the batch into static inputs; NaN without a batch
     wall_ms: float  # how long the calibration took
+    source: str = "measured"  # "measured" in this process, or "cached" (the graph costs)
+    measured_at: str = ""  # when the graph costs were measured (ISO 8601, UTC)
 
 
 @dataclass(frozen=True)
@@ -210,7 +164,7 @@ def eager_step_from_analysis(analysis: TraceAnalysis, steps_per_iteration: int |
 def eager_step_from_trace(path: str | Path, steps_per_iteration: int | None = None,
                           progress: ProgressCallback | None = None) -> EagerStep:
     """Read and analyse an eager torch.profiler trace (refusals and ``progress`` as
-    ``trace.load_trace``)."""
+    ``trace_reading.load_trace``)."""
     analysis = analyse_trace(load_trace(path, progress), mode="eager")
     return eager_step_from_analysis(analysis, steps_per_iteration, f"trace {shown(path)}")
 
@@ -235,151 +189,14 @@ def given_costs(launch_us: float | None, per_node_us: float | None) -> GraphCost
     return H200_DEFAULT_COSTS
 
 
-# ------------------------------------------------------------------------------ on the GPU
-
-
-def calibrate(device: Any, batch: Sequence[Any] = (),
-              node_counts: Sequence[int] = CALIBRATION_NODE_COUNTS,
-              replays: int = CALIBRATION_REPLAYS) -> Calibration:
-    """Measure the launch and per-node costs on ``device`` (module docstring), and the copy of
-    ``batch`` (its tensors, as a graph's static inputs would receive them) when given: a
-    sequence of tensors, or of batches (tuples of tensors) copied in turn, as a training loop
-    copies a new batch before every replay.
-
-    Run it after every timed trial: it uses torch.profiler, which slows later launches of the
-    process. It takes well under a second on an H200.
-    """
-    import torch
-
-    from profiler_core.engine.profiling import profile_window
-    from profiler_core.timing.trials import CudaClock, Mode
-
-    started = time.perf_counter()
-    clock = CudaClock(device)
-    hold = getattr(torch.cuda, "_sleep", None)
-    held = "queued behind a held GPU (torch.cuda._sleep)" if hold else (
-        "back to back (this PyTorch has no torch.cuda._sleep to hold the GPU, so the host's "
-        "launch time may be included)")
-    elements = _calibration_elements(torch, device)
-    graphs = [_trivial_graph(torch, device, count, elements) for count in node_counts]
-    timed = [max(1, min(replays, CALIBRATION_TIMED_NODES // count)) for count in node_counts]
-    replay_us = []
-    for (graph, _), count in zip(graphs, timed):
-        for _ in range(CALIBRATION_UNTIMED_REPLAYS):
-            graph.replay()
-        replay_us.append(_held_mean_us(graph.replay, count, clock, hold))
-    # One profiled window for all graphs (the profiler's start and export cost most of the
-    # calibration's time): iterations 0..P-1 replay the first graph, P..2P-1 the second, ...
-    profiled = CALIBRATION_PROFILED_REPLAYS
-    with tempfile.TemporaryDirectory(prefix="profiler_core-calibration-") as folder:
-        window = profile_window(Mode("calibration", 1, lambda i: graphs[i // profiled][0].replay()),
-                                profiled * len(graphs), device,
-                                Path(folder) / "trace_calibration.json")
-    split = window.analysis.launch_split.sort_values("iteration")
-    per_graph = split["gpu_busy_us"].groupby(split["iteration"].to_numpy() // profiled).median()
-    busy_us = [float(per_graph.get(index, math.nan)) for index in range(len(graphs))]
-    recorded = all(math.isfinite(busy) and busy > 0 for busy in busy_us)
-    subtracted = busy_us if recorded else [0.0] * len(busy_us)
-    launch_us, per_node_us = fit_graph_costs(
-        node_counts, [replay - busy for replay, busy in zip(replay_us, subtracted)])
-    copy_us = math.nan
-    batches = [[t for t in item if isinstance(t, torch.Tensor)] for item in batch
-               if isinstance(item, (tuple, list))] or [
-        [t for t in batch if isinstance(t, torch.Tensor)]]
-    batches = [tensors for tensors in batches if tensors]
-    if batches:
-        targets = [torch.empty_like(tensor) for tensor in batches[0]]
-        turn = [0]
-
-        def copy_batch() -> None:
-            tensors = batches[turn[0] % len(batches)]
-            turn[0] += 1
-            for target, tensor in zip(targets, tensors):
-                target.copy_(tensor)
-
-        copy_batch()
-        copy_us = _held_mean_us(copy_batch, CALIBRATION_COPIES, clock, hold)
-        # A loop copies a batch, then replays: what a replay costs after a copy (the graph's
-        # launch waits for the copy) beyond the copy and the graph's own nodes is its launch cost.
-        single = graphs[0][0]
-
-        def copy_then_replay() -> None:
-            copy_batch()
-            single.replay()
-
-        after_copy_us = _held_mean_us(copy_then_replay, CALIBRATION_COPIES, clock, hold)
-        after_copy_launch = (after_copy_us - copy_us - busy_us[0] * (1.0 if recorded else 0.0)
-                             - per_node_us * node_counts[0])
-        if math.isfinite(after_copy_launch) and after_copy_launch > launch_us:
-            launch_us = after_copy_launch
-    del graphs
-    minus = (f"minus their kernels' busy time from torch.profiler ({CALIBRATION_PROFILED_REPLAYS} "
-             "replays each)" if recorded else
-             "with nothing subtracted: torch.profiler recorded none of their kernels, so the "
-             "per-node cost includes a one-element kernel's own run time and is overstated")
-    method = (f"CUDA events around {'/'.join(str(t) for t in timed)} replays of graphs of "
-              f"{'/'.join(str(c) for c in node_counts)} dependent add kernels over "
-              f"{elements:,} elements (enough to fill every SM), {held}, {minus}; "
-              "least-squares line: per node = slope; launch = the larger of the intercept and "
-              "what a one-node replay adds after a batch copy, as a loop runs it")
-    source = (f"measured on {torch.cuda.get_device_name(device)} in this process: {method}")
-    return Calibration(costs=GraphCosts(launch_us, per_node_us, source),
-                       node_counts=tuple(int(c) for c in node_counts),
-                       replay_us=tuple(replay_us), busy_us=tuple(busy_us), copy_us=copy_us,
-                       wall_ms=(time.perf_counter() - started) * 1e3)
-
-
-def _calibration_elements(torch: Any, device: Any) -> int:
-    """Elements of the calibration kernels' tensor: 64 Ki per SM, so each add fills the GPU as a
-    training step's kernels do. Between such kernels a graph leaves about 0.34 us per node on an
-    H200, against 0.064 us between one-element adds (tests/gpu/node_gaps.py, 2026-12-01); the
-    gaps measured in real steps' graphs were 0.23-0.74 us per node."""
-    return int(torch.cuda.get_device_properties(device).multi_processor_count) * 65536
-
-
-def _trivial_graph(torch: Any, device: Any, kernels: int, elements: int = 1) -> tuple[Any, Any]:
-    """A graph of ``kernels`` dependent adds over ``elements`` values, and the tensor it reads
-    and writes (kept alive beside it). Warmed up on a side stream before capture, as PyTorch
-    advises."""
-    value = torch.zeros(elements, device=device)
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            value.add_(1.0)
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(kernels):
-            value.add_(1.0)
-    return graph, value
-
-
-def _held_mean_us(action: Callable[[], None], count: int, clock: Any,
-                  hold: Callable[[int], None] | None) -> float:
-    """Device time of ``action`` per call, in microseconds: ``timing.held_mean_ms`` behind a GPU
-    held for ``CALIBRATION_HOLD_CYCLES`` (when ``hold`` exists)."""
-    from profiler_core.timing.trials import held_mean_ms
-
-    hold_device = (lambda: hold(CALIBRATION_HOLD_CYCLES)) if hold is not None else None
-    return held_mean_ms(action, count, clock, hold_device) * 1e3
-
-
 # ------------------------------------------------------------------------------ a run's headline
 
 
-def calibrate_and_predict(device: Any, batch: Sequence[Any], steps_per_graph: int,
-                          headline: dict[str, Any]) -> dict[str, Any]:
-    """The runner's one call, after the profiled windows: calibrate on ``device`` with the run's
-    own batch, then predict from the eager window's figures already in ``headline``. Returns the
-    headline keys ``HEADLINE_KEYS``."""
-    return calibrated_prediction(calibrate(device, batch), steps_per_graph, headline)
-
-
 def calibrated_prediction(calibration: Calibration, steps_per_graph: int,
-                          headline: dict[str, Any]) -> dict[str, Any]:
-    """``calibrate_and_predict`` once calibrated: the calibration's constants and the prediction
-    from ``headline`` (pure)."""
+                          headline: dict[str, Any], figures: Figures) -> dict[str, Any]:
+    """``engine.calibration.calibrate_and_predict`` once calibrated: the calibration's constants
+    (and whether they were measured or cached, and when) and the prediction from ``headline``
+    and ``figures`` (pure)."""
     constants = {
         "prediction_launch_us": calibration.costs.launch_us,
         "prediction_per_node_us": calibration.costs.per_node_us,
@@ -387,22 +204,24 @@ def calibrated_prediction(calibration: Calibration, steps_per_graph: int,
         "prediction_steps_per_graph": int(steps_per_graph),
         "prediction_constants_method": calibration.costs.source,
         "prediction_calibration_ms": calibration.wall_ms,
+        "prediction_calibration_source": calibration.source,
+        "prediction_calibrated_at": calibration.measured_at,
         "prediction_node_counts": list(calibration.node_counts),
         "prediction_replay_us": list(calibration.replay_us),
         "prediction_replay_busy_us": list(calibration.busy_us),
     }
-    return {**constants, **prediction_from_headline({**headline, **constants})}
+    return {**constants, **prediction_from_headline({**headline, **constants}, figures)}
 
 
-def prediction_from_headline(headline: dict[str, Any]) -> dict[str, float]:
-    """The prediction and its errors from a run's headline alone (``PREDICTION_KEYS``; NaN
-    where the run lacks the eager window or the constants). Pure: for sweeps, per point.
+def prediction_from_headline(headline: dict[str, Any], figures: Figures) -> dict[str, float]:
+    """The prediction and its errors from a run's headline and figures alone (``PREDICTION_KEYS``;
+    NaN where the run lacks the eager window or the constants). Pure: for sweeps, per point.
 
-    Reads ``eager_gpu_busy_us``, ``eager_kernels`` (the eager window, per step; the capturable
-    twin's ``capture_twin_gpu_busy_us`` and ``capture_twin_kernels`` instead where the run has them),
-    ``prediction_launch_us``, ``prediction_per_node_us``, ``prediction_copy_us`` and
-    ``prediction_steps_per_graph`` (the calibration), ``eager_median_ms`` and
-    ``graph_median_ms`` (measured). Errors are (predicted - measured) / measured in percent.
+    Reads eager's ``gpu_busy_us`` and ``kernels`` (the eager window, per step; the capturable
+    twin's ``capture_twin_gpu_busy_us`` and ``capture_twin_kernels`` of the headline instead where
+    the run has them), the headline's ``prediction_launch_us``, ``prediction_per_node_us``,
+    ``prediction_copy_us`` and ``prediction_steps_per_graph`` (the calibration), and eager's and
+    the graph's ``median_ms`` (measured). Errors are (predicted - measured) / measured in percent.
     """
     number = _numbers(headline)
     steps_per_graph = number("prediction_steps_per_graph")
@@ -411,14 +230,14 @@ def prediction_from_headline(headline: dict[str, Any]) -> dict[str, float]:
     twin_busy, twin_kernels = number("capture_twin_gpu_busy_us"), number("capture_twin_kernels")
     busy, kernels = ((twin_busy, twin_kernels) if math.isfinite(twin_busy) and twin_busy > 0
                      and math.isfinite(twin_kernels) else
-                     (number("eager_gpu_busy_us"), number("eager_kernels")))
+                     (figures.get("eager", "gpu_busy_us"), figures.get("eager", "kernels")))
     step = EagerStep(gpu_busy_us=busy, kernels=kernels,
                      span_us=math.nan, iterations=0, steps_per_iteration=1,
                      iteration_source="headline")
     costs = GraphCosts(number("prediction_launch_us"), number("prediction_per_node_us"), "headline")
     predicted_ms = predict_graph(step, costs, int(steps_per_graph),
                                  number("prediction_copy_us")).graph_us / 1e3
-    eager_ms, graph_ms = number("eager_median_ms"), number("graph_median_ms")
+    eager_ms, graph_ms = figures.get("eager", "median_ms"), figures.get("graph", "median_ms")
     predicted_speedup = eager_ms / predicted_ms if predicted_ms > 0 else math.nan
     measured_speedup = eager_ms / graph_ms if graph_ms > 0 else math.nan
     return {
@@ -439,27 +258,27 @@ def has_prediction(headline: dict[str, Any]) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def prediction_table(headline: dict[str, Any]) -> pd.DataFrame:
+def prediction_table(headline: dict[str, Any], figures: Figures) -> pd.DataFrame:
     """Predicted against measured, graph time per step and speedup, with the error in percent
     of the measurement (PREDICTION_TABLE_COLUMNS; empty without a prediction)."""
     if not has_prediction(headline):
         return pd.DataFrame(columns=PREDICTION_TABLE_COLUMNS)
     number = _numbers(headline)
-    rows = [("graph time per step", number("predicted_graph_ms"), number("graph_median_ms"),
+    rows = [("graph time per step", number("predicted_graph_ms"), figures.get("graph", "median_ms"),
              number("prediction_error_pct"), "ms"),
-            ("speedup", number("predicted_speedup"), number("speedup"),
+            ("speedup", number("predicted_speedup"), figures.get("graph", "speedup"),
              number("predicted_speedup_error_pct"), "x")]
     return pd.DataFrame(rows, columns=PREDICTION_TABLE_COLUMNS)
 
 
-def constants_table(headline: dict[str, Any]) -> pd.DataFrame:
+def constants_table(headline: dict[str, Any], figures: Figures) -> pd.DataFrame:
     """What the prediction used: the eager window's figures and the calibrated constants
     (CONSTANTS_TABLE_COLUMNS; empty without a prediction)."""
     if not has_prediction(headline):
         return pd.DataFrame(columns=CONSTANTS_TABLE_COLUMNS)
     number = _numbers(headline)
-    rows = [("eager GPU busy per step", number("eager_gpu_busy_us"), "us"),
-            ("eager kernels per step", number("eager_kernels"), "kernels"),
+    rows = [("eager GPU busy per step", figures.get("eager", "gpu_busy_us"), "us"),
+            ("eager kernels per step", figures.get("eager", "kernels"), "kernels"),
             ("launch cost per graph replay", number("prediction_launch_us"), "us"),
             ("cost per kernel node", number("prediction_per_node_us"), "us"),
             ("batch copy per replay", number("prediction_copy_us"), "us"),
@@ -471,7 +290,7 @@ def constants_table(headline: dict[str, Any]) -> pd.DataFrame:
 PARTS_COLUMNS = ["bar", "part", "us"]
 
 
-def prediction_parts(headline: dict[str, Any]) -> pd.DataFrame:
+def prediction_parts(headline: dict[str, Any], figures: Figures) -> pd.DataFrame:
     """The predicted graph time per step in its parts beside the measured one, for drawing
     (PARTS_COLUMNS, microseconds per training step; empty without a prediction). Bar
     "predicted": "GPU busy (eager)", "launch", "per-node cost", "batch copy"; bar "measured":
@@ -482,11 +301,12 @@ def prediction_parts(headline: dict[str, Any]) -> pd.DataFrame:
     steps = number("prediction_steps_per_graph")
     steps = steps if steps >= 1 else 1.0
     copy_us = number("prediction_copy_us")
-    rows = [("predicted", "GPU busy (eager)", number("eager_gpu_busy_us")),
+    rows = [("predicted", "GPU busy (eager)", figures.get("eager", "gpu_busy_us")),
             ("predicted", "launch", number("prediction_launch_us") / steps),
-            ("predicted", "per-node cost", number("prediction_per_node_us") * number("eager_kernels")),
+            ("predicted", "per-node cost",
+             number("prediction_per_node_us") * figures.get("eager", "kernels")),
             ("predicted", "batch copy", copy_us / steps if math.isfinite(copy_us) else 0.0),
-            ("measured", "graph, steady state", number("graph_median_ms") * 1e3)]
+            ("measured", "graph, steady state", figures.get("graph", "median_ms") * 1e3)]
     return pd.DataFrame(rows, columns=PARTS_COLUMNS)
 
 
@@ -500,7 +320,7 @@ def _numbers(headline: dict[str, Any]) -> Callable[[str], float]:
     return number
 
 
-def headline_lines(headline: dict[str, Any]) -> list[str]:
+def headline_lines(headline: dict[str, Any], figures: Figures) -> list[str]:
     """The prediction against the measurement, for a run's text summary (nothing when the run
     has no prediction: no profiled eager window, or not a CUDA run)."""
     if not has_prediction(headline):
@@ -510,11 +330,11 @@ def headline_lines(headline: dict[str, Any]) -> list[str]:
     copy = f"batch copy {copy_us:.2f} us" if math.isfinite(copy_us) else "batch copy not timed"
     return [
         f"Predicted before capture: graph {predicted:.4f} ms per step, measured "
-        f"{headline.get('graph_median_ms', math.nan):.4f} ms ({headline['prediction_error_pct']:+.1f}%); "
-        f"speedup {headline['predicted_speedup']:.2f}x, measured {headline.get('speedup', math.nan):.2f}x "
+        f"{figures.get('graph', 'median_ms'):.4f} ms ({headline['prediction_error_pct']:+.1f}%); "
+        f"speedup {headline['predicted_speedup']:.2f}x, measured {figures.get('graph', 'speedup'):.2f}x "
         f"({headline['predicted_speedup_error_pct']:+.1f}%)",
-        f"  from the eager window's GPU busy {headline['eager_gpu_busy_us']:.1f} us and "
-        f"{headline['eager_kernels']:g} kernels per step; launch {headline['prediction_launch_us']:.2f} "
+        f"  from the eager window's GPU busy {figures.get('eager', 'gpu_busy_us'):.1f} us and "
+        f"{figures.get('eager', 'kernels'):g} kernels per step; launch {headline['prediction_launch_us']:.2f} "
         f"us, {headline['prediction_per_node_us']:.3f} us per node, {copy}, per replay of "
         f"{headline['prediction_steps_per_graph']} step(s); constants "
         f"{headline['prediction_constants_method']}",
@@ -537,14 +357,15 @@ def check_count(field: str, value: int | None) -> None:
 
 
 def trace_report(path: str | Path, launch_us: float | None = None,
-                 per_node_us: float | None = None, calibrate_here: bool = False,
+                 per_node_us: float | None = None,
+                 calibrate_here: Callable[[], GraphCosts] | None = None,
                  steps_per_iteration: int | None = None, steps_per_graph: int = 1,
                  copy_us: float | None = None, eager_ms: float | None = None,
                  progress: ProgressCallback | None = None) -> str:
     """``python -m profiler_core predict``: options checked, then the trace read (refused in
     one line when it cannot be an eager window; ``progress`` hears how the reading goes), then
-    the constants (given, the H200 defaults, or measured here with ``calibrate_here``), then the
-    report."""
+    the constants (given, the H200 defaults, or measured here by ``calibrate_here``:
+    ``engine.calibration.measured_costs``), then the report."""
     check_count("steps_per_iteration", steps_per_iteration)
     check_count("steps_per_graph", steps_per_graph)
     check_constant("copy_us", copy_us)
@@ -552,14 +373,14 @@ def trace_report(path: str | Path, launch_us: float | None = None,
         raise ConfigError("eager_ms", f"must be a positive number of milliseconds up to "
                                       f"{MAX_CONSTANT_US:g}; got {shown(eager_ms)}",
                           "give your eager step's measured time, unprofiled")
-    if calibrate_here and (launch_us is not None or per_node_us is not None):
+    if calibrate_here is not None and (launch_us is not None or per_node_us is not None):
         raise ConfigError("calibrate", "--calibrate measures the constants, so it cannot be "
                                        "combined with --launch-us or --per-node-us",
                           "use one or the other")
-    costs = None if calibrate_here else given_costs(launch_us, per_node_us)
+    if calibrate_here is None:
+        given = given_costs(launch_us, per_node_us)  # refused before the trace is read
     step = eager_step_from_trace(path, steps_per_iteration, progress)
-    if calibrate_here:
-        costs = calibrate(_cuda_device()).costs
+    costs = given if calibrate_here is None else calibrate_here()
     prediction = predict_graph(step, costs, steps_per_graph,
                                math.nan if copy_us is None else copy_us)
     if eager_ms is not None:
@@ -569,17 +390,6 @@ def trace_report(path: str | Path, launch_us: float | None = None,
             "the trace's median iteration span: profiled, so slower than your loop runs; pass "
             "--eager-ms with the unprofiled time")
     return format_prediction(step, prediction, costs, eager_us, eager_source, shown(path))
-
-
-def _cuda_device() -> Any:
-    import torch
-
-    from profiler_core.spec.errors import NoCudaError
-
-    if not torch.cuda.is_available():
-        raise NoCudaError("--calibrate needs a CUDA device (torch.cuda.is_available() is False)",
-                          "pass --launch-us and --per-node-us measured on the GPU you will use")
-    return torch.device("cuda", torch.cuda.current_device())
 
 
 # ------------------------------------------------------------------------------ the report

@@ -9,13 +9,28 @@ saving the run and printing its summary, and every rank's error said on a line t
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profiler_core.cli import parser as cli
+from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.distributed import ERROR_MARK, RankEnv, announce, rank_env
-from profiler_core.spec.errors import ConfigError, ProfilerError, TimeLimitReached
-from profiler_core.storage.results import RunResult, check_output
+from profiler_core.spec.errors import ConfigError, ProfilerError, kind_and_exit_code
+
+if TYPE_CHECKING:  # the run's reader is imported when a command needs it
+    from profiler_core.storage.results import RunResult
+
+
+def run_data_parallel(config: RunConfig, output: Any, stopper: Any) -> int:
+    """``run`` of a data-parallel config (``output``: ``main.RunOutput``): the launcher outside
+    torchrun, a rank inside it (its time limit set on ``stopper``: under our launcher it is 0,
+    the launcher keeps it)."""
+    env = rank_env()
+    if env is None:
+        return launch(config, output)
+    stopper.limit(output.timeout)
+    progress = cli.JsonlProgress() if output.progress == "jsonl" and env.rank == 0 else None
+    return run_rank(config, output, env, progress)
 
 
 def is_data_parallel(config: RunConfig) -> bool:
@@ -37,7 +52,7 @@ def rank_argv(config: RunConfig, args: Any) -> list[str]:
     """The ``run`` command every rank gets: the same settings (the config written out in full,
     so every rank builds exactly it), the same folder, no time limit of its own (the launcher
     keeps it) and no progress bar."""
-    argv = ["run", *cli.config_to_argv(config), "--out", args.out, "--timeout", "0",
+    argv = ["run", *config_to_argv(config), "--out", str(args.out), "--timeout", "0",
             "--progress", "jsonl" if args.progress == "jsonl" else "none"]
     if args.overwrite:
         argv.append("--overwrite")
@@ -49,6 +64,7 @@ def rank_argv(config: RunConfig, args: Any) -> list[str]:
 def launch(config: RunConfig, args: Any) -> int:
     """``run --nproc-per-node N`` outside torchrun: start torchrun with N ranks on this node."""
     from profiler_core.orchestration.torchrun import run_torchrun
+    from profiler_core.storage.results import check_output
 
     _refuse_combinations(config)
     check_output(args.out, args.overwrite)  # before anything runs
@@ -58,24 +74,29 @@ def launch(config: RunConfig, args: Any) -> int:
 
 
 def _error_record(env: RankEnv, error: BaseException) -> dict[str, Any]:
-    if isinstance(error, ProfilerError):
-        message, hint, code = error.message, error.hint, error.exit_code
-    elif isinstance(error, TimeLimitReached):
-        message, hint, code = str(error), "", TimeLimitReached.exit_code
-    elif isinstance(error, KeyboardInterrupt):
-        message, hint, code = "interrupted", "", 130
+    """The line a rank says its error on: kind and exit code as the command line reports them
+    (``errors.kind_and_exit_code``), and a refused setting's field (the launcher names its
+    option, as for its own refusals)."""
+    kind, code = kind_and_exit_code(error)
+    field = None
+    if isinstance(error, ConfigError):
+        message, hint, field = error.message, error.hint, error.field
+    elif isinstance(error, ProfilerError):
+        message, hint = error.message, error.hint
+    elif isinstance(error, KeyboardInterrupt):  # the time limit too
+        message, hint = str(error) or "interrupted", ""
     else:
         text = str(error).strip().splitlines()
-        message, hint, code = f"{type(error).__name__}: {text[0] if text else ''}", "", 1
-    if isinstance(error, ConfigError):
-        message = cli.describe_config_error(error)
-    return {"rank": env.rank, "kind": type(error).__name__, "message": message[:2000],
-            "hint": hint[:500], "exit_code": code}
+        message, hint = f"{type(error).__name__}: {text[0] if text else ''}", ""
+    return {"rank": env.rank, "kind": kind, "message": message[:2000], "hint": hint[:500],
+            "exit_code": code, "field": field}
 
 
 def run_rank(config: RunConfig, args: Any, env: RankEnv, progress: Any) -> int:
     """This process as one rank; rank 0 saves the run and prints (or emits) its summary. Any
     error is said on a line the launcher reads, then raised as usual."""
+    from profiler_core.storage.results import check_output
+
     try:
         _refuse_combinations(config)
         if env.rank == 0:

@@ -1,32 +1,27 @@
 """The command line: ``python -m profiler_core {run,bench,trace-stats,predict}``.
 
-Exit codes: 0 success; 2 bad input (one line naming the option and what is allowed), or the
-user's own step failed (one line naming their file, line and function); 3 no CUDA device; 4 the
-step could not be captured; 5 not enough GPU memory; 6 a GPU fault; 124 ``run --timeout`` was
-reached; 130 interrupted. A run that stops early keeps what it measured in its run directory,
-marked incomplete.
+Exit codes: 0 success, else the exit code its error class declares (``spec.errors``: 2 a refused
+input, one line naming the option and what is allowed, or the user's own step failed, one line
+naming their file, line and function; 124 ``run --timeout`` was reached; 130 interrupted). A run
+that stops early keeps what it measured in its run directory, marked incomplete.
 """
 
 from __future__ import annotations
-
-if __name__ == "__main__":  # before the heavy imports: a launcher's child ends with it
-    from profiler_core.orchestration.parent import end_with_parent
-
-    end_with_parent()
 
 import contextlib
 import math
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from profiler_core.analysis.predict import headline_lines as prediction_lines
 from profiler_core.cli import ddp
 from profiler_core.cli import parser as cli
+from profiler_core.cli.timings import WallTimings, format_parts
+from profiler_core.engine.serve import RunRequest, serve
 from profiler_core.engine.stopping import RunStopper
 from profiler_core.spec import hostinfo
 from profiler_core.spec.config import is_user_spec
@@ -37,11 +32,14 @@ from profiler_core.spec.errors import (
     ProfilerError,
     SaveError,
     TimeLimitReached,
+    kind_and_exit_code,
 )
 from profiler_core.spec.workload_kinds import workload_of
-from profiler_core.storage.results import RunResult, check_output
-from profiler_core.timing import stability
-from profiler_core.timing.stats import pay_back_text
+
+if TYPE_CHECKING:  # pandas and the run's reader are imported when a command needs them
+    import pandas as pd
+
+    from profiler_core.storage.results import RunResult
 
 
 def _ms(value: float) -> str:
@@ -74,7 +72,14 @@ def _workload_text(config) -> str:
 
 def format_summary(result: RunResult) -> str:
     """The run's headline as plain text: counters, timing per method, one-time costs, split."""
+    import pandas as pd
+
+    from profiler_core.analysis.predict import headline_lines as prediction_lines
+    from profiler_core.timing import stability
+    from profiler_core.timing.stats import pay_back_text
+
     config, env, head = result.config, result.environment, result.headline
+    figures, pair = result.figures, result.pair
     lines = [
         f"Device: {env.get('gpu_name') or 'CPU'} ({config.device}), torch {env.get('torch_version')}, "
         f"CUDA {env.get('cuda_version')}, driver {env.get('driver_version')}",
@@ -101,25 +106,28 @@ def format_summary(result: RunResult) -> str:
             if row["eager"] != "n/a" or row["graph"] != "n/a":
                 table.append(row)
         lines.append(pd.DataFrame(table).to_string(index=False))
-    if "speedup" in head and config.is_cuda:
+    if "speedup" in figures.of_mode("graph") and config.is_cuda:
+        graph = figures.of_mode("graph")
         lines += ["",
-                  f"Speedup (median eager / median graph, {TIMING_LABELS.get(head.get('timing_method'), head.get('timing_method'))}): "
-                  f"{_ratio(head['speedup'])} (95% bootstrap CI {_ratio(head['speedup_ci_low'])}-"
-                  f"{_ratio(head['speedup_ci_high'])})",
-                  f"Cold start of each step: {_ratio(head.get('cold_speedup', math.nan))}; loop "
-                  f"synchronised at the end: {_ratio(head.get('block_speedup', math.nan))}; the "
-                  f"article's no-sync loop would claim {_ratio(head.get('article_speedup', math.nan))}",
+                  f"Speedup (median eager / median graph, "
+                  f"{TIMING_LABELS.get(pair.timing_method, pair.timing_method)}): "
+                  f"{_ratio(pair.speedup)} (95% bootstrap CI {_ratio(pair.speedup_ci_low)}-"
+                  f"{_ratio(pair.speedup_ci_high)})",
+                  f"Cold start of each step: {_ratio(figures.get('graph', 'cold_event_speedup'))}; "
+                  f"loop synchronised at the end: {_ratio(figures.get('graph', 'block_sync_speedup'))}; "
+                  f"the article's no-sync loop would claim "
+                  f"{_ratio(figures.get('graph', 'article_no_sync_speedup'))}",
                   f"Copying a batch into the graph's static inputs: "
-                  f"{_ms(head.get('graph_input_copy_ms', math.nan))} per step (inside the graph's time)",
-                  f"Capture {_ms(head.get('capture_ms', math.nan))}, graph pool "
-                  f"{head.get('graph_pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
-                  f"{head.get('eager_peak_bytes', 0) / 2**20:.1f} MiB / graph "
-                  f"{head.get('graph_peak_bytes', 0) / 2**20:.1f} MiB, break-even "
-                  f"{pay_back_text(head.get('graph_pays_back'), head.get('break_even_iters'))}"]
+                  f"{_ms(figures.get('graph', 'input_copy_median_ms'))} per step (inside the graph's time)",
+                  f"Capture {_ms(figures.get('graph', 'capture_ms'))}, graph pool "
+                  f"{graph.get('pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
+                  f"{figures.of_mode('eager').get('peak_bytes', 0) / 2**20:.1f} MiB / graph "
+                  f"{graph.get('peak_bytes', 0) / 2**20:.1f} MiB, break-even "
+                  f"{pay_back_text(pair.pays_back, pair.break_even_steps)}"]
         if "parity_max_abs_diff" in head:
             lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
                          f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
-        lines += prediction_lines(head)
+        lines += prediction_lines(head, figures)
     modes = result.table("modes")
     if len(modes) > 1:
         lines += ["", "Every mode (steady state; speedup over eager with its 95% CI; one-time cost)"]
@@ -139,11 +147,11 @@ def format_summary(result: RunResult) -> str:
         shown = graph_breakdown.drop(columns="mode").rename(columns={"mode_us": "graph_us"})
         lines.append(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
         for mode in ("eager", "graph"):
-            if f"{mode}_launches" in head:
-                lines.append(f"{mode}: {head[f'{mode}_launches']:.0f} launches, "
-                             f"{head[f'{mode}_kernels']:.0f} kernels per iteration; the profiled "
-                             f"window ran {head[f'{mode}_profiler_overhead_pct']:+.1f}% against "
-                             "the headline's time")
+            if "launches" in figures.of_mode(mode):
+                lines.append(f"{mode}: {figures.get(mode, 'launches'):.0f} launches, "
+                             f"{figures.get(mode, 'kernels'):.0f} kernels per iteration; the "
+                             f"profiled window ran {figures.get(mode, 'profiler_overhead_pct'):+.1f}% "
+                             "against the headline's time")
     lines += _every_mode_split(breakdown)
     lines += [""] + [f"Warning: {text}" for text in stability.warnings(stats, head)]
     lines += [f"Note: {note}" for note in result.notes]
@@ -153,6 +161,8 @@ def format_summary(result: RunResult) -> str:
 def _attribution_lines(table: pd.DataFrame) -> list[str]:
     """The headline's saving per step attributed to its parts, per mode (attribution.csv): the
     parts add up to the step saving; host issue time is shown beside them."""
+    import pandas as pd
+
     lines: list[str] = []
     for mode, block in table.groupby("mode", sort=False):
         step = block.loc[block["component"] == "step", "saving_us"]
@@ -173,6 +183,8 @@ def _attribution_lines(table: pd.DataFrame) -> list[str]:
 def _every_mode_split(breakdown: pd.DataFrame) -> list[str]:
     """With modes beside the graph: each mode's profiled iteration next to eager's, component by
     component (breakdown.csv's blocks side by side; the dashboard's Launch split draws them)."""
+    import pandas as pd
+
     if breakdown["mode"].nunique() < 2:
         return []
     wide = breakdown.pivot_table(index="component", columns="mode", values="mode_us", sort=False)
@@ -207,9 +219,12 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
     if stopper is None:
         with RunStopper() as own:
             return _command_run(args, own)
+    timings = WallTimings()
     if not 0 <= args.timeout <= cli.MAX_TIMEOUT_S:
         raise ConfigError("timeout", f"timeout must be from 0 to {cli.MAX_TIMEOUT_S:,.0f} seconds; "
                                      f"got {args.timeout:g}", "0 means no limit")
+    from profiler_core.storage.results import check_output
+
     config = cli.config_from_args(args)
     small = cli.cpu_small_step(args, config)
     env = rank_env()  # a rank of a data-parallel run: only rank 0 writes, and checks the folder
@@ -219,13 +234,46 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         if env is None or env.rank == 0:
             print(cli.small_step_line(config, small), file=sys.stderr)
         config = small
-    if ddp.is_data_parallel(config):
-        if env is None:
-            return ddp.launch(config, args)
-        stopper.limit(args.timeout)
-        return ddp.run_rank(config, args, env,
-                            cli.JsonlProgress() if args.progress == "jsonl" and env.rank == 0 else None)
-    says_time = config.device == "cpu" and small is None and args.progress != "jsonl"
+    output = RunOutput(args.out, args.overwrite, args.progress, args.timeout, args.timings,
+                       tuple(args.inject_delay_ms))
+    return _run_config(config, output, stopper, timings, small_step=small is not None)
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """Where and how a run reports: ``run``'s --out, --overwrite, --progress and --timeout."""
+
+    out: str
+    overwrite: bool
+    progress: str
+    timeout: float
+    timings: bool = False
+    inject_delay_ms: tuple[tuple[int, float], ...] = ()  # a data-parallel run's (rank, ms) sleeps
+
+
+def serve_request(request: RunRequest) -> int:
+    """A warm worker's run (``profiler_core.engine.serve``): what ``run --timeout 0 --progress
+    jsonl`` of the request's config does, errors reported the same way."""
+    from profiler_core.storage.results import check_output
+
+    timings = WallTimings()
+    output = RunOutput(request.out, request.overwrite, "jsonl", 0.0)
+
+    def run(stopper: RunStopper) -> int:
+        check_output(output.out, output.overwrite)
+        return _run_config(request.config, output, stopper, timings, small_step=False)
+
+    with RunStopper() as stopper:
+        return _reported(lambda: run(stopper), jsonl=True)
+
+
+def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimings,
+                small_step: bool) -> int:
+    """Run ``config`` (its output checked) and write it as ``args`` says; ``timings`` marks the
+    moments of the command (``run --timings``)."""
+    if ddp.is_data_parallel(config):  # --nproc-per-node, or this process is a torchrun rank
+        return ddp.run_data_parallel(config, args, stopper)
+    says_time = config.device == "cpu" and not small_step and args.progress != "jsonl"
     if config.repeats > 1:
         if says_time:
             _say_cpu_time(config, config.repeats)
@@ -245,7 +293,10 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         loading = False
         if says_time:
             _say_cpu_time(config)
+        timings.mark("run start")
         result = run_experiment(config, progress=reporter or (lambda progress: None))
+        timings.mark("run end")
+        timings.record(result.environment)
     except BaseException as error:
         if reporter is not None:
             reporter.close()  # the bar's line ends before the messages
@@ -266,11 +317,16 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         out = _save(result, args)
     finally:
         result.release_scratch()
+    timings.mark("saved")
     if args.progress == "jsonl":
-        reporter.emit({"event": "done", "out": str(out)})
+        cli.JsonlProgress().emit({"event": "done", "out": str(out)})
     else:
         print(format_summary(result))
         print(f"\nWrote {out}")
+    timings.mark("printed")
+    if args.timings:
+        print(format_parts(timings.parts(result.environment, result.table("phases"))),
+              file=sys.stderr)
     return 0
 
 
@@ -313,7 +369,7 @@ def _command_repeats(config, args) -> int:
         if reporter is not None:
             reporter.close()
     if args.progress == "jsonl":
-        reporter.emit({"event": "done", "out": str(args.out)})
+        cli.JsonlProgress().emit({"event": "done", "out": str(args.out)})
     else:
         print(format_summary(result))
         print("\n".join(summary_lines(result.headline)))
@@ -418,68 +474,19 @@ def _command_bench(args) -> int:
 
 
 def _command_serve(args) -> int:
-    from profiler_core.engine.serve import serve
-
-    return serve(args.device, main)
-
-
-def _check_table_outputs(folder: Path, overwrite: bool) -> None:
-    """``trace-stats --out``: a new or empty folder, or one holding nothing but the two tables an
-    earlier trace-stats wrote (plain files starting with our header), which are replaced only
-    when asked (``--overwrite``). Anything else in the folder refuses it, and it is left as it
-    was."""
-    from profiler_core.spec.schema import TABLE_FILES
-    from profiler_core.storage.outputs import shown_name
-
-    if not os.path.lexists(folder):
-        return
-    if folder.is_symlink() or not folder.is_dir():
-        raise ConfigError("out", f"{str(folder)!r} exists and is not a folder",
-                          "choose a folder for the tables")
-    headers = {TABLE_FILES[table][0]: ",".join(TABLE_FILES[table][1])
-               for table in ("launch_split", "kernels")}
-    try:
-        with os.scandir(folder) as scan:
-            entries = sorted(scan, key=lambda entry: entry.name)
-    except OSError as error:
-        raise ConfigError("out", f"{str(folder)!r} cannot be read ({error.strerror})",
-                          "choose another folder") from None
-    for entry in entries:
-        path = folder / entry.name
-        if entry.name not in headers:
-            raise ConfigError("out", f"{str(folder)!r} holds {shown_name(entry.name)}, which "
-                                     "trace-stats did not write, so nothing was written",
-                              "choose a new or empty folder for the tables")
-        if not entry.is_file(follow_symlinks=False) or _first_line(path) != headers[entry.name]:
-            raise ConfigError("out", f"{str(path)!r} exists and is not a table written by this "
-                                     "tool, so nothing was written", "choose another folder")
-    if entries and not overwrite:
-        raise ConfigError("out", f"{str(folder / entries[0].name)!r} already holds a table",
-                          "choose another folder, or pass --overwrite to replace it")
-
-
-def _first_line(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return handle.readline(4096).decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
+    return serve(args.device, serve_request)
 
 
 def _command_trace_stats(args) -> int:
-    from profiler_core.analysis.trace import (
-        analyse_trace,
-        format_report,
-        load_trace,
-        shown,
-        write_tables,
-    )
-    from profiler_core.spec.errors import RunFormatError
+    from profiler_core.analysis.trace import analyse_trace, format_report
+    from profiler_core.analysis.trace_reading import load_trace
+    from profiler_core.spec.errors import RunFormatError, shown
     from profiler_core.storage.outputs import output_path
+    from profiler_core.storage.trace_tables import check_table_folder, write_tables
 
     out = output_path(args.out) if args.out else None
     if out is not None:
-        _check_table_outputs(out, args.overwrite)  # before any work: nothing is lost
+        check_table_folder(out, args.overwrite)  # before any work: nothing is lost
     bar = cli.LateBar()  # a bar on stderr once reading has taken a second
     try:
         events = load_trace(args.trace, progress=bar)
@@ -506,10 +513,12 @@ def _command_trace_stats(args) -> int:
 
 def _command_predict(args) -> int:
     from profiler_core.analysis.predict import trace_report
+    from profiler_core.engine.calibration import measured_costs  # imports torch when called
 
     bar = cli.LateBar()  # a bar on stderr once reading the trace has taken a second
     try:
-        report = trace_report(args.trace, args.launch_us, args.per_node_us, args.calibrate,
+        report = trace_report(args.trace, args.launch_us, args.per_node_us,
+                              measured_costs if args.calibrate else None,
                               args.steps_per_iteration, args.steps_per_graph, args.copy_us,
                               args.eager_ms, progress=bar)
     finally:
@@ -518,13 +527,13 @@ def _command_predict(args) -> int:
     return 0
 
 
-COMMANDS = {"run": _command_run, "bench": _command_bench, "serve": _command_serve,
-            "trace-stats": _command_trace_stats,
-            "predict": _command_predict}
+COMMANDS: dict[str, Callable[..., int]] = {
+    "run": _command_run, "bench": _command_bench, "serve": _command_serve,
+    "trace-stats": _command_trace_stats, "predict": _command_predict}
 
 
 def _command_sweep(args) -> int:
-    from profiler_core.sweep.core import command_sweep
+    from profiler_core.cli.sweep_command import command_sweep
 
     # SIGTERM stops the sweep like Ctrl-C: finished points are kept and --resume continues it.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -537,7 +546,8 @@ COMMANDS["sweep"] = _command_sweep
 def _command_index(args) -> int:
     from profiler_core.spec.errors import RunFormatError
     from profiler_core.spec.progress import Progress
-    from profiler_core.storage.index import format_listing, open_index, parse_where
+    from profiler_core.storage.index import format_listing, open_index
+    from profiler_core.storage.index_query import parse_where
 
     if not Path(args.runs).is_dir():
         raise RunFormatError(f"the runs folder {str(args.runs)!r} does not exist",
@@ -564,7 +574,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     jsonl = "--progress" in argv and argv[argv.index("--progress") + 1:][:1] == ["jsonl"]
 
-    def fail(code: int, kind: str, message: str, hint: str = "", field: str | None = None) -> int:
+    def command(stopper: RunStopper | None) -> int:
+        args = cli.parse(argv)
+        if args.command == "run":
+            return _command_run(args, stopper)
+        return COMMANDS[args.command](args)
+
+    # A run's stop signals are handled until its error is reported (stopping.RunStopper).
+    with (RunStopper() if argv[:1] == ["run"] else contextlib.nullcontext()) as stopper:
+        return _reported(lambda: command(stopper), jsonl=jsonl)
+
+
+def _reported(command: Callable[[], int], jsonl: bool) -> int:
+    """``command``'s exit code; an error it raises is reported in one line (and as a JSON error
+    record with ``jsonl``) and becomes its exit code."""
+    def fail(error: BaseException, message: str, hint: str = "", field: str | None = None) -> int:
+        """Report ``error`` (an error record with --progress jsonl, a line on stderr); its exit code."""
+        kind, code = kind_and_exit_code(error)
         message, hint = _one_line(message), _one_line(hint)
         if jsonl:
             cli.JsonlProgress().emit({"event": "error", "kind": kind, "field": field,
@@ -572,24 +598,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {message}" + (f" ({hint})" if hint else ""), file=sys.stderr)
         return code
 
-    # A run's stop signals are handled until its error is reported (stopping.RunStopper).
-    with (RunStopper() if argv[:1] == ["run"] else contextlib.nullcontext()) as stopper:
-        try:
-            args = cli.parse(argv)
-            if args.command == "run":
-                return _command_run(args, stopper)
-            return COMMANDS[args.command](args)
-        except cli.UsageError as error:
-            return fail(2, "UsageError", str(error))
-        except ConfigError as error:
-            return fail(2, "ConfigError", cli.describe_config_error(error), error.hint, error.field)
-        except ProfilerError as error:
-            return fail(error.exit_code, type(error).__name__, error.message, error.hint)
-        except TimeLimitReached as error:
-            return fail(TimeLimitReached.exit_code, "TimeLimit", str(error),
-                        "pass a larger --timeout, or --timeout 0 for no limit")
-        except KeyboardInterrupt:
-            return fail(130, "Interrupted", "interrupted")
+    try:
+        return command()
+    except ConfigError as error:
+        return fail(error, cli.describe_config_error(error), error.hint, error.field)
+    except ProfilerError as error:
+        return fail(error, error.message, error.hint)
+    except TimeLimitReached as error:
+        return fail(error, str(error), "pass a larger --timeout, or --timeout 0 for no limit")
+    except KeyboardInterrupt as error:
+        return fail(error, "interrupted")
 
 
 def exit_now(code: int) -> None:

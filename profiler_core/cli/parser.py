@@ -1,7 +1,8 @@
 """Command-line parsing: options <-> ``RunConfig``, one-line errors, and the progress reporters.
 
-Scope: turning argv into a validated ``RunConfig`` (and back, for the dashboard's worker process),
-and showing progress as a text bar or as JSON lines. Running lives in ``__main__``.
+Scope: turning argv into a validated ``RunConfig`` (the other way round is
+``profiler_core.orchestration.command``, for fresh run processes), and showing progress as a text
+bar or as JSON lines. Running lives in ``profiler_core.cli.main``.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from profiler_core.spec import fields
 from profiler_core.spec.config import PRESETS, RunConfig, changed_from_preset
+from profiler_core.spec.errors import ECHO_MAX_CHARS, ConfigError, UsageError, shown
+from profiler_core.spec.progress import Progress
+from profiler_core.spec.workload_kinds import workload_of
+from profiler_core.sweep.plan import PointTrials  # the sweep's shorter per-point trials
 
 CUSTOM = fields.CUSTOM_PRESET  # the label of a run whose values are not a preset's
-from profiler_core.spec.errors import ECHO_MAX_CHARS, ConfigError, shown
-from profiler_core.spec.progress import Progress
 
 # The benchmark's reference configs (``bench.BENCH_CONFIGS``; named here so that parsing the
 # command line imports no benchmark code).
@@ -35,17 +38,13 @@ MAX_TIMEOUT_S = 86_400.0
 OPTION_OF_FIELD = {field.name: field.cli_option for field in fields.FIELDS}
 
 
-class UsageError(Exception):
-    """A command line that cannot be parsed; the message is one line naming the option."""
-
-
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would print usage and exit
+    def error(self, message: str) -> NoReturn:  # argparse would print usage and exit
         raise UsageError(_short_values(message))
 
 
-_LONG_QUOTED = re.compile(r"'([^'\s]{%d,})'" % (ECHO_MAX_CHARS + 1))
-_LONG_BARE = re.compile(r"(?<!\S)[^\s']{%d,}" % (ECHO_MAX_CHARS + 1))
+_LONG_QUOTED = re.compile(r"'([^'\s]{" + str(ECHO_MAX_CHARS + 1) + r",})'")
+_LONG_BARE = re.compile(r"(?<!\S)[^\s']{" + str(ECHO_MAX_CHARS + 1) + r",}")
 
 
 def _short_values(message: str) -> str:
@@ -107,7 +106,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
             together = len(specs) > 1
             parser.add_argument(option, type=_argparse_type(partial(fields.read_text, first)),
                                 nargs=len(specs) if together else None,
-                                metavar=tuple(s.metavar for s in specs) if together else first.metavar,
+                                metavar=tuple(s.metavar or s.name.upper() for s in specs)
+                                if together else first.metavar,
                                 help=first.option_help)
 
 
@@ -125,20 +125,21 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
         if not specs or specs[0].kind == fields.PRESET or specs[0].empty:
             continue  # the preset's help names its default; an automatic field's says how it is found
         shown = " ".join(fields.format_value(s.name, getattr(defaults, s.name)) for s in specs)
-        action.help += f" (default: {shown})"
+        action.help = f"{action.help or ''} (default: {shown})"
 
 
 def add_serve_command(commands) -> None:
     """``serve``: a warm worker that runs one ``run`` request (see ``profiler_core.engine.serve``)."""
     serve = commands.add_parser(
         "serve", help="warm worker: import torch, bring CUDA up on --device, then run the one "
-                      'request read from stdin, {"argv": ["run", ...]} (used by the launcher)')
+                      'request read from stdin, {"config": {...}, "out": ..., "overwrite": ...} '
+                      "(used by the launcher)")
     serve.add_argument("--device", type=_device_text, default=RunConfig().device,
                        help=f"CUDA device index, or cpu (default: {RunConfig().device})")
 
 
 def add_sweep_command(commands) -> None:
-    """``sweep``: one or two settings varied over values, one run per point (``profiler_core.sweep.core``)."""
+    """``sweep``: one or two settings varied over values, one run per point (``profiler_core.sweep``)."""
     sweep = commands.add_parser(
         "sweep", help="vary one or two settings over a list or a log range, each point a full run "
                       "in its own process; finds where the speedup falls below a threshold")
@@ -163,8 +164,6 @@ def add_sweep_command(commands) -> None:
                             "on (default: no limit)")
     sweep.add_argument("--progress", choices=("bar", "none"), default="bar",
                        help="progress as a text bar on stderr, or nothing (default: bar)")
-    from profiler_core.sweep.core import PointTrials  # the shorter per-point trials' defaults
-
     for action in sweep._actions:
         if action.dest in PointTrials.__dataclass_fields__ and action.help:
             default = getattr(PointTrials(), action.dest)
@@ -190,6 +189,9 @@ def build_parser() -> _Parser:
                      help="stop the run if it has no result after S seconds, loading your "
                           "--workload included: what it measured is kept, exit code 124; 0 for "
                           f"no limit (default: {RUN_TIMEOUT_S:g})")
+    run.add_argument("--timings", action="store_true",
+                     help="print where the command's wall time went on stderr (imports, the "
+                          "run's phases, writing)")
     run.add_argument("--inject-delay-ms", type=_delay_text, action="append", default=[],
                      metavar="RANK:MS",
                      help="with --nproc-per-node: sleep MS milliseconds on the host before every "
@@ -298,27 +300,14 @@ def cpu_small_step(args: argparse.Namespace, config: RunConfig) -> RunConfig | N
 
 def small_step_line(full: RunConfig, small: RunConfig) -> str:
     """One line saying that ``run --device cpu`` runs the small step, and how to run the full one."""
-    from profiler_core.spec.workload_kinds import workload_of
-
     kind = workload_of(small)
+    assert kind is not None, "a small CPU step exists only for a built-in workload"
     preset_name = full.preset if full.preset != CUSTOM else "seed"
     return (f"--device cpu: running a small step ({kind.describe(small)}, "
             f"{small.total_eager_iters} eager steps), seconds on a CPU, labelled {small.preset}. "
             f"For the {preset_name} preset's own step ({kind.describe(full)}), minutes on a CPU, "
             f"pass --preset {preset_name} (or size options such as --batch): the time it will "
             "take is printed first.")
-
-
-def config_to_argv(config: RunConfig) -> list[str]:
-    """Options that ``run`` turns back into exactly ``config`` (used by the dashboard's worker)."""
-    argv: list[str] = []
-    for option, specs in fields.options().items():
-        values = [getattr(config, s.name) for s in specs]
-        if specs[0].kind == fields.BOOL:
-            argv.append(option if values[0] else "--no-" + option[2:])
-        elif None not in values:  # an automatic field left out stays automatic
-            argv += [option, *(fields.format_value(s.name, v) for s, v in zip(specs, values))]
-    return argv
 
 
 def describe_config_error(error: ConfigError) -> str:

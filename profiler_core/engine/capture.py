@@ -39,10 +39,11 @@ def refuse_after_failed_capture() -> None:
 
 def _exception_chain(error: BaseException) -> list[BaseException]:
     """The error and what it was raised from or during, the original first."""
-    chain = []
-    while error is not None and error not in chain:
-        chain.append(error)
-        error = error.__cause__ or error.__context__
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
     return chain[::-1]
 
 
@@ -156,5 +157,8 @@ class GraphedStep:
 
     def replay(self) -> None:
         """One replay (``steps_per_graph`` training steps), then the fp16 scaler update if any."""
+        if self.graph is None:
+            raise CaptureError("replay() was called before the step was captured",
+                               "call capture() first")
         self.graph.replay()
         self.step.scaler_update()

@@ -1,9 +1,7 @@
 """How long a CPU run will take, said before it starts: a few of its training steps timed.
 
-Scope: ``run --device cpu`` of a step larger than the CPU's small one (the seed step takes
-minutes on a 2-core machine) prints one line with the time to expect before the long part. The
-steps are timed on a replica built from the run's own config, with the random number
-generators restored afterwards, so the run measures exactly what it would have without this.
+For ``run --device cpu`` of a step larger than the small CPU step: one line with the time to expect,
+from a replica built from the run's own config, the random number generators restored afterwards.
 The user's own step is not timed here (its code would run an extra time).
 """
 
@@ -15,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from profiler_core.spec.config import RunConfig
+from profiler_core.spec.modes import COMPILED_MODES
 from profiler_core.spec.workload_kinds import workload_of
 
 # Measuring stops after this many timed steps, or once they took this long together.
@@ -24,8 +23,6 @@ BUDGET_S = 1.0
 WORTH_SAYING_S = 10.0
 # What a run spends besides its training steps (setup, saving), on a 2-core machine.
 OVERHEAD_S = 2.0
-# Modes that compile first: their compilation comes on top (tens of seconds on a CPU).
-COMPILED_MODES = ("compile", "compile_ro")
 
 
 @dataclass(frozen=True)

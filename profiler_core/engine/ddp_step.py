@@ -44,13 +44,14 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from profiler_core.analysis import ranks as rank_analysis
-from profiler_core.analysis.trace import load_trace
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.engine.capture import GraphedStep, diagnose_capture_failure
 from profiler_core.engine.profiling import kernels_were_recorded, profile_window
 from profiler_core.engine.workloads import TrainingStep, make_batches
-from profiler_core.spec.config import CPU_MODES, INT_LIMITS, RunConfig
+from profiler_core.spec.config import INT_LIMITS, RunConfig
 from profiler_core.spec.distributed import RankEnv, announce_phase
 from profiler_core.spec.errors import NoCudaError
+from profiler_core.spec.modes import CPU_MODES
 from profiler_core.timing import trials as timing
 
 # DDP times its first 10 iterations for its logging (``kDDPRuntimeLoggingSampleRate``): a capture

@@ -12,13 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
-from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig
+from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import GpuMemoryError
-from profiler_core.spec.workload_kinds import workload_of
+from profiler_core.spec.modes import ALWAYS_MEASURED
+from profiler_core.spec.workload_kinds import BATCH_POOL_SIZE, declared_workload, workload_of
 
 FP32_BYTES = 4
-# Batches drawn once and cycled (runner.BATCH_POOL_SIZE), kept here to avoid an import cycle.
-BATCH_POOL_BATCHES = 8
 # cuBLAS workspaces, the CUDA context's own allocations, allocator rounding.
 FIXED_OVERHEAD_BYTES = 512 * 2**20
 
@@ -34,8 +33,8 @@ class MemoryEstimate:
 
 
 def parameter_count(config: RunConfig) -> int:
-    """The built-in workload's parameters (``workload_kinds``)."""
-    return workload_of(config).parameter_count(config)
+    """The declared workload's parameters (``workload_kinds``)."""
+    return declared_workload(config).parameter_count(config)
 
 
 def replicas(config: RunConfig) -> int:
@@ -44,12 +43,12 @@ def replicas(config: RunConfig) -> int:
 
 
 def estimate(config: RunConfig) -> MemoryEstimate:
-    workload = workload_of(config)
-    parameters = parameter_count(config) * FP32_BYTES
+    workload = declared_workload(config)
+    parameters = workload.parameter_count(config) * FP32_BYTES
     optimizer = 2 * parameters if config.optimizer in ("adam", "adamw") else 0
     # Autocast adds low-precision copies of weights and activations; counted at fp32 for margin.
     activations = workload.activation_elements(config) * FP32_BYTES + parameters // 2
-    batches = BATCH_POOL_BATCHES * workload.batch_elements(config) * FP32_BYTES
+    batches = BATCH_POOL_SIZE * workload.batch_elements(config) * FP32_BYTES
     replica = 2 * parameters + optimizer  # weights and gradients, optimizer state
     total = replicas(config) * replica + 2 * activations + batches + FIXED_OVERHEAD_BYTES
     return MemoryEstimate(parameters, parameters, optimizer, activations, batches, total)
@@ -62,8 +61,8 @@ def _gib(value: int) -> str:
 def cpu_estimate(config: RunConfig) -> MemoryEstimate:
     """A CPU run: one eager replica (no graph, no second replica) and its batches."""
     full = estimate(config)
-    batches = (min(BATCH_POOL_BATCHES, config.total_eager_iters)
-               * workload_of(config).batch_elements(config) * FP32_BYTES)
+    batches = (min(BATCH_POOL_SIZE, config.total_eager_iters)
+               * declared_workload(config).batch_elements(config) * FP32_BYTES)
     total = (2 * full.parameters_bytes + full.optimizer_bytes + full.activations_bytes + batches
              + FIXED_OVERHEAD_BYTES // 2)
     return MemoryEstimate(full.parameters_bytes, full.gradients_bytes, full.optimizer_bytes,
@@ -99,7 +98,8 @@ def check_fits(config: RunConfig, device: torch.device) -> MemoryEstimate | None
     """Refuse a config that clearly needs more than the device's free memory (the host's memory
     for a CPU run). Every built-in workload has an estimate; the user's own step has none (None),
     and a real out-of-memory error is still caught and named."""
-    if workload_of(config) is None:
+    workload = workload_of(config)
+    if workload is None:
         return None
     if device.type == "cpu":
         needed = cpu_estimate(config)
@@ -109,7 +109,7 @@ def check_fits(config: RunConfig, device: torch.device) -> MemoryEstimate | None
                 f"this config needs about {_gib(needed.total_bytes)} of the CPU's memory (weights "
                 f"{_gib(needed.parameters_bytes)}, activations {_gib(needed.activations_bytes)}, "
                 f"batches {_gib(needed.batches_bytes)}); this process may use about "
-                f"{_gib(free_bytes)}", workload_of(config).shrink_hint(config) + " for a CPU run")
+                f"{_gib(free_bytes)}", workload.shrink_hint(config) + " for a CPU run")
         return needed
     needed = estimate(config)
     free_bytes, _ = torch.cuda.mem_get_info(device)
@@ -119,6 +119,6 @@ def check_fits(config: RunConfig, device: torch.device) -> MemoryEstimate | None
             f"(weights {_gib(needed.parameters_bytes)} per replica x{replicas(config)}, activations "
             f"{_gib(needed.activations_bytes)}, batches {_gib(needed.batches_bytes)}); "
             f"{config.device} has {_gib(free_bytes)} free",
-            f"{workload_of(config).shrink_hint(config)}, time fewer modes, or free memory used by "
+            f"{workload.shrink_hint(config)}, time fewer modes, or free memory used by "
             "other processes")
     return needed

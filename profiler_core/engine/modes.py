@@ -1,18 +1,12 @@
-"""The mode registry: every way a run can execute one training step, each prepared the same way
-and timed the same way (``timing``, driven by ``runner``).
+"""The mode registry: how each mode (declared in ``spec.modes``) is prepared on its own replica
+and what that preparation cost once (wall time, memory), plus the figures only that mode has.
 
-Scope: what each mode is, how it is prepared on its own replica (built from the same seed, so
-every mode starts from identical weights and sees identical batches) and what that preparation
-cost once (wall time, memory), plus the figures only that mode has. The modes (``REGISTRY``):
-
-- ``eager``: the baseline, one step per iteration;
-- ``graph``: the article's whole-step capture (``capture.GraphedStep``): warm-up on a side
-  stream, capture, replay with static inputs; one iteration replays ``capture_iters`` steps;
-- ``graphed_callables``: ``torch.cuda.make_graphed_callables`` on the model (forward and
-  backward replayed as graphs; loss, optimizer and zero_grad eager);
-- ``compile``: ``torch.compile`` without CUDA graphs (the compiler's own share);
-- ``compile_ro``: ``torch.compile(mode="reduce-overhead")`` (CUDA graph trees), with the graphs
-  it recorded and every "skipping cudagraphs" reason it gave.
+Every replica is built from the same seed, so every mode starts from identical weights and sees
+identical batches; all are timed the same way (``timing``, driven by ``runner``). ``graph`` is the
+article's whole-step capture (``capture.GraphedStep``): one iteration replays ``capture_iters``
+steps; ``graphed_callables`` graphs the model's forward and backward; ``compile`` and
+``compile_ro`` run ``torch.compile`` (the latter's CUDA graph trees report the graphs recorded
+and every "skipping cudagraphs" reason).
 """
 
 from __future__ import annotations
@@ -25,19 +19,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from profiler_core.engine.capture import CaptureCosts, GraphedStep
 from profiler_core.engine.telemetry import PhaseRecorder
 from profiler_core.engine.workloads import TrainingStep
-from profiler_core.spec.config import MODE_LABELS, RunConfig
+from profiler_core.spec.config import RunConfig
+from profiler_core.spec.modes import MODE_NAMES, SPECS, ModeSpec
 from profiler_core.spec.progress import ProgressCounter
 from profiler_core.timing.trials import Mode
 
 # Iterations run once before timing: compilation, autotuning and graph recording happen here.
 PREPARE_ITERS = 3
+Batches = list[tuple[torch.Tensor, torch.Tensor]]  # (input, target) pairs, ``make_batches``
 
 
 @dataclass
@@ -67,7 +63,7 @@ class Preparation:
 
     config: RunConfig
     device: torch.device
-    batches: list
+    batches: Batches
     phases: PhaseRecorder
     progress: ProgressCounter
     observed: dict[str, float] = field(default_factory=dict)
@@ -82,18 +78,26 @@ class Preparation:
 
 
 @dataclass(frozen=True)
-class ModeSpec:
-    """One entry of the registry."""
+class ModeImplementation:
+    """One entry of the registry: how the mode named ``name`` in ``spec.modes`` runs."""
 
     name: str
-    cuda_only: bool
     prepare: Callable[[Preparation], Prepared]
     # Timed iterations per run: as many training steps as every other mode, in iterations.
     timed_iterations: Callable[[RunConfig], int] = lambda config: config.total_eager_iters
 
     @property
+    def spec(self) -> ModeSpec:
+        """Its declaration: label, colour, whether it needs a CUDA device..."""
+        return SPECS[self.name]
+
+    @property
     def label(self) -> str:
-        return MODE_LABELS[self.name]
+        return self.spec.label
+
+    @property
+    def cuda_only(self) -> bool:
+        return self.spec.cuda_only
 
 
 def _synchronize(device: torch.device) -> None:
@@ -118,7 +122,7 @@ def peak_added(device: torch.device, baseline: tuple[int, int]) -> int:
     """The memory a preparation added since ``preparation_baseline`` (never negative): the larger
     of the allocator's peak allocation above the baseline and the reservation it kept, which
     holds the private pools of CUDA graphs (Inductor's graph trees allocate there without
-    raising this process's peak allocation: 0 bytes on the H200 for the seed step)."""
+    raising this process's peak allocation)."""
     if device.type != "cuda":
         return 0
     torch.cuda.synchronize(device)
@@ -127,7 +131,7 @@ def peak_added(device: torch.device, baseline: tuple[int, int]) -> int:
                torch.cuda.memory_reserved(device) - reserved)
 
 
-def _step_mode(name: str, step: TrainingStep, batches) -> Mode:
+def _step_mode(name: str, step: TrainingStep, batches: Batches) -> Mode:
     return Mode(name, 1, lambda i: step.eager_step(*batches[i % len(batches)]))
 
 
@@ -166,11 +170,14 @@ def _graphs_recorded(device: torch.device) -> float:
         return math.nan
 
 
-def prepare_compiled(config, device: torch.device, batches, reduce_overhead: bool) -> Prepared:
+def prepare_compiled(config: RunConfig, device: torch.device, batches: Batches,
+                     reduce_overhead: bool) -> Prepared:
     """``torch.compile`` on the model (forward and backward); loss and optimizer stay eager."""
     name = "compile_ro" if reduce_overhead else "compile"
     step = TrainingStep(config, device, graphed=False)
-    step.model = torch.compile(step.model, mode="reduce-overhead" if reduce_overhead else None)
+    # torch.compile of a Module returns an OptimizedModule (a Module); its stubs say Callable
+    step.model = cast(torch.nn.Module, torch.compile(
+        step.model, mode="reduce-overhead" if reduce_overhead else None))
     watcher = _SkipReasons()
     inductor_log = logging.getLogger("torch._inductor")
     inductor_log.addHandler(watcher)
@@ -190,15 +197,17 @@ def prepare_compiled(config, device: torch.device, batches, reduce_overhead: boo
                     peak_added(device, baseline), details)
 
 
-def prepare_graphed_callables(config, device: torch.device, batches) -> Prepared:
+def prepare_graphed_callables(config: RunConfig, device: torch.device,
+                              batches: Batches) -> Prepared:
     """``torch.cuda.make_graphed_callables`` on the model, under the step's autocast (whose
     weight cache is off: a cached cast would outlive the capture)."""
     step = TrainingStep(config, device, graphed=False)
     sample = batches[0][0].clone()
     baseline, started = preparation_baseline(device), time.perf_counter()
     with step.autocast():
-        step.model = torch.cuda.make_graphed_callables(step.model, (sample,),
-                                                       num_warmup_iters=PREPARE_ITERS)
+        # given a Module, make_graphed_callables returns that Module (its stubs: or a Callable)
+        step.model = cast(torch.nn.Module, torch.cuda.make_graphed_callables(
+            step.model, (sample,), num_warmup_iters=PREPARE_ITERS))
     for i in range(PREPARE_ITERS):
         step.eager_step(*batches[i % len(batches)], count=False)
     _synchronize(device)
@@ -219,12 +228,12 @@ def prepare_eager(prep: Preparation) -> Prepared:
     return Prepared(Mode("eager", 1, run), step, one_time_ms=0.0, memory_bytes=0)
 
 
-def new_graphed_step(config: RunConfig, device: torch.device, batches) -> GraphedStep:
+def new_graphed_step(config: RunConfig, device: torch.device, batches: Batches) -> GraphedStep:
     """A graphed replica (its optimizer capturable), not yet captured."""
     return GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
 
 
-def capture_graph(graphed: GraphedStep, config: RunConfig, batches,
+def capture_graph(graphed: GraphedStep, config: RunConfig, batches: Batches,
                   prep: Preparation | None = None) -> CaptureCosts:
     """Warm ``graphed`` up on a side stream and capture it, as in the article; with ``prep``,
     the readiness check runs first and phases, progress and the counters are recorded."""
@@ -245,7 +254,7 @@ def capture_graph(graphed: GraphedStep, config: RunConfig, batches,
     return costs
 
 
-def _replay_mode(graphed: GraphedStep, batches, steps_per_graph: int) -> Mode:
+def _replay_mode(graphed: GraphedStep, batches: Batches, steps_per_graph: int) -> Mode:
     return Mode("graph", steps_per_graph, lambda i: graphed.replay(),
                 load=lambda i: graphed.load(*batches[i % len(batches)]))
 
@@ -272,26 +281,26 @@ def prepare_graph(prep: Preparation) -> Prepared:
         prepare_again=prepare_again)
 
 
-def _prepare_extra(name: str, prepare: Callable[[RunConfig, torch.device, list], Prepared]
+def _prepare_extra(name: str, prepare: Callable[[RunConfig, torch.device, Batches], Prepared]
                    ) -> Callable[[Preparation], Prepared]:
     """A mode beside eager and the graph: ``prepare`` in its own phase, its skip reasons noted."""
     def run(prep: Preparation) -> Prepared:
-        with prep.phase(f"{name} preparation", MODE_LABELS[name]):
+        with prep.phase(f"{name} preparation", SPECS[name].label):
             prepared = prepare(prep.config, prep.device, prep.batches)
         prep.notes.extend(f"{name}: {reason}" for reason in prepared.details.get("skip_reasons", []))
         return prepared
     return run
 
 
-REGISTRY: dict[str, ModeSpec] = {spec.name: spec for spec in (
-    ModeSpec("eager", cuda_only=False, prepare=prepare_eager),
-    ModeSpec("graph", cuda_only=True, prepare=prepare_graph,
-             timed_iterations=lambda config: config.replays),
-    ModeSpec("graphed_callables", cuda_only=True,
-             prepare=_prepare_extra("graphed_callables", prepare_graphed_callables)),
-    ModeSpec("compile", cuda_only=False,
-             prepare=_prepare_extra("compile", partial(prepare_compiled, reduce_overhead=False))),
-    ModeSpec("compile_ro", cuda_only=True,
-             prepare=_prepare_extra("compile_ro", partial(prepare_compiled, reduce_overhead=True))),
+_IMPLEMENTATIONS = {mode.name: mode for mode in (
+    ModeImplementation("eager", prepare_eager),
+    ModeImplementation("graph", prepare_graph, timed_iterations=lambda config: config.replays),
+    ModeImplementation("graphed_callables",
+                       _prepare_extra("graphed_callables", prepare_graphed_callables)),
+    ModeImplementation("compile",
+                       _prepare_extra("compile", partial(prepare_compiled, reduce_overhead=False))),
+    ModeImplementation("compile_ro",
+                       _prepare_extra("compile_ro", partial(prepare_compiled, reduce_overhead=True))),
 )}
-CUDA_ONLY_MODES = tuple(name for name, spec in REGISTRY.items() if spec.cuda_only)
+# Every declared mode in run order (a KeyError here names a declared mode with no implementation).
+REGISTRY: dict[str, ModeImplementation] = {name: _IMPLEMENTATIONS[name] for name in MODE_NAMES}

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from profiler_core.analysis.trace import TraceAnalysis, analyse_trace, load_trace
+from profiler_core.analysis.trace import TraceAnalysis, analyse_trace
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.timing.trials import Mode
 
 # Iteration marks use the name torch.profiler gives its own steps, so every reader of step

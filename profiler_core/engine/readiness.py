@@ -1,26 +1,9 @@
 """Capture readiness: what in a user's training step would break or silently change under CUDA-graph
 capture, found before capturing, each with its file, line and the fix.
 
-Scope: checks only; nothing runs. It reads the source of the code that runs inside the step (the
-``forward`` of every module class defined outside torch, a loss function defined outside torch)
-and of the function that built it, and looks at the built optimizer. The source checks are
-syntactic, so they can flag code that is in fact harmless (a ``float(...)`` of a Python number);
-each finding says what it saw. Findings:
-
-- ``host-sync``: ``.item()``, ``.cpu()``, ``.numpy()``, ``.tolist()``, ``print(...)``,
-  ``torch.cuda.synchronize()``, ``float/int/bool(...)`` of a value: capture fails on a sync.
-- ``cpu-tensor``: ``torch.tensor/zeros/ones/...`` without ``device=`` inside the step.
-- ``dynamic-shape``: ``nonzero``, ``masked_select``, ``unique``, one-argument ``torch.where`` and
-  boolean-mask indexing give outputs whose size depends on the data; a graph has fixed shapes.
-- ``data-dependent-branch``: an ``if``/``while`` decided by a tensor's value (``.any()``,
-  ``.sum()``...): a sync, and the graph records only the branch taken at capture.
-- ``frozen-python-state``: a Python number changed inside ``forward`` (``self.steps += 1``) moves
-  only while capturing; replays repeat the captured value (the article's counter lesson).
-- ``lr-schedule``: a learning-rate scheduler changes the optimizer's Python float ``lr``; a
-  captured ``step()`` keeps the lr it was captured with.
-- ``optimizer-not-capturable``: Adam-style optimizers need ``capturable=True`` to be captured.
-- ``extra-generator``: a ``torch.Generator`` inside the step is not registered with the graph, so
-  replays repeat the captured random numbers.
+Checks only; nothing runs. It reads the source of the code that runs inside the step and looks at
+the built optimizer (the findings: docs/cli.md, "Your own training step"); the source checks are
+syntactic, so each finding quotes what it saw.
 """
 
 from __future__ import annotations

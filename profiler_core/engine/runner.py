@@ -1,23 +1,14 @@
-"""One experiment end to end: every requested mode (eager, the article's graph, and the others
-of ``modes.REGISTRY``) timed as a training loop runs, with the article's counters, then profiled.
+"""One experiment end to end: every requested mode timed as a training loop runs, with the
+article's counters, then profiled (:func:`run_experiment` says in which order, and why).
 
-Scope: orchestration. The order of a CUDA run is
-  batches -> each mode prepared through the registry on its own replica (eager; the graph:
-  side-stream warm-up, capture; the others: capture or compile), then its untimed iterations
-  -> counters reset -> interleaved steady-state trials (the headline) -> interleaved cold-start
-  trials -> the article's loop -> profiled windows -> numerical parity.
-Nothing that slows a launching thread runs while the trials are timed: torch.profiler (whose
-CUPTI stays attached once started) is first used after them, and NVML is sampled from a child
-process (``NvmlSamplerProcess``), never a thread here, which makes no NVML call during the timed
-trials (the driver's buffered samples cover them). Progress is reported between blocks only.
-Every figure per mode goes to metrics.csv (long form, against eager) and every mode's speedup is
-decomposed in breakdown.csv; the summary's headline keeps the article's pair, eager and graph.
-``--device cpu`` runs the modes that need no CUDA (eager, compile).
+Scope: orchestration of the measuring; the tables and summary figures are assembled by
+``storage.runtables``. ``--device cpu`` runs the modes that need no CUDA (eager, compile).
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import math
 import platform
@@ -32,17 +23,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
-from profiler_core.analysis import attribution, metrics, predict
+from profiler_core.analysis import attribution, metrics
+from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.trace import decompose_speedup
+from profiler_core.engine.calibration import calibrate_and_predict
 from profiler_core.engine.capture import refuse_after_failed_capture
 from profiler_core.engine.counters import counters_table
 from profiler_core.engine.memory import check_fits
 from profiler_core.engine.modes import (
-    CUDA_ONLY_MODES,
     REGISTRY,
     Preparation,
     Prepared,
@@ -62,7 +53,7 @@ from profiler_core.engine.telemetry import (
 from profiler_core.engine.user_workload import find_function
 from profiler_core.engine.workloads import TrainingStep, make_batches, matmul_precision
 from profiler_core.spec import hostinfo, schema
-from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig, is_user_spec
+from profiler_core.spec.config import RunConfig, is_user_spec
 from profiler_core.spec.errors import (
     ConfigError,
     CudaFaultError,
@@ -70,8 +61,10 @@ from profiler_core.spec.errors import (
     NoCudaError,
     ProfilerError,
 )
+from profiler_core.spec.modes import CUDA_ONLY_MODES
 from profiler_core.spec.progress import ProgressCallback, ProgressCounter, ignore_progress
-from profiler_core.spec.workload_kinds import workload_of
+from profiler_core.spec.workload_kinds import BATCH_POOL_SIZE, workload_of
+from profiler_core.storage import runtables
 from profiler_core.storage.results import SCRATCH_PREFIX, RunResult, coerce_table, empty_table
 from profiler_core.timing import stats
 from profiler_core.timing import trials as timing
@@ -79,8 +72,6 @@ from profiler_core.timing.trials import Mode
 
 # Untimed iterations per mode before the timed trials (module load, cuBLAS handles, caches).
 TIMING_WARMUP_ITERS = 5
-# Distinct batches drawn once and cycled through by both modes.
-BATCH_POOL_SIZE = 8
 # Shortest block, in replays, for the article's loop timing (a block of 1 would measure nothing).
 MIN_BLOCK_REPLAYS = 10
 
@@ -94,10 +85,10 @@ def resolve_device(config: RunConfig) -> torch.device:
             "no CUDA device is present (torch.cuda.is_available() is False)",
             "run on a machine with an NVIDIA GPU and a CUDA build of torch, or pass --device cpu "
             "to try the pipeline on the CPU (eager half only)")
-    count = torch.cuda.device_count()
-    if config.device_index >= count:
+    count, index = torch.cuda.device_count(), config.device_index
+    if index is not None and index >= count:
         raise ConfigError("device", f"device must be a CUDA index from 0 to {count - 1}; "
-                          f"got {config.device_index}", "pick one of this machine's GPUs")
+                          f"got {index}", "pick one of this machine's GPUs")
     return torch.device(config.device)
 
 
@@ -128,10 +119,6 @@ def describe_environment(device: torch.device, driver_version: str | None) -> di
 def _driver_version() -> str | None:
     version = default_nvml().query("nvmlSystemGetDriverVersion", default=None)
     return version.decode() if isinstance(version, bytes) else version
-
-
-def _latency_table(rows: list[tuple]) -> pd.DataFrame:
-    return coerce_table("latency", pd.DataFrame(rows, columns=schema.LATENCY_COLUMNS))
 
 
 def _steady_trials(modes: list[Mode], iterations: dict[str, int], trials: int, clock: timing.Clock,
@@ -184,109 +171,8 @@ def _article_loops(modes: list[Mode], block_iters: dict[str, int], trials: int,
     return pd.DataFrame(rows, columns=["mode", "method", "ms_per_step"])
 
 
-# stats.csv methods computed from latency.csv: (latency method, column) per stats method.
-_LATENCY_METHODS = {
-    "steady_event": (timing.STEADY, "gpu_ms"),
-    "steady_wall": (timing.STEADY, "wall_ms"),
-    "cold_event": (timing.COLD, "gpu_ms"),
-    "cold_wall": (timing.COLD, "wall_ms"),
-}
-# Copies of a batch into the graph's static inputs timed together (one figure per run).
-INPUT_COPIES = 32
-# Replays of the graph timed together with the device held (no wait for the host).
-HELD_REPLAYS = 16
 # GPU clock cycles the device is held busy while those copies are enqueued (a few milliseconds).
 HOLD_DEVICE_CYCLES = 10_000_000
-
-
-def _steady_rows(latency: pd.DataFrame, mode: str) -> tuple[pd.DataFrame, str]:
-    """A mode's steady-state rows and the column holding their time (events, or wall clock)."""
-    rows = latency[(latency["mode"] == mode) & (latency["method"] == timing.STEADY)]
-    return rows, ("gpu_ms" if rows["gpu_ms"].notna().any() else "wall_ms")
-
-
-def _per_step(latency: pd.DataFrame, mode: str, method: str) -> np.ndarray:
-    """A stats method's samples of one mode, per training step (NaN-free). ``steady_trial`` has
-    one sample per trial: the trial's mean time per step, as a training loop's clock sees it."""
-    if method == "steady_trial":
-        rows, column = _steady_rows(latency, mode)
-        per_step = rows[column].astype(float) / rows["steps"].astype(float)
-        values = per_step.groupby(rows["trial"]).mean().to_numpy()
-    else:
-        latency_method, column = _LATENCY_METHODS[method]
-        rows = latency[(latency["mode"] == mode) & (latency["method"] == latency_method)]
-        values = (rows[column].astype(float) / rows["steps"].astype(float)).to_numpy()
-    return values[np.isfinite(values)]
-
-
-def _stats_table(latency: pd.DataFrame, loops: pd.DataFrame,
-                 copy_ms: dict[str, float] | None = None,
-                 host_issue: list[tuple] | None = None,
-                 held_ms: dict[str, float] | None = None) -> pd.DataFrame:
-    """stats.csv: every method per mode; ``copy_ms`` is the batch copy per training step,
-    ``host_issue`` the steady-state trials' host time to issue a step, (mode, trial, ms),
-    ``held_ms`` a mode's replay on a held device per step."""
-    rows = []
-    issue = pd.DataFrame(host_issue or [], columns=["mode", "trial", "ms"])
-    for mode in latency["mode"].drop_duplicates():
-        for method in ("steady_trial", *_LATENCY_METHODS):
-            summary = stats.summarize(_per_step(latency, mode, method))
-            if summary["count"]:
-                rows.append({"mode": mode, "method": method, **summary})
-        summary = stats.summarize(issue.loc[issue["mode"] == mode, "ms"].astype(float))
-        if summary["count"]:
-            rows.append({"mode": mode, "method": "host_issue", **summary})
-    for mode, value in (copy_ms or {}).items():
-        if math.isfinite(value):
-            rows.append({"mode": mode, "method": "input_copy", **stats.summarize([value]),
-                         "count": INPUT_COPIES})
-    for mode, value in (held_ms or {}).items():
-        if math.isfinite(value):
-            rows.append({"mode": mode, "method": "held_replay", **stats.summarize([value]),
-                         "count": HELD_REPLAYS})
-    for (mode, method), group in loops.groupby(["mode", "method"], sort=False):
-        rows.append({"mode": mode, "method": method, **stats.summarize(group["ms_per_step"])})
-    frame = pd.DataFrame(rows, columns=schema.STATS_COLUMNS) if rows else pd.DataFrame(
-        columns=schema.STATS_COLUMNS)
-    return coerce_table("stats", frame)
-
-
-def _median(table: pd.DataFrame, mode: str, method: str) -> float:
-    match = table[(table["mode"] == mode) & (table["method"] == method)]
-    return float(match["median_ms"].iloc[0]) if len(match) else math.nan
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator and math.isfinite(denominator) else math.nan
-
-
-def _timing_headline(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame) -> dict:
-    """The speedup by the steady-state method (median over trials of each trial's mean time per
-    step, eager over graph, with a bootstrap CI over the trials), and every other method's
-    medians beside it."""
-    primary = "steady_trial"
-    speedup, low, high = stats.median_ratio_ci(_per_step(latency, "eager", primary),
-                                               _per_step(latency, "graph", primary), seed=config.seed)
-    headline = {
-        "timing_method": primary,
-        "eager_median_ms": _median(table, "eager", primary),
-        "graph_median_ms": _median(table, "graph", primary),
-        "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high,
-    }
-    if config.is_cuda:
-        headline.update(
-            graph_input_copy_ms=_median(table, "graph", "input_copy"),
-            cold_eager_median_ms=_median(table, "eager", "cold_event"),
-            cold_graph_median_ms=_median(table, "graph", "cold_event"),
-            article_eager_ms=_median(table, "eager", "article_no_sync"),
-            article_graph_ms=_median(table, "graph", "article_no_sync"),
-            block_eager_ms=_median(table, "eager", "block_sync"),
-            block_graph_ms=_median(table, "graph", "block_sync"),
-        )
-        headline["cold_speedup"] = _ratio(headline["cold_eager_median_ms"], headline["cold_graph_median_ms"])
-        headline["article_speedup"] = _ratio(headline["article_eager_ms"], headline["article_graph_ms"])
-        headline["block_speedup"] = _ratio(headline["block_eager_ms"], headline["block_graph_ms"])
-    return headline
 
 
 def _article_block_replays(config: RunConfig) -> int:
@@ -297,8 +183,8 @@ def plan_units(config: RunConfig) -> int:
     """Work units (training steps) the run will do, for the progress bar."""
     per_extra = TIMING_WARMUP_ITERS + config.total_eager_iters  # untimed, then steady state
     if not config.is_cuda:
-        extras = [m for m in config.extra_modes if m not in CUDA_ONLY_MODES]
-        return config.warmup_iters + config.total_eager_iters + len(extras) * per_extra
+        cpu_extras = [m for m in config.extra_modes if m not in CUDA_ONLY_MODES]
+        return config.warmup_iters + config.total_eager_iters + len(cpu_extras) * per_extra
     extras = len(config.extra_modes)
     steps = TIMING_WARMUP_ITERS + config.total_eager_iters
     block = _article_block_replays(config) * config.capture_iters
@@ -357,7 +243,7 @@ def _profile_modes(config: RunConfig, device: torch.device, prepared: dict[str, 
         with phases.phase(f"{name} profiled"):
             window = profile_window(mode, config.profile_iters, device,
                                     trace_dir / schema.trace_file(name),
-                                    lambda: progress.advance(mode.steps))
+                                    functools.partial(progress.advance, mode.steps))
             if ready.prepare_again is not None and not kernels_were_recorded(window.analysis):
                 notes.append(f"the {name} mode prepared before profiling showed no kernels in the "
                              "profiler (a known issue of some PyTorch versions), so it was prepared "
@@ -375,25 +261,11 @@ def _window_figures(windows: dict[str, ProfiledWindow], prepared: dict[str, Prep
     says how far the profiled program is from the one the headline timed."""
     figures: dict[str, dict[str, float]] = {}
     for name, window in windows.items():
-        headline_ms = _median(table, name, "steady_trial") * prepared[name].mode.steps
+        headline_ms = runtables.median(table, name, "steady_trial") * prepared[name].mode.steps
         figures[name] = {**window.analysis.summary(),
                          "profiled_wall_median_ms": window.wall_median_ms,
                          "profiler_overhead_pct": (window.wall_median_ms / headline_ms - 1) * 100}
     return figures
-
-
-def _pair_headline(figures: dict[str, dict[str, float]],
-                   windows: dict[str, ProfiledWindow]) -> dict[str, object]:
-    """The summary's figures of the article's pair, eager and graph, under the headline's names
-    (``metrics.headline_key``: the profiled split, peak memory, the capture's costs; the index,
-    sweeps and prediction read them there). Every mode's figures are in metrics.csv."""
-    headline: dict[str, object] = {}
-    for name in ALWAYS_MEASURED:
-        for metric, value in figures.get(name, {}).items():
-            headline[metrics.headline_key(name, metric)] = value
-        if name in windows:
-            headline[f"{name}_iteration_source"] = windows[name].analysis.iteration_source
-    return headline
 
 
 def _article_block_iters(config: RunConfig, modes: list[Mode]) -> dict[str, int]:
@@ -411,13 +283,13 @@ def _timed_results(config: RunConfig, state: _RunState, prepared: dict[str, Prep
     each mode's figures so far)."""
     headline, tables = state.headline, state.tables
     latency = tables["latency"]
-    stats_table = tables["stats"] = _stats_table(latency, loops,
+    stats_table = tables["stats"] = runtables.stats_table(latency, loops,
                                                  {"graph": copy_ms / config.capture_iters},
                                                  state.host_issue, {"graph": held_ms})
-    headline.update(_timing_headline(config, latency, stats_table))
+    headline.update(runtables.timing_headline(config, latency, stats_table))
     modes_table = tables["modes"] = _modes_table(config, latency, stats_table, prepared)
     figures = {name: dict(ready.figures) for name, ready in prepared.items()}
-    _add_pay_back(figures, modes_table)
+    runtables.add_pay_back(figures, modes_table)
     # the pay-back goes in now: a run stopped while profiling still says whether it pays back
     headline.update(modes=list(prepared), break_even_iters=figures["graph"]["break_even_iters"],
                     graph_pays_back=figures["graph"]["pays_back"],
@@ -447,7 +319,8 @@ def _profiled_results(state: _RunState, prepared: dict[str, Prepared],
     tables["attribution"] = coerce_table("attribution", attribution.build(
         stats_table, tables.get("launch_split", empty_table("launch_split")), latency))
     state.notes.extend(attribution.stretched_kernel_notes(tables["attribution"]))
-    headline.update(_pair_headline(figures, windows))
+    headline.update(runtables.pair_headline(
+        figures, {name: window.analysis.iteration_source for name, window in windows.items()}))
     tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
 
 
@@ -467,9 +340,19 @@ class _RunState:
 def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progress) -> RunResult:
     """Run ``config`` and return its result (not yet saved).
 
+    The order of a CUDA run: batches -> each mode prepared through ``modes.REGISTRY`` on its own
+    replica (eager; the graph: side-stream warm-up, capture; the others: capture or compile),
+    then its untimed iterations -> counters reset -> interleaved steady-state trials (the
+    headline) -> interleaved cold-start trials -> the article's loop -> profiled windows ->
+    numerical parity. Nothing that slows a launching thread runs while the trials are timed:
+    torch.profiler (whose CUPTI stays attached once started) is first used after them, and NVML
+    is sampled from a child process (``NvmlSamplerProcess``), which makes no NVML call during
+    the timed trials. Progress is reported between blocks only.
+
     If the run stops early (out of memory, a step that cannot be captured, a GPU fault, Ctrl-C),
     the exception raised carries ``partial_result``: what was measured, marked incomplete.
     """
+    checking_s = time.time()
     device = resolve_device(config)
     if device.type == "cuda":
         refuse_after_failed_capture()
@@ -480,6 +363,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
                                   origin_s=origin_s)
                if config.nvml and device.type == "cuda" else None)
     environment = describe_environment(device, _driver_version() if device.type == "cuda" else None)
+    environment["device_check_s"] = origin_s - checking_s  # before phases.csv's origin
     counter = ProgressCounter(plan_units(config), progress)
     state = _RunState()
     failure: BaseException | None = None
@@ -517,7 +401,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
         if sampler is not None:
             sampler.stop()
     if failure is not None:
-        failure.partial_result = result
+        failure.partial_result = result  # type: ignore[attr-defined]  # any exception (Ctrl-C too) carries what was measured
         raise failure
     counter.finish()
     return result
@@ -531,7 +415,7 @@ def _finish(config: RunConfig, environment: dict, state: _RunState, phases: Phas
     traces moved out of the run's temporary folder."""
     if failure is not None:
         if "latency" not in state.tables and state.latency_rows:
-            state.tables["latency"] = _latency_table(state.latency_rows)
+            state.tables["latency"] = runtables.latency_table(state.latency_rows)
         state.notes.append(f"incomplete: the run stopped during {phase}: {_one_line(failure)}")
     if state.observed_counters:
         state.tables["counters"] = counters_table(config, state.observed_counters)
@@ -664,13 +548,13 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
 def _cpu_results(config: RunConfig, state: _RunState, prepared: dict[str, Prepared]) -> None:
     """A CPU run's tables and headline from what it measured (``state``'s timed rows, host issue
     times and counters; each prepared mode's one-time cost and figures)."""
-    latency = state.tables["latency"] = _latency_table(state.latency_rows)
-    stats_table = state.tables["stats"] = _stats_table(latency, pd.DataFrame(
+    latency = state.tables["latency"] = runtables.latency_table(state.latency_rows)
+    stats_table = state.tables["stats"] = runtables.stats_table(latency, pd.DataFrame(
         columns=["mode", "method", "ms_per_step"]), host_issue=state.host_issue)
-    state.headline.update(_timing_headline(config, latency, stats_table))
+    state.headline.update(runtables.timing_headline(config, latency, stats_table))
     modes_table = state.tables["modes"] = _modes_table(config, latency, stats_table, prepared)
     figures = {name: dict(ready.figures) for name, ready in prepared.items()}
-    _add_pay_back(figures, modes_table)
+    runtables.add_pay_back(figures, modes_table)
     state.tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
     state.tables["attribution"] = coerce_table("attribution", attribution.build(
         stats_table, empty_table("launch_split"), latency))
@@ -731,7 +615,7 @@ def _held_replay_ms(graph: Mode, clock: timing.Clock) -> float:
     sleep = getattr(torch.cuda, "_sleep", None)
     if sleep is None:
         return math.nan
-    return timing.held_replay_ms(graph, HELD_REPLAYS, clock, lambda: sleep(HOLD_DEVICE_CYCLES))
+    return timing.held_replay_ms(graph, runtables.HELD_REPLAYS, clock, lambda: sleep(HOLD_DEVICE_CYCLES))
 
 
 def _input_copy_ms(graph: Mode, clock: timing.Clock, notes: list[str]) -> float:
@@ -741,19 +625,19 @@ def _input_copy_ms(graph: Mode, clock: timing.Clock, notes: list[str]) -> float:
     if sleep is None:
         notes.append("this PyTorch has no torch.cuda._sleep, so the batch copy was not timed apart")
         return math.nan
-    return timing.input_copy_ms(graph, INPUT_COPIES, clock, lambda: sleep(HOLD_DEVICE_CYCLES))
+    return timing.input_copy_ms(graph, runtables.INPUT_COPIES, clock, lambda: sleep(HOLD_DEVICE_CYCLES))
 
 
 def _modes_table(config: RunConfig, latency: pd.DataFrame, table: pd.DataFrame,
                  prepared: dict[str, Prepared]) -> pd.DataFrame:
     """modes.csv: every mode's steady-state median, speedup over eager (bootstrap CI over the
     trials), one-time cost (preparation's wall time) and the memory preparation added."""
-    eager_trials = _per_step(latency, "eager", "steady_trial")
+    eager_trials = runtables.per_step(latency, "eager", "steady_trial")
     rows = []
     for name, ready in prepared.items():
-        speedup, low, high = stats.median_ratio_ci(eager_trials, _per_step(latency, name, "steady_trial"),
+        speedup, low, high = stats.median_ratio_ci(eager_trials, runtables.per_step(latency, name, "steady_trial"),
                                                    seed=config.seed)
-        rows.append({"mode": name, "median_ms": _median(table, name, "steady_trial"),
+        rows.append({"mode": name, "median_ms": runtables.median(table, name, "steady_trial"),
                      "speedup": speedup, "speedup_ci_low": low, "speedup_ci_high": high,
                      "one_time_ms": ready.one_time_ms, "memory_bytes": float(ready.memory_bytes),
                      "graphs_recorded": ready.graphs_recorded})
@@ -781,19 +665,6 @@ def _capture_twin_figures(config: RunConfig, device: torch.device, batches,
     medians = window.analysis.summary()
     return {"capture_twin_gpu_busy_us": medians["gpu_busy_us"],
             "capture_twin_kernels": medians["kernels"]}
-
-
-def _add_pay_back(figures: dict[str, dict[str, float]], modes_table: pd.DataFrame) -> None:
-    """Every mode but eager: whether its one-time cost (warm-up and capture, or compile) is paid
-    back by its saving per step, and after how many steps (``stats.pay_back``)."""
-    table = modes_table.set_index("mode")
-    if "eager" not in table.index:
-        return
-    eager_ms = float(table.loc["eager", "median_ms"])
-    for name in figures:
-        if name != "eager" and name in table.index:
-            figures[name].update(stats.pay_back(float(table.loc[name, "one_time_ms"]), eager_ms,
-                                                float(table.loc[name, "median_ms"])))
 
 
 def _note_readiness(config: RunConfig, step: TrainingStep, state: _RunState) -> None:
@@ -841,7 +712,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         torch.cuda.synchronize(device)
     prepared = _prepare_modes(list(config.modes),
                               _preparation(config, device, batches, phases, progress, state))
-    headline.update(_pair_headline({name: ready.figures for name, ready in prepared.items()}, {}))
+    headline.update(runtables.pair_headline({name: ready.figures for name, ready in prepared.items()}, {}))
     modes = [ready.mode for ready in prepared.values()]
     graph = prepared["graph"].mode
 
@@ -861,7 +732,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
             held_ms = _held_replay_ms(graph, clock)
         progress.start_phase("cold-start trials", "a synchronise before every iteration")
         _cold_trials(modes, iterations, trials, clock, phases, progress, state.latency_rows)
-        tables["latency"] = _latency_table(state.latency_rows)
+        tables["latency"] = runtables.latency_table(state.latency_rows)
         progress.start_phase("article loop", "no-sync loop timing, then synchronised")
         loops = _article_loops(modes, _article_block_iters(config, modes), trials, clock, phases,
                                progress)
@@ -875,8 +746,10 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     if config.profile:
         with phases.phase("capture twin profiled"):
             headline.update(_capture_twin_figures(config, device, batches, trace_dir))
-        headline.update(predict.calibrate_and_predict(device, batches, config.capture_iters,
-                                                      headline))
+        with phases.phase("calibration"):
+            headline.update(calibrate_and_predict(
+                device, batches, config.capture_iters, headline,
+                Figures.of_run(state.tables["metrics"], headline)))
 
     del graph, modes, prepared
     torch.cuda.empty_cache()

@@ -1,26 +1,11 @@
 """The warm worker: ``python -m profiler_core serve --device D`` serves exactly one run.
 
-Scope: what a spare process of :class:`profiler_core.orchestration.launcher.Launcher` does before and while it
-serves. It imports torch and the engine, brings the CUDA context up on ``D`` and runs a tiny
-training step there (an MLP and a convolution, fp32 and bf16 autocast: the cuBLAS, cuBLASLt and
-cuDNN handles, the first kernels),
-prints ``{"event": "worker", "state": "ready"}``, then reads one request from stdin,
-``{"argv": ["run", ...]}``, prints ``{"event": "worker", "state": "accepted"}`` and runs it through
-the same ``main`` as ``python -m profiler_core run`` (same records, outputs and exit code), and
-exits with its code. End of stdin before a request: exit 0 without running anything. A request
-that is not one line of UTF-8 JSON of at most ``MAX_REQUEST_CHARS`` characters, nested at most
-``MAX_REQUEST_DEPTH`` deep, of the form ``{"argv": ["run", ...]}`` with strings free of NUL
-characters, is refused with one JSON error record on stdout (``{"event": "error", "kind":
-"UsageError", ...}``) and a line on stderr, exit 2: never a traceback.
-
-The warm-up leaves nothing that a run measures: the random number generators are restored, the
-cuBLAS workspaces and the cached memory are given back and the peak-memory statistics reset, so a
-run allocates its workspaces where a fresh process would; torch.profiler, NVML and torch.compile
-are not touched (CUPTI would stay attached; a compile's one-time cost includes its imports). Only
-the run's ``setup`` phase is shorter. A warm-up that fails ends the worker (exit 1, the reason on
-stderr): the launcher then starts the run in a fresh process, which reports any real problem.
+It imports torch and the engine, brings CUDA up on ``D`` with a tiny training step, reports
+ready, reads one :class:`RunRequest` (one bounded JSON line: the config's dict, the run folder,
+overwrite) and runs it exactly as ``run ... --timeout 0 --progress jsonl`` would, then exits. The
+warm-up leaves nothing a run measures (RNG, workspaces, cached memory and peak statistics are
+reset); a bad request is one UsageError record, exit 2. Details: docs/how-it-measures.md.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -28,14 +13,34 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import IO
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+from profiler_core.spec.config import RunConfig
+from profiler_core.spec.errors import ConfigError, UsageError
 
 WARM_BATCH, WARM_WIDTH, WARM_IMAGE = 32, 64, 8
-# A request is one run's command line: a few hundred characters. Longer lines are refused after
+# A request is one run's config: about a thousand characters. Longer lines are refused after
 # this many characters are read (the rest is never read into memory).
 MAX_REQUEST_CHARS = 65_536
-MAX_REQUEST_DEPTH = 8  # {"argv": [...]} is 2 deep; json.loads would recurse much deeper
+MAX_REQUEST_DEPTH = 8  # {"config": {"modes": [...]}} is 3 deep; json.loads would recurse deeper
+REQUEST_FORM = '{"config": {...RunConfig.to_dict()...}, "out": "<run folder>", "overwrite": false}'
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run handed to a warm worker: it runs as ``run --timeout 0 --progress jsonl`` of
+    ``config`` into ``out`` would (``overwrite``: replace an earlier run of this tool there)."""
+
+    config: RunConfig
+    out: str
+    overwrite: bool = False
+
+    def to_line(self) -> str:
+        """The request as the one JSON line a worker reads."""
+        return json.dumps({"config": self.config.to_dict(), "out": self.out,
+                           "overwrite": self.overwrite})
 
 
 def _record(stream: IO[str], **record) -> None:
@@ -92,8 +97,8 @@ def _tiny_steps(torch, device, autocast_dtypes) -> None:
         optimizer.step()
 
 
-def read_request(line: str) -> list[str]:
-    """The run's argv from one request line; ValueError (one line) for anything else."""
+def read_request(line: str) -> RunRequest:
+    """The run request in one line; ValueError (one line) for anything else."""
     if len(line) > MAX_REQUEST_CHARS:
         raise ValueError(f"the request is longer than {MAX_REQUEST_CHARS:,} characters")
     if _nesting(line) > MAX_REQUEST_DEPTH:
@@ -102,12 +107,22 @@ def read_request(line: str) -> list[str]:
         request = json.loads(line)
     except (ValueError, RecursionError):
         raise ValueError("the request is not JSON") from None
-    argv = request.get("argv") if isinstance(request, dict) else None
-    if not (isinstance(argv, list) and argv[:1] == ["run"] and all(isinstance(a, str) for a in argv)):
-        raise ValueError('the request must be {"argv": ["run", ...]} with strings only')
-    if any("\x00" in a for a in argv):
-        raise ValueError("the request's argv holds a NUL character, which no argument can hold")
-    return argv
+    if not (isinstance(request, dict) and set(request) == {"config", "out", "overwrite"}
+            and isinstance(request["config"], dict) and isinstance(request["out"], str)
+            and isinstance(request["overwrite"], bool)):
+        raise ValueError(f"the request must be {REQUEST_FORM}")
+    if "\x00" in request["out"]:
+        raise ValueError("the request's out holds a NUL character, which no path can hold")
+    return RunRequest(_config(request["config"]), request["out"], request["overwrite"])
+
+
+def _config(values: dict[str, Any]) -> RunConfig:
+    try:
+        return RunConfig.from_dict(values)
+    except ConfigError as error:
+        raise ValueError(f"the request's config is refused: {error.message}") from None
+    except (TypeError, ValueError, AttributeError, OverflowError) as error:
+        raise ValueError(f"the request's config is malformed ({type(error).__name__})") from None
 
 
 def _nesting(text: str) -> int:
@@ -141,17 +156,18 @@ def read_line(stdin: IO[str], limit: int = MAX_REQUEST_CHARS) -> str:
 
 def _refuse(stdout: IO[str], message: str) -> int:
     """A refused request: one JSON error record on stdout, one line on stderr, exit 2."""
-    hint = 'send one line: {"argv": ["run", ...]}, the arguments of python -m profiler_core run'
-    stdout.write(json.dumps({"event": "error", "kind": "UsageError", "field": None,
+    hint = f"send one line: {REQUEST_FORM}"
+    stdout.write(json.dumps({"event": "error", "kind": UsageError.kind, "field": None,
                              "message": message, "hint": hint}) + "\n")
     stdout.flush()
     print(f"error: {message} ({hint})", file=sys.stderr)
-    return 2
+    return UsageError.exit_code
 
 
-def serve(device_name: str, run_main: Callable[[Sequence[str]], int],
+def serve(device_name: str, run_request: Callable[[RunRequest], int],
           stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
-    """Warm up, say so, serve one request through ``run_main`` and return its exit code."""
+    """Warm up, say so, serve one request through ``run_request`` (the command line's run) and
+    return its exit code."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     started = time.perf_counter()
@@ -166,8 +182,8 @@ def serve(device_name: str, run_main: Callable[[Sequence[str]], int],
         line = read_line(stdin)
         if not line:
             return 0  # the launcher let this spare go
-        argv = read_request(line.rstrip("\r\n") if line.endswith("\n") else line)
+        request = read_request(line.rstrip("\r\n") if line.endswith("\n") else line)
     except ValueError as error:
         return _refuse(stdout, str(error))
     _record(stdout, state="accepted")
-    return run_main(argv)
+    return run_request(request)

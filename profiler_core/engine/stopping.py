@@ -1,18 +1,8 @@
 """Stopping a run: Ctrl-C, SIGTERM (the dashboard's Cancel) and the run's time limit.
 
-Scope: the signal handling of ``python -m profiler_core run`` while it runs and saves (a
-:class:`RunStopper` around both). Only the main thread gets signals.
-
-- The first stop raises in the main thread: ``KeyboardInterrupt`` for SIGINT (Ctrl-C) or SIGTERM,
-  :class:`~profiler_core.spec.errors.TimeLimitReached` (a ``KeyboardInterrupt``) when the time limit
-  (SIGALRM, ``setitimer``) is reached. The engine stops there and keeps what it measured, marked
-  incomplete, which the command line then saves.
-- Any later stop, and any stop once the run's folder is being written (:meth:`RunStopper.saving`),
-  is said once on stderr and otherwise waits: a quick second Ctrl-C once stopped an incomplete run
-  from being saved, and it was lost. Saving takes seconds at most; Ctrl-\\ (SIGQUIT) still quits
-  at once.
-- A step stuck outside Python (a C call that never returns) never sees the time limit's exception:
-  ``BACKSTOP_S`` after the limit a thread ends the process with exit code 124 and says so.
+The signal handling of ``python -m profiler_core run`` while it runs and saves (a
+:class:`RunStopper` around both): the first stop raises in the main thread, a later one waits
+until the run's folder is written.
 """
 
 from __future__ import annotations
@@ -21,9 +11,14 @@ import os
 import signal
 import sys
 import threading
-from typing import IO
+from collections.abc import Callable
+from types import FrameType
+from typing import IO, Any
 
 from profiler_core.spec.errors import TimeLimitReached
+
+# What signal.signal takes and returns: a function, SIG_DFL or SIG_IGN, or None (not set from Python).
+SignalHandler = Callable[[int, FrameType | None], Any] | int | None
 
 BACKSTOP_S = 30.0  # from the time limit to ending the process if the run did not stop itself
 _STOP_SIGNALS = ("SIGINT", "SIGTERM")
@@ -41,7 +36,7 @@ class RunStopper:
         self.reason: str | None = None
         self.deferred = 0
         self._saving = False
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, SignalHandler] = {}
         self._backstop: threading.Timer | None = None
         self._active = False
 

@@ -1,18 +1,9 @@
 """NVML telemetry and run phases: what the GPU reported while the benchmark ran.
 
-Scope: one gate to NVML (:class:`Nvml`: lazy import and init, every call through ``query``,
-each call may fail on its own), a metric reader (:func:`read_metrics`), a polling thread that
-also collects the driver's own buffered utilisation samples (:class:`NvmlSampler`), the same
-sampler run in a child process (:class:`NvmlSamplerProcess`, ``python -m profiler_core.engine.telemetry``)
-so that no sampling thread competes with a measured process for its interpreter lock, a recorder
-of named wall-clock phases on the same clock (:class:`PhaseRecorder`) and the GPU list for the
-dashboard's selector (:func:`list_gpus`). Tables follow ``profiler_core.spec.schema``; a metric that
-could not be read is NaN and is named in :class:`NvmlCapability`, never a string.
-
-Everything works without a GPU or driver: NVML then reports ``available=False`` with a reason,
-and the tables are empty with their columns. Device indices are NVML's (PCI bus order), which
-matches CUDA's only with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and no ``CUDA_VISIBLE_DEVICES``
-remapping; the caller maps one to the other.
+One gate to NVML (:class:`Nvml`; every call may fail on its own, an unread metric is NaN), a
+polling sampler in a thread or in a child process (``python -m profiler_core.engine.telemetry``),
+a recorder of named wall-clock phases on the same clock, and the GPU list for the dashboard.
+Without a GPU or driver everything works and the tables are empty with their columns.
 """
 
 from __future__ import annotations
@@ -340,13 +331,13 @@ class NvmlSampler:
         self._start_us = int(round(self._clock() * 1e6))
         self._stop_event.clear()
         self._thread = threading.Thread(
-            target=self._poll, args=(handle,), name="nvml-sampler", daemon=True,
+            target=self._poll, args=(handle, self._origin_s), name="nvml-sampler", daemon=True,
         )
         self._thread.start()
         return self
 
-    def _poll(self, handle: Any) -> None:
-        nvml, clock, origin_s = self._nvml, self._clock, self._origin_s
+    def _poll(self, handle: Any, origin_s: float) -> None:
+        nvml, clock = self._nvml, self._clock
         rows, lock = self._rows, self._rows_lock
         while True:
             with self._polling:  # pause() waits here until a poll in progress has finished
@@ -434,9 +425,9 @@ class NvmlSamplerProcess:
 
     A polling thread inside a measured process competes with its launching thread for the
     interpreter lock and slows CPU-bound eager steps; in a child process it cannot. Even from a
-    child, polling NVML while launch-bound steps are timed slowed them on an H200 (a run's eager
-    median 29% over one without NVML), so :meth:`pause` stops every NVML call for the timed
-    trials and the driver's own buffered samples, fetched at the end, cover them. :meth:`start`
+    child, polling NVML slows launch-bound steps (docs/h200-history.md, "Telemetry"), so
+    :meth:`pause` stops every NVML call for the timed trials and the driver's own buffered
+    samples, fetched at the end, cover them. :meth:`start`
     launches the child and returns at once (the child begins polling within about a second);
     :meth:`stop` closes the child's standard input, which tells it to stop, fetch the driver's
     buffered samples and write everything to a private temporary folder; the samples are read
@@ -490,11 +481,14 @@ class NvmlSamplerProcess:
         process = self._process
         if process is None or not self.wait_until_polling(timeout_s):
             return False
+        stdin, stdout = process.stdin, process.stdout  # pipes: start() opens both
+        if stdin is None or stdout is None:
+            return False
         try:
-            process.stdin.write(f"{command}\n".encode())
-            process.stdin.flush()
-            readable, _, _ = select.select([process.stdout], [], [], timeout_s)
-            if readable and process.stdout.readline().strip() == command.encode():
+            stdin.write(f"{command}\n".encode())
+            stdin.flush()
+            readable, _, _ = select.select([stdout], [], [], timeout_s)
+            if readable and stdout.readline().strip() == command.encode():
                 return True
         except OSError:
             pass
@@ -515,10 +509,12 @@ class NvmlSamplerProcess:
     def stop(self) -> None:
         """Stop the child and read its samples (idempotent; waits at most ``SAMPLER_STOP_TIMEOUT_S``)."""
         process, self._process = self._process, None
-        if process is None or self._folder is None:
+        folder = self._folder
+        if process is None or folder is None:
             return
         try:
-            process.stdin.close()
+            if process.stdin is not None:
+                process.stdin.close()
         except OSError:
             pass  # the child is gone already
         try:
@@ -527,17 +523,17 @@ class NvmlSamplerProcess:
             process.kill()
             returncode = process.wait()
         try:
-            self._read_results(returncode)
+            self._read_results(returncode, folder)
         finally:
-            shutil.rmtree(self._folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
             self._folder = None
 
-    def _read_results(self, returncode: int) -> None:
-        path = self._folder / _SAMPLES_FILE
+    def _read_results(self, returncode: int, folder: Path) -> None:
+        path = folder / _SAMPLES_FILE
         try:
             payload = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            stderr = (self._folder / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+            stderr = (folder / "stderr.txt").read_text(encoding="utf-8", errors="replace")
             last = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
             self._capability = NvmlCapability(
                 False, f"the NVML sampler process ended with exit code {returncode} before writing "

@@ -1,26 +1,9 @@
 """The user's own training step: ``--workload package.module:function``.
 
-Scope: finding, calling and checking the user's function; no running. The function takes the
-device (``torch.device``) and returns a fresh replica of the step each time it is called (the tool
-builds one replica per mode, from the same seed):
-
-    def build(device):
-        model = MyModel().to(device)
-        return {
-            "model": model,                                    # required: a torch.nn.Module
-            "batch": lambda generator: (x, y),                 # required: one (input, target) batch
-            "loss": torch.nn.functional.cross_entropy,         # optional: loss(output, target)
-            "optimizer": torch.optim.SGD(model.parameters()),  # optional: default SGD, lr 0.01
-        }
-
-A :class:`StepParts` may be returned instead of the dict. ``batch(generator)`` draws one batch on
-the device with the given ``torch.Generator``, so both modes see the same data: a pair of tensors
-(:func:`check_batch`). Every problem is a :class:`WorkloadError` with one line saying what is wrong
-and what to change (CLI exit 2). That includes what the user's code raises (at import, in the
-function, in ``batch``, the loss or ``forward``: :func:`user_code_error` names the user's file, line
-and function and the exception) and a ``SystemExit`` or other ``BaseException`` from it, which
-would otherwise end the tool with an exit code that means something else.
-``profiler_core/examples/user_step.py`` is a worked example.
+Finding, calling and checking the user's ``build(device)`` and what it returns (docs/cli.md,
+"Your own training step"; ``profiler_core/examples/user_step.py`` is a worked example); no
+running. Every problem, including whatever the user's code raises, is a ``WorkloadError`` of one
+line naming their file, line and function (exit 2).
 """
 
 from __future__ import annotations
@@ -41,17 +24,11 @@ import torch
 from torch import nn
 
 from profiler_core.spec.config import is_user_spec
-from profiler_core.spec.errors import ProfilerError
+from profiler_core.spec.errors import WorkloadError
 
 EXAMPLE = "profiler_core.examples.user_step:build"
 REQUIRED_KEYS = ("model", "batch")
 OPTIONAL_KEYS = ("loss", "optimizer")
-
-
-class WorkloadError(ProfilerError):
-    """The user's workload cannot be loaded or does not return what the tool needs."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -108,7 +85,7 @@ def _tool_call(error: BaseException) -> str | None:
     if not frames:
         return None
     frame = frames[-1]
-    code = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+    code = (frame.line or linecache.getline(frame.filename, frame.lineno or 0)).strip()
     return f"`{code}` ({_shown_path(frame.filename)}:{frame.lineno})"
 
 

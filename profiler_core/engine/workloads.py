@@ -1,10 +1,6 @@
-"""The training step under test: a built-in workload (``workload_kinds``: the article's MLP, the
-transformer, the conv classifier) or the user's own step (``--workload package.module:function``),
-with its optimizer, precision and synthetic batches.
-
-Scope: building one replica of the workload (model, loss, optimizer, static counter) and running
-its step pieces. Capture, replay and timing live in ``capture`` and ``runner``; loading the user's
-function lives in ``user_workload``.
+"""The training step under test: one replica of a declared workload (``spec.workload_kinds``) or
+of the user's own step (``user_workload``), with its optimizer, precision, static counter and
+synthetic batches. Capture, replay and timing live in ``capture`` and ``runner``.
 """
 
 from __future__ import annotations
@@ -18,24 +14,23 @@ from torch import nn
 from profiler_core.engine.user_workload import build_parts, check_batch
 from profiler_core.spec.config import RunConfig, is_user_spec
 from profiler_core.spec.errors import ConfigError
-from profiler_core.spec.workload_kinds import workload_of
+from profiler_core.spec.workload_kinds import LEARNING_RATES, declared_workload, workload_of
 
-LEARNING_RATES = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def build_model(config: RunConfig) -> nn.Module:
-    """The built-in workload's model (``mlp``, ``transformer`` or ``conv``; a broken step is the MLP)."""
-    return workload_of(config).build_model(config)
+    """The declared workload's model (``mlp``, ``transformer``, ``conv``; a broken step is the MLP)."""
+    return declared_workload(config).build_model(config)
 
 
 def build_optimizer(config: RunConfig, params, capturable: bool) -> torch.optim.Optimizer:
-    """SGD (lr 0.1), Adam or AdamW; Adam-style optimizers get ``capturable=True`` when graphed.
-
-    The ``broken-optimizer`` workload uses Adam without ``capturable``, which cannot be captured.
-    """
-    if config.workload == "broken-optimizer":
-        return torch.optim.Adam(params, lr=LEARNING_RATES["adam"], capturable=False)
+    """The workload's own optimizer if it insists on one (``broken-optimizer``: Adam without
+    ``capturable``), else SGD (lr 0.1), Adam or AdamW; Adam-style optimizers get
+    ``capturable=True`` when graphed."""
+    own = declared_workload(config).own_optimizer(params)
+    if own is not None:
+        return own
     lr = LEARNING_RATES[config.optimizer]
     if config.optimizer == "sgd":
         return torch.optim.SGD(params, lr=lr)
@@ -65,7 +60,7 @@ def make_batches(config: RunConfig, count: int,
     if is_user_spec(config.workload):
         draw = build_parts(config.workload, device).batch
         return [check_batch(config.workload, draw(generator), device) for _ in range(count)]
-    workload = workload_of(config)
+    workload = declared_workload(config)
     return [workload.random_batch(config, device, generator) for _ in range(count)]
 
 
@@ -82,16 +77,15 @@ class TrainingStep:
         self.config = config
         self.device = device
         torch.manual_seed(config.seed)  # identical initial weights in every replica
-        if is_user_spec(config.workload):
+        self.workload = workload_of(config)  # None: the user's own step
+        if self.workload is None:
             parts = build_parts(config.workload, device)
             self.model, self.loss_fn, self.optimizer = parts.model, parts.loss, parts.optimizer
-            self._float_loss = False  # the user's loss gets the model's output as it is
         else:
             self.model = build_model(config).to(device)
-            self.loss_fn = workload_of(config).loss_fn()
+            self.loss_fn = self.workload.loss_fn()
             self.optimizer = build_optimizer(config, self.model.parameters(),
                                              capturable=graphed and device.type == "cuda")
-            self._float_loss = True
         self.scaler = torch.amp.GradScaler(device.type) if config.dtype == "fp16" else None
         self.counter = torch.zeros((1,), device=device)
 
@@ -110,11 +104,12 @@ class TrainingStep:
         """
         with self.autocast():
             prediction = self.model(x)
-            if self.config.workload == "broken-cpu-tensor":
-                prediction = prediction + torch.zeros(1).to(self.device)  # a CPU tensor copied in
-            loss = self.loss_fn(prediction.float() if self._float_loss else prediction, y)
-        if self.config.workload == "broken-host-sync":
-            loss.item()  # a host synchronisation inside the step
+            if self.workload is None:  # the user's loss gets the model's output as it is
+                loss = self.loss_fn(prediction, y)
+            else:
+                loss = self.loss_fn(self.workload.output_for_loss(prediction).float(), y)
+        if self.workload is not None:
+            self.workload.after_loss(loss)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
         else:

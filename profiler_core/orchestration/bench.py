@@ -33,6 +33,7 @@ import pandas as pd
 
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.spec.progress import ProgressCallback, ProgressCounter, ignore_progress
+from profiler_core.storage.results import RunResult
 
 # name -> options shared by the tool's ``run`` and the bare loop (seed: the article's step); the
 # names are listed in ``cli.BENCH_CONFIG_NAMES`` too.
@@ -102,17 +103,14 @@ def tool_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, 
         out = Path(folder) / "run"
         _run_process([sys.executable, "-m", "profiler_core", "run", "--preset", "seed", *options,
                       "--out", str(out), "--progress", "none"], timeout_s)
-        headline = json.loads((out / "summary.json").read_text(encoding="utf-8"))["headline"]
-
-    def number(key: str) -> float:
-        value = headline.get(key)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-    busy_ms = number("graph_gpu_busy_us") / 1e3
-    return {"eager": number("eager_median_ms"), "graph": number("graph_median_ms"),
-            "graph_over_busy": number("graph_median_ms") / busy_ms if busy_ms > 0 else math.nan,
-            "input_copy_ms": number("graph_input_copy_ms"), "cold_speedup": number("cold_speedup"),
-            "eager_profiler_overhead_pct": number("eager_profiler_overhead_pct")}
+        run = RunResult.load(out)
+    figures, pair = run.figures, run.pair
+    busy_ms = figures.get("graph", "gpu_busy_us") / 1e3
+    return {"eager": pair.eager_ms, "graph": pair.graph_ms,
+            "graph_over_busy": pair.graph_ms / busy_ms if busy_ms > 0 else math.nan,
+            "input_copy_ms": figures.get("graph", "input_copy_median_ms"),
+            "cold_speedup": figures.get("graph", "cold_event_speedup"),
+            "eager_profiler_overhead_pct": figures.get("eager", "profiler_overhead_pct")}
 
 
 def bare_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, float]:

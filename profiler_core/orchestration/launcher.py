@@ -1,86 +1,53 @@
 """Runs in processes of their own: start, follow, stop, and say how each ended.
 
-Scope: starting ``python -m profiler_core run ... --progress jsonl`` (or handing the same command
-line to a warm worker, ``python -m profiler_core serve``) in its own process group, reading its
-JSON-lines records on a thread, stopping it (Cancel, a time limit) by signalling the whole group,
-killing whatever it left in its group once it exits, and classifying the ending. No UI here: the
-dashboard adds its device lock and its wording on top (``dashboard/worker.py``), the CLI and
-sweeps use it as is.
+Scope: :class:`Launcher` starts a run of a ``RunConfig`` (``Launcher.start(config, out_dir)``)
+either in a fresh process (``python -m profiler_core run ... --progress jsonl``, the command line
+of ``profiler_core.orchestration.command``) or on a warm worker (``python -m profiler_core serve``,
+handed the config's dict, ``profiler_core.engine.serve.RunRequest``), each in its own process
+group (``profiler_core.orchestration.child``). Every JSON record the run prints goes to
+``on_event``; the launcher adds ``{"event": "launcher", "kind": "stopping"|"fallback", ...}`` when
+it stops a run at its time limit or falls back from a warm worker to a fresh process. Stopping
+(Cancel, a time limit) sends SIGTERM to the group (the run keeps what it measured, marked
+incomplete), then SIGKILL after a grace period. The ending is classified (:class:`Ending`): done,
+timeout, cancelled, error (an error record, or an exit code that stands for an error kind) or
+crashed. No UI here: the dashboard adds its device lock and wording (``dashboard/worker.py``).
 
-A run's process:
-1. starts in a new session (its own process group), stdout a pipe read line by line on the
-   launcher's reader thread, stderr a temporary file (its tail is kept);
-2. every JSON record it prints goes to ``on_event`` (``progress``, ``done``, ``error``); the
-   launcher adds its own records, ``{"event": "launcher", "kind": "stopping"|"fallback", "message"}``,
-   when it stops a run at its time limit or falls back from a warm worker to a fresh process;
-3. once it exits, anything left in its process group is killed (a child holding the pipe would
-   otherwise keep it "running"), then the ending is classified (:class:`Ending`): ``done`` (exit 0
-   and a ``done`` record, or exit 0 with a run written), ``timeout``, ``cancelled``, ``error`` (an
-   error record, or an exit code that stands for one of ``schema.ERROR_KINDS``), or ``crashed``
-   (a signal, an exit it did not explain, a process that could not start, or a bug in
-   ``on_event``: the process is then killed at once).
-Stopping sends SIGTERM to the group (the run keeps what it measured, marked incomplete), then
-SIGKILL after a grace period. Runs still going when the interpreter exits are stopped (atexit).
-Runs and spares also end when the launcher's process dies without stopping them (SIGKILL, a
-crash): each child watches it (``profiler_core.orchestration.parent``: Linux's parent-death signal, and a pipe
-whose write end only the launcher holds). Every child is forked from one thread that lives as long
-as the process (``_SPAWNER``), because Linux sends that signal when the forking *thread* ends, and
-the launcher's callers and reader threads come and go.
-
-Warm workers (``Launcher(warm=True)``): a spare ``serve`` process has imported torch and the
-engine, brought the CUDA context up on the device of the last run and run a tiny training step
-(cuBLAS handle, kernels loaded), then waits for one run request on its stdin. A ``run`` command
-for this launcher's interpreter on the spare's device is handed to it; it runs exactly the code
-path of a fresh ``run`` process (same records, outputs and exit codes) and exits: a worker never
-serves twice, because a failed capture leaves a process unusable. Spares are started only for
-devices that ``run`` commands asked for, never before the first one.
-
-The timing rule: a spare is started only while no run of this launcher is in or before its
-timed phases, that is once every active run has reported a phase after its timed trials
-(``profiling <mode>``, ``parity`` or ``done``) or has ended; a spare still starting up when another
-run begins is stopped (it is started again under the same rule). So no spare ever imports torch
-or initialises CUDA while a run of this launcher is being timed.
-
-A spare that died while waiting, or that does not take the request in time (hung), is killed and
-the run starts in a fresh process instead; a ``launcher``/``fallback`` record says so.
-
-A pool (``spares=N``, for sweeps): N spares are started together under the same rule, and the pool
-is refilled only once all of them have been used, so a sweep pays one warm-up for N points. A run
-handed to the pool while some of its spares are still warming up is sent only once they are all
-ready, so the rule holds for every spare.
+Warm workers (``warm=True``): a spare has imported torch and the engine and brought CUDA up on the
+device of the last run; it serves exactly one run, then exits. Spares are started only for devices
+that runs asked for, and only while no run of this launcher is in or before its timed phases
+(every active run has reported ``profiling <mode>``, ``parity`` or ``done``), so no spare warms up
+during a timed trial. A pool (``spares=N``, for sweeps) starts N together and is refilled once all
+are used; a run handed to it while some still warm up is sent once they are all ready. A spare that
+died, hung or idled past ``idle_timeout_s`` is stopped, and the run starts in a fresh process.
+Runs still going when the interpreter exits are stopped (atexit); runs and spares also end when
+this process dies (``profiler_core.orchestration.parent``).
 """
 
 from __future__ import annotations
 
 import atexit
 import json
-import os
-import queue
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
 
-from profiler_core.cli import parser as cli
-from profiler_core.orchestration import parent
+from profiler_core.engine.serve import RunRequest
+from profiler_core.orchestration.child import Child
+from profiler_core.orchestration.command import run_argv, run_env, serve_argv
 from profiler_core.spec.config import RunConfig
-from profiler_core.spec.schema import ERROR_KINDS
+from profiler_core.spec.errors import ERROR_KINDS
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # The kind an exit code stands for when a run died before writing its error record (the first
 # kind listed for a code wins: exit 2 is a refused input).
 KIND_OF_EXIT: dict[int, str] = {}
 for _kind, _code in ERROR_KINDS.items():
     KIND_OF_EXIT.setdefault(_code, _kind)
 STATUSES = ("done", "error", "cancelled", "timeout", "crashed")
-STDERR_TAIL_BYTES = 4000
 DEFAULT_GRACE_S = 5.0  # SIGTERM, then SIGKILL this long after
 # A spare that has not said it is ready this long after it started is taken for hung.
 SPARE_READY_TIMEOUT_S = 300.0
@@ -100,24 +67,6 @@ EventHandler = Callable[[dict], None]
 def left_timed_phases(phase: str) -> bool:
     """Whether a run reporting ``phase`` is past its timed trials (a spare may start now)."""
     return phase in AFTER_TIMED_PHASES or phase.startswith(AFTER_TIMED_PREFIXES)
-
-
-def run_argv(config: RunConfig, out_dir: Path | str, *, python: str = sys.executable,
-             overwrite: bool = False) -> list[str]:
-    """The command line of one run of ``config`` writing into ``out_dir``, JSON-lines progress.
-    ``--timeout 0``: the run sets itself no time limit, its launcher's caller does (``timeout_s``)."""
-    return [python, "-m", "profiler_core", "run", *cli.config_to_argv(config), "--timeout", "0",
-            "--out", str(out_dir), "--progress", "jsonl", *(["--overwrite"] if overwrite else [])]
-
-
-def run_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A run's environment: unbuffered, this package importable, CUDA numbered like NVML."""
-    env = dict(os.environ if base is None else base)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    # NVML (and the dashboard's GPU selector) count GPUs in PCI bus order; make CUDA do the same.
-    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    return env
 
 
 def describe_exit(returncode: int) -> str:
@@ -152,244 +101,6 @@ class Ending:
     warm: bool = False
 
 
-class _Spawner:
-    """Starts every child process from one daemon thread that lives as long as this process.
-
-    Linux's parent-death signal, which each child asks for (``profiler_core.orchestration.parent``), is sent when
-    the *thread* that forked the child ends, not the process: a child forked from a caller's
-    thread, or from the reader thread that restarts a run, would be killed when that thread ends.
-    """
-
-    def __init__(self) -> None:
-        self._requests: queue.SimpleQueue[tuple] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._guard = threading.Lock()
-        if hasattr(os, "register_at_fork"):  # a forked copy of this process has no such thread
-            os.register_at_fork(after_in_child=self._forget_thread)
-
-    def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen:
-        """``subprocess.Popen(*args, **kwargs)`` run on the spawning thread; its errors raised here."""
-        if threading.current_thread() is self._thread:
-            return subprocess.Popen(*args, **kwargs)
-        try:
-            self._ensure_thread()
-        except RuntimeError:  # no new thread at interpreter shutdown: fork from this one
-            return subprocess.Popen(*args, **kwargs)
-        done = threading.Event()
-        box: dict[str, Any] = {}
-        self._requests.put((args, kwargs, box, done))
-        done.wait()
-        if "error" in box:
-            raise box["error"]
-        return box["process"]
-
-    def _ensure_thread(self) -> None:
-        with self._guard:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._serve, daemon=True,
-                                                name="launcher-spawner")
-                self._thread.start()
-
-    def _forget_thread(self) -> None:
-        self._thread = None
-        self._guard = threading.Lock()
-        self._requests = queue.SimpleQueue()
-
-    def _serve(self) -> None:
-        while True:
-            args, kwargs, box, done = self._requests.get()
-            try:
-                box["process"] = subprocess.Popen(*args, **kwargs)
-            except BaseException as error:  # handed to the caller, which raises it
-                box["error"] = error
-            finally:
-                done.set()
-
-
-_SPAWNER = _Spawner()
-
-
-class _Child:
-    """One process in a session of its own: stdout read on a thread, stderr into a temporary
-    file, its group killed once it exits. ``{"event": "worker"}`` records (a warm worker's
-    handshake) are kept here; every other line goes to the listener."""
-
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path | None,
-                 listener: RunProcess | None, stdin_pipe: bool = False) -> None:
-        self.ready = threading.Event()  # a warm worker is warmed up and waits for a request
-        self.accepted = threading.Event()  # a warm worker took the request
-        self.exited = threading.Event()  # exited, leftovers killed, stdout drained
-        self.returncode: int | None = None
-        self.hung = False  # a warm worker that did not take its run in time (then killed)
-        self.started_at = time.monotonic()
-        self.ready_at: float | None = None  # when a warm worker said it was ready (monotonic)
-        self._listener = listener
-        self._guard = threading.Lock()
-        self._stderr: IO[bytes] = tempfile.TemporaryFile(mode="w+b")
-        self._stderr_from = 0
-        env = dict(env)
-        # The pipe the child watches for this process's death: only this process holds its write
-        # end (non-inheritable), closed once the child has exited.
-        self._parent_pipe: int | None = None
-        popen_extra: dict[str, Any] = {"creationflags": getattr(subprocess,
-                                                                "CREATE_NEW_PROCESS_GROUP", 0)}
-        read_end = None
-        if os.name == "posix":
-            read_end, self._parent_pipe = os.pipe()
-            env = parent.child_environment(env, read_end)
-            popen_extra = {"start_new_session": True, "pass_fds": (read_end,)}
-        try:
-            # An argv list, never a shell string: nothing a user typed is parsed by a shell.
-            self.proc = _SPAWNER.popen(
-                [str(a) for a in argv], stdout=subprocess.PIPE, stderr=self._stderr,
-                stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL, cwd=cwd,
-                env=env, text=True, encoding="utf-8", errors="replace", bufsize=1,
-                shell=False, **popen_extra)
-        except BaseException:
-            self._stderr.close()
-            self._close_parent_pipe()
-            raise
-        finally:
-            if read_end is not None:
-                os.close(read_end)  # the child's copy is its own
-        self.pid = self.proc.pid
-        self._reaper = threading.Thread(target=self._reap_leftovers, daemon=True,
-                                        name=f"reap-{self.pid}")
-        self._reaper.start()
-        threading.Thread(target=self._read, daemon=True, name=f"read-{self.pid}").start()
-
-    def attach(self, listener: RunProcess) -> None:
-        """From now on, lines and the exit go to ``listener``; stderr's tail starts here."""
-        with self._guard:
-            self._listener = listener
-            self._stderr_from = self._stderr.tell()
-
-    def send(self, line: str) -> bool:
-        """Write one line to stdin and close it; False if the process no longer reads."""
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.close()
-            return True
-        except (OSError, ValueError):
-            return False
-
-    def has_exited(self) -> bool:
-        """Whether the process has exited, without reaping it (its group id stays reserved)."""
-        proc = self.proc
-        if proc.returncode is not None:
-            return True
-        if os.name != "posix" or not hasattr(os, "waitid"):
-            return proc.poll() is not None
-        try:
-            return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-        except ChildProcessError:
-            return True
-
-    def signal_group(self, sig: int) -> None:
-        try:
-            if os.name == "posix":
-                os.killpg(self.proc.pid, sig)  # it leads its own session
-            else:
-                self.proc.terminate() if sig == signal.SIGTERM else self.proc.kill()
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-
-    def kill_now(self, wait_s: float = 5.0) -> None:
-        """SIGKILL the group and wait for the process (a bug on our side: never leave it running)."""
-        if self.has_exited():
-            return
-        self.signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
-        try:
-            self.proc.wait(wait_s)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def stop(self, grace_s: float, on_killed: Callable[[], None] = lambda: None) -> None:
-        """SIGTERM to the group now, SIGKILL after ``grace_s`` if it has not exited."""
-        if self.has_exited():
-            return
-        self.signal_group(signal.SIGTERM)
-
-        def kill_later() -> None:
-            deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline:
-                if self.has_exited():
-                    return  # the reaper kills anything it left behind
-                time.sleep(0.05)
-            if not self.has_exited():
-                on_killed()
-                self.signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
-
-        threading.Thread(target=kill_later, daemon=True, name=f"stop-{self.pid}").start()
-
-    def stderr_tail(self) -> str:
-        with self._guard:
-            start = self._stderr_from
-        self._stderr.seek(0, os.SEEK_END)
-        size = self._stderr.tell()
-        self._stderr.seek(max(start, size - STDERR_TAIL_BYTES))
-        return self._stderr.read().decode("utf-8", errors="replace")
-
-    def _reap_leftovers(self) -> None:
-        """Once the process has exited, kill what it left in its group. ``waitid(WNOWAIT)``
-        waits without reaping, so the group's id cannot be reused before it is signalled."""
-        if os.name != "posix" or not hasattr(os, "waitid"):
-            return
-        try:
-            os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT)
-        except (ChildProcessError, OSError):
-            return  # already reaped: the pipe has closed, nothing to do
-        try:
-            os.killpg(self.proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-
-    def _read(self) -> None:
-        try:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                if not self._handshake(line):
-                    with self._guard:
-                        listener = self._listener
-                    if listener is not None:
-                        listener._on_line(self, line)
-            self._reaper.join()  # the process has exited and its leftovers are gone
-            self.returncode = self.proc.wait()
-        finally:
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            self._close_parent_pipe()
-            self.exited.set()
-            with self._guard:
-                listener = self._listener
-            if listener is not None:
-                listener._on_exit(self)
-
-    def _close_parent_pipe(self) -> None:
-        with self._guard:
-            fd, self._parent_pipe = self._parent_pipe, None
-        if fd is not None:
-            os.close(fd)
-
-    def _handshake(self, line: str) -> bool:
-        if '"worker"' not in line:
-            return False
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return False
-        if not isinstance(record, dict) or record.get("event") != "worker":
-            return False
-        state = record.get("state")
-        if state == "ready":
-            self.ready_at = time.monotonic()
-            self.ready.set()
-        elif state == "accepted":
-            self.accepted.set()
-        return True
-
-
 class RunProcess:
     """One run of ``python -m profiler_core run ... --progress jsonl`` (or a warm worker serving
     one run) in its own process group. ``on_event`` gets every JSON record the run prints
@@ -409,8 +120,8 @@ class RunProcess:
         self._restart = restart  # starts a fresh process when a warm worker failed to serve
         self._guard = threading.Lock()
         self._deliver = threading.Lock()  # on_event calls never overlap
-        self._child: _Child | None = None
-        self._exit_seen: _Child | None = None
+        self._child: Child | None = None
+        self._exit_seen: Child | None = None
         self._warm = False
         self._ended = threading.Event()
         self._ending: Ending | None = None
@@ -466,7 +177,7 @@ class RunProcess:
 
     # -- the launcher's side ---------------------------------------------------------------------
 
-    def _attach(self, child: _Child, warm: bool) -> None:
+    def _attach(self, child: Child, warm: bool) -> None:
         with self._guard:
             self._child, self._warm = child, warm
             stop = self._cancelled or self._timed_out
@@ -474,7 +185,7 @@ class RunProcess:
         if stop:  # cancelled or timed out while the process was being started
             child.stop(self.grace_s, self._mark_killed)
         if child.exited.is_set():
-            self._on_exit(child)  # exited before it was attached (a dead spare)
+            self.on_child_exit(child)  # exited before it was attached (a dead spare)
 
     def _fail_to_start(self, error: Exception) -> None:
         self._finish(Ending("crashed", None, None, "", False,
@@ -493,7 +204,7 @@ class RunProcess:
                 if child is not None:
                     threading.Thread(target=child.kill_now, daemon=True).start()
 
-    def _on_line(self, child: _Child, line: str) -> None:
+    def on_child_line(self, child: Child, line: str) -> None:
         line = line.strip()
         if not line or (self._warm and not child.accepted.is_set()):
             return  # a warm worker's lines before it took the run are not the run's
@@ -514,7 +225,7 @@ class RunProcess:
         if event == "progress" or event == "done":
             self._on_phase(self)
 
-    def _on_exit(self, child: _Child) -> None:
+    def on_child_exit(self, child: Child) -> None:
         """``child`` exited (called once per child: by its reader, or on attaching a dead one)."""
         with self._guard:
             if child is not self._child or child is self._exit_seen or self._ended.is_set():
@@ -531,25 +242,26 @@ class RunProcess:
             return
         self._finish(self._classify(child))
 
-    def _classify(self, child: _Child) -> Ending:
+    def _classify(self, child: Child) -> Ending:
         code = child.returncode
         tail = child.stderr_tail()
         with self._guard:
             killed, warm = self._killed, self._warm
-        common = dict(returncode=code, stderr_tail=tail, killed=killed, warm=warm)
+
+        def ending(status: str, message: str, error: dict | None = None) -> Ending:
+            return Ending(status, code, error, tail, killed, message, warm)
+
         if self._handler_failed is not None:
-            return Ending("crashed", error=None, message=f"the event handler failed: "
-                          f"{self._handler_failed!r}", **common)
+            return ending("crashed", f"the event handler failed: {self._handler_failed!r}")
         written = self.out_dir is not None and (self.out_dir / "summary.json").is_file()
         if code == 0 and self._done_record:  # it finished, even if a stop request came too late
-            return Ending("done", error=None, message="finished", **common)
+            return ending("done", "finished")
         if self._timed_out:
-            return Ending("timeout", error=None,
-                          message=f"stopped after the {self.timeout_s:g} s time limit", **common)
+            return ending("timeout", f"stopped after the {self.timeout_s or 0:g} s time limit")
         if self._cancelled:
-            return Ending("cancelled", error=None, message="cancelled", **common)
+            return ending("cancelled", "cancelled")
         if code == 0 and written:
-            return Ending("done", error=None, message="finished", **common)
+            return ending("done", "finished")
         error = self._error
         if error is None and code in KIND_OF_EXIT:  # a known exit code but no error record
             kind = KIND_OF_EXIT[code]
@@ -557,8 +269,9 @@ class RunProcess:
                      "message": _last_line(tail) or f"the worker exited with code {code} ({kind}) "
                                                     "without an error record", "hint": ""}
         if error is not None:
-            return Ending("error", error=error, message=str(error.get("message") or ""), **common)
-        return Ending("crashed", error=None, message=describe_exit(code), **common)
+            return ending("error", str(error.get("message") or ""), error)
+        return ending("crashed", describe_exit(code) if code is not None else
+                      "the worker ended without an exit code")
 
     def _finish(self, ending: Ending) -> None:
         with self._guard:
@@ -607,10 +320,10 @@ class _SparePool:
     collected, or when the interpreter exits (``weakref.finalize``)."""
 
     def __init__(self) -> None:
-        self.children: list[_Child] = []
+        self.children: list[Child] = []
         self.device: str | None = None
 
-    def live(self) -> list[_Child]:
+    def live(self) -> list[Child]:
         self.children = [child for child in self.children if not child.has_exited()]
         return self.children
 
@@ -652,21 +365,31 @@ class Launcher:
         self._wanted_device: str | None = None  # the device of the last run a worker could serve
         self._closed = False
 
-    def start(self, config: RunConfig, out_dir: Path, *, overwrite: bool = False,
-              timeout_s: float | None = None,
-              on_event: EventHandler | None = None) -> RunProcess:
-        """Run ``config`` into ``out_dir``; on a warm spare for its device if one is there."""
-        return self.start_argv(run_argv(config, out_dir, python=self.python, overwrite=overwrite),
-                               out_dir, timeout_s=timeout_s, on_event=on_event)
+    def start(self, config: RunConfig, out_dir: Path | str, *, overwrite: bool = False,
+              timeout_s: float | None = None, on_event: EventHandler | None = None,
+              grace_s: float | None = None) -> RunProcess:
+        """Run ``config`` into ``out_dir`` (``overwrite``: replace an earlier run of this tool
+        there): on a warm spare for ``config.device`` if one is there, else in a fresh process.
+        ``timeout_s``: stop it after that long (None: no limit); ``on_event``: every record, on
+        the launcher's reader thread; ``grace_s``: this run's SIGTERM to SIGKILL."""
+        argv = run_argv(config, out_dir, python=self.python, overwrite=overwrite)
+        request = RunRequest(config, str(out_dir), overwrite)
+        return self._begin(argv, Path(out_dir), config.device, request, timeout_s, on_event,
+                           grace_s)
 
-    def start_argv(self, argv: Sequence[str], out_dir: Path | None = None, *,
-                   timeout_s: float | None = None, on_event: EventHandler | None = None,
-                   grace_s: float | None = None) -> RunProcess:
-        """Run any command line the same way (tests pass a stand-in). A ``run`` command of this
-        launcher's interpreter may be served by a warm worker; anything else gets a fresh process.
-        ``grace_s`` overrides the launcher's grace period for this run."""
-        argv = [str(a) for a in argv]
-        device = self._servable_device(argv)
+    def start_command(self, argv: Sequence[str], out_dir: Path | None = None, *,
+                      timeout_s: float | None = None, on_event: EventHandler | None = None,
+                      grace_s: float | None = None) -> RunProcess:
+        """Run any other command line the same way, always in a fresh process (tests pass
+        stand-ins for the run command); a spare still warming up is stopped, as for a run on
+        another device. ``out_dir``: where a run it writes counts as done."""
+        return self._begin([str(a) for a in argv], out_dir, None, None, timeout_s, on_event,
+                           grace_s)
+
+    def _begin(self, argv: list[str], out_dir: Path | None, device: str | None,
+               request: RunRequest | None, timeout_s: float | None,
+               on_event: EventHandler | None, grace_s: float | None) -> RunProcess:
+        """Start ``argv`` fresh, or hand ``request`` to a spare serving ``device``."""
         with self._guard:
             if self._closed:
                 raise RuntimeError("this launcher was closed")
@@ -679,7 +402,7 @@ class Launcher:
                 self._wanted_device = device
             self._runs.append(run)
         _LIVE.add(run)
-        if spare is not None and self._hand_over(spare, run, argv):
+        if spare is not None and request is not None and self._hand_over(spare, run, request):
             return run
         self._start_fresh(run, argv)
         return run
@@ -706,17 +429,7 @@ class Launcher:
 
     # -- inside ----------------------------------------------------------------------------------
 
-    def _servable_device(self, argv: list[str]) -> str | None:
-        """The device a warm worker would serve this command on; None when it is not a ``run``
-        command of this launcher's interpreter, or it cannot be read (a fresh process says why)."""
-        if argv[:4] != [self.python, "-m", "profiler_core", "run"]:
-            return None
-        try:
-            return cli.config_from_args(cli.parse(argv[3:])).device
-        except Exception:  # a refused command line: the fresh process reports it the usual way
-            return None
-
-    def _take_spare(self, device: str | None) -> _Child | None:
+    def _take_spare(self, device: str | None) -> Child | None:
         """A spare that can serve ``device`` (a ready one first); spares that cannot, and are
         still starting up, are stopped (they must not warm up during this run's timed trials)."""
         pool = self._pool.children  # a dead one is handed over too: the run then says so
@@ -731,7 +444,7 @@ class Launcher:
             self._pool.stop(min(self.grace_s, 2.0))
         return None
 
-    def _hand_over(self, spare: _Child, run: RunProcess, argv: list[str]) -> bool:
+    def _hand_over(self, spare: Child, run: RunProcess, request: RunRequest) -> bool:
         """Give ``run`` to ``spare``; False (spare stopped, said in a record) if it cannot take it."""
         if spare.has_exited():
             run._emit({"event": "launcher", "kind": "fallback",
@@ -741,9 +454,9 @@ class Launcher:
         run._attach(spare, warm=True)
         with self._guard:
             starting = [child for child in self._pool.children if not child.ready.is_set()]
-        request = json.dumps({"argv": argv[3:]})
+        line = request.to_line()
         if not starting:
-            if not spare.send(request):
+            if not spare.send(line):
                 return True  # it exited meanwhile: _on_exit falls back to a fresh process
             threading.Thread(target=_wait_or_kill,
                              args=(spare, spare.accepted, self._acceptance_deadline(spare)),
@@ -751,18 +464,18 @@ class Launcher:
             return True
         # Other spares are still warming up: the run is sent only once they are ready (or gone),
         # so that none of them imports torch or starts CUDA during its timed trials.
-        threading.Thread(target=self._send_when_pool_ready, args=(spare, request, starting),
+        threading.Thread(target=self._send_when_pool_ready, args=(spare, line, starting),
                          daemon=True, name=f"handover-{spare.pid}").start()
         return True
 
-    def _send_when_pool_ready(self, spare: _Child, request: str, starting: list[_Child]) -> None:
+    def _send_when_pool_ready(self, spare: Child, line: str, starting: list[Child]) -> None:
         for child in starting:
             _wait_or_kill(child, child.ready, child.started_at + SPARE_READY_TIMEOUT_S)
-        if not spare.send(request):
+        if not spare.send(line):
             return  # it exited meanwhile: _on_exit falls back to a fresh process
         _wait_or_kill(spare, spare.accepted, self._acceptance_deadline(spare))
 
-    def _acceptance_deadline(self, spare: _Child) -> float:
+    def _acceptance_deadline(self, spare: Child) -> float:
         """Until when a spare that was sent a run may take to accept it: the end of its warm-up
         allowance while it still warms up, else the handover timeout from now."""
         if not spare.ready.is_set():
@@ -771,7 +484,7 @@ class Launcher:
 
     def _start_fresh(self, run: RunProcess, argv: list[str]) -> None:
         try:
-            child = _Child(argv, self.env, self.cwd, listener=None)
+            child = Child(argv, self.env, self.cwd, listener=None)
         except (OSError, ValueError) as error:  # ValueError: a NUL byte in an argument
             run._fail_to_start(error)
             return
@@ -790,11 +503,11 @@ class Launcher:
             return
         if self._pool.live():
             return  # refilled only once empty: a spare warming up delays the next run's start
-        argv = [self.python, "-m", "profiler_core", "serve", "--device", self._wanted_device]
+        argv = serve_argv(self._wanted_device, python=self.python)
         self._pool.device = self._wanted_device
         for _ in range(self.spares):
             try:
-                self._pool.children.append(_Child(argv, self.env, self.cwd, listener=None,
+                self._pool.children.append(Child(argv, self.env, self.cwd, listener=None,
                                                   stdin_pipe=True))
             except (OSError, ValueError):
                 break  # runs then start in fresh processes, which say what failed
@@ -828,7 +541,7 @@ class Launcher:
                 self._check_idle_in(max(0.05, min(waits)))
 
 
-def _wait_or_kill(child: _Child, event: threading.Event, deadline: float) -> None:
+def _wait_or_kill(child: Child, event: threading.Event, deadline: float) -> None:
     """Wait until ``event`` is set or ``child`` has exited; a child still waiting at ``deadline``
     is taken for hung and killed (a spare's exit restarts its run in a fresh process)."""
     while not (event.is_set() or child.exited.is_set() or child.has_exited()):

@@ -3,7 +3,7 @@ it ends (SIGKILL included): a run left behind would go on holding its device out
 dashboard's device lock.
 
 Scope: the child's side; no heavy imports (it runs before torch is imported). The launcher
-(``launcher._Child``) gives each child the read end of a pipe whose write end only the launcher
+(``child.Child``) gives each child the read end of a pipe whose write end only the launcher
 holds, and names it and its own process id in the environment (``PARENT_ENV``,
 ``"<pid>:<fd>"``). A child started as ``python -m profiler_core`` calls :func:`end_with_parent`
 first thing, which
@@ -11,7 +11,7 @@ first thing, which
 1. removes the variable from its environment, so its own children are not watched for it;
 2. on Linux, asks the kernel for SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``). The
    kernel sends it when the parent *thread* that forked the child ends, so the launcher forks every
-   child from one thread that lives as long as its process (``launcher._SPAWNER``);
+   child from one thread that lives as long as its process (``child._SPAWNER``);
 3. checks that its parent is still the launcher, which may have died before step 2: if not, it
    stops now (SIGTERM to itself);
 4. starts a watchdog thread blocked on the pipe (no wake-ups, so nothing disturbs the timed

@@ -33,14 +33,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from profiler_core.spec import errors, schema
+from profiler_core.analysis.figures import Headline
+from profiler_core.orchestration.launcher import Ending, Launcher
+from profiler_core.spec import errors, fields, schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError, ProfilerError
 from profiler_core.spec.progress import Progress, ProgressCallback, ignore_progress
@@ -128,25 +130,27 @@ BETWEEN_COLUMNS = ["figure", "unit", "shown_run", "shown_ci_low", "shown_ci_high
                    "between_median", "between_min", "between_max", "interval_low", "interval_high"]
 
 
-def between_table(headline: dict[str, Any]) -> pd.DataFrame:
-    """The between-process figures of a repeats run beside the shown run's own, one row per
-    figure (speedup, eager and graph medians; ``BETWEEN_COLUMNS``): the shown process's value and
-    its 95% CI (the speedup's only), the median, minimum and maximum over processes and the
-    interval of that median. Empty for a run of one process."""
+def between_table(headline: Mapping[str, Any], pair: Headline) -> pd.DataFrame:
+    """The between-process figures of a repeats run (its ``headline``'s between_* keys) beside the
+    shown run's own (``pair``), one row per figure (speedup, eager and graph medians;
+    ``BETWEEN_COLUMNS``): the shown process's value and its 95% CI (the speedup's only), the
+    median, minimum and maximum over processes and the interval of that median. Empty for a run
+    of one process."""
     def number(key: str) -> float:
         value = headline.get(key)
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
             else math.nan
 
+    shown = {"speedup": pair.speedup, "eager": pair.eager_ms, "graph": pair.graph_ms}
     rows = []
-    for prefix, column, unit in _FIGURES:
+    for prefix, _, unit in _FIGURES:
         keys = [f"{prefix}_between_{part}{unit}" for part in ("median", "min", "max", "low", "high")]
         if not math.isfinite(number(keys[0])):
             continue
-        ci = ((number("speedup_ci_low"), number("speedup_ci_high")) if prefix == "speedup"
+        ci = ((pair.speedup_ci_low, pair.speedup_ci_high) if prefix == "speedup"
               else (math.nan, math.nan))
         rows.append([prefix if prefix == "speedup" else f"{prefix} median per step",
-                     "x" if prefix == "speedup" else "ms", number(column), *ci,
+                     "x" if prefix == "speedup" else "ms", shown[prefix], *ci,
                      *(number(key) for key in keys)])
     return pd.DataFrame(rows, columns=BETWEEN_COLUMNS).astype(
         {c: float for c in BETWEEN_COLUMNS[2:]})
@@ -201,10 +205,9 @@ def _relay(progress: ProgressCallback, repeat: int, total: int, guard: threading
     return on_event
 
 
-def _child_error(ending: Any, repeat: int, total: int) -> BaseException:
+def _child_error(ending: Ending, repeat: int, total: int) -> BaseException:
     """The error a failed repeat's process reported, as this process's own (same kind, so the
     same exit code), its message saying which repeat it was."""
-    from profiler_core.cli import parser as cli
     record = dict(getattr(ending, "error", None) or {})
     kind = str(record.get("kind") or "")
     message = str(record.get("message") or getattr(ending, "message", "") or "it failed")
@@ -213,7 +216,8 @@ def _child_error(ending: Any, repeat: int, total: int) -> BaseException:
         return KeyboardInterrupt()
     if kind in ("ConfigError", "UsageError"):
         field = str(record.get("field") or "repeats")
-        option = cli.OPTION_OF_FIELD.get(field, "--" + field.replace("_", "-"))
+        option = (fields.SPECS[field].cli_option if field in fields.SPECS
+                  else "--" + field.replace("_", "-"))
         if message.startswith(f"{option}: "):
             message = message[len(option) + 2:]  # the option is named again when reported
         return ConfigError(field, f"repeat {repeat} of {total} failed: {message}", hint)
@@ -229,16 +233,10 @@ def _child_error(ending: Any, repeat: int, total: int) -> BaseException:
 
 
 def _repeat_row(done: _Finished) -> dict[str, Any]:
-    head = done.result.headline
-
-    def number(key: str) -> float:
-        value = head.get(key)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-            else math.nan
-
-    return {"repeat": done.repeat, "pid": done.pid, "eager_median_ms": number("eager_median_ms"),
-            "graph_median_ms": number("graph_median_ms"), "speedup": number("speedup"),
-            "speedup_ci_low": number("speedup_ci_low"), "speedup_ci_high": number("speedup_ci_high"),
+    pair = done.result.pair
+    return {"repeat": done.repeat, "pid": done.pid, "eager_median_ms": pair.eager_ms,
+            "graph_median_ms": pair.graph_ms, "speedup": pair.speedup,
+            "speedup_ci_low": pair.speedup_ci_low, "speedup_ci_high": pair.speedup_ci_high,
             "run_wall_s": done.wall_s, "shown": False}
 
 
@@ -270,7 +268,7 @@ def combine(config: RunConfig, finished: list[_Finished], requested: int,
 
 
 def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
-                progress: ProgressCallback = ignore_progress, launcher: Any = None,
+                progress: ProgressCallback = ignore_progress, launcher: Launcher | None = None,
                 python: str = sys.executable) -> RunResult:
     """Measure ``config`` in ``config.repeats`` fresh processes and save the combined run into
     ``out`` (see the module docstring). Returns the saved result. A failure raises the failed
@@ -279,8 +277,6 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
     ``start`` (tests pass a stand-in); by default one of fresh processes only."""
     target = check_output(out, overwrite)
     if launcher is None:
-        from profiler_core.orchestration.launcher import Launcher
-
         launcher = Launcher(warm=False, python=python)
     total = config.repeats
     child = config.replace(repeats=1)
@@ -335,7 +331,7 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
         combined = combine(config, finished, total, stopped if failure is not None else "")
         combined.save(target, overwrite=overwrite)  # copies the shown repeat's traces
         if failure is not None:
-            failure.kept = target
+            failure.kept = target  # type: ignore[attr-defined]  # any error kind carries it
             raise failure
         with guard:
             progress(Progress("done", total * UNITS_PER_REPEAT, total * UNITS_PER_REPEAT,

@@ -27,22 +27,42 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RANK_PHASES, read_marks
-from profiler_core.spec.errors import ProfilerError, TimeLimitReached
+from profiler_core.spec.errors import (
+    ERROR_CLASSES,
+    INTERRUPTED,
+    ConfigError,
+    ProfilerError,
+    TimeLimitReached,
+)
 
 KILL_GRACE_S = 3.0  # from SIGTERM to SIGKILL (within the dashboard launcher's own 5 s)
 POLL_S = 0.1
-STOPPED_KINDS = ("KeyboardInterrupt", "TimeLimitReached")  # a rank ended by the launcher
+STOPPED_KINDS = (INTERRUPTED, TimeLimitReached.kind)  # a rank ended by the launcher
 TORCHRUN = (sys.executable, "-m", "torch.distributed.run")
 _ROOT_CAUSE_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank")
 _ROOT_CAUSE_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
 
 
 class RankFailedError(ProfilerError):
-    """A rank of a data-parallel run failed; the message names it and its error."""
+    """A rank of a data-parallel run failed with an error that is not one of the tool's kinds
+    (those are raised as their own kind, naming the rank); the message names it and its error."""
 
-    def __init__(self, message: str, hint: str = "", exit_code: int = 1) -> None:
-        super().__init__(message, hint)
-        self.exit_code = exit_code
+
+# The tool's error kinds, as a rank reports them: the launcher raises the same kind.
+_KINDS = {cls.kind: cls for cls in ERROR_CLASSES if issubclass(cls, ProfilerError)}
+
+
+def rank_error(record: dict[str, Any], then: str = "") -> ProfilerError:
+    """The error a rank reported (``spec.distributed.ERROR_MARK``'s record) as the launcher
+    raises it: of the same kind, its message saying which rank failed."""
+    message = f"rank {record['rank']} failed: {record.get('message', '')}{then}"
+    hint = str(record.get("hint", ""))
+    kind = _KINDS.get(str(record.get("kind")))
+    if kind is ConfigError:
+        return ConfigError(str(record.get("field") or "nproc_per_node"), message, hint)
+    if kind is not None:
+        return kind(message, hint)
+    return RankFailedError(message, hint)
 
 
 def torchrun_argv(nproc_per_node: int, target: Sequence[str]) -> list[str]:
@@ -81,7 +101,7 @@ class RankWatch:
                     self.errors.append(record)
             return True
 
-    def failure(self, exit_code: int) -> RankFailedError:
+    def failure(self, exit_code: int) -> ProfilerError:
         """The error of a run whose torchrun exited with ``exit_code``: the first rank that
         said it failed, with its own message (a rank stopped by torchrun after another failed
         says it was interrupted: it is named only when none said more); torchrun's root cause
@@ -98,11 +118,10 @@ class RankWatch:
             how = f" (exit code {code})" if code is not None else ""
             return RankFailedError(f"{who} of the data-parallel run ended{how} without saying why; "
                                    f"torchrun exited with code {exit_code}",
-                                   "see the ranks' output above", exit_code or 1)
+                                   "see the ranks' output above")
         others = sorted({e["rank"] for e in errors} - {first["rank"]})
         then = f" (then rank(s) {', '.join(map(str, others))} stopped too)" if others else ""
-        return RankFailedError(f"rank {first['rank']} failed: {first.get('message', '')}{then}",
-                               str(first.get("hint", "")), int(first.get("exit_code") or 1))
+        return rank_error(first, then)
 
     def stuck_text(self, world_size: int) -> str:
         """Which rank held the run up: the one furthest behind in ``RANK_PHASES`` (the longest

@@ -15,32 +15,16 @@ from typing import Any
 
 from profiler_core.spec.errors import ConfigError, quoted, shown, shown_int
 from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
-from profiler_core.spec.workload_kinds import workload_of
+from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
+from profiler_core.spec.workload_kinds import KNOWN, workload_of
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 # The article's step, its three lessons, and the built-in transformer and convolutional workloads.
 PRESET_NAMES = ("seed", "lesson1", "lesson2", "lesson3", "transformer", "conv")
 OPTIMIZERS = ("sgd", "adam", "adamw")
-# The article's step, plus deliberately broken steps that cannot be captured (for the tests and the
-# CLI only; the dashboard never offers them): a host sync, a CPU tensor, a non-capturable optimizer.
-WORKLOADS = ("mlp", "transformer", "conv", "broken-host-sync", "broken-cpu-tensor",
-             "broken-optimizer")
-
-# The modes a run can time (``modes``). Eager is the baseline and the article's whole-step graph
-# is always measured; the others are added on request.
-MODE_NAMES = ("eager", "graph", "graphed_callables", "compile", "compile_ro")
-ALWAYS_MEASURED = ("eager", "graph")
-# The modes a CPU run can time (the others need a CUDA device; ``modes.REGISTRY``'s ``cuda_only``
-# says the same, which a test checks).
-CPU_MODES = ("eager", "compile")
-# name -> what it is, in the words shown beside it (CLI, dashboard, tables)
-MODE_LABELS = {
-    "eager": "eager (the baseline)",
-    "graph": "whole-step CUDA graph, manual capture (the article)",
-    "graphed_callables": "torch.cuda.make_graphed_callables on the model",
-    "compile": "torch.compile, no CUDA graphs",
-    "compile_ro": 'torch.compile(mode="reduce-overhead"), CUDA graph trees',
-}
+# The declared workloads' names (``workload_kinds``): the built-in ones, then the deliberately
+# broken steps that cannot be captured (for the tests and the CLI only).
+WORKLOADS = tuple(KNOWN)
 
 # Interleaved trials when none are asked for (fewer when the replays or eager steps are few).
 DEFAULT_TRIALS = 10
@@ -121,7 +105,7 @@ class RunConfig:
     nvml: bool = True  # sample GPU utilisation, clocks, power with NVML during the run
     nvml_interval_ms: float = 20.0  # NVML polling period
     parity_steps: int = 5  # replays compared with eager steps for numerical parity (0 = skip)
-    modes: tuple[str, ...] = ALWAYS_MEASURED  # eager, graph, then any of MODE_NAMES' others
+    modes: tuple[str, ...] = ALWAYS_MEASURED  # eager, graph, then any of ``spec.modes``' others
     workload: str = "mlp"  # "mlp", a deliberately broken step (WORKLOADS), or "package.module:function"
     preset: str = "custom"  # the preset the values started from; a run whose values differ
     #                         from it is labelled custom everywhere (``preset_label``)
@@ -262,10 +246,9 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("eager_iters",
                           f"eager_iters ({config.total_eager_iters}) cannot be fewer than trials "
                           f"({config.trials})", "raise eager_iters or lower trials")
-    if config.workload == "transformer" and config.hidden % config.heads:
-        raise ConfigError("heads", f"hidden ({config.hidden:,}) must divide by heads "
-                                   f"({config.heads:,})", "pick heads that divide the width")
     workload = workload_of(config)
+    if workload is not None:
+        workload.check(config)
     layer_sizes = workload.largest_tensors(config) if workload is not None else {}
     for name, elements in layer_sizes.items():
         if elements > MAX_TENSOR_ELEMENTS:

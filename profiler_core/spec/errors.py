@@ -1,8 +1,11 @@
-"""Typed errors. Every error carries a one-line message and a hint saying what to change."""
+"""Typed errors, each with a one-line message and a hint saying what to change, and the error
+kinds they stand for: every class declares its exit code, and ``ERROR_KINDS`` (the kind in a
+worker's JSON-lines error record -> the command line's exit code) is derived from the classes."""
 
 from __future__ import annotations
 
 import os
+from typing import Any, ClassVar
 
 ECHO_MAX_CHARS = 80  # characters of input text quoted in an error message
 
@@ -50,9 +53,17 @@ def printable(text: str) -> str:
 
 
 class ProfilerError(Exception):
-    """Base class: ``message`` says what went wrong, ``hint`` what to change."""
+    """Base class: ``message`` says what went wrong, ``hint`` what to change. Each subclass is an
+    error kind named after the class (``kind``), with its own ``exit_code``; ``refused`` says that
+    nothing ran (the input was refused)."""
 
-    exit_code = 1
+    exit_code: ClassVar[int] = 1
+    refused: ClassVar[bool] = False
+    kind: ClassVar[str] = "ProfilerError"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.kind = cls.__name__
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
@@ -63,10 +74,18 @@ class ProfilerError(Exception):
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
+class UsageError(ProfilerError):
+    """A command line that cannot be parsed; the message is one line naming the option."""
+
+    exit_code = 2
+    refused = True
+
+
 class ConfigError(ProfilerError):
     """A configuration value is out of range; ``field`` names the option."""
 
     exit_code = 2
+    refused = True
 
     def __init__(self, field: str, message: str, hint: str = "") -> None:
         super().__init__(message, hint)
@@ -81,6 +100,13 @@ class NoCudaError(ProfilerError):
 
 class RunFormatError(ProfilerError):
     """A run directory or trace file is missing, malformed or of an unknown version."""
+
+    exit_code = 2
+
+
+class WorkloadError(ProfilerError):
+    """The user's workload cannot be loaded or does not return what the tool needs, or their
+    code failed while it ran."""
 
     exit_code = 2
 
@@ -114,4 +140,32 @@ class TimeLimitReached(KeyboardInterrupt):
     """The run's time limit (``run --timeout``) was reached: raised in the main thread like
     Ctrl-C, so the engine stops and keeps what it measured (marked incomplete)."""
 
-    exit_code = 124  # as GNU timeout's
+    kind: ClassVar[str] = "TimeLimit"
+    exit_code: ClassVar[int] = 124  # as GNU timeout's
+    refused: ClassVar[bool] = False
+
+
+# Ctrl-C or a stop signal (any other KeyboardInterrupt): the shell's exit code for SIGINT.
+INTERRUPTED = "Interrupted"
+INTERRUPTED_EXIT_CODE = 130
+
+# Every error the tool reports, in this order: the first kind listed for an exit code is the one
+# that code stands for when a process died before writing its error record (2: a refused input).
+ERROR_CLASSES: tuple[type[ProfilerError] | type[TimeLimitReached], ...] = (
+    UsageError, ConfigError, NoCudaError, CaptureError, GpuMemoryError, CudaFaultError,
+    RunFormatError, SaveError, WorkloadError, TimeLimitReached)
+# The kind in a worker's JSON-lines error record -> the command line's exit code.
+ERROR_KINDS: dict[str, int] = {
+    **{cls.kind: cls.exit_code for cls in ERROR_CLASSES}, INTERRUPTED: INTERRUPTED_EXIT_CODE}
+# The kinds that mean "this input was refused: nothing ran".
+REFUSED_KINDS: tuple[str, ...] = tuple(cls.kind for cls in ERROR_CLASSES if cls.refused)
+
+
+def kind_and_exit_code(error: BaseException) -> tuple[str, int]:
+    """The error kind and exit code that report ``error`` (an error of the tool, the time limit,
+    or Ctrl-C); ("ProfilerError", 1) for anything else."""
+    if isinstance(error, (ProfilerError, TimeLimitReached)):
+        return error.kind, error.exit_code
+    if isinstance(error, KeyboardInterrupt):
+        return INTERRUPTED, INTERRUPTED_EXIT_CODE
+    return ProfilerError.kind, ProfilerError.exit_code

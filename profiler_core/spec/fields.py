@@ -1,10 +1,7 @@
 """Every ``RunConfig`` field declared once: its label, help, sidebar section, kind, command-line
-option, the workloads it sizes, what a CPU run does with it, and how its value is read from text.
-
-Scope: metadata and text parsing only (no argparse, no Streamlit, no torch). The command line's
-run options (``cli.add_run_options``) and the sidebar's controls (``dashboard.controls``) are both
-generated from ``FIELDS``, so a field declared here is offered in both. Ranges stay in
-``config.INT_LIMITS``/``config.FLOAT_LIMITS`` and are looked up from there, never copied.
+option, what a CPU run does with it, and how its value is read from text. The command line's run
+options and the sidebar's controls are both generated from ``FIELDS``. Ranges are looked up in
+``config``, and which workload a size field shapes in ``workload_kinds``, never copied here.
 """
 
 from __future__ import annotations
@@ -13,12 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiler_core.spec.config import (
-    ALWAYS_MEASURED,
-    CPU_MODES,
     DTYPES,
     FLOAT_LIMITS,
     INT_LIMITS,
-    MODE_NAMES,
     OPTIMIZERS,
     PRESET_NAMES,
     WORKLOADS,
@@ -28,7 +22,16 @@ from profiler_core.spec.config import (
 )
 from profiler_core.spec.errors import ConfigError, quoted
 from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
-from profiler_core.spec.workload_kinds import BUILT_IN, COMMON_FIELDS, workload_of
+from profiler_core.spec.modes import (
+    ALWAYS_MEASURED,
+    CPU_MODES,
+    EXTRA_MODES,
+    MODE_NAMES,
+    cpu_modes_note,
+    extra_modes_choices,
+    extra_modes_help,
+)
+from profiler_core.spec.workload_kinds import BROKEN, BUILT_IN, SIZE_FIELDS, workload_named
 
 # What a field's value is, which decides how it is read from text, its option and its widget.
 INT = "int"
@@ -49,8 +52,8 @@ MEASUREMENT = "Measurement"
 SECTIONS = (MODEL, SCHEDULE, MEASUREMENT)
 ABOVE_SECTIONS = "above the sections"
 
-# The workloads with their own size fields (and the ones the dashboard offers).
-BUILT_IN_WORKLOADS = ("mlp", "transformer", "conv")
+# The workloads the dashboard offers.
+BUILT_IN_WORKLOADS = tuple(BUILT_IN)
 CUSTOM_PRESET = "custom"  # the label of a run whose values are not a preset's
 
 # Why a graph-only control does nothing on the CPU (a CPU run times the eager step only).
@@ -68,7 +71,6 @@ class FieldSpec:
     kind: str  # one of KINDS
     section: str  # one of SECTIONS, or ABOVE_SECTIONS
     choices: tuple[str, ...] = ()  # CHOICE: the values; WORKLOAD: the ones the dashboard offers
-    workloads: tuple[str, ...] = BUILT_IN_WORKLOADS  # the built-in workloads it applies to
     option: str = ""  # the command-line option; empty: "--" + the name with dashes
     metavar: str | None = None  # the option's value in run --help (argparse's default if None)
     empty: str = ""  # the field may be None (automatic); this says what that means
@@ -98,13 +100,11 @@ class FieldSpec:
         return GRAPH_ONLY_NOTE if self.graph_only else self.cpu_note
 
     def applies_to(self, workload: str) -> bool:
-        """Whether this field matters for a built-in workload (a size field of another does not)."""
-        return workload in self.workloads
+        """Whether this field matters for a workload (``workload_kinds``: a size field of another
+        does not, nor any size field for the user's own step)."""
+        declared = workload_named(workload)
+        return declared.uses(self.name) if declared is not None else self.name not in SIZE_FIELDS
 
-
-_MLP_ONLY = ("mlp",)
-_TRANSFORMER = ("transformer",)
-_CONV = ("conv",)
 
 # The command line's order, and the sidebar's within each section: preset and device (drawn
 # above the sections), then section by section.
@@ -122,18 +122,16 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("workload", "Workload",
               "The article's MLP, a stack of transformer encoder layers, or a small convolutional "
               "classifier. Each shows its own size controls.",
-              "the article's MLP (mlp), a stack of transformer encoder layers (transformer), a "
-              "small convolutional classifier (conv), a deliberately broken step that cannot be "
-              "captured ("
-              + ", ".join(w for w in WORKLOADS if w not in BUILT_IN_WORKLOADS)
+              ", ".join(f"{w.summary} ({w.name})" for w in BUILT_IN.values())
+              + ", a deliberately broken step that cannot be captured (" + ", ".join(BROKEN)
               + "), or your own step: a function build(device) returning model, batch, loss, "
               "optimizer (see README)", WORKLOAD, MODEL, choices=BUILT_IN_WORKLOADS,
               metavar="NAME|package.module:function"),
     FieldSpec("batch", "Batch size N", "Rows per training batch.", "batch size N", INT, MODEL),
     FieldSpec("d_in", "Input features D_in", "Features into the first Linear layer.",
-              "input features", INT, MODEL, workloads=_MLP_ONLY),
+              "input features", INT, MODEL),
     FieldSpec("hidden", "Hidden width H", "Width of every hidden layer.", "hidden width H", INT,
-              MODEL, workloads=("mlp", "transformer")),
+              MODEL),
     FieldSpec("d_out", "Output features D_out", "Features out of the last Linear layer.",
               "output features", INT, MODEL),
     FieldSpec("hidden_layers", "Hidden layers",
@@ -142,22 +140,22 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("dropout1", "Dropout after the first Linear",
               "Dropout probability after the first Linear.",
               "dropout after the first and the last Linear", FLOAT, MODEL,
-              workloads=("mlp", "transformer"), option="--dropout", metavar="P1", step=0.05,
+              option="--dropout", metavar="P1", step=0.05,
               number_format="%.2f"),
     FieldSpec("dropout2", "Dropout after the last Linear",
               "Dropout probability after the last Linear.", "dropout after the last Linear",
-              FLOAT, MODEL, workloads=("mlp", "conv"), option="--dropout", metavar="P2", step=0.05,
+              FLOAT, MODEL, option="--dropout", metavar="P2", step=0.05,
               number_format="%.2f"),
     FieldSpec("seq_len", "Sequence length", "Tokens per sequence.",
-              "transformer: tokens per sequence", INT, MODEL, workloads=_TRANSFORMER),
+              "transformer: tokens per sequence", INT, MODEL),
     FieldSpec("heads", "Attention heads",
               "Attention heads of every encoder layer (the width must divide by it).",
-              "transformer: attention heads", INT, MODEL, workloads=_TRANSFORMER),
+              "transformer: attention heads", INT, MODEL),
     FieldSpec("image_size", "Image size",
               "Input images are this many pixels wide and high, 3 channels.",
-              "conv: image height and width", INT, MODEL, workloads=_CONV),
+              "conv: image height and width", INT, MODEL),
     FieldSpec("channels", "Channels", "Channels of every convolution.",
-              "conv: channels of every convolution", INT, MODEL, workloads=_CONV),
+              "conv: channels of every convolution", INT, MODEL),
     FieldSpec("dtype", "Precision",
               "fp32 (TF32 off), tf32, bf16 autocast or fp16 autocast with a GradScaler.",
               "precision", CHOICE, MODEL, choices=DTYPES),
@@ -189,16 +187,11 @@ FIELDS: tuple[FieldSpec, ...] = (
               SCHEDULE),
     # Measurement
     FieldSpec("modes", "Also time these modes",
-              "Eager (the baseline) and the article's whole-step graph are always timed. Add "
-              "make_graphed_callables on the model, torch.compile without CUDA graphs (its own "
-              "share), or torch.compile(mode='reduce-overhead'); each is timed the same way, with "
-              "its one-time cost.",
+              "Eager (the baseline) and the article's whole-step graph are always timed. "
+              + extra_modes_help(),
               "modes to time beside eager and the article's graph (always measured): "
-              "graphed_callables, compile, compile_ro (reduce-overhead)", LIST, MEASUREMENT,
-              choices=tuple(m for m in MODE_NAMES if m not in ALWAYS_MEASURED),
-              metavar="MODE,MODE",
-              cpu_note="On the CPU only torch.compile can run: the graph modes need a CUDA GPU "
-                       "and are skipped."),
+              + extra_modes_choices(), LIST, MEASUREMENT, choices=EXTRA_MODES,
+              metavar="MODE,MODE", cpu_note=cpu_modes_note()),
     FieldSpec("profile", "Profiler (launch split)",
               "Record a torch.profiler window per mode: CPU launch vs GPU busy/idle, kernels, "
               "traces.", "record a torch.profiler window per mode", BOOL, MEASUREMENT,
@@ -249,7 +242,7 @@ def cpu_step_values(workload: str) -> dict[str, Any]:
     ``cpu_sizes``) with what a CPU run does with the graph-only settings; {} for the user's own
     step, whose sizes only its code knows. The dashboard's CPU controls and ``run --device cpu``
     both use it."""
-    kind = BUILT_IN.get("mlp" if workload.startswith("broken-") else workload)
+    kind = workload_named(workload)
     return {**kind.cpu_sizes, **CPU_FIXED} if kind is not None else {}
 
 
@@ -258,12 +251,7 @@ def applies(name: str, config: RunConfig) -> bool:
     fields only for that workload (none for the user's own step, whose code sets its sizes and
     dropout), and the graph-only settings only on a CUDA device."""
     field = SPECS[name]
-    kind = workload_of(config)
-    if kind is None and (field.workloads != BUILT_IN_WORKLOADS or name in COMMON_FIELDS):
-        return False
-    if kind is not None and not field.applies_to(kind.name):
-        return False
-    return config.is_cuda or not field.graph_only
+    return field.applies_to(config.workload) and (config.is_cuda or not field.graph_only)
 
 
 def applied_settings(config: RunConfig) -> dict[str, Any]:
@@ -316,8 +304,8 @@ def allowed_text(name: str) -> str:
         extra = " (empty: automatic)" if field.empty else ""
         return f"Allowed: a whole number from {low:,} to {high:,}{extra}."
     if field.kind == FLOAT:
-        low, high = FLOAT_LIMITS[name]
-        return f"Allowed: {low:g} to {high:g}."
+        lowest, highest = FLOAT_LIMITS[name]
+        return f"Allowed: {lowest:g} to {highest:g}."
     if field.kind in (CHOICE, WORKLOAD):
         return f"Allowed: {', '.join(field.choices)}."
     if field.kind == CPUS:

@@ -1,12 +1,8 @@
 """What the host does to an eager step, and pinning the timing process to CPUs.
 
-Scope: reading the host figures that move a host-bound (eager) step between fresh processes: the
-CPU model, the logical cores, the CPUs this process may run on (its affinity), the load average,
-the frequency governor of those CPUs; and the CPU lists that ``taskset -c`` takes (``3``, ``2-5``,
-``0,2,4``), read, written compactly and applied with ``os.sched_setaffinity``. Every figure is
-optional: None where it cannot be read (another OS, no sysfs, a container), never an exception.
-Standard library only: no torch (the runner adds torch's thread counts), no I/O beyond /proc and
-/sys.
+The host figures that move a host-bound step between fresh processes (CPU model, cores, affinity,
+load, frequency governor), each None where it cannot be read; and the CPU lists ``taskset -c``
+takes, read, written and applied. Standard library only.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 SCHEMA_VERSION = 3
-# Older versions this tool still reads (``results.RunResult.load`` brings them up to date).
+# Older versions this tool still reads (``storage.runfolder`` and ``results.RunResult.load`` bring
+# them up to date).
 # Version 1 timed every iteration from an idle device only (today's cold start). Version 2 had no
 # metrics.csv (derived on load from modes.csv, stats.csv and the headline's ``<mode>_`` keys) and
 # decomposed only the graph's speedup, in columns eager_us and graph_us.
@@ -65,7 +66,7 @@ BREAKDOWN_COMPONENTS = ["gpu_busy", "gpu_idle", "total_span", "cpu_launch", "cpu
 ATTRIBUTION_COLUMNS = ["mode", "component", "eager_us", "mode_us", "saving_us",
                        "share_of_saving_pct", "source"]
 
-# ``kernel`` is the readable name (``trace.short_kernel_name``: the function, and for a generic
+# ``kernel`` is the readable name (``kernel_names.kernel_label``: the function, and for a generic
 # kernel the functor it runs), ``kernel_full`` the trace's own; ``operator`` the CPU op that
 # launched it (``trace.OPERATOR_CATEGORY``: "aten::addmm"; "CUDA graph replay" in a graph's
 # window; "" when not known).
@@ -142,11 +143,11 @@ TABLE_FILES = {
     "rank_latency": ("rank_latency.csv", RANK_LATENCY_COLUMNS),
     "ranks": ("ranks.csv", RANK_COLUMNS),
 }
-TRACE_FILES = {"eager": "trace_eager.json", "graph": "trace_graph.json"}
 
 
 def trace_file(mode: str) -> str:
-    """The Chrome trace of a mode's profiled window: ``trace_<mode>.json`` (``.gz`` when large)."""
+    """The Chrome trace of a mode's profiled window, one per profiled mode: ``trace_<mode>.json``
+    (``.gz`` when large; ``storage.runfolder`` lists a run folder's files)."""
     return f"trace_{mode}.json"
 
 
@@ -154,14 +155,6 @@ def rank_trace_key(mode: str, rank: int) -> str:
     """A data-parallel run's trace of one rank's mode, as its trace key: ``<mode>_rank<R>``
     (written as ``trace_<mode>_rank<R>.json``)."""
     return f"{mode}_rank{rank}"
-
-# The worker's JSON-lines error record: "kind" is one of these, with the CLI's exit code.
-ERROR_KINDS = {
-    "UsageError": 2, "ConfigError": 2,  # refused input: nothing ran
-    "NoCudaError": 3, "CaptureError": 4, "GpuMemoryError": 5, "CudaFaultError": 6,
-    "RunFormatError": 2, "SaveError": 7, "WorkloadError": 2,  # the user's step failed or is unusable
-    "Interrupted": 130, "TimeLimit": 124,  # run --timeout was reached (exit code as GNU timeout's)
-}
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -1,27 +1,28 @@
-"""The built-in workloads as objects: the article's MLP, a transformer encoder stack and a small
-convolutional classifier.
+"""The built-in workloads as objects: the article's MLP, a transformer encoder stack, a small
+convolutional classifier, and the deliberately broken steps (the MLP with one flaw each).
 
-Scope: everything about one built-in workload in one place: its own size fields, the small step
-a CPU run uses unless told otherwise (``cpu_sizes``: the dashboard's CPU sizes and the command
-line's ``run --device cpu``), how it is described, its model, batches and loss, its parameter count, the largest tensors its sizes imply
-(refused over 2^31 elements when a config is built) and what its memory estimate is made of.
-Optimizers, precision and the step itself are the same for every workload (``workloads``); the
-user's own step (``user_workload``) has none of these counts, since only its code knows them.
-
-Torch is imported only when a model or a batch is built, so that validating a config, the CLI's
-help and the dashboard never load it.
+Each workload is declared once here: its size fields (the sidebar's and the command line's size
+controls), its small CPU step, its sweep axes, its model, batches, loss and counts. The step itself
+(``engine.workloads``) is the same for all; torch is imported only when a model or batch is built.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from profiler_core.spec.errors import ConfigError
 
 if TYPE_CHECKING:  # config imports this module; the type is for annotations only
     from profiler_core.spec.config import RunConfig
 
 # Fields every built-in workload uses; each workload adds its own size fields and dropouts.
 COMMON_FIELDS = ("batch", "hidden_layers", "d_out")
+# Distinct batches every run draws once and cycles through (the memory estimate counts them).
+BATCH_POOL_SIZE = 8
+# Each optimizer's learning rate (``config.OPTIMIZERS``).
+LEARNING_RATES = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
 
 
 @dataclass(frozen=True)
@@ -35,13 +36,45 @@ class Workload:
     # presets' steps take minutes): (field, value) pairs, sizes and the timed steps; read it as
     # the dict ``cpu_sizes``.
     cpu_step: tuple[tuple[str, int | None], ...] = ()
+    # A sweep's size parameters (``sweep --param width=...``) and the fields each one sets; a
+    # parameter absent here changes nothing for this workload.
+    sweep_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def cpu_sizes(self) -> dict[str, int | None]:
         """Field -> value of this workload's small CPU step."""
         return dict(self.cpu_step)
 
+    def sweep_fields(self, parameter: str) -> tuple[str, ...]:
+        """The config fields a sweep's size parameter sets for this workload (none: not one)."""
+        return dict(self.sweep_axes).get(parameter, ())
+
+    def uses(self, field: str) -> bool:
+        """Whether a config field matters for this workload: its own size fields, and every field
+        that sizes no workload at all (precision, schedule, measurement)."""
+        return field in self.size_fields or field not in SIZE_FIELDS
+
+    def check(self, config: RunConfig) -> None:
+        """Refuse sizes this workload cannot build (``ConfigError`` naming the field)."""
+
+    # The step's hooks, for the deliberately broken workloads; a real workload leaves them be.
+    def own_optimizer(self, params: Any) -> Any:
+        """An optimizer this workload insists on, or None for the config's."""
+        return None
+
+    def output_for_loss(self, prediction: Any) -> Any:
+        """The model's output as the loss gets it."""
+        return prediction
+
+    def after_loss(self, loss: Any) -> None:
+        """Called with the loss before backward."""
+
     def describe(self, config: RunConfig) -> str:
+        raise NotImplementedError
+
+    def caption(self, values: Mapping[str, Any]) -> str:
+        """The model in the words of the presets' captions, from field values that may not make
+        a valid config yet (the sidebar's)."""
         raise NotImplementedError
 
     def build_model(self, config: RunConfig) -> Any:
@@ -86,6 +119,11 @@ class Mlp(Workload):
         return (f"N={config.batch}, {config.d_in} -> {config.hidden} x{config.hidden_layers} -> "
                 f"{config.d_out}")
 
+    def caption(self, values: Mapping[str, Any]) -> str:
+        get, layers = values.get, values.get("hidden_layers")
+        middle = f"{get('hidden')}" + (f" x{layers}" if isinstance(layers, int) and layers > 1 else "")
+        return f"MLP, N={get('batch')}, {get('d_in')} -> {middle} -> {get('d_out')}"
+
     def build_model(self, config: RunConfig) -> Any:
         from torch import nn
 
@@ -127,9 +165,19 @@ class Transformer(Workload):
     """``hidden_layers`` pre-norm encoder layers (width ``hidden``, ``heads`` heads, a GELU MLP of
     4x the width, dropout p1), then a Linear to ``d_out``; input (batch, seq_len, hidden), MSE."""
 
+    def check(self, config: RunConfig) -> None:
+        if config.hidden % config.heads:
+            raise ConfigError("heads", f"hidden ({config.hidden:,}) must divide by heads "
+                                       f"({config.heads:,})", "pick heads that divide the width")
+
     def describe(self, config: RunConfig) -> str:
         return (f"transformer: {config.hidden_layers} encoder layers, width {config.hidden}, "
                 f"{config.heads} heads, {config.batch} x {config.seq_len} tokens")
+
+    def caption(self, values: Mapping[str, Any]) -> str:
+        get = values.get
+        return (f"{get('hidden_layers')} transformer encoder layers, width {get('hidden')}, "
+                f"{get('heads')} heads, {get('batch')} x {get('seq_len')} tokens")
 
     def build_model(self, config: RunConfig) -> Any:
         from torch import nn
@@ -181,6 +229,11 @@ class ConvClassifier(Workload):
                 f"{config.batch} images of {config.image_size}x{config.image_size}, "
                 f"{config.d_out} classes")
 
+    def caption(self, values: Mapping[str, Any]) -> str:
+        get = values.get
+        return (f"a convolutional classifier: {get('hidden_layers')} blocks of {get('channels')} "
+                f"channels on {get('batch')} images of {get('image_size')}x{get('image_size')}")
+
     def build_model(self, config: RunConfig) -> Any:
         from torch import nn
 
@@ -224,30 +277,98 @@ class ConvClassifier(Workload):
         return config.batch * (3 * config.image_size ** 2 + 1)
 
 
+@dataclass(frozen=True)
+class HostSyncStep(Mlp):
+    """The MLP whose step reads the loss on the host (``loss.item()``): a host synchronisation
+    inside the step, which capture refuses."""
+
+    def after_loss(self, loss: Any) -> None:
+        loss.item()
+
+
+@dataclass(frozen=True)
+class CpuTensorStep(Mlp):
+    """The MLP whose step copies a CPU tensor to the device inside the step, which capture
+    refuses."""
+
+    def output_for_loss(self, prediction: Any) -> Any:
+        import torch
+
+        return prediction + torch.zeros(1).to(prediction.device)
+
+
+@dataclass(frozen=True)
+class UncapturableOptimizerStep(Mlp):
+    """The MLP trained by Adam without ``capturable=True``, whose step cannot be captured."""
+
+    def own_optimizer(self, params: Any) -> Any:
+        import torch
+
+        return torch.optim.Adam(params, lr=LEARNING_RATES["adam"], capturable=False)
+
+
+_MLP_SIZES = ("d_in", "hidden", *COMMON_FIELDS, "dropout1", "dropout2")
+_MLP_CPU_STEP: tuple[tuple[str, int | None], ...] = (
+    ("batch", 64), ("d_in", 512), ("hidden", 512), ("d_out", 128), ("hidden_layers", 1),
+    ("eager_iters", 200), ("replays", 200), ("trials", None))
+_MLP_SWEEP_AXES = (("batch", ("batch",)), ("width", ("d_in", "hidden", "d_out")),
+                   ("d_in", ("d_in",)), ("hidden", ("hidden",)), ("d_out", ("d_out",)),
+                   ("hidden_layers", ("hidden_layers",)))
+
+# The workloads the dashboard offers, in its order.
 BUILT_IN: dict[str, Workload] = {
-    "mlp": Mlp("mlp", ("d_in", "hidden", *COMMON_FIELDS, "dropout1", "dropout2"),
-               "the article's MLP",
-               cpu_step=(("batch", 64), ("d_in", 512), ("hidden", 512), ("d_out", 128),
-                         ("hidden_layers", 1), ("eager_iters", 200), ("replays", 200),
-                         ("trials", None))),
-    "transformer": Transformer("transformer", ("hidden", "heads", "seq_len", *COMMON_FIELDS,
-                                               "dropout1"), "a stack of transformer encoder layers",
-                               cpu_step=(("batch", 8), ("seq_len", 32), ("hidden", 128),
-                                         ("heads", 4), ("hidden_layers", 2), ("d_out", 128),
-                                         ("eager_iters", 50), ("replays", 50), ("trials", None))),
-    "conv": ConvClassifier("conv", ("channels", "image_size", *COMMON_FIELDS, "dropout2"),
-                           "a small convolutional classifier",
-                           cpu_step=(("batch", 16), ("channels", 16), ("image_size", 16),
-                                     ("hidden_layers", 2), ("d_out", 10), ("eager_iters", 100),
-                                     ("replays", 100), ("trials", None))),
+    "mlp": Mlp("mlp", _MLP_SIZES, "the article's MLP", cpu_step=_MLP_CPU_STEP,
+               sweep_axes=_MLP_SWEEP_AXES),
+    "transformer": Transformer(
+        "transformer", ("hidden", "heads", "seq_len", *COMMON_FIELDS, "dropout1"),
+        "a stack of transformer encoder layers",
+        cpu_step=(("batch", 8), ("seq_len", 32), ("hidden", 128), ("heads", 4),
+                  ("hidden_layers", 2), ("d_out", 128), ("eager_iters", 50), ("replays", 50),
+                  ("trials", None)),
+        sweep_axes=(("batch", ("batch",)), ("width", ("hidden", "d_out")), ("hidden", ("hidden",)),
+                    ("d_out", ("d_out",)), ("hidden_layers", ("hidden_layers",)),
+                    ("seq_len", ("seq_len",)))),
+    "conv": ConvClassifier(
+        "conv", ("channels", "image_size", *COMMON_FIELDS, "dropout2"),
+        "a small convolutional classifier",
+        cpu_step=(("batch", 16), ("channels", 16), ("image_size", 16), ("hidden_layers", 2),
+                  ("d_out", 10), ("eager_iters", 100), ("replays", 100), ("trials", None)),
+        sweep_axes=(("batch", ("batch",)), ("width", ("channels",)), ("d_out", ("d_out",)),
+                    ("hidden_layers", ("hidden_layers",)))),
 }
+# Deliberately broken steps that cannot be captured, for the tests and the command line (the
+# dashboard never offers them); each is the MLP, with its sizes, CPU step and sweep axes.
+BROKEN: dict[str, Workload] = {
+    "broken-host-sync": HostSyncStep("broken-host-sync", _MLP_SIZES,
+                                     "the MLP with a host synchronisation in its step",
+                                     cpu_step=_MLP_CPU_STEP, sweep_axes=_MLP_SWEEP_AXES),
+    "broken-cpu-tensor": CpuTensorStep("broken-cpu-tensor", _MLP_SIZES,
+                                       "the MLP copying a CPU tensor in its step",
+                                       cpu_step=_MLP_CPU_STEP, sweep_axes=_MLP_SWEEP_AXES),
+    "broken-optimizer": UncapturableOptimizerStep(
+        "broken-optimizer", _MLP_SIZES, "the MLP with an optimizer that cannot be captured",
+        cpu_step=_MLP_CPU_STEP, sweep_axes=_MLP_SWEEP_AXES),
+}
+KNOWN: dict[str, Workload] = {**BUILT_IN, **BROKEN}
+# The fields that size some workload (none of them applies to the user's own step).
+SIZE_FIELDS = frozenset(name for workload in KNOWN.values() for name in workload.size_fields)
+
+
+def workload_named(name: str) -> Workload | None:
+    """The declared workload of this name; None for the user's own step."""
+    return KNOWN.get(name)
 
 
 def workload_of(config: RunConfig) -> Workload | None:
-    """The built-in workload a config runs (the deliberately broken steps are the MLP with one
-    flaw); None for the user's own step."""
-    if config.workload in BUILT_IN:
-        return BUILT_IN[config.workload]
-    if config.workload.startswith("broken-"):
-        return BUILT_IN["mlp"]
-    return None
+    """The declared workload a config runs; None for the user's own step."""
+    return KNOWN.get(config.workload)
+
+
+def declared_workload(config: RunConfig) -> Workload:
+    """The declared workload a config runs, for code that has no answer for the user's own step
+    (sizes, counts, estimates); ``ConfigError`` for that step, whose code alone knows them."""
+    workload = KNOWN.get(config.workload)
+    if workload is None:
+        raise ConfigError("workload", f"{config.workload} is your own step, which declares no "
+                                      "sizes", "only its code knows its model and batches")
+    return workload

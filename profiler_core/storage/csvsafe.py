@@ -1,18 +1,9 @@
-"""CSV cells that a spreadsheet would run as formulas, made inert.
+"""CSV for people: cells a spreadsheet would run as formulas made inert, line ends safe.
 
-Scope: one helper for every CSV a user downloads or ``trace-stats`` writes. A spreadsheet
-(Excel, LibreOffice, Google Sheets) opening a CSV treats a cell starting with ``=``, ``+``,
-``-`` or ``@`` (or a tab or carriage return before one) as a formula, so a kernel named
-``=cmd|' /C calc'!A0`` would run when the table is opened ("CSV injection"). Such a text cell
-gets a single quote in front, which the spreadsheet shows as text. Numbers are left as they are:
-numeric columns are not touched, and neither is a text cell that is a plain number (``-1.5``,
-``-inf``), which a spreadsheet reads as that number, not as a formula. A line break inside a
-cell must not start a new row either: :func:`csv_bytes` ends lines with CRLF (as RFC 4180 does),
-so every cell holding a carriage return or a line feed is quoted.
-
-A run directory's own CSVs (``RunResult.save``) are written as measured, since the tool reads
-them back; the dashboard's zip of a run passes its tables through here (see
-``dashboard.rundata.run_zip_bytes``).
+Every CSV a user downloads or ``trace-stats`` writes passes through here: a text cell starting
+with ``=``, ``+``, ``-`` or ``@`` (or a tab or carriage return) gets a leading quote, numbers stay
+numbers, and rows end in CRLF so a line break inside a cell is always quoted. A run folder's own
+CSVs are written as measured (the tool reads them back).
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
-"""What the tool may write and replace on disk: output paths, manifests, and folder ownership.
+"""What the tool may write and replace on disk: output paths, manifests and folder ownership.
 
-Scope: the rules every command that writes a folder follows (``run``, ``sweep``, ``trace-stats``):
-
-- :func:`output_path`: the folder an ``--out`` names. ``~`` is expanded (as a shell would have
-  done) and ``..`` is taken lexically (``sub/../x`` is ``x``), before anything is created, so a
-  literal ``./~`` folder or an empty ``sub/`` is never left behind.
-- :func:`check_writable` probes a new folder's location and leaves nothing behind: the missing
-  parents it made for the probe are removed again (:func:`make_parents` makes them when writing).
-- A manifest (``manifest.json``, written last) lists each file the tool wrote into a folder with
-  its size (:func:`write_manifest`). :func:`owned_folder` says which entries of a folder the tool
-  wrote: every entry must be a regular file of a name the folder's kind allows and, when the
-  folder has a manifest, listed there with the same size; a subfolder only where the kind allows
-  one, owned in turn. Links, other kinds of file and anything else make the folder someone's
-  own (``NotOwned`` names the entry). Links are never followed.
-- :func:`replace_folder` replaces an owned folder: it is moved aside in one rename, checked
-  there (and moved back untouched when refused), the new folder takes its place, and exactly the
-  files that were checked are removed, then the emptied folders.
-- :func:`replace_file` writes a file through a temporary sibling and a rename, so that a file
-  hard-linked elsewhere keeps its content.
-
-Reading never needs a manifest: folders written before manifests existed keep opening.
-Standard library only.
+Every command that writes a folder (``run``, ``sweep``, ``trace-stats``) follows these rules: an
+``--out`` path is resolved before anything is created (:func:`output_path`); the tool lists what
+it wrote in ``manifest.json`` (:func:`write_manifest`); a folder is replaced only when every entry
+is recognisably the tool's own (:func:`owned_folder`, :func:`replace_folder`), links never
+followed; single files are replaced through a rename (:func:`replace_file`). Standard library only.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""``RunResult``: everything one run measured, as tidy DataFrames plus JSON-able metadata.
+"""``RunResult``: everything one run measured (tables, the summary's headline and facts, traces),
+its figures through ``Figures`` and ``Headline``, saved into and loaded from its run folder.
 
-Scope: the in-memory result and its run directory (``summary.json`` + one CSV per table + Chrome
-traces + ``manifest.json``, written last, listing those files with their sizes). Saving is atomic
-(a temporary sibling directory, then a rename) and never touches what is not the tool's own: it
-writes a new folder, or replaces a folder that holds one of this tool's runs and nothing else
-when asked to (``overwrite``: :func:`run_files` says what that is, and exactly those files are
-removed); anything else at the path is refused before a run starts (:func:`check_output`). A run
-that cannot be written (a full disk) is written under the system's temporary folder instead and
-``SaveError`` says where. Loading needs no manifest (older runs have none) and checks the schema
-version, the files, the columns and the values (finite, in range, of the right kind), and never
-executes anything from the directory (no pickle).
+Scope: writing a run folder atomically, only where this tool may (:func:`check_output`,
+:func:`run_files`), or under the system's temporary folder when it cannot (``SaveError``); loading
+one through ``runfolder``, checking every table and upgrading older schemas. No pickle.
 """
 
 from __future__ import annotations
@@ -27,28 +21,33 @@ from typing import Any
 import pandas as pd
 
 from profiler_core.analysis import attribution, metrics
+from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec import schema
-from profiler_core.spec.config import RunConfig
+from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig
 from profiler_core.spec.errors import ConfigError, RunFormatError, SaveError, shown
 from profiler_core.storage import outputs
 from profiler_core.storage.index import record_run
 from profiler_core.storage.outputs import (
-    TOOL_NAME,
     NotOwned,
     Owned,
-    is_version,
     make_parents,
     output_path,
     owned_folder,
-    read_folder_json,
     remove_made,
     replace_folder,
     write_manifest,
 )
+from profiler_core.storage.runfolder import (
+    V1_METHODS,
+    is_run_file_name,
+    is_tool_run,
+    json_safe,
+    read_summary,
+    trace_name,
+    trace_paths,
+)
 from profiler_core.storage.tablelimits import check_table_file, table_row_limit
 
-# A summary larger than this is not one of ours (ours are a few kilobytes).
-_MAX_SUMMARY_BYTES = 4 * 2**20
 # Largest time a table may hold: a step of more than ~11 days is not a measurement.
 MAX_TIME_MS = 1e9
 # A mode or timing method is a short identifier (it appears in file names, legends and labels).
@@ -96,27 +95,10 @@ _BOOL_COLUMNS = {"match", "shown"}
 SCRATCH_PREFIX = "profiler_core_traces_"  # the private folder a run keeps its traces in
 UNSAVED_PREFIX = "profiler_core_unsaved_"  # where a run goes when its folder cannot be written
 RUN_KIND = "run"  # a run folder's manifest kind
-_RUN_FILES = {schema.SUMMARY_FILE, *(file_name for file_name, _ in schema.TABLE_FILES.values())}
-_TRACE_NAME = re.compile(r"trace_[a-z][a-z0-9_+-]{0,39}\.json(\.gz)?")
 
 
 def _refused_output(message: str, hint: str) -> ConfigError:
     return ConfigError("out", message, hint)
-
-
-def is_run_file_name(name: str) -> bool:
-    """Whether this tool writes a file of that name into a run folder: summary.json, a table of
-    ``schema.TABLE_FILES`` or a trace (``trace_<mode>.json``, ``.json.gz``)."""
-    return name in _RUN_FILES or _TRACE_NAME.fullmatch(name) is not None
-
-
-def is_tool_run(path: Path) -> bool:
-    """Whether ``path`` is a real folder holding one of this tool's runs (its summary.json says
-    so, with a schema version this tool reads: a whole number, not true/false); links, files and
-    any other folder are not. Recognising a run is not owning its folder: see :func:`run_files`."""
-    content = read_folder_json(Path(path), schema.SUMMARY_FILE, _MAX_SUMMARY_BYTES)
-    return (isinstance(content, dict) and content.get("tool") == TOOL_NAME
-            and is_version(content.get("schema_version"), schema.READABLE_SCHEMA_VERSIONS))
 
 
 def run_files(path: Path) -> Owned:
@@ -190,11 +172,6 @@ def check_writable(target: Path, described: str) -> None:
     probe leaves nothing behind (:func:`outputs.check_writable`)."""
     outputs.check_writable(target, described, lambda reason: _refused_output(
         reason, "choose a folder on a writable disk"))
-
-
-def _trace_name(mode: str, path: str | os.PathLike) -> str:
-    """The name a mode's trace has in a run folder: ``trace_<mode>.json``, ``.json.gz`` if packed."""
-    return schema.trace_file(mode) + (".gz" if os.fspath(path).endswith(".gz") else "")
 
 
 def _reason(error: OSError) -> str:
@@ -284,33 +261,9 @@ def coerce_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def _json_safe(value: Any) -> Any:
-    """NaN and infinities become strings JSON can carry; everything else stays as it is."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def _pandas_error(error: Exception) -> str:
     """A pandas parse error's text on one line (its messages may end in a line break), shortened."""
     return shown(" ".join(str(error).split()), 200)
-
-
-def _from_json_safe(value: Any) -> Any:
-    """summary.json as read back: "nan"/"inf" strings as floats, every text (keys too) with
-    lone surrogates (``\\udcff`` escapes) as U+FFFD, which pyarrow and Streamlit refuse."""
-    if isinstance(value, str):
-        return float(value) if value in ("nan", "inf", "-inf") else schema.clean_text(value)
-    if isinstance(value, dict):
-        return {schema.clean_text(k) if isinstance(k, str) else k: _from_json_safe(v)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [_from_json_safe(v) for v in value]
-    return value
 
 
 @dataclass
@@ -328,6 +281,16 @@ class RunResult:
 
     def table(self, name: str) -> pd.DataFrame:
         return self.tables.get(name, empty_table(name))
+
+    @property
+    def figures(self) -> Figures:
+        """Every per-mode figure, once (metrics.csv; an older run's headline names upgraded)."""
+        return Figures.of_run(self.table("metrics"), self.headline)
+
+    @property
+    def pair(self) -> Headline:
+        """The article's pair, eager against the graph."""
+        return Headline.of(self.figures, self.headline)
 
     def summary_dict(self) -> dict[str, Any]:
         return {
@@ -353,7 +316,7 @@ class RunResult:
             self._save_at(target, overwrite)
         except OSError as error:
             raise self.keep_elsewhere(directory, _reason(error)) from None
-        self.trace_paths = {mode: (target / _trace_name(mode, path) if path else None)
+        self.trace_paths = {mode: (target / trace_name(mode, path) if path else None)
                             for mode, path in self.trace_paths.items()}
         record_run(target)  # never raises; a busy or damaged index catches up on the next listing
         return target
@@ -396,7 +359,7 @@ class RunResult:
                              f"({_reason(error)}), so its measurements are lost",
                              "free some disk space, or choose a folder on another disk with "
                              "--out, and run again")
-        self.trace_paths = {mode: (folder / _trace_name(mode, path) if path else None)
+        self.trace_paths = {mode: (folder / trace_name(mode, path) if path else None)
                             for mode, path in self.trace_paths.items()}
         return SaveError(f"the run could not be saved in {shown} ({reason}); it was saved in "
                          f"{str(folder)!r} instead",
@@ -407,14 +370,14 @@ class RunResult:
         are written through open handles (pandas would expand a ``~`` in a path)."""
         written = [schema.SUMMARY_FILE]
         with open(directory / schema.SUMMARY_FILE, "w", encoding="utf-8") as handle:
-            json.dump(_json_safe(self.summary_dict()), handle, indent=2, sort_keys=False)
+            json.dump(json_safe(self.summary_dict()), handle, indent=2, sort_keys=False)
         for name, (file_name, _) in schema.TABLE_FILES.items():
             with open(directory / file_name, "w", encoding="utf-8", newline="") as handle:
                 coerce_table(name, self.table(name)).to_csv(handle, index=False)
             written.append(file_name)
         for mode, path in self.trace_paths.items():
             if path is not None and Path(path).is_file():
-                written.append(_trace_name(mode, path))
+                written.append(trace_name(mode, path))
                 shutil.copyfile(path, directory / written[-1])
         write_manifest(directory, RUN_KIND, written)
 
@@ -428,35 +391,13 @@ class RunResult:
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> RunResult:
-        """Read a run directory written by ``save``; a malformed one raises ``RunFormatError``."""
+        """Read a run directory written by ``save``; a malformed one raises ``RunFormatError``.
+        It needs no manifest (older runs have none), checks the schema version, the files, the
+        columns and the values (finite, in range, of the right kind), and brings a run of an
+        older schema up to date; nothing from the directory is ever executed."""
         directory = Path(directory)
-        summary_path = directory / schema.SUMMARY_FILE
-        if not summary_path.is_file():
-            raise RunFormatError(f"{directory} has no {schema.SUMMARY_FILE}",
-                                 "choose a run directory written by python -m profiler_core run")
-        try:
-            summary = _from_json_safe(json.loads(summary_path.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
-            raise RunFormatError(f"{summary_path} is not valid JSON: {type(error).__name__}",
-                                 "the file was damaged or edited; run again") from None
-        version = summary.get("schema_version") if isinstance(summary, dict) else None
-        if isinstance(version, bool) or not isinstance(version, int) or (
-                version not in schema.READABLE_SCHEMA_VERSIONS):
-            raise RunFormatError(
-                f"{summary_path} has schema version {version!r}",
-                "this tool reads versions "
-                + ", ".join(str(v) for v in schema.READABLE_SCHEMA_VERSIONS))
-        expected = {"complete": bool, "config": dict, "environment": dict, "headline": dict,
-                    "notes": list}
-        for key, kind in expected.items():
-            if not isinstance(summary.get(key), kind):
-                raise RunFormatError(f"{summary_path}: {key!r} must be a JSON {kind.__name__}",
-                                     "the file was damaged or edited; run again")
-        try:
-            config = RunConfig.from_dict(summary["config"])
-        except (ConfigError, TypeError) as error:
-            raise RunFormatError(f"{summary_path} holds an invalid config: {error}",
-                                 "the file was edited by hand; run again") from None
+        summary = read_summary(directory)
+        version, config = summary.version, summary.config
         tables = {}
         for name, (file_name, _) in schema.TABLE_FILES.items():
             path = directory / file_name
@@ -464,7 +405,7 @@ class RunResult:
                 tables[name] = empty_table(name)
                 continue
             # rows, line lengths and NUL bytes checked in chunks before pandas parses the file
-            check_table_file(path, table_row_limit(name, config, summary["environment"]))
+            check_table_file(path, table_row_limit(name, config, summary.environment))
             try:
                 frame = pd.read_csv(path)
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
@@ -487,9 +428,7 @@ class RunResult:
                                      f"{_pandas_error(error)}",
                                      "the file was damaged or edited; run again") from None
             _check_values(name, tables[name], path)
-        headline, notes = summary["headline"], [str(n) for n in summary["notes"]]
-        if version == 1:
-            headline, notes = _upgrade_v1_summary(headline, notes)
+        headline = summary.headline
         if version < 3:
             tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(
                 metrics.from_saved_headline(tables["modes"], tables["stats"], headline)))
@@ -497,13 +436,10 @@ class RunResult:
         if not (directory / schema.TABLE_FILES["attribution"][0]).is_file():  # written before it existed
             tables["attribution"] = coerce_table("attribution", attribution.build(
                 tables["stats"], tables["launch_split"], tables["latency"]))
-        traces = {}
-        for mode in dict.fromkeys([*schema.TRACE_FILES, *config.modes]):
-            file_name = schema.trace_file(mode)
-            plain, packed = directory / file_name, directory / (file_name + ".gz")
-            traces[mode] = plain if plain.is_file() else (packed if packed.is_file() else None)
-        return cls(config=config, environment=summary["environment"], headline=headline,
-                   tables=tables, notes=notes, complete=summary["complete"], trace_paths=traces)
+        traces = trace_paths(directory, [*ALWAYS_MEASURED, *config.modes])
+        return cls(config=config, environment=summary.environment, headline=headline,
+                   tables=tables, notes=summary.notes, complete=summary.complete,
+                   trace_paths=traces)
 
 
 def _upgrade_never_pays_back(frame: pd.DataFrame) -> pd.DataFrame:
@@ -544,10 +480,6 @@ def _headline_pay_back(headline: dict[str, Any], metrics_table: pd.DataFrame) ->
     return headline
 
 
-# Schema 1 timed each iteration from an idle device only: its methods are today's cold start.
-_V1_METHODS = {"cuda_event": "cold_event", "sync_wall": "cold_wall"}
-
-
 def _upgrade_v1_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     """A schema-1 table in today's columns and method names."""
     frame = frame.copy()
@@ -555,7 +487,7 @@ def _upgrade_v1_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
         if "method" not in frame.columns:
             frame.insert(min(1, len(frame.columns)), "method", "cold")
     if name == "stats" and "method" in frame.columns:
-        frame["method"] = frame["method"].replace(_V1_METHODS)
+        frame["method"] = frame["method"].replace(V1_METHODS)
     return frame
 
 
@@ -566,15 +498,3 @@ def _upgrade_v2_table(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.rename(columns={"graph_us": "mode_us"})
     frame.insert(0, "mode", "graph")
     return frame
-
-
-def _upgrade_v1_summary(headline: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """A schema-1 headline: its speedup is the cold-start one (a synchronise before every step)."""
-    headline = dict(headline)
-    method = headline.get("timing_method")
-    if isinstance(method, str):
-        headline["timing_method"] = _V1_METHODS.get(method, method)
-    return headline, notes + [
-        "recorded by an earlier version of this tool (run schema 1), which timed every step from "
-        "an idle device (cold start): its headline is the cold-start speedup, not the steady "
-        "state of a training loop; run it again for the steady-state figure"]

@@ -1,13 +1,8 @@
 """How large each table of a run folder can be, and a cheap check of a table file against it.
 
-Scope: for every CSV table of a run directory (``schema.TABLE_FILES``), the most rows a run of
-a given config ever writes (:func:`table_row_limit`, generous: twice the most the runner writes,
-plus room), and :func:`check_table_file`, which reads a file in chunks (never more than a
-mebibyte at a time) before pandas parses it, refusing NUL bytes, a line over
-``MAX_LINE_BYTES`` and more rows than the limit. A table past its limit was not written by a
-run of that config (it was damaged, edited or crafted), and parsing it whole could take
-gigabytes and minutes in the loader and the dashboard (issue 18: a million-row breakdown.csv
-kept the Launch split page busy for ten minutes).
+Scope: the most rows a run of a given config writes into each table (:func:`table_row_limit`,
+generous), and :func:`check_table_file`, which reads a file in chunks before pandas parses it. A
+table past its limit was damaged, edited or crafted, and parsing it whole could take minutes.
 """
 
 from __future__ import annotations
@@ -19,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from profiler_core.analysis.attribution import COMPONENTS as ATTRIBUTION_COMPONENTS
-from profiler_core.spec.config import ALWAYS_MEASURED, INT_LIMITS, RunConfig
+from profiler_core.spec.config import INT_LIMITS, RunConfig
 from profiler_core.spec.errors import RunFormatError
+from profiler_core.spec.modes import ALWAYS_MEASURED
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS, NVML_METRICS
 
 READ_CHUNK_BYTES = 1 << 20

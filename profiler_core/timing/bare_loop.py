@@ -1,13 +1,8 @@
 """A bare training loop, written out by hand as a user would, for the benchmark to compare with.
 
-Scope: the reference the tool's numbers are checked against. It imports nothing from this tool
-(run it as a file: ``python profiler_core/timing/bare_loop.py --batch 640 ...``), builds the article's
-MLP step, and times it eagerly and as a captured CUDA graph (side-stream warm-up, capture, a new
-batch copied into the static inputs before every replay) in back-to-back loops, eager and graph
-blocks alternating ABBA. A block is timed with one CUDA event at each end, placed after its first
-iteration (which starts from an idle GPU, as a long loop's iterations do not): its time per
-training step is the loop's total over its iterations, the figure a training loop gets. It prints one JSON
-object: the median over blocks of the time per step, per mode.
+It imports nothing from this tool (run it as a file: ``python profiler_core/timing/bare_loop.py
+--batch 640 ...``), times the article's MLP step eagerly and as a captured CUDA graph in
+alternating blocks (ABBA), and prints one JSON object: the median time per step, per mode.
 """
 
 from __future__ import annotations
@@ -118,9 +113,10 @@ def main(argv: list[str]) -> int:
             end.record()
             end.synchronize()
             ms_per_step[mode].append(start.elapsed_time(end) / per_block)
-    result = {f"{mode}_ms": statistics.median(values) for mode, values in ms_per_step.items()}
+    result: dict[str, float | str] = {
+        f"{mode}_ms": statistics.median(values) for mode, values in ms_per_step.items()}
     result.update({f"{mode}_mean_ms": statistics.fmean(values) for mode, values in ms_per_step.items()})
-    result["torch_version"] = torch.__version__
+    result["torch_version"] = str(torch.__version__)
     print(json.dumps(result))
     return 0
 

@@ -1,17 +1,7 @@
 """Is a measurement stable? Checks on a run's own tables that say when its figures move.
 
-Scope: pure functions over a run's stats table and headline (no torch, no I/O, no UI), used by
-the command line's summary and the dashboard's Overview and Latency views:
-
-- :func:`unstable_timing`: per mode, the headline's figure (median over the trials of each
-  trial's mean step) against the median of single steps, and the spread of the trials. As
-  ``torch.utils.benchmark`` flags a measurement whose IQR is over 10% of its median, a run is
-  flagged when the two medians differ by more than 10%, or the trials' IQR is over 10% of their
-  median: a few slow steps (another process on the host, a step whose time varies) pull the
-  trial means away from a typical step, and the headline then depends on when they fell.
-- :func:`spread_beyond_ci`: a run of several fresh processes (``--repeats``) whose speedup moved
-  between processes more than its own confidence interval is wide: the within-run interval then
-  understates how far a new process would land.
+Pure functions over a run's stats table and headline (no torch, no I/O, no UI), for the command
+line's summary and the dashboard: :func:`unstable_timing` and :func:`spread_beyond_ci`.
 """
 
 from __future__ import annotations
@@ -62,6 +52,16 @@ def _row(stats: pd.DataFrame, mode: str, method: str) -> pd.Series | None:
     return match.iloc[0] if len(match) else None
 
 
+def _first_row(stats: pd.DataFrame, mode: str,
+               methods: tuple[str, ...]) -> tuple[str, pd.Series] | None:
+    """The first of ``methods`` that ``stats`` has a row for in ``mode``, with that row."""
+    for method in methods:
+        row = _row(stats, mode, method)
+        if row is not None:
+            return method, row
+    return None
+
+
 def _float(value: Any) -> float:
     try:
         number = float(value)
@@ -85,10 +85,10 @@ def unstable_timing(stats: pd.DataFrame, threshold: float = NOISY_FRACTION) -> l
     found = []
     for mode in pd.unique(stats["mode"].astype(str)):
         trial = _row(stats, mode, "steady_trial")
-        step_method = next((m for m in STEP_METHODS if _row(stats, mode, m) is not None), None)
-        if trial is None or step_method is None:
+        found_step = _first_row(stats, mode, STEP_METHODS)
+        if trial is None or found_step is None:
             continue
-        step = _row(stats, mode, step_method)
+        step_method, step = found_step
         trial_ms, step_ms = _float(trial["median_ms"]), _float(step["median_ms"])
         if not (trial_ms > 0 and step_ms > 0):
             continue

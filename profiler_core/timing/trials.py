@@ -1,26 +1,10 @@
 """Timing of training iterations, three ways, with a swappable clock.
 
-Scope: how blocks of iterations of one mode are timed; what a mode is and how the modes are
-interleaved belong to ``runner``. The methods, per iteration of a mode (one eager step, or one
-replay covering ``steps`` captured training steps):
-
-- **steady state** (the headline): iterations are queued back to back, as a training loop runs
-  them, and a CUDA event is recorded after every iteration; an iteration's time is the GPU time
-  between the event before it and the event after it. The device is synchronised only at the
-  ends of a block, so the CPU runs ahead exactly as it would in training. The first iteration of
-  a block starts from an idle device and is run but not kept as a sample. For a graph the
-  iteration includes copying the new batch into the static inputs (a real loop must do it);
-  :func:`input_copy_ms` measures that copy on its own, apart from the loop (a mark between the
-  copy and the replay would cost the loop a launch of its own).
-- **cold start**: the device is synchronised before the iteration, then events are recorded
-  around the step alone (around ``replay()`` for a graph, the copy left out), and the host wall
-  clock is read after a synchronise. Every step then pays the latency of its first launch.
-- **the article's loop**: ``perf_counter()`` around a loop with no synchronise (CPU enqueue time
-  only, the pitfall), and the same loop closed by a synchronise (its true time).
-
-A :class:`CudaClock` marks time with CUDA events; a :class:`HostClock` with ``perf_counter`` (the
-CPU, where there is no asynchrony to hide). Tests pass their own clock. Nothing here reports
-progress from inside a block, so no work but the step runs between a block's marks.
+How blocks of iterations of one mode are timed (steady state, the headline; cold start; the
+article's loop: docs/how-it-measures.md, "The run, step by step"); interleaving the modes belongs
+to ``runner``. A :class:`CudaClock` marks time with CUDA events, a :class:`HostClock` with
+``perf_counter``; tests pass their own clock. Nothing reports progress from inside a block, so
+no work but the step runs between a block's marks.
 """
 
 from __future__ import annotations

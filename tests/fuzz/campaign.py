@@ -529,7 +529,7 @@ class Fixtures:
     def _stopped_sweep(self, folder: Path) -> Path:
         from test_sweep import FakeLauncher, small_plan
 
-        from profiler_core.sweep.core import SweepRunner
+        from profiler_core.sweep.runner import SweepRunner
 
         runner = None
 
@@ -1575,7 +1575,11 @@ def gen_serve(fixtures: Fixtures, root: Path, rng: random.Random) -> Spec:
                 stdin += b'{"argv": ["run", "--out", "second"]}\n'
             label = f"serve stdin {stdin[:40]!r}"
         elif family == "valid":
-            request = {"argv": ["run", "--out", str(cwd / "r"), *TINY]}
+            from profiler_core.spec.config import PRESETS
+
+            tiny = PRESETS["seed"].replace(device="cpu", batch=8, d_in=16, hidden=32, d_out=4,
+                                           replays=20, trials=4, preset="custom")
+            request = {"config": tiny.to_dict(), "out": str(cwd / "r"), "overwrite": False}
             stdin = json.dumps(request).encode() + b"\n"
             label = "serve a valid tiny run"
         else:

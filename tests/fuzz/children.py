@@ -93,7 +93,7 @@ def call_load(path: str) -> str:
 
 
 def call_load_sweep(path: str) -> str:
-    from profiler_core.sweep import core as sweep
+    from profiler_core.sweep import store as sweep
     sweep.list_sweeps(Path(path).parent)
     sweep.load_sweep(Path(path))
     return "loaded"
@@ -109,10 +109,10 @@ def call_upload(data_file: str, name: str, base: str, times: int) -> str:
     for _ in range(times):
         try:
             session.add(data, name)
-        except BaseException:
+        except BaseException as refusal:
             left = [p for p in session.dir.rglob("*") if not p.is_dir()]
             if left:
-                raise AssertionError(f"a refused upload left {len(left)} file(s): {left[:3]}")
+                raise AssertionError(f"a refused upload left {len(left)} file(s): {left[:3]}") from refusal
             raise
     return f"kept {len(session.paths())}"
 
@@ -179,7 +179,7 @@ def forks() -> int:
     # warm the imports once: every forked child starts with them done
     from dashboard import rundata, uploads  # noqa: F401
     from profiler_core.storage.results import RunResult  # noqa: F401
-    from profiler_core.sweep import core as sweep  # noqa: F401
+    from profiler_core.sweep import store  # noqa: F401
 
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:

@@ -83,7 +83,7 @@ for name, body in kinds().items():
         graph = graph_of(body, k)
         replay = held_us(graph)
         with tempfile.TemporaryDirectory() as folder:
-            window = profile_window(Mode(name, 1, lambda i: graph.replay()), 3, device,
+            window = profile_window(Mode(name, 1, lambda i, graph=graph: graph.replay()), 3, device,
                                     Path(folder) / "t.json")
         busy = float(window.analysis.launch_split["gpu_busy_us"].median())
         kernels = float(window.analysis.launch_split["kernels"].median())

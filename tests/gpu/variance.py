@@ -78,7 +78,7 @@ def main() -> int:
     rows = []
     if args.scan:
         plan = [(f"cpu{c}", ["taskset", "-c", str(c)], {}) for c in cpus]
-        for r in range(args.rounds):
+        for _ in range(args.rounds):
             plan.append(("unpinned", [], {}))
             plan.append(("pin_idlest", None, {}))
         for r, (name, prefix, env) in enumerate(plan):

@@ -10,6 +10,8 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboard.charts.common import HEIGHT, apply_layout, empty_figure, escape, mode_color
+
 STACK_PARTS = (  # metric (ranks.csv's, or compute_alone_us: see stacked_step), label, colour
     ("compute_alone_us", "compute (no communication beside it)", "#4c78a8"),
     ("comm_exposed_us", "communication, exposed", "#e45756"),
@@ -50,17 +52,16 @@ def straggler_of(ranks: pd.DataFrame, mode: str) -> int | None:
 def step_grid(ranks: pd.DataFrame) -> go.Figure:
     """Rank x mode heatmap of the median step time (ms)."""
     table = wide(ranks)
-    figure = go.Figure()
+    title = "Median step time per rank and mode (ms)"
     if table.empty or "step_median_ms" not in table.columns:
-        return figure.update_layout(title="Step time per rank and mode (not measured)")
+        return empty_figure(title)
     grid = table.pivot(index="rank", columns="mode", values="step_median_ms")
     text = [[f"{v:.3f}" if math.isfinite(v) else "" for v in row] for row in grid.to_numpy(float)]
-    figure.add_trace(go.Heatmap(z=grid.to_numpy(float), x=list(grid.columns),
-                                y=[f"rank {int(r)}" for r in grid.index], text=text,
-                                texttemplate="%{text}", colorscale="Blues", showscale=False))
-    return figure.update_layout(title="Median step time per rank and mode (ms)",
-                                yaxis={"autorange": "reversed"},
-                                height=GRID_BASE_PX + GRID_ROW_PX * len(grid.index))
+    figure = go.Figure(go.Heatmap(z=grid.to_numpy(float), x=[escape(m) for m in grid.columns],
+                                  y=[f"rank {int(r)}" for r in grid.index], text=text,
+                                  texttemplate="%{text}", colorscale="Blues", showscale=False))
+    return apply_layout(figure, title, height=GRID_BASE_PX + GRID_ROW_PX * len(grid.index),
+                        yaxis={"autorange": "reversed"})
 
 
 def stacked_step(ranks: pd.DataFrame, mode: str) -> go.Figure:
@@ -75,8 +76,8 @@ def stacked_step(ranks: pd.DataFrame, mode: str) -> go.Figure:
     for metric, label, colour in STACK_PARTS:
         if metric in table.columns:
             figure.add_trace(go.Bar(name=label, x=labels, y=table[metric], marker_color=colour))
-    return figure.update_layout(barmode="stack", yaxis_title="µs per profiled iteration",
-                                title=f"{mode}: where each rank's step goes")
+    return apply_layout(figure, f"{escape(mode)}: where each rank's step goes", barmode="stack",
+                        yaxis_title="µs per profiled iteration")
 
 
 def percentiles(ranks: pd.DataFrame, mode: str) -> go.Figure:
@@ -88,19 +89,20 @@ def percentiles(ranks: pd.DataFrame, mode: str) -> go.Figure:
         if metric in table.columns:
             figure.add_trace(go.Bar(name=label, x=labels, y=table[metric]))
     named = straggler_of(ranks, mode)
-    title = f"{mode}: p50 and p99 per rank" + (f" (straggler: rank {named})" if named is not None
-                                                else " (no straggler named)")
-    return figure.update_layout(barmode="group", yaxis_title="ms per step", title=title)
+    title = f"{escape(mode)}: p50 and p99 per rank" + (
+        f" (straggler: rank {named})" if named is not None else " (no straggler named)")
+    return apply_layout(figure, title, barmode="group", yaxis_title="ms per step")
 
 
 def all_reduce_share(ranks: pd.DataFrame) -> go.Figure:
     """The all-reduce's share of each rank's profiled step, per mode (percent)."""
     table = wide(ranks)
-    figure = go.Figure()
+    title = "The all-reduce's share of the step"
     if "all_reduce_share_pct" not in table.columns:
-        return figure.update_layout(title="All-reduce share of the step (not profiled)")
-    for mode, rows in table.groupby("mode", sort=False):
-        figure.add_trace(go.Bar(name=str(mode), x=[f"rank {int(r)}" for r in rows["rank"]],
-                                y=rows["all_reduce_share_pct"]))
-    return figure.update_layout(barmode="group", yaxis_title="% of the step",
-                                title="The all-reduce's share of the step")
+        return empty_figure(title, "not profiled")
+    figure = go.Figure()
+    for index, (mode, rows) in enumerate(table.groupby("mode", sort=False)):
+        figure.add_trace(go.Bar(name=escape(mode), x=[f"rank {int(r)}" for r in rows["rank"]],
+                                y=rows["all_reduce_share_pct"],
+                                marker_color=mode_color(str(mode), index)))
+    return apply_layout(figure, title, height=HEIGHT, barmode="group", yaxis_title="% of the step")
