@@ -19,7 +19,6 @@ import pytest
 from profiler_core.analysis import ranks
 from profiler_core.cli import parser as cli
 from profiler_core.orchestration.torchrun import (
-    RankFailedError,
     RankWatch,
     run_torchrun,
     torchrun_argv,
@@ -27,7 +26,7 @@ from profiler_core.orchestration.torchrun import (
 from profiler_core.spec import schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RankEnv, rank_env, read_marks
-from profiler_core.spec.errors import CaptureError, ConfigError, TimeLimitReached
+from profiler_core.spec.errors import CaptureError, ConfigError, RankError, TimeLimitReached
 from profiler_core.storage.results import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,7 +212,7 @@ def test_the_gloo_run_is_quick(straggler_run):
 def test_a_failed_rank_is_named_and_nothing_is_left_running():
     token = uuid.uuid4().hex
     started = time.monotonic()
-    with pytest.raises(RankFailedError) as info:
+    with pytest.raises(RankError) as info:
         run_torchrun(2, [FAULTS, "fail", "1", token], timeout_s=60)
     assert str(info.value).startswith("rank 1 failed: RuntimeError: injected failure")
     assert time.monotonic() - started < 45
@@ -283,7 +282,7 @@ def test_one_gloo_rank_is_a_run_with_no_straggler(tmp_path):
 
 def test_a_launcher_killed_outright_leaves_no_process(tmp_path):
     """SIGKILL gives the launcher no chance to clean up: torchrun's death signal (SIGTERM)
-    ends it, and it ends its ranks."""
+    ends it, and it ends its ranks (usually in seconds)."""
     out = tmp_path / f"killed-{uuid.uuid4().hex}"
     process = subprocess.Popen([sys.executable, "-m", "profiler_core", "run", *SMALL,
                                 "--replays", "100000", "--trials", "10", "--nproc-per-node", "2",
@@ -295,7 +294,8 @@ def test_a_launcher_killed_outright_leaves_no_process(tmp_path):
     time.sleep(2.0)
     process.kill()
     process.wait(timeout=10)
-    deadline = time.monotonic() + 30
+    # torchrun gives a rank stuck in C code (a collective) 30 s after its SIGTERM, then SIGKILL
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline and _left_running(out.name):
         time.sleep(0.5)
     assert _left_running(out.name) == []

@@ -32,6 +32,7 @@ from profiler_core.spec.errors import (
     INTERRUPTED,
     ConfigError,
     ProfilerError,
+    RankError,
     TimeLimitReached,
 )
 
@@ -41,11 +42,6 @@ STOPPED_KINDS = (INTERRUPTED, TimeLimitReached.kind)  # a rank ended by the laun
 TORCHRUN = (sys.executable, "-m", "torch.distributed.run")
 _ROOT_CAUSE_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank")
 _ROOT_CAUSE_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
-
-
-class RankFailedError(ProfilerError):
-    """A rank of a data-parallel run failed with an error that is not one of the tool's kinds
-    (those are raised as their own kind, naming the rank); the message names it and its error."""
 
 
 # The tool's error kinds, as a rank reports them: the launcher raises the same kind.
@@ -62,7 +58,7 @@ def rank_error(record: dict[str, Any], then: str = "") -> ProfilerError:
         return ConfigError(str(record.get("field") or "nproc_per_node"), message, hint)
     if kind is not None:
         return kind(message, hint)
-    return RankFailedError(message, hint)
+    return RankError(message, hint)
 
 
 def torchrun_argv(nproc_per_node: int, target: Sequence[str]) -> list[str]:
@@ -116,7 +112,7 @@ class RankWatch:
             who = f"rank {rank}" if rank is not None else "a rank"
             code = self.root_cause_exit
             how = f" (exit code {code})" if code is not None else ""
-            return RankFailedError(f"{who} of the data-parallel run ended{how} without saying why; "
+            return RankError(f"{who} of the data-parallel run ended{how} without saying why; "
                                    f"torchrun exited with code {exit_code}",
                                    "see the ranks' output above")
         others = sorted({e["rank"] for e in errors} - {first["rank"]})
@@ -253,7 +249,7 @@ def _pump(stream: IO[str], out: IO[str], watch: RankWatch) -> None:
 def run_torchrun(nproc_per_node: int, target: Sequence[str], timeout_s: float = 0.0,
                  stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Run ``target`` under torchrun with ``nproc_per_node`` ranks; returns 0 when every rank
-    exited 0. Raises ``RankFailedError`` naming the failed rank, ``TimeLimitReached`` (naming
+    exited 0. Raises ``RankError`` naming the failed rank, ``TimeLimitReached`` (naming
     the rank that held the run up) after ``timeout_s`` (0: no limit), and passes on
     ``KeyboardInterrupt`` (Ctrl-C, SIGTERM through ``stopping.RunStopper``); in every case
     torchrun and all its ranks are ended first."""
