@@ -133,6 +133,17 @@ def test_arrival_waits_and_the_straggler():
     assert ranks.straggler(even, "eager") is None  # no spread, no straggler
 
 
+def test_what_sets_the_pace_is_named_from_the_slowest_ranks_window():
+    def table(host_wait: float, exposed: float) -> pd.DataFrame:
+        return pd.DataFrame([(0, "eager", "step_median_ms", 1.0), (1, "eager", "step_median_ms", 2.0),
+                             (1, "eager", "span_us", 1000.0), (1, "eager", "host_wait_us", host_wait),
+                             (1, "eager", "comm_exposed_us", exposed)], columns=schema.RANK_COLUMNS)
+    assert ranks.bound_label(table(400.0, 0.0)) == ranks.LAUNCH_BOUND
+    assert ranks.bound_label(table(100.0, 500.0)) == ranks.COMMUNICATION_BOUND
+    assert ranks.bound_label(table(100.0, 100.0)) == ranks.GPU_BOUND
+    assert ranks.bound_label(table(100.0, 100.0).iloc[:2]) == ""  # not profiled
+
+
 def test_the_job_runs_at_its_slowest_ranks_pace():
     table = pd.DataFrame([(0, "eager", "step_median_ms", 4.0), (1, "eager", "step_median_ms", 5.0),
                           (0, "graph", "step_median_ms", 1.0), (1, "graph", "step_median_ms", 2.0)],

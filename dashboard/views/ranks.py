@@ -19,8 +19,13 @@ if ranks.empty:
 headline = run.headline
 speedup = headline.get("speedup")
 straggler = headline.get("straggler_rank")
-left, middle, right = st.columns(3)
+left, middle, right, last = st.columns(4)
 left.metric("Ranks", f"{headline.get('world_size', '?')}")
+bound = headline.get("eager_bound")
+last.metric("Eager step", bound if isinstance(bound, str) and bound else "n/a",
+            help="What sets the pace of the slowest rank's eager step in its profiled window: "
+                 "launch-bound (the GPU waits for the host 30% of the time or more), "
+                 "communication-bound (exposed communication takes that share), else GPU-bound.")
 middle.metric("Job speedup (slowest rank)",
               f"{speedup:.2f}x" if isinstance(speedup, float) and speedup == speedup else "n/a")
 right.metric("Straggler", f"rank {int(straggler)}" if isinstance(straggler, float)

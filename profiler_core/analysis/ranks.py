@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -270,14 +271,37 @@ def order(table: pd.DataFrame) -> pd.DataFrame:
     return table.iloc[np.argsort(keys.to_numpy(), kind="stable")].reset_index(drop=True)
 
 
-def job_headline(table: pd.DataFrame, rank_latency: pd.DataFrame, seed: int) -> dict[str, float]:
+BOUND_SHARE = 0.3  # share of the profiled span that makes a step launch- or communication-bound
+LAUNCH_BOUND, COMMUNICATION_BOUND, GPU_BOUND = "launch-bound", "communication-bound", "GPU-bound"
+
+
+def bound_label(table: pd.DataFrame, mode: str = "eager") -> str:
+    """What sets the pace of ``mode``'s step on the job's slowest rank, from its profiled window:
+    launch-bound when the device waits for the host for at least ``BOUND_SHARE`` of the span,
+    else communication-bound when exposed communication takes that share, else GPU-bound; ""
+    when the window was not profiled."""
+    _, rank = job_step_ms(table, mode)
+    if rank is None:
+        return ""
+    span = _value(table, mode, "span_us").get(rank, math.nan)
+    if not (isinstance(span, float) and span > 0):
+        return ""
+    if _value(table, mode, "host_wait_us").get(rank, 0.0) >= BOUND_SHARE * span:
+        return LAUNCH_BOUND
+    if _value(table, mode, "comm_exposed_us").get(rank, 0.0) >= BOUND_SHARE * span:
+        return COMMUNICATION_BOUND
+    return GPU_BOUND
+
+
+def job_headline(table: pd.DataFrame, rank_latency: pd.DataFrame, seed: int) -> dict[str, Any]:
     """The job's figures: eager and graph step times of their slowest ranks, the job's speedup
     (with the bootstrap CI over those ranks' trials), the straggler (eager's, else the graph's;
-    NaN when none is named) and each mode's arrival skew (the spread of the ranks' arrival
-    waits: how much later the last rank reaches the all-reduce than the first)."""
+    NaN when none is named), what sets the eager step's pace (``bound_label``) and each mode's
+    arrival skew (the spread of the ranks' arrival waits: how much later the last rank reaches
+    the all-reduce than the first)."""
     eager_ms, eager_rank = job_step_ms(table, "eager")
     graph_ms, graph_rank = job_step_ms(table, "graph")
-    headline: dict[str, float] = {"eager_median_ms": eager_ms, "graph_median_ms": graph_ms,
+    headline: dict[str, Any] = {"eager_median_ms": eager_ms, "graph_median_ms": graph_ms,
                                   "slowest_eager_rank": math.nan if eager_rank is None else eager_rank,
                                   "slowest_graph_rank": math.nan if graph_rank is None else graph_rank}
     steady = rank_latency[rank_latency["method"] == "steady"]
@@ -292,6 +316,7 @@ def job_headline(table: pd.DataFrame, rank_latency: pd.DataFrame, seed: int) -> 
     named = straggler(table, "eager")
     named = named if named is not None else straggler(table, "graph")
     headline["straggler_rank"] = math.nan if named is None else float(named)
+    headline["eager_bound"] = bound_label(table, "eager")
     for mode in ("eager", "graph"):
         waits = _value(table, mode, "arrival_wait_us").dropna()
         headline[f"{mode}_arrival_skew_us"] = float(waits.max() - waits.min()) if len(waits) > 1 else math.nan

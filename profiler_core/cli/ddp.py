@@ -148,6 +148,8 @@ def summary_lines(result: RunResult) -> list[str]:
     speedup = headline.get("speedup", math.nan)
     if isinstance(speedup, float) and math.isfinite(speedup):
         lines.append(f"Job speedup (slowest rank): {speedup:.2f}x")
+    if headline.get("eager_bound"):
+        lines.append(f"Eager step: {headline['eager_bound']}")
     straggler = headline.get("straggler_rank", math.nan)
     lines.append(f"Straggler: rank {int(straggler)}" if isinstance(straggler, float)
                  and math.isfinite(straggler) else "Straggler: none named")
