@@ -41,6 +41,7 @@ VIEWS = [
     st.Page("views/kernels.py", title="Kernels", icon=":material/view_list:"),
     st.Page("views/runs.py", title="Runs", icon=":material/folder_open:"),
     st.Page("views/sweep.py", title="Sweep", icon=":material/stacked_line_chart:"),
+    st.Page("views/ranks.py", title="Ranks", icon=":material/lan:"),
 ]
 page = st.navigation(VIEWS)
 

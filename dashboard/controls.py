@@ -130,8 +130,14 @@ def init_controls() -> None:
     st.session_state.setdefault(TIMEOUT_KEY, DEFAULT_TIMEOUT_S)
 
 
+VISIBLE_GPUS_KEY = "_visible_gpus"  # GPUs the device list found (the GPU count is offered above 1)
+
+
 def _shown(field: fields.FieldSpec) -> bool:
-    """Whether a control belongs on screen: a workload's size controls only with that workload."""
+    """Whether a control belongs on screen: a workload's size controls only with that workload;
+    the number of GPUs for a data-parallel run only where more than one GPU is visible."""
+    if field.name == "nproc_per_node":
+        return int(st.session_state.get(VISIBLE_GPUS_KEY, 0)) > 1
     workload = st.session_state.get(key("workload"), "mlp")
     return field.applies_to(workload if workload in fields.BUILT_IN_WORKLOADS else "mlp")
 
@@ -272,6 +278,7 @@ def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | No
     first: the section holding a refused control opens, and the refusal sits right under it.
     """
     init_controls()
+    st.session_state[VISIBLE_GPUS_KEY] = len(gpus)
     _device_selector(gpus, no_gpu_reason)
     size_for_device()
     cpu = on_cpu()

@@ -25,6 +25,7 @@ ERROR_TITLES = {
     "CudaFaultError": "The GPU reported a fault",
     "RunFormatError": "The worker could not read or write a run folder",
     "SaveError": "The run could not be saved in the runs folder",
+    "RankError": "A rank of the data-parallel run failed",
     "Interrupted": "The run was interrupted",
     "WorkloadError": "Your training step failed",
     "TimeLimit": "The run reached its own time limit",

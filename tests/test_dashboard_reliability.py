@@ -45,6 +45,7 @@ from dashboard import (
     uploads,
     worker,
 )
+from dashboard.charts import ranks as rank_charts
 from dashboard.charts.attribution import (
     launch_count_bars,
     profiled_waterfall,
@@ -85,7 +86,7 @@ pytestmark = pytest.mark.usefixtures("fresh_app_state")
 # only stops a broken test from hanging. No test depends on how fast the machine is.
 SAFETY_NET_S = 600
 PAGES = ["views/overview.py", "views/counters.py", "views/latency.py", "views/launch_split.py",
-         "views/gpu.py", "views/kernels.py"]
+         "views/gpu.py", "views/kernels.py", "views/ranks.py"]
 
 
 @pytest.fixture(scope="module")
@@ -655,6 +656,12 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
                                     repeats.between_table(h, opened.pair),
                                     stability.spread_beyond_ci(
                                         h, (opened.pair.speedup_ci_low, opened.pair.speedup_ci_high))),
+            "ranks.csv": lambda: (rank_charts.step_grid(opened.table("ranks")),
+                                  rank_charts.stacked_step(opened.table("ranks"), "eager"),
+                                  rank_charts.percentiles(opened.table("ranks"), "eager"),
+                                  rank_charts.all_reduce_share(opened.table("ranks")),
+                                  rank_charts.summary_table(opened.table("ranks"))),
+            "rank_latency.csv": lambda: rundata.table_csv_bytes(opened.table("rank_latency")),
         }
         draw[file.name]()
         assert isinstance(opened.complete, bool)

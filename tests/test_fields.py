@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -22,7 +23,8 @@ from profiler_core.spec.errors import ConfigError
 from tests.test_dashboard import ONE_GPU
 
 APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
-RUN_ONLY_OPTIONS = {"-h", "--help", "--out", "--overwrite", "--progress", "--timeout", "--timings"}  # not settings of a run
+RUN_ONLY_OPTIONS = {"-h", "--help", "--out", "--overwrite", "--progress", "--timeout", "--timings",
+                    "--inject-delay-ms"}  # not settings of a run
 WIDGET_KINDS = ("number_input", "selectbox", "toggle", "multiselect", "text_input")
 
 # Every field away from its default but the preset label (a field added to RunConfig must be
@@ -33,7 +35,7 @@ EVERY_FIELD_CHANGED = RunConfig(
     capture_iters=2, replays=30, eager_iters=50, count_warmup=False, seed=7, device="cuda:1",
     trials=3, profile=False, profile_iters=4, nvml=False, nvml_interval_ms=12.5, parity_steps=0,
     modes=("eager", "graph", "compile"), workload="transformer", preset="custom", repeats=4,
-    cpu_affinity="0,2-3")
+    cpu_affinity="0,2-3", nproc_per_node=2)
 
 
 def _config_field_names() -> list[str]:
@@ -156,11 +158,16 @@ def _sidebar_widgets(at: AppTest) -> dict[str, object]:
     return {w.key: w for kind in WIDGET_KINDS for w in getattr(at.sidebar, kind) if w.key}
 
 
+TWO_GPUS = (pd.concat([ONE_GPU[0], ONE_GPU[0].assign(device="cuda:1", index=1)],
+                     ignore_index=True), "")
+
+
 @pytest.mark.usefixtures("fresh_app_state")
 def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_path):
     """Every field has its control (device and preset above the sections), under its label; a
-    workload's size controls appear with that workload only."""
-    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
+    workload's size controls appear with that workload only, the number of GPUs for a
+    data-parallel run where more than one GPU is visible (two here)."""
+    monkeypatch.setattr(devices, "list_devices", lambda: TWO_GPUS)
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.session_state[state.RUNS_DIR] = str(tmp_path)
     at.run()
@@ -178,6 +185,17 @@ def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_
     assert drawn == set(_config_field_names())
     assert [e.label for e in at.sidebar.expander
             if not e.label.startswith("Runs folder")] == list(fields.SECTIONS)
+
+
+@pytest.mark.usefixtures("fresh_app_state")
+def test_the_number_of_gpus_is_offered_only_beside_another_gpu(monkeypatch, tmp_path):
+    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(tmp_path)
+    at.run()
+    assert not at.exception
+    widgets = _sidebar_widgets(at)
+    assert controls.key("nproc_per_node") not in widgets and controls.key("batch") in widgets
 
 
 @pytest.mark.usefixtures("fresh_app_state")

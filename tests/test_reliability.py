@@ -38,7 +38,7 @@ def test_validator_accepts_only_values_in_range(field, value):
     accepted = getattr(config, field)
     if field in INT_LIMITS:
         low, high = INT_LIMITS[field]
-        assert (accepted is None and field in ("eager_iters", "trials")) or (
+        assert (accepted is None and field in ("eager_iters", "trials", "nproc_per_node")) or (
             isinstance(accepted, int) and not isinstance(accepted, bool) and low <= accepted <= high)
     else:
         low, high = FLOAT_LIMITS[field]

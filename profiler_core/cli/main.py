@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from profiler_core.cli import ddp
 from profiler_core.cli import parser as cli
 from profiler_core.cli.timings import WallTimings, format_parts
 from profiler_core.engine.serve import RunRequest, serve
 from profiler_core.engine.stopping import RunStopper
 from profiler_core.spec import hostinfo
 from profiler_core.spec.config import is_user_spec
+from profiler_core.spec.distributed import rank_env
 from profiler_core.spec.errors import (
     ConfigError,
     NoCudaError,
@@ -226,11 +228,15 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
 
     config = cli.config_from_args(args)
     small = cli.cpu_small_step(args, config)
-    check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
+    env = rank_env()  # a rank of a data-parallel run: only rank 0 writes, and checks the folder
+    if env is None:
+        check_output(args.out, args.overwrite)  # before anything runs: nothing is lost at the end
     if small is not None:
-        print(cli.small_step_line(config, small), file=sys.stderr)
+        if env is None or env.rank == 0:
+            print(cli.small_step_line(config, small), file=sys.stderr)
         config = small
-    output = RunOutput(args.out, args.overwrite, args.progress, args.timeout, args.timings)
+    output = RunOutput(args.out, args.overwrite, args.progress, args.timeout, args.timings,
+                       tuple(args.inject_delay_ms))
     return _run_config(config, output, stopper, timings, small_step=small is not None)
 
 
@@ -243,6 +249,7 @@ class RunOutput:
     progress: str
     timeout: float
     timings: bool = False
+    inject_delay_ms: tuple[tuple[int, float], ...] = ()  # a data-parallel run's (rank, ms) sleeps
 
 
 def serve_request(request: RunRequest) -> int:
@@ -265,6 +272,8 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimin
                 small_step: bool) -> int:
     """Run ``config`` (its output checked) and write it as ``args`` says; ``timings`` marks the
     moments of the command (``run --timings``)."""
+    if ddp.is_data_parallel(config):  # --nproc-per-node, or this process is a torchrun rank
+        return ddp.run_data_parallel(config, args, stopper)
     says_time = config.device == "cpu" and not small_step and args.progress != "jsonl"
     if config.repeats > 1:
         if says_time:

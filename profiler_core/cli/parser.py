@@ -69,6 +69,25 @@ _float_text = _argparse_type(fields.read_number)
 _device_text = _argparse_type(fields.read_device)
 
 
+MAX_INJECTED_DELAY_MS = 10_000.0
+
+
+def read_delay(text: str) -> tuple[int, float]:
+    """``RANK:MS`` (``--inject-delay-ms``) as (rank, milliseconds)."""
+    rank_text, _, ms_text = text.partition(":")
+    try:
+        rank, ms = int(rank_text), float(ms_text)
+    except ValueError:
+        raise ValueError(f"expected RANK:MS such as 1:2, got {shown(text)!r}") from None
+    if rank < 0 or not 0 <= ms <= MAX_INJECTED_DELAY_MS:
+        raise ValueError(f"expected a rank from 0 and milliseconds from 0 to "
+                         f"{MAX_INJECTED_DELAY_MS:g}, got {shown(text)!r}")
+    return rank, ms
+
+
+_delay_text = _argparse_type(read_delay)
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The run options, one per option of ``fields.FIELDS`` (fields sharing an option, such as
     ``--dropout P1 P2``, take their values together)."""
@@ -173,6 +192,10 @@ def build_parser() -> _Parser:
     run.add_argument("--timings", action="store_true",
                      help="print where the command's wall time went on stderr (imports, the "
                           "run's phases, writing)")
+    run.add_argument("--inject-delay-ms", type=_delay_text, action="append", default=[],
+                     metavar="RANK:MS",
+                     help="with --nproc-per-node: sleep MS milliseconds on the host before every "
+                          "step of rank RANK, a straggler on purpose (repeat for several ranks)")
     _with_defaults(run)
     bench = commands.add_parser(
         "bench", help="the tool's default run vs a bare hand-written loop, fresh processes, on a GPU")

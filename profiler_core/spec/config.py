@@ -65,6 +65,7 @@ INT_LIMITS: dict[str, tuple[int, int]] = {
     "channels": (1, 4_096),
     "image_size": (4, 2_048),
     "repeats": (1, 15),
+    "nproc_per_node": (1, 64),
 }
 FLOAT_LIMITS: dict[str, tuple[float, float]] = {
     "dropout1": (0.0, 0.99),
@@ -111,6 +112,8 @@ class RunConfig:
     repeats: int = 1  # fresh processes measuring this config; the headline is their median
     cpu_affinity: str | None = None  # CPUs the timing process is pinned to, as taskset writes
     #                                  them ("3", "2-5", "0,2,4"); None: not pinned
+    nproc_per_node: int | None = None  # data-parallel ranks on this node, one GPU each, under
+    #                                    torchrun (``engine.ddp_step``); None: one process, no DDP
 
     def __post_init__(self) -> None:
         if isinstance(self.cpu_affinity, str):  # one spelling per set of CPUs: "2,3,4" is "2-4"
@@ -205,7 +208,7 @@ def _check_choice(config: RunConfig, name: str, choices: tuple[str, ...]) -> Non
 
 def _validate(config: RunConfig) -> None:
     for name in INT_LIMITS:
-        if name in ("eager_iters", "trials") and getattr(config, name) is None:
+        if name in ("eager_iters", "trials", "nproc_per_node") and getattr(config, name) is None:
             continue
         _check_int(config, name)
     for name in FLOAT_LIMITS:
@@ -305,8 +308,9 @@ PRESET_DESCRIPTIONS = {
 # preset.
 NOT_PRESET_FIELDS = ("device", "preset")
 # Fields that say how a run is measured (in how many fresh processes, on which CPUs), not which
-# values it used: the seed step measured five times, pinned, is still the seed preset.
-HOW_MEASURED_FIELDS = ("repeats", "cpu_affinity")
+# values it used: the seed step measured five times, pinned, or on two GPUs, is still the seed
+# preset.
+HOW_MEASURED_FIELDS = ("repeats", "cpu_affinity", "nproc_per_node")
 
 
 def changed_from_preset(config: RunConfig) -> list[str]:

@@ -136,6 +136,13 @@ class SaveError(ProfilerError):
     exit_code = 7
 
 
+class RankError(ProfilerError):
+    """A rank of a data-parallel run failed with an error that is none of the tool's kinds (those
+    are reported as their own kind); the message names the rank and its error."""
+
+    exit_code = 8
+
+
 class TimeLimitReached(KeyboardInterrupt):
     """The run's time limit (``run --timeout``) was reached: raised in the main thread like
     Ctrl-C, so the engine stops and keeps what it measured (marked incomplete)."""
@@ -153,7 +160,7 @@ INTERRUPTED_EXIT_CODE = 130
 # that code stands for when a process died before writing its error record (2: a refused input).
 ERROR_CLASSES: tuple[type[ProfilerError] | type[TimeLimitReached], ...] = (
     UsageError, ConfigError, NoCudaError, CaptureError, GpuMemoryError, CudaFaultError,
-    RunFormatError, SaveError, WorkloadError, TimeLimitReached)
+    RunFormatError, SaveError, WorkloadError, RankError, TimeLimitReached)
 # The kind in a worker's JSON-lines error record -> the command line's exit code.
 ERROR_KINDS: dict[str, int] = {
     **{cls.kind: cls.exit_code for cls in ERROR_CLASSES}, INTERRUPTED: INTERRUPTED_EXIT_CODE}

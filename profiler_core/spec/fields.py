@@ -222,6 +222,14 @@ FIELDS: tuple[FieldSpec, ...] = (
               f"pin the timing process to these CPUs, as taskset -c takes them ({CPU_LIST_EXAMPLE}); "
               "checked against the CPUs this machine allows (default: not pinned)", CPUS,
               MEASUREMENT, metavar="CPUS", empty="not pinned"),
+    FieldSpec("nproc_per_node", "GPUs (data parallel)",
+              "Train on this many GPUs at once with DistributedDataParallel, one process per GPU "
+              "under torchrun: every rank is timed, with its communication and the straggler. "
+              "Empty: one process, no DDP.",
+              "data-parallel ranks on this node, one GPU each, started under torchrun "
+              "(DistributedDataParallel; --device cpu: gloo ranks on the CPU); a per-rank run "
+              "(default: one process, no DDP)", INT, MEASUREMENT, metavar="N",
+              empty="one process, no DDP"),
 )
 SPECS: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
 

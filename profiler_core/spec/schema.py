@@ -117,6 +117,15 @@ METRIC_COLUMNS = ["mode", "metric", "value", "eager_value", "ratio_to_eager"]
 REPEAT_COLUMNS = ["repeat", "pid", "eager_median_ms", "graph_median_ms", "speedup",
                   "speedup_ci_low", "speedup_ci_high", "run_wall_s", "shown"]
 
+# A data-parallel run (``--nproc-per-node``, ``profiler_core.engine.ddp_step``): every rank's
+# timed iterations, as latency.csv with the rank first (latency.csv itself holds the slowest
+# rank's, the one that sets the job's pace), and every rank's figures per mode in long form
+# (``analysis.ranks.RANK_METRICS``: step times, host issue, GPU busy, communication exposed and
+# hidden, the all-reduce's arrival wait, each rank's own speedup beside the job's). Empty for a
+# run of one process.
+RANK_LATENCY_COLUMNS = ["rank", *LATENCY_COLUMNS]
+RANK_COLUMNS = ["rank", "mode", "metric", "value"]
+
 # Columns added to a table after runs were written without them: such a run still loads, the
 # column empty ("" for text, NaN for numbers). Table -> columns.
 LATER_COLUMNS = {"kernels": ("operator",)}
@@ -134,6 +143,8 @@ TABLE_FILES = {
     "metrics": ("metrics.csv", METRIC_COLUMNS),
     "attribution": ("attribution.csv", ATTRIBUTION_COLUMNS),
     "repeats": ("repeats.csv", REPEAT_COLUMNS),
+    "rank_latency": ("rank_latency.csv", RANK_LATENCY_COLUMNS),
+    "ranks": ("ranks.csv", RANK_COLUMNS),
 }
 
 
@@ -141,6 +152,12 @@ def trace_file(mode: str) -> str:
     """The Chrome trace of a mode's profiled window, one per profiled mode: ``trace_<mode>.json``
     (``.gz`` when large; ``storage.runfolder`` lists a run folder's files)."""
     return f"trace_{mode}.json"
+
+
+def rank_trace_key(mode: str, rank: int) -> str:
+    """A data-parallel run's trace of one rank's mode, as its trace key: ``<mode>_rank<R>``
+    (written as ``trace_<mode>_rank<R>.json``)."""
+    return f"{mode}_rank{rank}"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -62,6 +62,8 @@ _NON_NEGATIVE = {
     "breakdown": ("eager_us", "mode_us"),
     "modes": ("median_ms", "one_time_ms", "graphs_recorded"),
     "repeats": ("repeat", "pid", "eager_median_ms", "graph_median_ms", "run_wall_s"),
+    "rank_latency": ("rank", "trial", "iteration", "steps", "gpu_ms", "wall_ms"),
+    "ranks": ("rank",),
 }
 
 # Breakdown components that may be negative: other CPU time is the window less its launch calls,
@@ -75,6 +77,7 @@ _UNBOUNDED = {
     "breakdown": ("share_of_saving_pct",),
     "attribution": ("share_of_saving_pct",),
     "modes": ("speedup", "speedup_ci_low", "speedup_ci_high"),
+    "ranks": ("value",),
 }
 
 # Text columns whose writer stores "" for "none" (a kernel no operator launched): an empty cell
@@ -84,7 +87,8 @@ _MAY_BE_EMPTY_TEXT = {"kernels": ("operator",)}
 # Column dtypes that are not float: everything else in a table is read as a float.
 _TEXT_COLUMNS = {"mode", "method", "phase", "rule", "component", "kernel", "kernel_full", "metric",
                  "source", "operator"}
-_INT_COLUMNS = {"trial", "iteration", "steps", "count", "launches", "kernels", "repeat", "pid"}
+_INT_COLUMNS = {"trial", "iteration", "steps", "count", "launches", "kernels", "repeat", "pid",
+                "rank"}
 _BOOL_COLUMNS = {"match", "shown"}
 
 

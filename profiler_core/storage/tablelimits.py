@@ -29,6 +29,8 @@ METRIC_ROWS_PER_MODE = 256  # metrics of metrics.csv (about 60)
 KERNEL_ROWS_PER_MODE = 5_000  # distinct kernels of a profiled window (real: tens to hundreds)
 COUNTER_ROWS = 16  # the counter lesson's phases (5)
 PHASES_PER_MODE = 16  # phases a mode has beside its trials: warm-up, profiled... (about 5)
+RANK_METRIC_ROWS = 64  # figures per rank and mode of ranks.csv (about 25)
+MAX_WORLD_SIZE = 65_536  # ranks of a data-parallel run taken from its environment, at most
 # NVML: polled samples of every metric at the config's interval, plus the driver's own samples
 # (at most every 1/6 s). When the run's duration is unknown, MAX_NVML_ROWS: 90 minutes polled
 # every 20 ms.
@@ -59,8 +61,19 @@ def table_row_limit(name: str, config: RunConfig,
         "modes": modes,
         "metrics": modes * METRIC_ROWS_PER_MODE,
         "repeats": INT_LIMITS["repeats"][1],  # one row per process of a --repeats run
+        # a data-parallel run: latency's steady rows and a block of figures per rank and mode
+        "rank_latency": _world_size(environment) * modes * timed,
+        "ranks": _world_size(environment) * modes * RANK_METRIC_ROWS,
     }[name]
     return 2 * rows + ROOM
+
+
+def _world_size(environment: Mapping[str, Any] | None) -> int:
+    """The ranks of a data-parallel run as its environment records them (1 when it does not)."""
+    value = (environment or {}).get("world_size", 1)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 1
+    return min(max(value, 1), MAX_WORLD_SIZE)
 
 
 def _nvml_rows(config: RunConfig, environment: Mapping[str, Any] | None) -> int:

@@ -1,0 +1,108 @@
+"""Figures of a data-parallel run, from its ``ranks.csv`` (pure functions: DataFrame -> plotly
+Figure or DataFrame, no ``st.*``): the rank x mode step-time grid, each rank's step stacked into
+compute, exposed communication, hidden communication and host wait, p50/p99 per rank with the
+straggler named, and the all-reduce's share of the step."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard.charts.common import HEIGHT, apply_layout, empty_figure, escape, mode_color
+
+STACK_PARTS = (  # metric (ranks.csv's, or compute_alone_us: see stacked_step), label, colour
+    ("compute_alone_us", "compute (no communication beside it)", "#4c78a8"),
+    ("comm_exposed_us", "communication, exposed", "#e45756"),
+    ("comm_hidden_us", "communication, hidden under compute", "#f2b5b4"),
+    ("host_wait_us", "host wait (device idle)", "#bab0ac"),
+)
+GRID_BASE_PX, GRID_ROW_PX = 150, 45  # the heatmap's height: a margin, and a row per rank
+SUMMARY_COLUMNS = ["rank", "mode", "step_median_ms", "step_p50_ms", "step_p99_ms", "speedup",
+                   "job_speedup", "all_reduce_share_pct", "arrival_wait_us", "straggler"]
+
+
+def wide(ranks: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
+    """ranks.csv as one row per rank and mode, one column per metric (only ``mode``'s rows when
+    given)."""
+    rows = ranks if mode is None else ranks[ranks["mode"] == mode]
+    if rows.empty:
+        return pd.DataFrame(columns=["rank", "mode"])
+    table = rows.pivot_table(index=["rank", "mode"], columns="metric", values="value",
+                             aggfunc="first", sort=False)
+    return table.reset_index().rename_axis(columns=None)
+
+
+def summary_table(ranks: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and mode: step times, own and job speedup, the all-reduce's share, the arrival
+    wait and whether it is the straggler (NaN where not measured)."""
+    table = wide(ranks)
+    return table.reindex(columns=SUMMARY_COLUMNS)
+
+
+def straggler_of(ranks: pd.DataFrame, mode: str) -> int | None:
+    table = wide(ranks, mode)
+    if "straggler" not in table.columns:
+        return None
+    named = table[table["straggler"] == 1.0]
+    return int(named["rank"].iloc[0]) if len(named) else None
+
+
+def step_grid(ranks: pd.DataFrame) -> go.Figure:
+    """Rank x mode heatmap of the median step time (ms)."""
+    table = wide(ranks)
+    title = "Median step time per rank and mode (ms)"
+    if table.empty or "step_median_ms" not in table.columns:
+        return empty_figure(title)
+    grid = table.pivot(index="rank", columns="mode", values="step_median_ms")
+    text = [[f"{v:.3f}" if math.isfinite(v) else "" for v in row] for row in grid.to_numpy(float)]
+    figure = go.Figure(go.Heatmap(z=grid.to_numpy(float), x=[escape(m) for m in grid.columns],
+                                  y=[f"rank {int(r)}" for r in grid.index], text=text,
+                                  texttemplate="%{text}", colorscale="Blues", showscale=False))
+    return apply_layout(figure, title, height=GRID_BASE_PX + GRID_ROW_PX * len(grid.index),
+                        yaxis={"autorange": "reversed"})
+
+
+def stacked_step(ranks: pd.DataFrame, mode: str) -> go.Figure:
+    """Each rank's profiled iteration in ``mode``: compute alone, communication hidden under
+    compute, exposed communication and host wait (medians, microseconds), which together make
+    the iteration's span (compute alone is compute less the hidden communication)."""
+    table = wide(ranks, mode)
+    if {"compute_us", "comm_hidden_us"} <= set(table.columns):
+        table = table.assign(compute_alone_us=(table["compute_us"] - table["comm_hidden_us"]).clip(lower=0))
+    figure = go.Figure()
+    labels = [f"rank {int(r)}" for r in table.get("rank", [])]
+    for metric, label, colour in STACK_PARTS:
+        if metric in table.columns:
+            figure.add_trace(go.Bar(name=label, x=labels, y=table[metric], marker_color=colour))
+    return apply_layout(figure, f"{escape(mode)}: where each rank's step goes", barmode="stack",
+                        yaxis_title="µs per profiled iteration")
+
+
+def percentiles(ranks: pd.DataFrame, mode: str) -> go.Figure:
+    """p50 and p99 step time per rank in ``mode``, the straggler named in the title."""
+    table = wide(ranks, mode)
+    figure = go.Figure()
+    labels = [f"rank {int(r)}" for r in table.get("rank", [])]
+    for metric, label in (("step_p50_ms", "p50"), ("step_p99_ms", "p99")):
+        if metric in table.columns:
+            figure.add_trace(go.Bar(name=label, x=labels, y=table[metric]))
+    named = straggler_of(ranks, mode)
+    title = f"{escape(mode)}: p50 and p99 per rank" + (
+        f" (straggler: rank {named})" if named is not None else " (no straggler named)")
+    return apply_layout(figure, title, barmode="group", yaxis_title="ms per step")
+
+
+def all_reduce_share(ranks: pd.DataFrame) -> go.Figure:
+    """The all-reduce's share of each rank's profiled step, per mode (percent)."""
+    table = wide(ranks)
+    title = "The all-reduce's share of the step"
+    if "all_reduce_share_pct" not in table.columns:
+        return empty_figure(title, "not profiled")
+    figure = go.Figure()
+    for index, (mode, rows) in enumerate(table.groupby("mode", sort=False)):
+        figure.add_trace(go.Bar(name=escape(mode), x=[f"rank {int(r)}" for r in rows["rank"]],
+                                y=rows["all_reduce_share_pct"],
+                                marker_color=mode_color(str(mode), index)))
+    return apply_layout(figure, title, height=HEIGHT, barmode="group", yaxis_title="% of the step")

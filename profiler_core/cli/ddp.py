@@ -1,0 +1,157 @@
+"""``run`` for a data-parallel run: the launcher's side (``--nproc-per-node N``: torchrun started
+and watched, ``orchestration.torchrun``) and a rank's side (this process started by torchrun,
+ours or the user's: RANK, LOCAL_RANK and WORLD_SIZE set; ``engine.ddp_step``).
+
+Scope: the command line's part only: which side to take, the argv handed to the ranks, rank 0
+saving the run and printing its summary, and every rank's error said on a line the launcher reads.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from profiler_core.cli import parser as cli
+from profiler_core.orchestration.command import config_to_argv
+from profiler_core.spec.config import RunConfig
+from profiler_core.spec.distributed import ERROR_MARK, RankEnv, announce, rank_env
+from profiler_core.spec.errors import ConfigError, ProfilerError, kind_and_exit_code
+
+if TYPE_CHECKING:  # the run's reader is imported when a command needs it
+    from profiler_core.storage.results import RunResult
+
+
+def run_data_parallel(config: RunConfig, output: Any, stopper: Any) -> int:
+    """``run`` of a data-parallel config (``output``: ``main.RunOutput``): the launcher outside
+    torchrun, a rank inside it (its time limit set on ``stopper``: under our launcher it is 0,
+    the launcher keeps it)."""
+    env = rank_env()
+    if env is None:
+        return launch(config, output)
+    stopper.limit(output.timeout)
+    progress = cli.JsonlProgress() if output.progress == "jsonl" and env.rank == 0 else None
+    return run_rank(config, output, env, progress)
+
+
+def is_data_parallel(config: RunConfig) -> bool:
+    """Whether ``run`` takes the data-parallel path: asked for, or started as a rank."""
+    return config.nproc_per_node is not None or rank_env() is not None
+
+
+def _refuse_combinations(config: RunConfig) -> None:
+    if config.repeats > 1:
+        raise ConfigError("nproc_per_node", "--nproc-per-node cannot be combined with --repeats",
+                          "measure one data-parallel run at a time (run it again for another)")
+    if config.cpu_affinity is not None:
+        raise ConfigError("nproc_per_node", "--nproc-per-node cannot be combined with "
+                          "--cpu-affinity (every rank would be pinned to the same CPUs)",
+                          "leave --cpu-affinity out; torchrun places the ranks")
+
+
+def rank_argv(config: RunConfig, args: Any) -> list[str]:
+    """The ``run`` command every rank gets: the same settings (the config written out in full,
+    so every rank builds exactly it), the same folder, no time limit of its own (the launcher
+    keeps it) and no progress bar."""
+    argv = ["run", *config_to_argv(config), "--out", str(args.out), "--timeout", "0",
+            "--progress", "jsonl" if args.progress == "jsonl" else "none"]
+    if args.overwrite:
+        argv.append("--overwrite")
+    for rank, ms in args.inject_delay_ms:
+        argv += ["--inject-delay-ms", f"{rank}:{ms:g}"]
+    return argv
+
+
+def launch(config: RunConfig, args: Any) -> int:
+    """``run --nproc-per-node N`` outside torchrun: start torchrun with N ranks on this node."""
+    from profiler_core.orchestration.torchrun import run_torchrun
+    from profiler_core.storage.results import check_output
+
+    _refuse_combinations(config)
+    check_output(args.out, args.overwrite)  # before anything runs
+    nproc = config.nproc_per_node or 1
+    return run_torchrun(nproc, ["-m", "profiler_core", *rank_argv(config, args)],
+                        timeout_s=args.timeout)
+
+
+def _error_record(env: RankEnv, error: BaseException) -> dict[str, Any]:
+    """The line a rank says its error on: kind and exit code as the command line reports them
+    (``errors.kind_and_exit_code``), and a refused setting's field (the launcher names its
+    option, as for its own refusals)."""
+    kind, code = kind_and_exit_code(error)
+    field = None
+    if isinstance(error, ConfigError):
+        message, hint, field = error.message, error.hint, error.field
+    elif isinstance(error, ProfilerError):
+        message, hint = error.message, error.hint
+    elif isinstance(error, KeyboardInterrupt):  # the time limit too
+        message, hint = str(error) or "interrupted", ""
+    else:
+        text = str(error).strip().splitlines()
+        message, hint = f"{type(error).__name__}: {text[0] if text else ''}", ""
+    return {"rank": env.rank, "kind": kind, "message": message[:2000], "hint": hint[:500],
+            "exit_code": code, "field": field}
+
+
+def run_rank(config: RunConfig, args: Any, env: RankEnv, progress: Any) -> int:
+    """This process as one rank; rank 0 saves the run and prints (or emits) its summary. Any
+    error is said on a line the launcher reads, then raised as usual."""
+    from profiler_core.storage.results import check_output
+
+    try:
+        _refuse_combinations(config)
+        if env.rank == 0:
+            check_output(args.out, args.overwrite)
+        from profiler_core.engine.ddp_result import build_result, started_now
+        from profiler_core.engine.ddp_step import measure_rank
+
+        started = started_now()
+        gathered = measure_rank(config, env, dict(args.inject_delay_ms))
+        if gathered is None:
+            return 0
+        result = build_result(config, gathered, started)
+        try:
+            out = result.save(args.out, overwrite=args.overwrite)
+        finally:
+            result.release_scratch()
+    except BaseException as error:
+        announce(ERROR_MARK, _error_record(env, error))
+        raise
+    if progress is not None:
+        progress.emit({"event": "done", "out": str(out)})
+    else:
+        print("\n".join(summary_lines(result)))
+        print(f"\nWrote {out}")
+    return 0
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3f} ms" if math.isfinite(value) else "n/a"
+
+
+def summary_lines(result: RunResult) -> list[str]:
+    """The data-parallel run in a few lines: every rank's step times and own speedup, the job's
+    speedup (its slowest rank), the straggler, and the run's notes."""
+    table, headline = result.table("ranks"), result.headline
+    lines = [f"Data-parallel run, {headline.get('world_size', '?')} rank(s), "
+             f"{result.environment.get('backend', '?')}:"]
+    for rank in sorted(table["rank"].dropna().unique()):
+        rows = table[table["rank"] == rank]
+
+        def value(mode: str, metric: str, rows: Any = rows) -> float:
+            found = rows[(rows["mode"] == mode) & (rows["metric"] == metric)]["value"]
+            return float(found.iloc[0]) if len(found) else math.nan
+        parts = [f"{mode} {_ms(value(mode, 'step_median_ms'))}"
+                 for mode in rows["mode"].drop_duplicates()]
+        own = value("graph", "speedup")
+        speedup = f", own speedup {own:.2f}x" if math.isfinite(own) else ""
+        lines.append(f"  rank {int(rank)}: " + ", ".join(parts) + speedup)
+    speedup = headline.get("speedup", math.nan)
+    if isinstance(speedup, float) and math.isfinite(speedup):
+        lines.append(f"Job speedup (slowest rank): {speedup:.2f}x")
+    if headline.get("eager_bound"):
+        lines.append(f"Eager step: {headline['eager_bound']}")
+    straggler = headline.get("straggler_rank", math.nan)
+    lines.append(f"Straggler: rank {int(straggler)}" if isinstance(straggler, float)
+                 and math.isfinite(straggler) else "Straggler: none named")
+    lines += [f"Note: {note}" for note in result.notes]
+    return lines

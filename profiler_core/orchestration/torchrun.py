@@ -1,0 +1,284 @@
+"""Launching a data-parallel run on this node under torchrun, and ending it whole.
+
+Scope: the processes. ``run --nproc-per-node N`` becomes ``python -m torch.distributed.run
+--nproc-per-node N --rdzv-backend c10d --rdzv-endpoint localhost:0 -m profiler_core run ...``
+(port 0: rendezvous picks a free port, so parallel runs never clash), started in its own
+session, with SIGTERM as its death signal (it ends its ranks on SIGTERM, so a launcher killed
+outright leaves nothing either). torchrun starts every rank in a session of its own too, so the
+ranks are tracked as they appear and, on cancel, time limit or a failed rank, torchrun's group
+and every rank's group are ended (SIGTERM, then SIGKILL after ``KILL_GRACE_S``): nothing is left
+running. A
+failed rank is named from its error line (``spec.distributed``) or torchrun's "Root Cause"; a
+hung one from the phase each rank last reported.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RANK_PHASES, read_marks
+from profiler_core.spec.errors import (
+    ERROR_CLASSES,
+    INTERRUPTED,
+    ConfigError,
+    ProfilerError,
+    RankError,
+    TimeLimitReached,
+)
+
+KILL_GRACE_S = 3.0  # from SIGTERM to SIGKILL (within the dashboard launcher's own 5 s)
+POLL_S = 0.1
+STOPPED_KINDS = (INTERRUPTED, TimeLimitReached.kind)  # a rank ended by the launcher
+TORCHRUN = (sys.executable, "-m", "torch.distributed.run")
+_ROOT_CAUSE_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank")
+_ROOT_CAUSE_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
+
+
+# The tool's error kinds, as a rank reports them: the launcher raises the same kind.
+_KINDS = {cls.kind: cls for cls in ERROR_CLASSES if issubclass(cls, ProfilerError)}
+
+
+def rank_error(record: dict[str, Any], then: str = "") -> ProfilerError:
+    """The error a rank reported (``spec.distributed.ERROR_MARK``'s record) as the launcher
+    raises it: of the same kind, its message saying which rank failed."""
+    message = f"rank {record['rank']} failed: {record.get('message', '')}{then}"
+    hint = str(record.get("hint", ""))
+    kind = _KINDS.get(str(record.get("kind")))
+    if kind is ConfigError:
+        return ConfigError(str(record.get("field") or "nproc_per_node"), message, hint)
+    if kind is not None:
+        return kind(message, hint)
+    return RankError(message, hint)
+
+
+def torchrun_argv(nproc_per_node: int, target: Sequence[str]) -> list[str]:
+    """torchrun on this node for ``target`` (``["-m", "profiler_core", "run", ...]`` or a script
+    and its arguments): one node, rendezvous on a free local port, no restarts."""
+    return [*TORCHRUN, "--nproc-per-node", str(nproc_per_node), "--nnodes", "1",
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--max-restarts", "0",
+            *target]
+
+
+@dataclass
+class RankWatch:
+    """What the ranks said while running: each one's last phase (and when), their errors in the
+    order they came, and torchrun's root cause."""
+
+    phases: dict[int, tuple[str, float]] = field(default_factory=dict)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    root_cause_rank: int | None = None
+    root_cause_exit: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def hear(self, line: str) -> bool:
+        """Take in one output line; True when it held ranks' marks only (not to be shown)."""
+        marks = read_marks(line)
+        with self.lock:
+            if not marks:
+                if (match := _ROOT_CAUSE_RANK.search(line)) and self.root_cause_rank is None:
+                    self.root_cause_rank = int(match.group(1))
+                elif (match := _ROOT_CAUSE_EXIT.search(line)) and self.root_cause_exit is None:
+                    self.root_cause_exit = int(match.group(1))
+                return False
+            for mark, record in marks:
+                if mark == PHASE_MARK:
+                    self.phases[record["rank"]] = (str(record.get("phase", "")), time.time())
+                elif mark == ERROR_MARK:
+                    self.errors.append(record)
+            return True
+
+    def failure(self, exit_code: int) -> ProfilerError:
+        """The error of a run whose torchrun exited with ``exit_code``: the first rank that
+        said it failed, with its own message (a rank stopped by torchrun after another failed
+        says it was interrupted: it is named only when none said more); torchrun's root cause
+        where no rank said anything (its order is by second, so it may name a rank that was
+        only stopped)."""
+        with self.lock:
+            errors = list(self.errors)
+            rank = self.root_cause_rank
+        failed = [e for e in errors if e.get("kind") not in STOPPED_KINDS] or errors
+        first = failed[0] if failed else None
+        if first is None:
+            who = f"rank {rank}" if rank is not None else "a rank"
+            code = self.root_cause_exit
+            how = f" (exit code {code})" if code is not None else ""
+            return RankError(f"{who} of the data-parallel run ended{how} without saying why; "
+                                   f"torchrun exited with code {exit_code}",
+                                   "see the ranks' output above")
+        others = sorted({e["rank"] for e in errors} - {first["rank"]})
+        then = f" (then rank(s) {', '.join(map(str, others))} stopped too)" if others else ""
+        return rank_error(first, then)
+
+    def stuck_text(self, world_size: int) -> str:
+        """Which rank held the run up: the one furthest behind in ``RANK_PHASES`` (the longest
+        silent among equals), with every rank's last phase."""
+        with self.lock:
+            phases = dict(self.phases)
+        if not phases:
+            return "no rank reported a phase (stuck starting: rendezvous or process-group set-up)"
+        now = time.time()
+        missing = [rank for rank in range(world_size) if rank not in phases]
+        if missing:
+            return (f"rank {missing[0]} never reported a phase (stuck starting); "
+                    + _phases_text(phases, now))
+
+        def behind(rank: int) -> tuple[int, float]:
+            phase, heard = phases[rank]
+            order = RANK_PHASES.index(phase) if phase in RANK_PHASES else len(RANK_PHASES)
+            return order, heard
+        slowest = min(phases, key=behind)
+        return f"rank {slowest} is furthest behind; " + _phases_text(phases, now)
+
+
+def _phases_text(phases: dict[int, tuple[str, float]], now: float) -> str:
+    return "; ".join(f"rank {rank} in '{phase}' for {now - heard:.0f} s"
+                     for rank, (phase, heard) in sorted(phases.items()))
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time (field 22 of /proc/PID/stat), to tell it from a later one."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _children() -> dict[int, list[int]]:
+    """Parent pid -> child pids, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    return children
+
+
+class ProcessTree:
+    """torchrun and every process it started, remembered as they appear (with their start
+    times, so a pid reused later is never signalled)."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.known: dict[int, str | None] = {root: _start_time(root)}
+
+    def refresh(self) -> None:
+        children = _children()
+        queue = [self.root]
+        while queue:
+            for child in children.get(queue.pop(), []):
+                if child not in self.known:
+                    self.known[child] = _start_time(child)
+                queue.append(child)
+
+    def alive(self) -> list[int]:
+        return [pid for pid, started in self.known.items()
+                if started is not None and _start_time(pid) == started]
+
+    def signal(self, number: int) -> None:
+        for pid in self.alive():
+            for send in (os.killpg, os.kill):  # the group of each rank's session, then itself
+                try:
+                    send(pid, number)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+def end_tree(process: subprocess.Popen, tree: ProcessTree, grace_s: float = KILL_GRACE_S) -> None:
+    """End torchrun and every process it started: SIGTERM, then SIGKILL after ``grace_s``;
+    returns once torchrun has been reaped and none of them is left."""
+    tree.refresh()
+    tree.signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and (process.poll() is None or len(tree.alive()) > 0):
+        tree.refresh()
+        time.sleep(POLL_S)
+    tree.signal(signal.SIGKILL)
+    process.wait()
+    for _ in range(50):  # killed processes vanish once their parents reap them
+        if not tree.alive():
+            break
+        time.sleep(POLL_S)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _death_signal() -> Callable[[], None] | None:
+    """For the child: SIGTERM when this process's launching thread ends, however it ends (a
+    SIGKILL of ours would otherwise leave torchrun, in its own session, and its ranks running;
+    torchrun ends its ranks on SIGTERM). The libc call is looked up here, before the fork, so the
+    child only calls it. None where there is no prctl (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    term = int(signal.SIGTERM)
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, term, 0, 0, 0)
+    return arm
+
+
+def _pump(stream: IO[str], out: IO[str], watch: RankWatch) -> None:
+    for line in stream:
+        if not watch.hear(line):
+            try:
+                out.write(line)
+                out.flush()
+            except (OSError, ValueError):
+                pass
+
+
+def run_torchrun(nproc_per_node: int, target: Sequence[str], timeout_s: float = 0.0,
+                 stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+    """Run ``target`` under torchrun with ``nproc_per_node`` ranks; returns 0 when every rank
+    exited 0. Raises ``RankError`` naming the failed rank, ``TimeLimitReached`` (naming
+    the rank that held the run up) after ``timeout_s`` (0: no limit), and passes on
+    ``KeyboardInterrupt`` (Ctrl-C, SIGTERM through ``stopping.RunStopper``); in every case
+    torchrun and all its ranks are ended first."""
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    process = subprocess.Popen(torchrun_argv(nproc_per_node, target), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, errors="replace",
+                               start_new_session=True, preexec_fn=_death_signal())
+    tree, watch = ProcessTree(process.pid), RankWatch()
+    pumps = [threading.Thread(target=_pump, args=(process.stdout, out, watch), daemon=True),
+             threading.Thread(target=_pump, args=(process.stderr, err, watch), daemon=True)]
+    for pump in pumps:
+        pump.start()
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    try:
+        while process.poll() is None:
+            tree.refresh()
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeLimitReached(f"no result within the time limit of {timeout_s:g} s: "
+                                       + watch.stuck_text(nproc_per_node))
+            time.sleep(POLL_S)
+    except BaseException:
+        end_tree(process, tree)
+        raise
+    finally:
+        for pump in pumps:
+            pump.join(timeout=5)
+    code = process.returncode
+    if tree.alive():
+        end_tree(process, tree)
+    if code != 0:
+        raise watch.failure(code)
+    return 0

@@ -1,0 +1,82 @@
+"""What a rank of a data-parallel run and its launcher share: the rank's place in the job, read
+from torchrun's variables, and the lines a rank writes on stderr so that the launcher can name a
+rank that fails or hangs.
+
+Scope: plain data and text (no torch, no processes). A rank reads only RANK, LOCAL_RANK and
+WORLD_SIZE, so the same worker runs under our launcher (``orchestration.torchrun``), a
+multi-node torchrun, or srun starting one torchrun per node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+RANK_ENV_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+# Each mark is followed by one JSON object on the same line: {"rank", "phase", "t"} for a phase,
+# {"rank", "kind", "message", "hint", "exit_code"} for an error.
+PHASE_MARK = "profiler_core-rank-phase"
+ERROR_MARK = "profiler_core-rank-error"
+# A rank's phases in the order it goes through them (a hung rank is the one furthest behind).
+RANK_PHASES = ("prepare", "timed trials", "profiled windows", "checks", "gather", "done")
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    """Where this process sits in the job."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+
+
+def rank_env(environ: Mapping[str, str] = os.environ) -> RankEnv | None:
+    """This process's place in a torchrun job; None when it was not started as a rank."""
+    if not all(name in environ for name in RANK_ENV_NAMES):
+        return None
+    try:
+        rank, local, world = (int(environ[name]) for name in RANK_ENV_NAMES)
+    except ValueError:
+        return None
+    return RankEnv(rank, local, world) if 0 <= rank < world and local >= 0 else None
+
+
+def announce(mark: str, record: Mapping[str, Any]) -> None:
+    """One line for the launcher on stderr: ``mark`` and a JSON object, written in one call (the
+    ranks share torchrun's stderr: two writes per line could interleave with another rank's)."""
+    try:
+        sys.stderr.write(f"{mark} {json.dumps(dict(record))}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed: the launcher is gone
+        pass
+
+
+def announce_phase(rank: int, phase: str) -> None:
+    announce(PHASE_MARK, {"rank": rank, "phase": phase, "t": time.time()})
+
+
+def read_marks(line: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every (mark, record) in a line the ranks wrote, wherever a mark starts (a launcher may
+    prefix lines with the rank, and lines of two ranks may run together); empty for any other
+    line."""
+    found: list[tuple[int, str, dict[str, Any]]] = []
+    for mark in (PHASE_MARK, ERROR_MARK):
+        at = line.find(mark + " ")
+        while at >= 0:
+            start = at + len(mark) + 1
+            try:
+                record, _ = _DECODER.raw_decode(line, start)
+            except ValueError:
+                record = None
+            if isinstance(record, dict) and isinstance(record.get("rank"), int):
+                found.append((at, mark, record))
+            at = line.find(mark + " ", start)
+    return [(mark, record) for _, mark, record in sorted(found, key=lambda item: item[0])]
+
+
+_DECODER = json.JSONDecoder()

@@ -1,0 +1,41 @@
+"""A stand-in rank for the launcher's tests, started by torchrun: it reports phases as a real
+rank does, then on the rank named by argv behaves as asked: ``fail`` (raises, its error said on
+the launcher's line), ``hang`` (sleeps forever), ``ok`` (exits 0); other ranks wait."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # torchrun runs this file as a script
+
+from profiler_core.spec.distributed import (  # noqa: E402
+    ERROR_MARK,
+    announce,
+    announce_phase,
+    rank_env,
+)
+
+
+def main() -> None:
+    env = rank_env()
+    assert env is not None
+    behaviour, target = sys.argv[1], int(sys.argv[2])
+    announce_phase(env.rank, "prepare")
+    if env.rank != target:
+        announce_phase(env.rank, "gather")
+        time.sleep(0.0 if behaviour == "ok" else 600.0)  # a rank blocked waiting for the others
+        return
+    if behaviour == "fail":
+        announce(ERROR_MARK, {"rank": env.rank, "kind": "RuntimeError",
+                              "message": "RuntimeError: injected failure", "hint": "",
+                              "exit_code": 1})
+        raise SystemExit(1)
+    if behaviour == "hang":
+        announce_phase(env.rank, "timed trials")
+        time.sleep(600.0)
+
+
+if __name__ == "__main__":
+    main()
