@@ -76,7 +76,7 @@ def test_two_gpus_capture_the_all_reduce_and_agree_bit_for_bit(tmp_path):
             assert _value(run, rank, mode, "params_max_abs_diff_to_rank0") == 0.0
         assert _value(run, rank, "graph", "speedup") > 1.0
         assert _value(run, rank, "graph", "step_p99_ms") < _value(run, rank, "eager", "step_p99_ms")
-    assert run.headline["speedup"] > 1.0 and run.headline["eager_bound"] == "launch-bound"
+    assert run.pair.speedup > 1.0 and run.headline["eager_bound"] == "launch-bound"
 
 
 @needs_two
@@ -85,8 +85,9 @@ def test_two_gpus_large_gemm_is_about_one(tmp_path):
     out = tmp_path / "gemm"
     result = _run(*GEMM_BOUND, "--nproc-per-node", "2", "--out", str(out))
     assert result.returncode == 0, result.stderr[-4000:]
-    headline = RunResult.load(out).headline
-    assert 0.9 < headline["speedup"] < 1.15
+    run = RunResult.load(out)
+    headline = run.headline
+    assert 0.9 < run.pair.speedup < 1.15
     assert headline["eager_bound"] in ("GPU-bound", "communication-bound")
 
 

@@ -17,7 +17,7 @@ if ranks.empty:
     st.stop()
 
 headline = run.headline
-speedup = headline.get("speedup")
+speedup = run.pair.speedup
 straggler = headline.get("straggler_rank")
 left, middle, right, last = st.columns(4)
 left.metric("Ranks", f"{headline.get('world_size', '?')}")
@@ -27,7 +27,7 @@ last.metric("Eager step", bound if isinstance(bound, str) and bound else "n/a",
                  "launch-bound (the GPU waits for the host 30% of the time or more), "
                  "communication-bound (exposed communication takes that share), else GPU-bound.")
 middle.metric("Job speedup (slowest rank)",
-              f"{speedup:.2f}x" if isinstance(speedup, float) and speedup == speedup else "n/a")
+              f"{speedup:.2f}x" if speedup == speedup else "n/a")
 right.metric("Straggler", f"rank {int(straggler)}" if isinstance(straggler, float)
              and straggler == straggler else "none named")
 

@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 from profiler_core.analysis.trace import GPU_EVENT_CATEGORIES, STEP_MARKER_PATTERN
-from profiler_core.timing import stats
 
 # Communication events: NCCL's kernels on a GPU, the collectives' annotations on the CPU.
 GPU_COMM_KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_", re.IGNORECASE)
@@ -293,31 +292,26 @@ def bound_label(table: pd.DataFrame, mode: str = "eager") -> str:
     return GPU_BOUND
 
 
-def job_headline(table: pd.DataFrame, rank_latency: pd.DataFrame, seed: int) -> dict[str, Any]:
-    """The job's figures: eager and graph step times of their slowest ranks, the job's speedup
-    (with the bootstrap CI over those ranks' trials), the straggler (eager's, else the graph's;
-    NaN when none is named), what sets the eager step's pace (``bound_label``) and each mode's
-    arrival skew (the spread of the ranks' arrival waits: how much later the last rank reaches
-    the all-reduce than the first)."""
-    eager_ms, eager_rank = job_step_ms(table, "eager")
-    graph_ms, graph_rank = job_step_ms(table, "graph")
-    headline: dict[str, Any] = {"eager_median_ms": eager_ms, "graph_median_ms": graph_ms,
-                                  "slowest_eager_rank": math.nan if eager_rank is None else eager_rank,
-                                  "slowest_graph_rank": math.nan if graph_rank is None else graph_rank}
-    steady = rank_latency[rank_latency["method"] == "steady"]
-
-    def trials(mode: str, rank: int | None) -> np.ndarray:
-        if rank is None:
-            return np.array([])
-        return _trial_means(steady[(steady["mode"] == mode) & (steady["rank"] == rank)])
-    speedup, low, high = stats.median_ratio_ci(trials("eager", eager_rank), trials("graph", graph_rank),
-                                               seed=seed)
-    headline.update(speedup=speedup, speedup_ci_low=low, speedup_ci_high=high)
+def job_headline(table: pd.DataFrame) -> dict[str, Any]:
+    """The job's facts: which rank is slowest in each mode (it sets the job's step time, so the
+    job's speedup in metrics.csv is its slowest ranks'), the straggler (eager's, else the graph's;
+    NaN when none is named) and what sets the eager step's pace (``bound_label``)."""
+    _, eager_rank = job_step_ms(table, "eager")
+    _, graph_rank = job_step_ms(table, "graph")
     named = straggler(table, "eager")
     named = named if named is not None else straggler(table, "graph")
-    headline["straggler_rank"] = math.nan if named is None else float(named)
-    headline["eager_bound"] = bound_label(table, "eager")
-    for mode in ("eager", "graph"):
-        waits = _value(table, mode, "arrival_wait_us").dropna()
-        headline[f"{mode}_arrival_skew_us"] = float(waits.max() - waits.min()) if len(waits) > 1 else math.nan
-    return headline
+    return {"slowest_eager_rank": math.nan if eager_rank is None else eager_rank,
+            "slowest_graph_rank": math.nan if graph_rank is None else graph_rank,
+            "straggler_rank": math.nan if named is None else float(named),
+            "eager_bound": bound_label(table, "eager")}
+
+
+def job_figures(table: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Each mode's job-level figure for metrics.csv: ``arrival_skew_us``, the spread of the
+    ranks' arrival waits (how much later the last rank reaches the all-reduce than the first)."""
+    figures: dict[str, dict[str, float]] = {}
+    for mode in table["mode"].drop_duplicates():
+        waits = _value(table, str(mode), "arrival_wait_us").dropna()
+        figures[str(mode)] = {
+            "arrival_skew_us": float(waits.max() - waits.min()) if len(waits) > 1 else math.nan}
+    return figures

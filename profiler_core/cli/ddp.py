@@ -145,9 +145,9 @@ def summary_lines(result: RunResult) -> list[str]:
         own = value("graph", "speedup")
         speedup = f", own speedup {own:.2f}x" if math.isfinite(own) else ""
         lines.append(f"  rank {int(rank)}: " + ", ".join(parts) + speedup)
-    speedup = headline.get("speedup", math.nan)
-    if isinstance(speedup, float) and math.isfinite(speedup):
-        lines.append(f"Job speedup (slowest rank): {speedup:.2f}x")
+    job_speedup = result.pair.speedup
+    if math.isfinite(job_speedup):
+        lines.append(f"Job speedup (slowest rank): {job_speedup:.2f}x")
     if headline.get("eager_bound"):
         lines.append(f"Eager step: {headline['eager_bound']}")
     straggler = headline.get("straggler_rank", math.nan)

@@ -152,7 +152,7 @@ def build_result(config: RunConfig, payloads: list[dict], started_at: str) -> Ru
     latency = _slowest_latency(rank_latency, table)
     stats_table, modes_table = _stats_and_modes(config, latency, table, payloads)
     headline: dict[str, Any] = {"timing_method": "steady_trial", "world_size": len(payloads),
-                                **rank_analysis.job_headline(table, rank_latency, config.seed)}
+                                **rank_analysis.job_headline(table)}
     headline.update({f"injected_delay_ms_rank{p['rank']}": p["delay_ms"]
                      for p in payloads if p["delay_ms"] > 0})
     first = payloads[0]["environment"]
@@ -179,7 +179,8 @@ def build_result(config: RunConfig, payloads: list[dict], started_at: str) -> Ru
     tables = {"latency": latency, "stats": stats_table, "modes": modes_table,
               "launch_split": _slowest_window_table("launch_split", payloads, table),
               "kernels": _slowest_window_table("kernels", payloads, table),
-              "metrics": coerce_table("metrics", metrics.build(modes_table, stats_table, {})),
+              "metrics": coerce_table("metrics", metrics.build(modes_table, stats_table,
+                                                               rank_analysis.job_figures(table))),
               "rank_latency": rank_latency, "ranks": table}
     return RunResult(config=config, environment=environment, headline=headline, tables=tables,
                      notes=notes, trace_paths=traces, scratch_dir=scratch)
