@@ -588,7 +588,7 @@ def test_a_real_gpu_run_from_the_sidebar_end_to_end(monkeypatch, tmp_path):
     assert snap.status == "done", (snap.message, snap.stderr_tail)
     run = RunResult.load(snap.out_dir)
     print(f"\nRun pressed -> every view drawn: {seconds:.1f} s on {run.environment.get('gpu_name')}; "
-          f"speedup {run.headline.get('speedup')}")
+          f"speedup {run.pair.speedup}")
     artifacts = Path(__file__).resolve().parent.parent / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     (artifacts / "gpu-run-timing.txt").write_text(f"{seconds:.2f} s {run.environment}\n")

@@ -189,12 +189,12 @@ _BROKEN_RUN = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("workload, cause", [
-    ("broken-host-sync", "synchronises with the host"),
-    ("broken-cpu-tensor", "copies a CPU tensor"),
-    ("broken-optimizer", "without capturable=True"),
+@pytest.mark.parametrize("workload, cause, where", [  # where: the file of the offending line
+    ("broken-host-sync", "synchronises with the host", "workload_kinds.py:"),
+    ("broken-cpu-tensor", "copies a CPU tensor", "workload_kinds.py:"),
+    ("broken-optimizer", "without capturable=True", "workloads.py:"),
 ])
-def test_uncapturable_steps_are_diagnosed_and_the_next_run_works(workload, cause, tmp_path):
+def test_uncapturable_steps_are_diagnosed_and_the_next_run_works(workload, cause, where, tmp_path):
     # Each case in its own process: a failed capture leaves torch's CUDA RNG state in capture mode.
     root = Path(__file__).parents[1]
     completed = subprocess.run([sys.executable, "-c", _BROKEN_RUN, workload], capture_output=True,
@@ -202,7 +202,7 @@ def test_uncapturable_steps_are_diagnosed_and_the_next_run_works(workload, cause
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout.strip().splitlines()[-1])
     print(f"{workload}: {report['message']} | fix: {report['hint']}")
-    assert cause in report["message"] and "workloads.py" in report["message"]
+    assert cause in report["message"] and where in report["message"]
     assert report["code"] == 4 and report["complete"] is False
     assert report["phases"] == ["after_warmup", "initial"]
     # The same process refuses another run clearly...

@@ -762,16 +762,18 @@ def test_gpu_seed_run_cold_against_warm(tmp_path):
     finally:
         launcher.close()
     runs = {name: RunResult.load(tmp_path / name) for name in seconds}
-    memory = ("eager_peak_bytes", "graph_peak_bytes", "graph_pool_bytes")
+    memory = (("eager", "peak_bytes"), ("graph", "peak_bytes"), ("graph", "pool_bytes"))
     print(f"\nseed config on {torch.cuda.get_device_name(0)}")
     for name, run in runs.items():
-        head = run.headline
+        pair = run.pair
         print(f"  {name}: {seconds[name]:.2f} s from start() to the end; "
               + ", ".join(f"{k} {v:.2f} s" for k, v in _phase_seconds(tmp_path / name).items())
-              + f"; eager {head['eager_median_ms']:.4f} ms, graph {head['graph_median_ms']:.4f} ms, "
-              f"speedup {head['speedup']:.2f}x; " + ", ".join(f"{k} {head[k]}" for k in memory))
+              + f"; eager {pair.eager_ms:.4f} ms, graph {pair.graph_ms:.4f} ms, "
+              f"speedup {pair.speedup:.2f}x; "
+              + ", ".join(f"{mode} {metric} {run.figures.get(mode, metric)}" for mode, metric in memory))
     assert seconds["warm"] < seconds["cold"]
-    assert [runs["warm"].headline[k] for k in memory] == [runs["cold"].headline[k] for k in memory]
+    assert ([runs["warm"].figures.get(*figure) for figure in memory]
+            == [runs["cold"].figures.get(*figure) for figure in memory])
 
 
 # ----------------------------------------------------------------------------- the dashboard

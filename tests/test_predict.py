@@ -487,8 +487,11 @@ def test_gpu_calibration_and_predicted_against_measured_on_real_runs(tmp_path):
         subprocess.run([sys.executable, "-m", "profiler_core", "run", *options, "--no-nvml",
                         "--parity-steps", "0", "--progress", "none", "--out", str(out)],
                        check=True, timeout=300, stdout=subprocess.DEVNULL, cwd=ROOT)
-        head = json.loads((out / "summary.json").read_text())["headline"]
-        assert set(predict.HEADLINE_KEYS) <= set(head)
+        run = RunResult.load(out)
+        assert set(predict.HEADLINE_KEYS) <= set(run.headline)
+        # the headline's facts and every figure by its index-filter name (metrics.headline_key)
+        head = {**run.headline, **{metrics.headline_key(mode, metric): value
+                                   for mode, metric, value in run.figures.items()}}
         errors[name] = (head["prediction_error_pct"], head["predicted_speedup_error_pct"])
         print(f"\nRUN {name}: eager busy {head['eager_gpu_busy_us']:.1f} us, "
               f"{head['eager_kernels']:g} kernels; graph predicted {head['predicted_graph_ms']:.4f} "
@@ -518,7 +521,9 @@ def test_gpu_calibration_and_predicted_against_measured_on_real_runs(tmp_path):
         print(f"  {count:>4} nodes: replay {replay:8.2f} us, kernels busy {busy:8.2f} us, "
               f"left {replay - busy:7.2f} us")
     sample = predict.eager_step_from_trace(SAMPLE / "trace_eager.json.gz")
-    recorded = json.loads((SAMPLE / "summary.json").read_text())["headline"]
+    sample_run = RunResult.load(SAMPLE)
+    recorded = {metrics.headline_key(mode, metric): value
+                for mode, metric, value in sample_run.figures.items()}
     sample_ms = predict.predict_graph(sample, calibration.costs, 1,
                                       recorded["graph_input_copy_ms"] * 1e3).graph_us / 1e3
     print(f"SAMPLE RUN (recorded earlier): predicted {sample_ms:.4f} ms, measured "

@@ -574,14 +574,15 @@ def check_run_that_does_not_pay(out: Path, summary: str, where: Path) -> None:
     what the CLI printed) read back by every reader."""
     runs = out.parent
     loaded = RunResult.load(out)
-    head = loaded.headline
+    pair = loaded.pair
     assert loaded.complete and loaded.config.batch == 2048 and loaded.config.dtype == "fp32"
-    pays = head["graph_pays_back"]
-    assert pays == 0.0 or head["speedup_ci_low"] <= 1.0 <= head["speedup_ci_high"], head
+    pays = pair.pays_back
+    assert pays == 0.0 or pair.speedup_ci_low <= 1.0 <= pair.speedup_ci_high, pair
     figures = loaded.table("metrics").set_index(["mode", "metric"])["value"]
     assert figures[("graph", "pays_back")] == pays
+    check_stored_once(out)  # schema 4: the figures are in metrics.csv only
     if pays == 0.0:  # never pays back: stored as NaN, said as "never"
-        assert math.isnan(head["break_even_iters"])
+        assert math.isnan(pair.break_even_steps)
         assert math.isnan(figures[("graph", "break_even_iters")])
         assert "break-even never" in summary
     check_pay_back(loaded)
