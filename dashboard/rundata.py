@@ -38,6 +38,7 @@ from profiler_core.storage.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.storage.outputs import MANIFEST_FILE
 from profiler_core.storage.results import RunResult
 from profiler_core.storage.runfolder import is_run_dir
+from profiler_core.sweep.store import list_sweeps
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
 # Sweeps measured on an H200 and bundled, so the Sweep page has something to show without a GPU.
@@ -623,7 +624,6 @@ def unpack_run(data: bytes, dest: Path, name: str = "") -> OpenedRun:
 def sweeps_with_samples(listed: pd.DataFrame, samples_dir: Path | None = None) -> pd.DataFrame:
     """The runs folder's sweeps (``store.list_sweeps``), then the bundled sample sweeps, each
     named ``sample: <name>`` (so it cannot clash with a folder of the user's)."""
-    from profiler_core.sweep.store import list_sweeps
     samples = list_sweeps(samples_dir or SAMPLE_SWEEPS_DIR)
     if samples.empty:
         return listed

@@ -6,13 +6,7 @@ import streamlit as st
 
 from dashboard import analysis, run_facts, ui
 from dashboard.charts.gpu import nvml_timeseries
-
-try:
-    from profiler_core.engine.telemetry import NVML_UTILISATION_CAVEAT as CAVEAT
-except ImportError:
-    CAVEAT = ("NVML utilisation is the percent of time any kernel ran over the driver's sample "
-              "period (1/6 s to 1 s): it cannot resolve a millisecond step, and 100% does not "
-              "mean the SMs are busy; the profiler's GPU busy time is the precise figure.")
+from profiler_core.engine.telemetry import NVML_UTILISATION_CAVEAT as CAVEAT
 
 run = ui.require_run()
 ui.run_header(run, "GPU telemetry (NVML)")
