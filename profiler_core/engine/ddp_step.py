@@ -5,9 +5,9 @@ Scope: the per-rank worker that ``python -m profiler_core run`` becomes under to
 started by ``orchestration.torchrun``, or a multi-node torchrun or srun the user starts). It
 reads only RANK, LOCAL_RANK and WORLD_SIZE (and torchrun's rendezvous variables through
 ``init_process_group``); rank 0 gathers every rank's measurements over the process group and
-builds the run (``ddp_result``), so no shared file system is needed; rank 0 alone reports progress
-(``measure_rank``'s callback: the phases below, as the dashboard's bar shows them). The modes, as PyTorch's CUDA
-notes ("Usage with DistributedDataParallel") describe them:
+builds the run (``ddp_result``), so no shared file system is needed. Rank 0 alone reports
+progress (``measure_rank``'s callback: ``RANK_PHASES`` and their work units, for the dashboard's
+bar). The modes, as PyTorch's CUDA notes ("Usage with DistributedDataParallel") describe them:
 
 - ``eager``: the step with its model wrapped in DDP;
 - ``graph``: the whole step captured, all-reduce inside: DDP built in a side-stream context, at
