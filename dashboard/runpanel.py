@@ -1,10 +1,11 @@
 """Starting, following and cancelling a run from the page; the GPU lock as other sessions see it.
 
 Scope: the Run button (sidebar), the live panel above every view (progress bar, current phase,
-Cancel; or the queue position and who holds the device and since when), and what happens when a
-run ends (the new run opens, and :func:`dashboard.worker.describe_outcome` says how it ended). The
-work itself is done by a :class:`~profiler_core.orchestration.runjob.RunJob`, a background job
-behind the device's lock, through the server's one warm
+Cancel; or the queue position and who holds the device and since when, for each GPU of a
+data-parallel run), and what happens when a run ends (the new run opens, and
+:func:`dashboard.worker.describe_outcome` says how it ended). The work itself is done by a
+:class:`~profiler_core.orchestration.runjob.RunJob`, a background job behind the lock of every
+device it uses, through the server's one warm
 :class:`~profiler_core.orchestration.launcher.Launcher` (a spare worker with torch imported and CUDA
 up waits for the next run, so a second Run starts fast).
 """
@@ -22,7 +23,7 @@ from dashboard import controls, rundata, state, ui, worker
 from profiler_core.orchestration.command import REPO_ROOT
 from profiler_core.orchestration.gpulock import LockState
 from profiler_core.orchestration.launcher import Launcher
-from profiler_core.orchestration.runjob import RunJob, RunSnapshot
+from profiler_core.orchestration.runjob import RunJob, RunSnapshot, run_devices
 from profiler_core.spec.config import PRESETS, RunConfig
 from profiler_core.spec.errors import ConfigError
 
@@ -130,12 +131,13 @@ def run_launcher() -> Launcher:
 
 
 def start_run(config: RunConfig) -> RunJob:
-    """Create the run folder name, queue the job on the device's lock and start it."""
+    """Create the run folder name, queue the job on the lock of every device it uses (each GPU of
+    a data-parallel run) and start it."""
     out_dir = new_run_dir(state.runs_dir(), config)
-    lock = state.lock_registry().lock(config.device)
+    locks = [state.lock_registry().lock(device) for device in run_devices(config)]
     timeout = float(st.session_state.get(controls.TIMEOUT_KEY) or 0) or None
-    job = RunJob(config, out_dir, config.device, lock,
-                        session=state.session_id(), timeout_s=timeout, launcher=run_launcher())
+    job = RunJob(config, out_dir, config.device, locks,
+                 session=state.session_id(), timeout_s=timeout, launcher=run_launcher())
     st.session_state[state.JOB] = job
     return job.start()
 
@@ -146,14 +148,17 @@ def run_button(config: RunConfig | None, error: ConfigError | None) -> None:
     active = job is not None and job.snapshot().active
     if error is not None:
         st.error(f"Run is disabled: {controls.field_label(error.field)} was refused (see below).")
-    device = st.session_state.get(controls.DEVICE_KEY)
+    devices = run_devices(config) if config is not None else (
+        st.session_state.get(controls.DEVICE_KEY),)
+    busy = [device for device in devices
+            if device and state.lock_registry().lock(device).state().holder is not None]
     if active:
         # The panel above the view says who holds the device and for how long; one place only,
         # so the sidebar never shows a second clock that disagrees with it.
         st.caption(f"Your run {ui.escape_md(job.run_name)} is in progress: its progress, time "
                    "left and the device's queue are shown above the view.")
-    elif device and state.lock_registry().lock(device).state().holder is not None:
-        _lock_caption(device)
+    elif busy:
+        _lock_caption(busy[0])
     if st.button("Run", type="primary", key="run_button", disabled=config is None or active,
                  width="stretch", icon=":material/play_arrow:"):
         start_run(config)
@@ -192,13 +197,27 @@ def handle_finished_job() -> None:
         st.session_state[state.OPEN_RUN] = key
 
 
-def _progress(snap: RunSnapshot) -> None:
-    if snap.status == "queued":
+def waiting_text(snap: RunSnapshot) -> str:
+    """Who holds each device the queued run waits for, and its place in each queue (a
+    data-parallel run takes its GPUs in turn, in ascending order)."""
+    if len(snap.devices) <= 1:
         lock = state.lock_registry().lock(snap.device).state()
         position = lock.position(snap.job_id)
-        st.info(f"Waiting for {snap.device}: " + describe_lock(lock, snap.job_id)
-                + (f" Your run is number {position} in the queue." if position else ""),
-                icon=":material/hourglass_top:")
+        return (f"Waiting for {snap.device}: " + describe_lock(lock, snap.job_id)
+                + (f" Your run is number {position} in the queue." if position else ""))
+    text = f"Waiting for {', '.join(snap.devices)} (taken in this order):"
+    for device in snap.devices:
+        lock = state.lock_registry().lock(device).state()
+        position = lock.position(snap.job_id)
+        text += " " + describe_lock(lock, snap.job_id)
+        if position:
+            text += f" Your run is number {position} in {device}'s queue."
+    return text
+
+
+def _progress(snap: RunSnapshot) -> None:
+    if snap.status == "queued":
+        st.info(waiting_text(snap), icon=":material/hourglass_top:")
     else:
         phase = snap.phase or snap.status
         text = f"{snap.run_name}: {phase}" + (f" - {snap.message}" if snap.message else "")
@@ -207,7 +226,7 @@ def _progress(snap: RunSnapshot) -> None:
         st.progress(snap.fraction, text=f"{ui.escape_md(text)} · {snap.fraction:.0%} · {eta}")
         if snap.started_at:
             st.caption(f"Running for {_ago(snap.started_at)} (since {clock_text(snap.started_at)}) "
-                       f"in a worker process on {snap.device}; {eta} (from the pace so far).")
+                       f"in a worker process on {', '.join(snap.devices) or snap.device}; {eta} (from the pace so far).")
     if st.button("Cancel", key="cancel_run", icon=":material/stop:",
                  disabled=snap.status == "cancelling"):
         st.session_state[state.JOB].cancel()

@@ -1,5 +1,6 @@
 """A run from the page as a background job (profiler_core/orchestration/runjob.py) and the
-per-device lock, with a fake worker (no GPU needed). The launcher itself is tested in
+per-device lock, with a fake worker (no GPU needed); a data-parallel run holds the lock of every
+GPU its ranks use, and the run panel says who holds each. The launcher itself is tested in
 test_launcher.py, the background job's mechanics in test_jobs.py."""
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from conftest import process_alive, wait_for
 from profiler_core.cli import parser as cli
 from profiler_core.orchestration.command import run_argv
 from profiler_core.orchestration.gpulock import GpuLock, GpuLockRegistry
-from profiler_core.orchestration.runjob import RunJob
-from profiler_core.spec.config import PRESETS
+from profiler_core.orchestration.runjob import RunJob, run_devices
+from profiler_core.spec.config import PRESETS, RunConfig
 
 
 def test_a_fresh_workers_argv_is_the_cli_contract(tmp_path):
@@ -126,3 +127,60 @@ def test_one_run_per_device_in_arrival_order_and_cancel_while_queued(tmp_path, f
     assert second.snapshot().status == "done"
     assert second.snapshot().started_at >= first.snapshot().finished_at - 0.05
     assert lock.state().holder is None and not lock.state().waiting
+
+
+def test_a_data_parallel_run_uses_the_gpus_of_its_local_ranks():
+    # rank LOCAL_RANK runs on cuda:LOCAL_RANK (engine.ddp_step), whatever device the config names
+    assert run_devices(RunConfig(device="cuda:1", nproc_per_node=2)) == ("cuda:0", "cuda:1")
+    assert run_devices(RunConfig(device="cuda:0", nproc_per_node=4)) == tuple(
+        f"cuda:{i}" for i in range(4))
+    assert run_devices(RunConfig(device="cuda:1")) == ("cuda:1",)
+    assert run_devices(RunConfig(device="cpu", nproc_per_node=2)) == ("cpu",)  # gloo ranks
+
+
+def test_a_data_parallel_run_holds_every_gpu_and_waits_for_each(tmp_path, fake_worker,
+                                                                 synthetic_run, monkeypatch):
+    from dashboard import runpanel, state
+
+    registry = GpuLockRegistry()
+    monkeypatch.setattr(state, "lock_registry", lambda: registry)
+    cuda0, cuda1 = registry.lock("cuda:0"), registry.lock("cuda:1")
+    single = RunJob(fake_worker("sleep", tmp_path / "a"), tmp_path / "a", "cuda:1", cuda1,
+                    session="s1").start()
+    assert wait_for(lambda: cuda1.state().holder is not None)
+    config = RunConfig(device="cuda:0", nproc_per_node=2)
+    locks = [registry.lock(device) for device in run_devices(config)]
+    double = RunJob(fake_worker("done", tmp_path / "b", synthetic_run), tmp_path / "b",
+                    config.device, locks, session="s2").start()
+    assert wait_for(lambda: cuda0.state().holder is not None and cuda1.state().waiting)
+    snap = double.snapshot()
+    assert snap.status == "queued" and snap.devices == ("cuda:0", "cuda:1")
+    text = runpanel.waiting_text(snap)
+    assert text.startswith("Waiting for cuda:0, cuda:1 (taken in this order):")
+    assert "cuda:0 is busy: run **b**" in text and "cuda:1 is busy: run **a**" in text
+    assert "number 1 in cuda:1's queue" in text and "cuda:0's queue" not in text
+    single.cancel()
+    assert double.wait(20) and double.snapshot().status == "done"
+    assert double.snapshot().started_at >= single.snapshot().finished_at - 0.05
+    for lock in (cuda0, cuda1):
+        assert lock.state().holder is None and not lock.state().waiting
+        assert lock.history()[-1].job_id == double.job_id
+
+
+def test_a_single_device_run_is_said_waiting_as_before(tmp_path, fake_worker, monkeypatch):
+    from dashboard import runpanel, state
+
+    registry = GpuLockRegistry()
+    monkeypatch.setattr(state, "lock_registry", lambda: registry)
+    lock = registry.lock("cpu")
+    first = RunJob(fake_worker("sleep", tmp_path / "a"), tmp_path / "a", "cpu", lock).start()
+    assert wait_for(lambda: lock.state().holder is not None)
+    second = RunJob(fake_worker("sleep", tmp_path / "b"), tmp_path / "b", "cpu", lock).start()
+    snap = second.snapshot()
+    assert snap.devices == ("cpu",)
+    text = runpanel.waiting_text(snap)
+    assert text.startswith("Waiting for cpu: cpu is busy: run **a**")
+    assert text.endswith(" Your run is number 1 in the queue.")
+    second.cancel()
+    first.cancel()
+    assert first.wait(10) and second.wait(10)

@@ -1,6 +1,7 @@
 """Data-parallel runs on the CPU: two gloo ranks under torchrun (issue 21). The launcher, the run
 folder's per-rank tables, the aggregation, a straggler injected with a sleep, and a failed, hung
-or cancelled run leaving no process behind. Each test starting torchrun takes a few seconds."""
+or cancelled run leaving no process behind; rank 0 alone reports progress, line by line through
+torchrun, as the dashboard's run follows it. Each test starting torchrun takes a few seconds."""
 
 from __future__ import annotations
 
@@ -25,7 +26,14 @@ from profiler_core.orchestration.torchrun import (
 )
 from profiler_core.spec import schema
 from profiler_core.spec.config import RunConfig
-from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RankEnv, rank_env, read_marks
+from profiler_core.spec.distributed import (
+    ERROR_MARK,
+    PHASE_MARK,
+    RANK_PHASES,
+    RankEnv,
+    rank_env,
+    read_marks,
+)
 from profiler_core.spec.errors import CaptureError, ConfigError, RankError, TimeLimitReached
 from profiler_core.storage.results import RunResult
 
@@ -219,6 +227,44 @@ def test_the_sleeping_rank_is_named_the_straggler(straggler_run):
 
 def test_the_gloo_run_is_quick(straggler_run):
     assert straggler_run[2] < 60.0
+
+
+def test_rank_0_alone_reports_progress_line_by_line_to_the_dashboards_run(tmp_path):
+    """A data-parallel run from the page (``RunJob`` through a launcher of fresh processes, so
+    ``--progress jsonl``): rank 0's records pass through torchrun as they are written (the first
+    arrives before the run is saved), the bar goes through every phase, and no record comes
+    twice (rank 1 prints none)."""
+    from profiler_core.orchestration.gpulock import GpuLock
+    from profiler_core.orchestration.launcher import Launcher
+    from profiler_core.orchestration.runjob import RunJob
+
+    out = tmp_path / "run"
+    config = cli.config_from_args(cli.parse(["run", *SMALL, "--nproc-per-node", "2",
+                                             "--out", str(out)]))
+    job = RunJob(config, out, config.device, GpuLock("cpu"), launcher=Launcher(warm=False))
+    heard: list[tuple[str, float, int, bool]] = []
+    report = job.on_progress
+
+    def hear(state) -> None:
+        if state.events:  # a record of the run's (not the job's own "starting", "running")
+            heard.append((state.phase, state.fraction, state.events, out.exists()))
+        report(state)
+
+    job.on_progress = hear
+    assert job.start().wait(120)
+    snap = job.snapshot()
+    assert snap.status == "done", (snap.message, snap.stderr_tail[-2000:])
+    assert RunResult.load(out).headline["world_size"] == 2
+    first_phase, first_fraction, _, saved_then = heard[0]
+    assert (first_phase, first_fraction, saved_then) == ("prepare", 0.0, False)
+    phases = [phase for i, (phase, *_) in enumerate(heard) if i == 0 or heard[i - 1][0] != phase]
+    assert phases == list(RANK_PHASES)  # the bar went through every phase, in order
+    fractions = [fraction for _, fraction, _, _ in heard]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert any(0.0 < fraction < 1.0 for fraction in fractions)
+    # one reporter: every progress record once (the last state is the "done" record's)
+    progress = [(phase, fraction) for phase, fraction, _, _ in heard[:-1]]
+    assert len(progress) == len(set(progress)) and snap.events == len(heard)
 
 
 def test_a_failed_rank_is_named_and_nothing_is_left_running():

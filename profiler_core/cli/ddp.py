@@ -3,7 +3,8 @@ and watched, ``orchestration.torchrun``) and a rank's side (this process started
 ours or the user's: RANK, LOCAL_RANK and WORLD_SIZE set; ``engine.ddp_step``).
 
 Scope: the command line's part only: which side to take, the argv handed to the ranks, rank 0
-saving the run and printing its summary, and every rank's error said on a line the launcher reads.
+saving the run and printing its summary (or, with ``--progress jsonl``, reporting progress: rank 0
+only), and every rank's error said on a line the launcher reads.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.distributed import ERROR_MARK, RankEnv, announce, rank_env
 from profiler_core.spec.errors import ConfigError, ProfilerError, kind_and_exit_code
+from profiler_core.spec.progress import ignore_progress
 
 if TYPE_CHECKING:  # the run's reader is imported when a command needs it
     from profiler_core.storage.results import RunResult
@@ -92,8 +94,11 @@ def _error_record(env: RankEnv, error: BaseException) -> dict[str, Any]:
             "exit_code": code, "field": field}
 
 
-def run_rank(config: RunConfig, args: Any, env: RankEnv, progress: Any) -> int:
-    """This process as one rank; rank 0 saves the run and prints (or emits) its summary. Any
+def run_rank(config: RunConfig, args: Any, env: RankEnv,
+             progress: cli.JsonlProgress | None) -> int:
+    """This process as one rank; rank 0 saves the run and prints (or emits) its summary.
+    ``progress``: rank 0's JSON-lines reporter with ``--progress jsonl`` (its phases and the
+    ``done`` record reach the launcher's stdout through torchrun), None on every other rank. Any
     error is said on a line the launcher reads, then raised as usual."""
     from profiler_core.storage.results import check_output
 
@@ -105,7 +110,8 @@ def run_rank(config: RunConfig, args: Any, env: RankEnv, progress: Any) -> int:
         from profiler_core.engine.ddp_step import measure_rank
 
         started = started_now()
-        gathered = measure_rank(config, env, dict(args.inject_delay_ms))
+        gathered = measure_rank(config, env, dict(args.inject_delay_ms),
+                                progress if progress is not None else ignore_progress)
         if gathered is None:
             return 0
         result = build_result(config, gathered, started)

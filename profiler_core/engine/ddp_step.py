@@ -5,8 +5,9 @@ Scope: the per-rank worker that ``python -m profiler_core run`` becomes under to
 started by ``orchestration.torchrun``, or a multi-node torchrun or srun the user starts). It
 reads only RANK, LOCAL_RANK and WORLD_SIZE (and torchrun's rendezvous variables through
 ``init_process_group``); rank 0 gathers every rank's measurements over the process group and
-builds the run (``ddp_result``), so no shared file system is needed. The modes, as PyTorch's CUDA
-notes ("Usage with DistributedDataParallel") describe them:
+builds the run (``ddp_result``), so no shared file system is needed. Rank 0 alone reports
+progress (``measure_rank``'s callback: ``RANK_PHASES`` and their work units, for the dashboard's
+bar). The modes, as PyTorch's CUDA notes ("Usage with DistributedDataParallel") describe them:
 
 - ``eager``: the step with its model wrapped in DDP;
 - ``graph``: the whole step captured, all-reduce inside: DDP built in a side-stream context, at
@@ -52,6 +53,7 @@ from profiler_core.spec.config import INT_LIMITS, RunConfig
 from profiler_core.spec.distributed import RankEnv, announce_phase
 from profiler_core.spec.errors import NoCudaError
 from profiler_core.spec.modes import CPU_MODES
+from profiler_core.spec.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.timing import trials as timing
 
 # DDP times its first 10 iterations for its logging (``kDDPRuntimeLoggingSampleRate``): a capture
@@ -90,10 +92,16 @@ class RankContext:
     capture_log: list[str] = field(default_factory=list)  # the capture's steps, in order
     collective_nodes: float = math.nan  # NCCL kernel nodes in the last graph captured
     phase_name: str = ""
+    progress: ProgressCounter = field(default_factory=lambda: ProgressCounter(1))
 
-    def phase(self, name: str) -> None:
+    def phase(self, name: str, message: str = "") -> None:
+        """Enter a phase: said to the launcher (``RANK_PHASES``) and to the progress callback."""
         self.phase_name = name
         announce_phase(self.env.rank, name)
+        if name == "done":
+            self.progress.finish(message or "done")
+        else:
+            self.progress.start_phase(name, message)
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -289,6 +297,7 @@ def _timed_trials(ctx: RankContext, prepared: dict[str, RankMode]) -> tuple[list
         issue_ms = timing.steady_block(mode, next_index[mode.name], count, trial, clock, rows)
         host_issue.append((mode.name, trial, issue_ms))
         next_index[mode.name] += count
+        ctx.progress.advance(message=f"{mode.name}: block {trial + 1} of {trials}")
     return rows, host_issue
 
 
@@ -307,6 +316,7 @@ def _profiled(ctx: RankContext, prepared: dict[str, RankMode], folder: Path) -> 
                          "kernels": window.analysis.kernels.to_dict("list"),
                          "trace_name": window.trace_path.name,
                          "trace": window.trace_path.read_bytes()}
+        ctx.progress.advance(message=f"{name} profiled")
     return windows
 
 
@@ -409,9 +419,19 @@ def _environment(ctx: RankContext) -> dict[str, Any]:
     return environment
 
 
-def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float]) -> list[dict] | None:
+def progress_units(config: RunConfig) -> int:
+    """The work units of a rank's progress: each mode prepared, each timed block, each profiled
+    window, the checks (and the parity check) and the gather."""
+    modes = rank_modes(config)
+    parity = 1 if "graph" in modes and config.parity_steps else 0
+    return len(modes) * (1 + config.trial_count + (1 if config.profile else 0)) + 1 + parity + 1
+
+
+def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float],
+                 progress: ProgressCallback = ignore_progress) -> list[dict] | None:
     """Everything this rank measures, gathered on rank 0: the list of every rank's payload
-    there (rank order), None on the other ranks."""
+    there (rank order), None on the other ranks. ``progress`` hears the rank's phases and work
+    units (the launcher gives it to rank 0 only)."""
     device = _device(config, env)
     if device.type == "cuda" and "graph" in config.modes:
         for name, value in NCCL_CAPTURE_SETTINGS.items():
@@ -420,7 +440,8 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float]) -
     batch_seed = (config.seed + env.rank) % (INT_LIMITS["seed"][1] + 1)
     ctx = RankContext(config, env, device,
                       make_batches(config.replace(seed=batch_seed), BATCHES, device),
-                      delay_ms=float(delays.get(env.rank, 0.0)))
+                      delay_ms=float(delays.get(env.rank, 0.0)),
+                      progress=ProgressCounter(progress_units(config), progress))
     graphs: list = []
     payload: dict[str, Any] = {"rank": env.rank}
     with _process_group(ctx, graphs):
@@ -429,6 +450,7 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float]) -
         for name in rank_modes(config):
             prepared[name] = PREPARE[name](ctx)
             graphs.extend(prepared[name].graphs)
+            ctx.progress.advance(message=f"{name} ready")
         graph_nodes = ctx.collective_nodes  # the timed graph's (parity captures one more)
         ctx.phase("timed trials")
         rows, host_issue = _timed_trials(ctx, prepared)
@@ -443,8 +465,10 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float]) -
         if "graph" in prepared:
             checks["graph_nodes"]["graph"] = graph_nodes
             checks["captured"]["graph"] = _capture_check(ctx, graph_nodes, windows)
+        ctx.progress.advance(message="parameters compared across ranks")
         if "graph" in prepared and config.parity_steps:
             checks["parity"] = {"graph": _parity(ctx, graphs)}
+            ctx.progress.advance(message="graph against eager compared")
         payload.update(rows=rows, host_issue=host_issue, windows=windows, checks=checks,
                        one_time_ms={name: ready.one_time_ms for name, ready in prepared.items()},
                        environment=_environment(ctx), delay_ms=ctx.delay_ms)
@@ -455,5 +479,6 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float]) -
         gathered: list | None = [None] * env.world_size if env.rank == 0 else None
         payload["notes"], payload["capture_log"] = ctx.notes, ctx.capture_log
         dist.gather_object(payload, gathered, dst=0)
-    ctx.phase("done")
+        ctx.progress.advance(message="every rank's measurements gathered")
+    ctx.phase("done", "measured; rank 0 saves the run" if env.rank == 0 else "measured")
     return gathered

@@ -3,8 +3,10 @@
 Scope: a first-come-first-served lock per device key ("cuda:0", "cpu") that remembers who holds
 it and since when, and who waits, with the last grants. The background jobs of
 :mod:`profiler_core.orchestration.jobs` queue on it, acquire and release it, so the lock is
-released when a job ends however it ends; the dashboard keeps one :class:`GpuLockRegistry` per
-server process. No UI here; thread-safe.
+released when a job ends however it ends; a job on several devices (a data-parallel run) joins
+every queue at once (:func:`enqueue_all`), so tickets keep one order across all queues and no two
+jobs wait on each other. The dashboard keeps one :class:`GpuLockRegistry` per server process. No
+UI here; thread-safe.
 """
 
 from __future__ import annotations
@@ -12,7 +14,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+# Held while a ticket joins its queues: every queue then lists tickets in one global order.
+_JOINING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,26 @@ class GpuLock:
     def state(self) -> LockState:
         with self._cond:
             return LockState(self.device, self._holder, tuple(self._queue))
+
+
+def enqueue_all(locks: Sequence[GpuLock], ticket: Ticket) -> None:
+    """Join the queue of every lock in ``locks`` at once. Every job joins its queues through here,
+    so the queues order tickets alike: the earliest unfinished ticket is first in each of its
+    queues and no later ticket can hold one of its devices, so a job needing several devices
+    (taken in ascending order) never deadlocks with another, and each device stays first come,
+    first served."""
+    with _JOINING:
+        for lock in locks:
+            lock.enqueue(ticket)
+
+
+def sorted_locks(locks: Sequence[GpuLock]) -> list[GpuLock]:
+    """``locks`` in ascending device order ("cuda:2" before "cuda:10"), each once."""
+    def order(lock: GpuLock) -> tuple[str, int]:
+        kind, _, index = lock.device.partition(":")
+        return kind, int(index) if index.isdigit() else -1
+    unique = {id(lock): lock for lock in locks}
+    return sorted(unique.values(), key=order)
 
 
 class GpuLockRegistry:

@@ -1,13 +1,13 @@
-"""Background jobs: long work (one run, a sweep) on a daemon thread, behind the device's lock.
+"""Background jobs: long work (one run, a sweep) on a daemon thread, behind the devices' locks.
 
-Scope: :class:`BackgroundJob` takes its place in the queue of the device's
-:class:`~profiler_core.orchestration.gpulock.GpuLock` when started (first come, first served),
-waits for its turn, runs the work, releases the lock whatever happens, and only then says it has
-finished, so whoever sees a job finished also sees the device free. It keeps a snapshot that a
-page reads while the work goes on; :meth:`BackgroundJob.stop` works while waiting (the job leaves
-the queue) or running. The work is any object with the :class:`Work` interface
-(``profiler_core.orchestration.runjob.RunJob``, ``profiler_core.sweep.runner.SweepRunner``).
-No UI here.
+Scope: :class:`BackgroundJob` takes its place in the queue of every device it uses (one, or each
+GPU of a data-parallel run: :class:`~profiler_core.orchestration.gpulock.GpuLock`, joined at once,
+first come, first served) when started, takes the locks in ascending device order, runs the work,
+releases every lock whatever happens, and only then says it has finished, so whoever sees a job
+finished also sees its devices free. It keeps a snapshot that a page reads while the work goes
+on; :meth:`BackgroundJob.stop` works while waiting (the job leaves every queue) or running. The
+work is any object with the :class:`Work` interface (``profiler_core.orchestration.runjob.RunJob``,
+``profiler_core.sweep.runner.SweepRunner``). No UI here.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from profiler_core.orchestration.gpulock import GpuLock, Ticket
+from profiler_core.orchestration.gpulock import GpuLock, Ticket, enqueue_all, sorted_locks
 
 STOPPED_WAITING = "stopped while waiting for the device"
 
@@ -46,17 +46,18 @@ class Work(Protocol):
 
 
 class BackgroundJob:
-    """``work`` on a daemon thread once ``lock`` (the device's) is its turn; see the module
-    docstring. ``name`` names the job; ``holder`` is what the lock shows as waiting for or
-    holding the device (default: ``name``), with ``session`` (which browser session asked)."""
+    """``work`` on a daemon thread once ``lock`` (the device's, or several: every device's) is its
+    turn; see the module docstring. ``name`` names the job; ``holder`` is what the locks show as
+    waiting for or holding the device (default: ``name``), with ``session`` (which browser
+    session asked)."""
 
-    def __init__(self, work: Work, name: str, lock: GpuLock, session: str = "",
+    def __init__(self, work: Work, name: str, lock: GpuLock | Sequence[GpuLock], session: str = "",
                  holder: str | None = None) -> None:
         self._work = work
         work.on_progress = lambda progress: self._set(progress=progress)
         self.name = name
         self.job_id = uuid.uuid4().hex[:12]
-        self._lock = lock
+        self._locks = sorted_locks([lock] if isinstance(lock, GpuLock) else lock)
         self._ticket = Ticket(self.job_id, holder or name, session, time.time())
         self._guard = threading.Lock()
         self._cancel = threading.Event()
@@ -66,22 +67,27 @@ class BackgroundJob:
         self._done = threading.Event()
 
     @property
+    def devices(self) -> tuple[str, ...]:
+        """The devices whose locks the job takes, in the order it takes them."""
+        return tuple(lock.device for lock in self._locks)
+
+    @property
     def requested_at(self) -> float:
         """When the job was made (``time.time()``): its place in the device's queue."""
         return self._ticket.requested_at
 
     def start(self) -> BackgroundJob:
-        """Join the device's queue now (so jobs start in the order they were asked for) and go."""
-        self._lock.enqueue(self._ticket)
+        """Join every device's queue now (so jobs start in the order they were asked for) and go."""
+        enqueue_all(self._locks, self._ticket)
         try:
             self._thread.start()
         except BaseException:
-            self._lock.leave(self._ticket)  # never block the device with a job that never ran
+            self._leave_queues()  # never block a device with a job that never ran
             raise
         return self
 
     def stop(self) -> None:
-        """Leave the queue if waiting, else stop the work; nothing once the job has finished."""
+        """Leave every queue if waiting, else stop the work; nothing once the job has finished."""
         if self._done.is_set():
             return
         self._cancel.set()
@@ -110,28 +116,38 @@ class BackgroundJob:
             self._snapshot.update(changes)
 
     def _main(self) -> None:
-        # The final status is published only once the lock is released and the queue left.
+        # The final status is published only once every lock is released and every queue left.
         ending: dict[str, Any]
+        held: list[GpuLock] = []
         try:
-            if not self._lock.acquire(self._ticket, self._cancel):
-                self._work.stop()
-                outcome = self._work.run()
-                ending = dict(status=outcome.status, outcome=outcome, error=STOPPED_WAITING)
-            else:
-                try:
+            try:
+                for lock in self._locks:  # ascending device order
+                    if not lock.acquire(self._ticket, self._cancel):
+                        break
+                    held.append(lock)
+                if len(held) < len(self._locks):
+                    self._work.stop()
+                    outcome = self._work.run()
+                    ending = dict(status=outcome.status, outcome=outcome, error=STOPPED_WAITING)
+                else:
                     self._set(status="running", started_at=time.time())
                     outcome = self._work.run()
                     ending = dict(status=outcome.status, outcome=outcome, error=outcome.error_line)
-                finally:
-                    self._lock.release(self._ticket)
+            finally:
+                for lock in reversed(held):
+                    lock.release(self._ticket)
         except Exception as exc:  # noqa: BLE001 - said on the page, never a thread that dies silently
             ending = dict(status="error", error=_one_line(f"{type(exc).__name__}: {exc}"))
         finally:
-            self._lock.leave(self._ticket)  # whatever happened, never stay in the queue
+            self._leave_queues()  # whatever happened, never stay in a queue
         try:
             self._set(finished_at=time.time(), **ending)
         finally:
             self._done.set()
+
+    def _leave_queues(self) -> None:
+        for lock in self._locks:
+            lock.leave(self._ticket)
 
 
 def _one_line(text: str, limit: int = 400) -> str:

@@ -1,8 +1,9 @@
 """One run in a worker process as a background job: what the dashboard's Run button starts.
 
 Scope: :class:`RunJob` runs one config (or a stand-in command line) as a
-:class:`~profiler_core.orchestration.jobs.BackgroundJob`, which queues on the device's lock, runs
-it on a daemon thread and releases the lock whatever happens. Its work: start the run through a
+:class:`~profiler_core.orchestration.jobs.BackgroundJob`, which queues on the device's lock (a
+data-parallel run: the lock of every GPU its ranks use, :func:`run_devices`), runs it on a daemon
+thread and releases the locks whatever happens. Its work: start the run through a
 :class:`~profiler_core.orchestration.launcher.Launcher` (the caller's warm one, so a warm worker may
 serve it; or a private launcher of fresh processes), follow its records (``progress``: the phase
 and the bar; ``done``/``error``; the launcher's ``stopping``/``fallback``), and make the launcher's
@@ -31,6 +32,15 @@ ACTIVE = ("queued", "starting", "running", "cancelling")
 ERROR_FIELDS = ("kind", "field", "message", "hint")
 
 
+def run_devices(config: RunConfig) -> tuple[str, ...]:
+    """The devices a run of ``config`` uses, whose locks it holds: its device; for a
+    data-parallel run on CUDA, every GPU its ranks take (rank LOCAL_RANK on ``cuda:LOCAL_RANK``,
+    ``engine.ddp_step``), whatever ``config.device`` names."""
+    if config.nproc_per_node is not None and config.is_cuda:
+        return tuple(f"cuda:{local_rank}" for local_rank in range(config.nproc_per_node))
+    return (config.device,)
+
+
 @dataclass(frozen=True)
 class RunState:
     """The run as far as it got: ``status`` queued, starting, running or cancelling, then how it ended
@@ -53,11 +63,13 @@ class RunState:
 
 @dataclass(frozen=True)
 class RunSnapshot:
-    """What a run is doing now; ``status`` is one of ACTIVE or done/error/cancelled/timeout/crashed."""
+    """What a run is doing now; ``status`` is one of ACTIVE or done/error/cancelled/timeout/crashed.
+    ``devices``: every device whose lock the run takes, in the order it takes them."""
 
     job_id: str
     run_name: str
     device: str
+    devices: tuple[str, ...]
     out_dir: str
     status: str
     phase: str = ""
@@ -86,12 +98,14 @@ class RunJob:
     """One worker run; see the module docstring. ``work`` is the config to run (``launcher`` may
     serve it on a warm worker), or a command line run as it is in a fresh process (tests' stand-ins
     for the worker). Without ``launcher``, a private one starts fresh processes with ``env`` and
-    ``cwd``. The job's control is :meth:`start`, :meth:`cancel`, :meth:`wait` and
+    ``cwd``. ``lock``: the device's lock, or the lock of every device the run uses
+    (:func:`run_devices`). The job's control is :meth:`start`, :meth:`cancel`, :meth:`wait` and
     :meth:`snapshot`; :meth:`run` and :meth:`stop` are the work its background job calls."""
 
     on_progress: Callable[[Any], None]  # set by the background job
 
-    def __init__(self, work: RunConfig | Sequence[str], out_dir: Path, device: str, lock: GpuLock,
+    def __init__(self, work: RunConfig | Sequence[str], out_dir: Path, device: str,
+                 lock: GpuLock | Sequence[GpuLock],
                  session: str = "", run_name: str | None = None, timeout_s: float | None = None,
                  env: dict[str, str] | None = None, cwd: Path | None = None,
                  grace_s: float = 5.0, launcher: Launcher | None = None) -> None:
@@ -115,12 +129,12 @@ class RunJob:
     # -- control (called from the page's thread) -----------------------------------------------
 
     def start(self) -> RunJob:
-        """Join the device's queue now (so runs start in the order Run was pressed) and go."""
+        """Join every device's queue now (so runs start in the order Run was pressed) and go."""
         self._job.start()
         return self
 
     def cancel(self) -> None:
-        """Stop the run: leave the queue if waiting, else stop the worker (then kill it)."""
+        """Stop the run: leave every queue if waiting, else stop the worker (then kill it)."""
         self._job.stop()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -137,6 +151,7 @@ class RunJob:
             status, message = "crashed", f"the dashboard could not run the worker: {job['error']}"
         return RunSnapshot(
             job_id=self.job_id, run_name=self.run_name, device=self.device,
+            devices=self._job.devices,
             out_dir=str(self.out_dir), status=status, phase=run.phase, fraction=run.fraction,
             message=message, error=dict(run.error) if run.error else None,
             returncode=run.returncode, requested_at=self._job.requested_at,

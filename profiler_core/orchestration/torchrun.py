@@ -7,9 +7,11 @@ session, with SIGTERM as its death signal (it ends its ranks on SIGTERM, so a la
 outright leaves nothing either). torchrun starts every rank in a session of its own too, so the
 ranks are tracked as they appear and, on cancel, time limit or a failed rank, torchrun's group
 and every rank's group are ended (SIGTERM, then SIGKILL after ``KILL_GRACE_S``): nothing is left
-running. A
-failed rank is named from its error line (``spec.distributed``) or torchrun's "Root Cause"; a
-hung one from the phase each rank last reported.
+running. The ranks' output passes through line by line (rank 0's ``--progress jsonl`` records
+reach the launcher's stdout as they are written: torchrun redirects nothing without --tee or
+--log-dir), less the ranks' marks, which it reads: a failed rank is named from its error line
+(``spec.distributed``) or torchrun's "Root Cause"; a hung one from the phase each rank last
+reported.
 """
 
 from __future__ import annotations
