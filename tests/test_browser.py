@@ -363,6 +363,11 @@ def test_the_sidebar_fits_a_1440x900_screen(playwright_api, server):
             _settle(page)
             run = page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Run",
                                                                          exact=True)
+            run.wait_for()  # the sidebar is drawn (on a loaded machine it can come after the page)
+            page.wait_for_function("""() => [...document.querySelectorAll(
+                    '[data-testid="stSidebar"] [data-testid="stSelectbox"]')]
+                    .map(s => s.innerText.split('\\n')[0])
+                    .filter(label => ['Showing', 'GPU', 'Preset'].includes(label)).length === 3""")
             box = run.bounding_box()
             assert box and box["y"] + box["height"] <= 900, (scheme, box)
             cut = page.evaluate("""() => [...document.querySelectorAll(
