@@ -25,6 +25,7 @@ from profiler_core.analysis.predict import (
     fit_graph_costs,
 )
 from profiler_core.engine.calibration_cache import CalibrationCache, GraphFit, cache_path
+from profiler_core.engine.telemetry import driver_version
 from profiler_core.spec.errors import NoCudaError
 
 # Calibration: graphs of this many dependent add kernels (at least two distinct counts).
@@ -92,14 +93,6 @@ def cache_key(torch: Any, device: Any) -> dict[str, str] | None:
     return {"gpu": str(torch.cuda.get_device_name(device)),
             "sms": str(torch.cuda.get_device_properties(device).multi_processor_count),
             "driver": driver, "torch": str(torch.__version__), "cuda": str(torch.version.cuda)}
-
-
-def driver_version() -> str | None:
-    """The NVIDIA driver's version from NVML (None where NVML cannot say)."""
-    from profiler_core.engine.telemetry import default_nvml
-
-    version = default_nvml().query("nvmlSystemGetDriverVersion", default=None)
-    return version.decode() if isinstance(version, bytes) else version
 
 
 def calibrate_and_predict(device: Any, batch: Sequence[Any], steps_per_graph: int,

@@ -48,7 +48,7 @@ from profiler_core.engine.telemetry import (
     NVML_UTILISATION_CAVEAT,
     NvmlSamplerProcess,
     PhaseRecorder,
-    default_nvml,
+    driver_version,
 )
 from profiler_core.engine.user_workload import find_function
 from profiler_core.engine.workloads import TrainingStep, make_batches, matmul_precision
@@ -114,11 +114,6 @@ def describe_environment(device: torch.device, driver_version: str | None) -> di
     else:
         environment.update(gpu_name=None, gpu_index=None)
     return environment
-
-
-def _driver_version() -> str | None:
-    version = default_nvml().query("nvmlSystemGetDriverVersion", default=None)
-    return version.decode() if isinstance(version, bytes) else version
 
 
 def _steady_trials(modes: list[Mode], iterations: dict[str, int], trials: int, clock: timing.Clock,
@@ -363,7 +358,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
     sampler = (NvmlSamplerProcess(device.index, interval_s=config.nvml_interval_ms / 1e3,
                                   origin_s=origin_s)
                if config.nvml and device.type == "cuda" else None)
-    environment = describe_environment(device, _driver_version() if device.type == "cuda" else None)
+    environment = describe_environment(device, driver_version() if device.type == "cuda" else None)
     environment["device_check_s"] = origin_s - checking_s  # before phases.csv's origin
     counter = ProgressCounter(plan_units(config), progress)
     state = _RunState()

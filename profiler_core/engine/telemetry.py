@@ -176,6 +176,12 @@ def default_nvml() -> Nvml:
         return _default_nvml
 
 
+def driver_version() -> str | None:
+    """The NVIDIA driver's version from NVML (None where NVML cannot say)."""
+    version = default_nvml().query("nvmlSystemGetDriverVersion", default=None)
+    return version.decode() if isinstance(version, bytes) else version
+
+
 @dataclass(frozen=True)
 class NvmlCapability:
     """What NVML could report for a device during a sampling session."""
