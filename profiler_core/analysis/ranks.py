@@ -211,7 +211,7 @@ def wait_summary(mode: str, waits: pd.DataFrame) -> list[tuple]:
             for rank, group in per_iteration.groupby("rank")]
 
 
-def _value(table: pd.DataFrame, mode: str, metric: str) -> pd.Series:
+def by_rank(table: pd.DataFrame, mode: str, metric: str) -> pd.Series:
     """rank -> value of ``metric`` in ``mode``."""
     rows = table[(table["mode"] == mode) & (table["metric"] == metric)]
     return pd.Series(rows["value"].to_numpy(dtype=float), index=rows["rank"].to_numpy())
@@ -220,11 +220,11 @@ def _value(table: pd.DataFrame, mode: str, metric: str) -> pd.Series:
 def straggler(table: pd.DataFrame, mode: str) -> int | None:
     """The rank that arrives last at ``mode``'s all-reduces (the smallest arrival wait), when
     the spread of waits is large enough to say so (see the module docstring); else None."""
-    waits = _value(table, mode, "arrival_wait_us").dropna()
+    waits = by_rank(table, mode, "arrival_wait_us").dropna()
     if len(waits) < 2:
         return None
     spread = float(waits.max() - waits.min())
-    step_us = 1e3 * float(_value(table, mode, "step_median_ms").max())
+    step_us = 1e3 * float(by_rank(table, mode, "step_median_ms").max())
     if spread < STRAGGLER_MIN_US or not (math.isfinite(step_us) and spread >= STRAGGLER_MIN_SHARE * step_us):
         return None
     return int(waits.idxmin())
@@ -232,7 +232,7 @@ def straggler(table: pd.DataFrame, mode: str) -> int | None:
 
 def job_step_ms(table: pd.DataFrame, mode: str) -> tuple[float, int | None]:
     """The job's step time in ``mode`` (its slowest rank's median) and that rank."""
-    medians = _value(table, mode, "step_median_ms").dropna()
+    medians = by_rank(table, mode, "step_median_ms").dropna()
     if medians.empty:
         return math.nan, None
     return float(medians.max()), int(medians.idxmax())
@@ -242,10 +242,10 @@ def with_speedups_and_straggler(table: pd.DataFrame) -> pd.DataFrame:
     """ranks.csv completed: every rank's own ``speedup`` and the job's ``job_speedup`` for each
     mode but eager, and ``straggler`` (1 or 0 per rank, per mode where one is named)."""
     rows = []
-    eager = _value(table, "eager", "step_median_ms")
+    eager = by_rank(table, "eager", "step_median_ms")
     job_eager, _ = job_step_ms(table, "eager")
     for mode in table["mode"].drop_duplicates():
-        medians = _value(table, mode, "step_median_ms")
+        medians = by_rank(table, mode, "step_median_ms")
         if mode != "eager":
             job_mode, _ = job_step_ms(table, mode)
             for rank, value in medians.items():
@@ -282,12 +282,12 @@ def bound_label(table: pd.DataFrame, mode: str = "eager") -> str:
     _, rank = job_step_ms(table, mode)
     if rank is None:
         return ""
-    span = _value(table, mode, "span_us").get(rank, math.nan)
+    span = by_rank(table, mode, "span_us").get(rank, math.nan)
     if not (isinstance(span, float) and span > 0):
         return ""
-    if _value(table, mode, "host_wait_us").get(rank, 0.0) >= BOUND_SHARE * span:
+    if by_rank(table, mode, "host_wait_us").get(rank, 0.0) >= BOUND_SHARE * span:
         return LAUNCH_BOUND
-    if _value(table, mode, "comm_exposed_us").get(rank, 0.0) >= BOUND_SHARE * span:
+    if by_rank(table, mode, "comm_exposed_us").get(rank, 0.0) >= BOUND_SHARE * span:
         return COMMUNICATION_BOUND
     return GPU_BOUND
 
@@ -311,7 +311,7 @@ def job_figures(table: pd.DataFrame) -> dict[str, dict[str, float]]:
     ranks' arrival waits (how much later the last rank reaches the all-reduce than the first)."""
     figures: dict[str, dict[str, float]] = {}
     for mode in table["mode"].drop_duplicates():
-        waits = _value(table, str(mode), "arrival_wait_us").dropna()
+        waits = by_rank(table, str(mode), "arrival_wait_us").dropna()
         figures[str(mode)] = {
             "arrival_skew_us": float(waits.max() - waits.min()) if len(waits) > 1 else math.nan}
     return figures

@@ -140,14 +140,13 @@ def summary_lines(result: RunResult) -> list[str]:
     table, headline = result.table("ranks"), result.headline
     lines = [f"Data-parallel run, {headline.get('world_size', '?')} rank(s), "
              f"{result.environment.get('backend', '?')}:"]
-    for rank in sorted(table["rank"].dropna().unique()):
-        rows = table[table["rank"] == rank]
+    from profiler_core.analysis.ranks import by_rank
 
-        def value(mode: str, metric: str, rows: Any = rows) -> float:
-            found = rows[(rows["mode"] == mode) & (rows["metric"] == metric)]["value"]
-            return float(found.iloc[0]) if len(found) else math.nan
+    for rank in sorted(table["rank"].dropna().unique()):
+        def value(mode: str, metric: str, rank: Any = rank) -> float:
+            return float(by_rank(table, mode, metric).get(rank, math.nan))
         parts = [f"{mode} {_ms(value(mode, 'step_median_ms'))}"
-                 for mode in rows["mode"].drop_duplicates()]
+                 for mode in table[table["rank"] == rank]["mode"].drop_duplicates()]
         own = value("graph", "speedup")
         speedup = f", own speedup {own:.2f}x" if math.isfinite(own) else ""
         lines.append(f"  rank {int(rank)}: " + ", ".join(parts) + speedup)
