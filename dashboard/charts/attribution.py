@@ -6,6 +6,7 @@ iteration, and one profiled iteration as a timeline.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -132,6 +133,19 @@ def _step_color(component: str) -> str:
     return SPLIT_COLORS.get(f"{component}_us", REST_COLOR)
 
 
+def _waterfall_bars(values: Iterable[float], measures: Iterable[str]) -> tuple[list[float], list[float]]:
+    """Each waterfall bar's base and height: a "relative" step starts at the running level and
+    moves it by its value; any other step (a total) stands on zero and sets the level."""
+    bases: list[float] = []
+    heights: list[float] = []
+    level = 0.0
+    for value, measure in zip(values, measures):
+        bases.append(level if measure == "relative" else 0.0)
+        heights.append(value)
+        level = level + value if measure == "relative" else value
+    return bases, heights
+
+
 def profiled_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdown in this run "
                        "(profiler off)", other: str = "graph") -> go.Figure:
     """Under the profiler: from the eager iteration's span to ``other`` mode's, from that mode's
@@ -154,19 +168,10 @@ def profiled_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdo
                         subplot_titles=[f"{side} timeline" if side != "all" else "" for side in sides])
     tops, bottoms = [0.0], [0.0]
     for col, steps in enumerate(sides.values(), start=1):
-        bases, heights, level = [], [], 0.0
-        for value, measure in zip(steps["value"], steps["measure"]):
-            value = float(value) if math.isfinite(float(value)) else 0.0
-            if measure == "relative":
-                bases.append(level)
-                heights.append(value)
-                level += value
-            else:
-                bases.append(0.0)
-                heights.append(value)
-                level = value
-            tops.append(max(bases[-1], bases[-1] + heights[-1]))
-            bottoms.append(min(bases[-1], bases[-1] + heights[-1]))
+        values = [float(v) if math.isfinite(float(v)) else 0.0 for v in steps["value"]]
+        bases, heights = _waterfall_bars(values, steps["measure"])
+        tops += [max(base, base + height) for base, height in zip(bases, heights)]
+        bottoms += [min(base, base + height) for base, height in zip(bases, heights)]
         text = [f"{v:+,.0f}" if m == "relative" else f"{v:,.0f}"
                 for v, m in zip(heights, steps["measure"])]
         fig.add_trace(go.Bar(
@@ -251,16 +256,7 @@ def speedup_waterfall(attribution: pd.DataFrame, empty_message: str = "no attrib
                         subplot_titles=["parts of the step (add up to it)",
                                         "host time to issue a step<br>(not part of the sum)"]
                         if beside else None)
-    bases, heights, level = [], [], 0.0
-    for value, measure in zip(steps["value"].astype(float), steps["measure"]):
-        if measure == "relative":
-            bases.append(level)
-            heights.append(value)
-            level += value
-        else:
-            bases.append(0.0)
-            heights.append(value)
-            level = value
+    bases, heights = _waterfall_bars(steps["value"].astype(float), steps["measure"])
     colors = {c: color for c, (_, color) in ATTRIBUTION_STEPS.items()}
     text = [f"{v:+,.0f}" if m == "relative" and abs(v) >= 10 else
             f"{v:+,.1f}" if m == "relative" else f"{v:,.0f}"
