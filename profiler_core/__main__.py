@@ -1,9 +1,12 @@
 """``python -m profiler_core``: the command line (see profiler_core.cli.main)."""
 
-# Before the heavy imports: a launcher's child ends with its parent.
+# Before the heavy imports: a launcher's child ends with its parent, and a Python told not to
+# write bytecode keeps torch's compiled modules in the tool's cache (spec.bytecode).
 from profiler_core.orchestration.parent import end_with_parent
+from profiler_core.spec.bytecode import keep_bytecode
 
 end_with_parent()
+keep_bytecode()
 
 from profiler_core.cli.main import run_from_command_line  # noqa: E402  (after the parent hook)
 

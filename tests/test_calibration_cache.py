@@ -15,12 +15,8 @@ from conftest import stored_figures
 
 from profiler_core.analysis import predict
 from profiler_core.engine import calibration as engine_calibration
-from profiler_core.engine.calibration_cache import (
-    CACHE_FILE_NAME,
-    CACHE_FOLDER_NAME,
-    CalibrationCache,
-    cache_path,
-)
+from profiler_core.engine.calibration_cache import CACHE_FILE_NAME, CalibrationCache, cache_path
+from profiler_core.spec.bytecode import CACHE_FOLDER_NAME
 from tests.test_predict import _fake_gpu
 
 

@@ -326,8 +326,8 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimin
         print(f"\nWrote {out}")
     timings.mark("printed")
     if args.timings:
-        print(format_parts(timings.parts(result.environment, result.table("phases"))),
-              file=sys.stderr)
+        print(format_parts(timings.parts(result.environment, result.table("phases")),
+                           result.environment.get("bytecode")), file=sys.stderr)
     return 0
 
 

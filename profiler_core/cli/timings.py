@@ -97,10 +97,13 @@ class WallTimings:
         return rows
 
 
-def format_parts(parts: list[tuple[str, float]]) -> str:
-    """The breakdown as lines of text, for stderr."""
+def format_parts(parts: list[tuple[str, float]], bytecode: object = None) -> str:
+    """The breakdown as lines of text, for stderr; ``bytecode`` (the run environment's): where the
+    imports' compiled modules came from, which decides how long the imports take."""
     width = max(len(part) for part, _ in parts)
     lines = ["Wall time of this command (s):"]
+    if bytecode:
+        lines.append(f"  (compiled modules: {bytecode})")
     for part, seconds in parts:
         shown = f"{seconds:8.3f}" if math.isfinite(seconds) else "     n/a"
         lines.append(f"  {part:<{width}} {shown}")

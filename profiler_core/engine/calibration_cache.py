@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-CACHE_FOLDER_NAME = "cuda-graph-profiler"
+from profiler_core.spec.bytecode import tool_cache_folder
+
 CACHE_FILE_NAME = "calibration.json"
 # The file's format, and the calibration method it caches: a change to either reads older
 # entries as missing.
@@ -42,10 +43,9 @@ class GraphFit:
 
 
 def cache_path() -> Path:
-    """``$XDG_CACHE_HOME/cuda-graph-profiler/calibration.json``, else under ``~/.cache``."""
-    base = os.environ.get("XDG_CACHE_HOME", "").strip()
-    folder = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
-    return folder / CACHE_FOLDER_NAME / CACHE_FILE_NAME
+    """``calibration.json`` in the tool's cache folder (``$XDG_CACHE_HOME/cuda-graph-profiler``,
+    else under ``~/.cache``)."""
+    return tool_cache_folder() / CACHE_FILE_NAME
 
 
 def key_text(key: dict[str, str]) -> str:

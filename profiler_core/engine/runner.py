@@ -53,6 +53,7 @@ from profiler_core.engine.telemetry import (
 from profiler_core.engine.user_workload import find_function
 from profiler_core.engine.workloads import TrainingStep, make_batches, matmul_precision
 from profiler_core.spec import hostinfo, schema
+from profiler_core.spec.bytecode import bytecode_source
 from profiler_core.spec.config import RunConfig, is_user_spec
 from profiler_core.spec.errors import (
     ConfigError,
@@ -105,6 +106,7 @@ def describe_environment(device: torch.device, driver_version: str | None) -> di
         **hostinfo.host_environment(),
         "torch_num_threads": torch.get_num_threads(),
         "torch_num_interop_threads": torch.get_num_interop_threads(),
+        "bytecode": bytecode_source(),  # whether this process compiled its imports from source
     }
     if device.type == "cuda":
         properties = torch.cuda.get_device_properties(device)
