@@ -1,48 +1,39 @@
 #!/usr/bin/env bash
-# Issue 17 item 5: where a default run's setup goes on this machine (fresh processes), the default
-# CLI run's wall-time breakdown, a cProfile of one run, then the gpu tests named in $GPU_TESTS.
+# Issue 17 item 5: a default run's wall time on this machine, fresh processes: the default CLI run
+# three times (the first fills the tool's bytecode cache where Python writes none), the setup's
+# parts with and without cached bytecode, a cProfile of one run, then the gpu tests in $GPU_TESTS.
 # Usage: OUT=dir [GPU_TESTS="tests/test_x.py ..."] bash tests/gpu/setup_check.sh
 set -uo pipefail
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/gpu-out}; w=$OUT/work; mkdir -p "$w"
 export XDG_CACHE_HOME="$w/cache"
 {
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
-python3 - <<'PY'
-import os, sys, sysconfig, torch
-root = os.path.dirname(torch.__file__)
-print("python", sys.executable, sys.version.split()[0], "torch", torch.__version__)
-print("PYTHONDONTWRITEBYTECODE", os.environ.get("PYTHONDONTWRITEBYTECODE"), "flag", sys.flags.dont_write_bytecode,
-      "PYTHONPYCACHEPREFIX", sys.pycache_prefix)
-print("torch at", root, "writable", os.access(root, os.W_OK))
-pyc = sum(len([f for f in fs if f.endswith(".pyc")]) for d, _, fs in os.walk(root) if d.endswith("__pycache__"))
-py = sum(len([f for f in fs if f.endswith(".py")]) for d, _, fs in os.walk(root))
-print("torch .py files", py, ".pyc files", pyc)
-PY
-df -hT "$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')" | tail -1
-echo "=== setup parts, fresh processes ($(date -u +%T))"
-for n in 1 2 3; do python3 tests/gpu/setup_parts.py seed; done
-echo "=== import times (-X importtime, cumulative us, top 25)"
-python3 -X importtime -c "import torch, torch._dynamo; import profiler_core.engine.runner" 2> "$w/importtime.txt"
-sort -t'|' -k2 -n -r "$w/importtime.txt" | head -25
-for n in 1 2; do
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,utilization.gpu,clocks_event_reasons.active --format=csv
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv; nproc; uptime
+python3 -c "import sys, os; print('dont_write_bytecode', sys.flags.dont_write_bytecode, 'PYTHONDONTWRITEBYTECODE', os.environ.get('PYTHONDONTWRITEBYTECODE'))"
+echo "=== setup parts, fresh processes, every module compiled from source ($(date -u +%T))"
+for n in 1 2; do python3 tests/gpu/setup_parts.py seed; done
+for n in 1 2 3; do
   echo "=== default run $n ($(date -u +%T))"
   s=$(date +%s.%N)
   timeout 120 python3 -m profiler_core run --preset seed --out "$w/default-$n" --progress none --timings \
     > "$w/default-$n.txt" 2> "$w/default-$n.err"
   echo "rc $? wall $(python3 -c "print(round($(date +%s.%N)-$s,1))") s"
-  tail -25 "$w/default-$n.err"
+  grep -v -e _warn_once -e "UserWarning" "$w/default-$n.err" | tail -25
   grep -E "^Speedup|^Predicted" "$w/default-$n.txt"
 done
+du -sh "$w/cache/cuda-graph-profiler/bytecode" 2>/dev/null
+echo "=== setup parts, bytecode from the tool's cache ($(date -u +%T))"
+for n in 1 2; do
+  PYTHONPYCACHEPREFIX="$w/cache/cuda-graph-profiler/bytecode" PYTHONDONTWRITEBYTECODE= python3 tests/gpu/setup_parts.py seed
+done
 echo "=== cProfile of a default run ($(date -u +%T))"
-timeout 120 python3 -m cProfile -o "$w/run.prof" -m profiler_core run --preset seed --out "$w/prof" \
-  --progress none > /dev/null 2>&1; echo "rc $?"
-python3 -c "import pstats; pstats.Stats('$w/run.prof').sort_stats('cumulative').print_stats(45)" | tail -60 | cut -c1-200
+timeout 120 python3 tests/gpu/profile_run.py "$w/prof" --preset seed 2>&1 | grep -v -e _warn_once -e UserWarning | cut -c1-180
 if [ -n "${GPU_TESTS:-}" ]; then
   echo "=== pytest -m gpu $GPU_TESTS ($(date -u +%T))"
   timeout "${PYTEST_TIMEOUT:-380}" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=12 $GPU_TESTS 2>&1 \
-    | grep -v "^\[" | tail -60
+    | grep -v -e "^\[" -e _warn_once -e UserWarning | tail -${PYTEST_TAIL:-60}
 fi
 echo "=== done ($(date -u +%T))"
 } 2>&1 | tee "$OUT/setup_check.log"
-rm -rf "$w"/*/trace_* 2>/dev/null
+rm -rf "$w"/*/trace_* "$w/cache" 2>/dev/null
