@@ -462,7 +462,7 @@ def test_the_prediction_parts_add_up_and_the_chart_draws_only_finite_numbers():
 
 
 GPU_CONFIGS = {  # name -> options of python -m profiler_core run (NVML and parity off: not needed)
-    "seed bf16": ["--preset", "seed"],
+    "seed bf16": ["--preset", "seed", "--dtype", "bf16"],
     "seed fp32": ["--preset", "seed", "--dtype", "fp32"],
     "launch-bound fp32": ["--preset", "seed", "--dtype", "fp32", "--batch", "64", "--d-in", "512",
                           "--hidden", "512", "--d-out", "256"],

@@ -47,6 +47,7 @@ from torch.nn.parallel import DistributedDataParallel
 from profiler_core.analysis import ranks as rank_analysis
 from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.engine.capture import GraphedStep, diagnose_capture_failure
+from profiler_core.engine.memory import freeze_startup_objects
 from profiler_core.engine.profiling import kernels_were_recorded, profile_window
 from profiler_core.engine.workloads import TrainingStep, make_batches
 from profiler_core.spec.config import INT_LIMITS, RunConfig
@@ -432,6 +433,7 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float],
     """Everything this rank measures, gathered on rank 0: the list of every rank's payload
     there (rank order), None on the other ranks. ``progress`` hears the rank's phases and work
     units (the launcher gives it to rank 0 only)."""
+    freeze_startup_objects()
     device = _device(config, env)
     if device.type == "cuda" and "graph" in config.modes:
         for name, value in NCCL_CAPTURE_SETTINGS.items():

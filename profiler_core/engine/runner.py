@@ -32,7 +32,7 @@ from profiler_core.analysis.trace import decompose_speedup
 from profiler_core.engine.calibration import calibrate_and_predict
 from profiler_core.engine.capture import refuse_after_failed_capture
 from profiler_core.engine.counters import counters_table
-from profiler_core.engine.memory import check_fits
+from profiler_core.engine.memory import check_fits, freeze_startup_objects
 from profiler_core.engine.modes import (
     REGISTRY,
     Preparation,
@@ -351,6 +351,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
     the exception raised carries ``partial_result``: what was measured, marked incomplete.
     """
     checking_s = time.time()
+    freeze_startup_objects()
     device = resolve_device(config)
     if device.type == "cuda":
         refuse_after_failed_capture()
@@ -737,13 +738,15 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         progress.start_phase("article loop", "no-sync loop timing, then synchronised")
         loops = _article_loops(modes, _article_block_iters(config, modes), trials, clock, phases,
                                progress)
-    stats_table, modes_table, figures = _timed_results(config, state, prepared, loops, copy_ms,
-                                                       held_ms)
+    with phases.phase("timing statistics"):
+        stats_table, modes_table, figures = _timed_results(config, state, prepared, loops,
+                                                           copy_ms, held_ms)
     windows: dict[str, ProfiledWindow] = {}
     if config.profile:  # after every timed trial: the profiler slows whatever runs after it
         windows = _profile_modes(config, device, prepared, trace_dir, phases, progress, state.notes)
         state.traces.update({mode: window.trace_path for mode, window in windows.items()})
-    _profiled_results(state, prepared, windows, stats_table, modes_table, figures)
+    with phases.phase("trace analysis"):
+        _profiled_results(state, prepared, windows, stats_table, modes_table, figures)
     if config.profile:
         with phases.phase("capture twin profiled"):
             headline.update(_capture_twin_figures(config, device, batches, trace_dir))

@@ -82,7 +82,8 @@ class TrainingStep:
             parts = build_parts(config.workload, device)
             self.model, self.loss_fn, self.optimizer = parts.model, parts.loss, parts.optimizer
         else:
-            self.model = build_model(config).to(device)
+            with device:  # parameters drawn where they live (on the CPU, 0.1 s per seed replica)
+                self.model = build_model(config)
             self.loss_fn = self.workload.loss_fn()
             self.optimizer = build_optimizer(config, self.model.parameters(),
                                              capturable=graphed and device.type == "cuda")
