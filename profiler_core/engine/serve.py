@@ -9,6 +9,7 @@ reset); a bad request is one UsageError record, exit 2. Details: docs/how-it-mea
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -54,12 +55,13 @@ def warm_up(device_name: str) -> None:
     import torch
 
     import profiler_core.engine.runner  # noqa: F401  (the engine, pandas, numpy: what a run imports)
+    from profiler_core.engine.memory import freeze_startup_objects
 
     device = torch.device(device_name)
     if device.type == "cuda":
         index = 0 if device.index is None else device.index
         if not torch.cuda.is_available() or index >= torch.cuda.device_count():
-            return
+            return  # the run says what is wrong (and freezes its start-up objects itself)
         with torch.cuda.device(index), torch.random.fork_rng(devices=[index]):
             _tiny_steps(torch, device, (None, torch.bfloat16))
             torch.cuda.synchronize(device)
@@ -71,6 +73,10 @@ def warm_up(device_name: str) -> None:
     else:
         with torch.random.fork_rng(devices=[]):
             _tiny_steps(torch, device, (None,))
+    # Before any request: the warm-up's garbage collected, then what is alive frozen (what the
+    # run would do first, here off its clock; a cycle of the warm-up is not kept forever).
+    gc.collect()
+    freeze_startup_objects()
 
 
 def _tiny_steps(torch, device, autocast_dtypes) -> None:
