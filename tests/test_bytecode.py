@@ -105,3 +105,25 @@ def test_a_real_python_under_dont_write_bytecode_keeps_what_it_compiles_in_the_c
     assert value == "42" and child == folder
     assert list(Path(folder).rglob("__init__*.pyc")), "the package's compiled module is in the cache"
     assert not (package / "__pycache__").exists(), "nothing is written beside the package"
+
+
+def test_the_command_line_says_once_that_its_first_command_compiles(tmp_path):
+    """``python -B -m profiler_core`` where torch has no bytecode (a stand-in torch that fails if
+    imported: ``--help`` must not need it): the first command notes the one-time compiling on
+    stderr and fills the cache; the next one says nothing."""
+    (tmp_path / "site" / "torch").mkdir(parents=True)
+    (tmp_path / "site" / "torch" / "__init__.py").write_text("raise ImportError('imported')\n")
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+                   "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)])}
+    environment.pop("PYTHONPYCACHEPREFIX", None)
+    environment.pop(bytecode.OPT_OUT_VARIABLE, None)
+    folder = tmp_path / "xdg" / "cuda-graph-profiler" / "bytecode"
+    errors = []
+    for _ in range(2):
+        command = subprocess.run([sys.executable, "-B", "-m", "profiler_core", "--help"],
+                                 capture_output=True, text=True, env=environment, timeout=60)
+        assert command.returncode == 0 and "usage" in command.stdout.lower(), command.stderr
+        errors.append(command.stderr)
+    assert errors[0].startswith("note: Python here writes no bytecode") and str(folder) in errors[0]
+    assert errors[1] == ""
+    assert list(folder.rglob("*.pyc")), "the first command's compiled modules are in the cache"

@@ -39,6 +39,7 @@ class BytecodeState:
 
     folder: Path | None
     reason: str
+    first_use: bool = False  # the folder was made now: this process compiles what it imports
 
 
 def _has_bytecode(package: str) -> bool | None:
@@ -76,6 +77,7 @@ def keep_bytecode(environ: MutableMapping[str, str] | None = None) -> BytecodeSt
     if _has_bytecode(HEAVIEST_PACKAGE) is not False:
         return BytecodeState(None, f"{HEAVIEST_PACKAGE}'s bytecode is installed")
     folder = tool_cache_folder(environ) / BYTECODE_FOLDER_NAME
+    first_use = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -88,7 +90,7 @@ def keep_bytecode(environ: MutableMapping[str, str] | None = None) -> BytecodeSt
     environ.pop("PYTHONDONTWRITEBYTECODE", None)
     return BytecodeState(folder, "Python was told not to write bytecode and torch has none, so "
                                  f"compiled modules are kept in {folder} ({OPT_OUT_VARIABLE}=0 "
-                                 "turns this off)")
+                                 "turns this off)", first_use=first_use)
 
 
 def bytecode_source() -> str:
