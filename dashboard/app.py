@@ -15,6 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `streamlit run dashboard/app.py` puts only dashboard/ on the path
     sys.path.insert(0, str(ROOT))
 
+from profiler_core.spec.bytecode import keep_bytecode  # noqa: E402
+
+# Before pandas and plotly are imported: where Python writes no bytecode and torch ships none,
+# compiled modules are kept in the tool's cache (spec.bytecode; a no-op on a normal install).
+keep_bytecode()
+
 import streamlit as st  # noqa: E402
 from streamlit import config as st_config  # noqa: E402
 
