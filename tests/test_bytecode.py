@@ -3,6 +3,7 @@ has none installed, kept in the tool's own cache folder, passed to the processes
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -14,6 +15,16 @@ import pytest
 from profiler_core.spec import bytecode
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python_environment(tmp_path: Path, site: Path) -> dict[str, str]:
+    """This environment for a child Python: the tool's cache folder under ``tmp_path``, ``site``
+    and the project importable, and no bytecode setting of the parent's."""
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+                   "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    environment.pop("PYTHONPYCACHEPREFIX", None)
+    environment.pop(bytecode.OPT_OUT_VARIABLE, None)
+    return environment
 
 
 @pytest.fixture
@@ -69,7 +80,7 @@ def test_has_bytecode_reads_an_installed_package_without_importing_it(tmp_path, 
     (package / "__init__.py").write_text("raise RuntimeError('imported')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert bytecode._has_bytecode("some_heavy_package") is False
-    compiled = Path(__import__("importlib.util").util.cache_from_source(str(package / "__init__.py")))
+    compiled = Path(importlib.util.cache_from_source(str(package / "__init__.py")))
     compiled.parent.mkdir()
     compiled.write_bytes(b"")
     assert bytecode._has_bytecode("some_heavy_package") is True
@@ -94,12 +105,9 @@ def test_a_real_python_under_dont_write_bytecode_keeps_what_it_compiles_in_the_c
                                capture_output=True, text=True, check=True).stdout.strip()
         print(state.folder, heavy_package.VALUE, child, sep="|")
     """)
-    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg"),
-                   "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path / "site")])}
-    environment.pop("PYTHONPYCACHEPREFIX", None)
-    environment.pop(bytecode.OPT_OUT_VARIABLE, None)
     output = subprocess.run([sys.executable, "-B", "-c", script], capture_output=True, text=True,
-                            env=environment, check=True, timeout=60).stdout.strip()
+                            env=_python_environment(tmp_path, tmp_path / "site"), check=True,
+                            timeout=60).stdout.strip()
     folder, value, child = output.split("|")
     assert Path(folder) == tmp_path / "xdg" / "cuda-graph-profiler" / "bytecode"
     assert value == "42" and child == folder
@@ -113,10 +121,7 @@ def test_the_command_line_says_once_that_its_first_command_compiles(tmp_path):
     stderr and fills the cache; the next one says nothing."""
     (tmp_path / "site" / "torch").mkdir(parents=True)
     (tmp_path / "site" / "torch" / "__init__.py").write_text("raise ImportError('imported')\n")
-    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg"),
-                   "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)])}
-    environment.pop("PYTHONPYCACHEPREFIX", None)
-    environment.pop(bytecode.OPT_OUT_VARIABLE, None)
+    environment = _python_environment(tmp_path, tmp_path / "site")
     folder = tmp_path / "xdg" / "cuda-graph-profiler" / "bytecode"
     errors = []
     for _ in range(2):
