@@ -146,6 +146,14 @@ def _waterfall_bars(values: Iterable[float], measures: Iterable[str]) -> tuple[l
     return bases, heights
 
 
+def _fit_labels(fig: go.Figure, tops: list[float], bottoms: list[float]) -> None:
+    """A y range with room for the bars' outside labels: 14% of the span above the tallest bar,
+    and below the lowest where it goes under zero."""
+    top, bottom = max(tops), min(bottoms)
+    pad = 0.14 * max(top - bottom, 1e-9)
+    fig.update_yaxes(range=[bottom - (pad if bottom < 0 else 0), top + pad])
+
+
 def profiled_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdown in this run "
                        "(profiler off)", other: str = "graph") -> go.Figure:
     """Under the profiler: from the eager iteration's span to ``other`` mode's, from that mode's
@@ -186,9 +194,7 @@ def profiled_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdo
             end = bases[i] + heights[i]
             fig.add_shape(type="line", x0=i + 0.32, x1=i + 0.68, y0=end, y1=end,
                           line={"color": "#999999", "width": 1, "dash": "dot"}, row=1, col=col)
-    top, bottom = max(tops), min(bottoms)
-    pad = 0.14 * max(top - bottom, 1e-9)
-    fig.update_yaxes(range=[bottom - (pad if bottom < 0 else 0), top + pad])
+    _fit_labels(fig, tops, bottoms)
     fig.update_yaxes(title_text="us per profiled iteration", row=1, col=1)
     fig.update_layout(bargap=0.35)
     return apply_layout(fig, title, height=420, showlegend=False,
@@ -283,9 +289,7 @@ def speedup_waterfall(attribution: pd.DataFrame, empty_message: str = "no attrib
             hovertemplate="%{x}: host needed %{y:,.1f} us to issue a step<extra></extra>",
             showlegend=False), row=1, col=2)
         tops += list(host)
-    top, bottom = max(tops), min(bottoms)
-    pad = 0.14 * max(top - bottom, 1e-9)
-    fig.update_yaxes(range=[bottom - (pad if bottom < 0 else 0), top + pad])
+    _fit_labels(fig, tops, bottoms)
     fig.update_yaxes(title_text="us per training step", row=1, col=1)
     fig.update_layout(bargap=0.3)
     return apply_layout(fig, title, height=440, showlegend=False,
