@@ -302,6 +302,24 @@ def process_alive(pid: int) -> bool:
         return False
 
 
+def slow_release_lock(device: str = "cpu"):
+    """A device lock whose release takes 0.3 s: it widens the window a job that said it finished
+    before releasing its device would leave open."""
+    import time
+
+    from profiler_core.orchestration.gpulock import GpuLock
+
+    lock = GpuLock(device)
+    release = lock.release
+
+    def slow_release(ticket):
+        time.sleep(0.3)
+        release(ticket)
+
+    lock.release = slow_release
+    return lock
+
+
 def wait_for(predicate, timeout: float = 10.0) -> bool:
     """Poll ``predicate`` every 20 ms until it holds (True) or ``timeout`` seconds pass (False)."""
     import time

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import tomllib
-from conftest import process_alive, wait_for, write_synthetic_run
+from conftest import process_alive, slow_release_lock, wait_for, write_synthetic_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
@@ -262,14 +262,7 @@ def test_children_left_behind_by_a_dead_worker_are_killed_and_the_lock_released(
 
 def test_a_finished_job_has_already_released_the_lock(fake_worker, tmp_path):
     """Whoever sees a job finished also sees the device free (no window where both hold)."""
-    lock = GpuLock("cpu")
-    release = lock.release
-
-    def slow_release(ticket):  # widen the window a wrong order would leave open
-        time.sleep(0.3)
-        release(ticket)
-
-    lock.release = slow_release
+    lock = slow_release_lock("cpu")
     job = RunJob(fake_worker("crash", tmp_path / "o"), tmp_path / "o", "cpu", lock).start()
     seen = []
     while not job.wait(0):

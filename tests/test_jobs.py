@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from conftest import wait_for
+from conftest import slow_release_lock, wait_for
 
 from profiler_core.orchestration.gpulock import GpuLock, GpuLockRegistry, Ticket
 from profiler_core.orchestration.jobs import BackgroundJob
@@ -101,14 +101,7 @@ def test_a_failing_job_is_said_in_one_line_and_the_device_released():
 
 def test_a_finished_job_has_already_released_the_device():
     """Whoever sees a job finished also sees the device free (no window where both hold)."""
-    lock = GpuLock("cpu")
-    release = lock.release
-
-    def slow_release(ticket):  # widen the window a wrong order would leave open
-        time.sleep(0.3)
-        release(ticket)
-
-    lock.release = slow_release
+    lock = slow_release_lock("cpu")
     work = _Work()
     work.stopped.set()  # it ends at once
     job = BackgroundJob(work, "j", lock).start()
