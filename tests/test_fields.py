@@ -154,6 +154,15 @@ def test_the_declarations_import_neither_torch_nor_streamlit():
     assert out.stdout.strip() == "[]"
 
 
+def _sidebar_app(monkeypatch, tmp_path, gpus) -> AppTest:
+    """The dashboard drawn once with ``gpus`` as the visible devices and its runs in tmp_path."""
+    monkeypatch.setattr(devices, "list_devices", lambda: gpus)
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(tmp_path)
+    at.run()
+    return at
+
+
 def _sidebar_widgets(at: AppTest) -> dict[str, object]:
     return {w.key: w for kind in WIDGET_KINDS for w in getattr(at.sidebar, kind) if w.key}
 
@@ -167,10 +176,7 @@ def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_
     """Every field has its control (device and preset above the sections), under its label; a
     workload's size controls appear with that workload only, the number of GPUs for a
     data-parallel run where more than one GPU is visible (two here)."""
-    monkeypatch.setattr(devices, "list_devices", lambda: TWO_GPUS)
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    at.session_state[state.RUNS_DIR] = str(tmp_path)
-    at.run()
+    at = _sidebar_app(monkeypatch, tmp_path, TWO_GPUS)
     drawn: set[str] = set()
     for workload in fields.BUILT_IN_WORKLOADS:
         at.sidebar.selectbox(key=controls.key("workload")).select(workload).run()
@@ -189,10 +195,7 @@ def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_
 
 @pytest.mark.usefixtures("fresh_app_state")
 def test_the_number_of_gpus_is_offered_only_beside_another_gpu(monkeypatch, tmp_path):
-    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    at.session_state[state.RUNS_DIR] = str(tmp_path)
-    at.run()
+    at = _sidebar_app(monkeypatch, tmp_path, ONE_GPU)
     assert not at.exception
     widgets = _sidebar_widgets(at)
     assert controls.key("nproc_per_node") not in widgets and controls.key("batch") in widgets
@@ -200,10 +203,7 @@ def test_the_number_of_gpus_is_offered_only_beside_another_gpu(monkeypatch, tmp_
 
 @pytest.mark.usefixtures("fresh_app_state")
 def test_on_the_cpu_every_graph_only_control_is_off_and_says_why(monkeypatch, tmp_path):
-    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    at.session_state[state.RUNS_DIR] = str(tmp_path)
-    at.run()
+    at = _sidebar_app(monkeypatch, tmp_path, ONE_GPU)
     at.sidebar.selectbox(key=controls.DEVICE_KEY).select("cpu").run()
     widgets = _sidebar_widgets(at)
     for spec in fields.FIELDS:
@@ -231,10 +231,7 @@ def test_the_cpus_small_step_is_declared_once_on_each_workload(monkeypatch):
 
 @pytest.mark.usefixtures("fresh_app_state")
 def test_the_sidebars_cpu_step_is_what_run_device_cpu_runs(monkeypatch, tmp_path):
-    monkeypatch.setattr(devices, "list_devices", lambda: ONE_GPU)
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    at.session_state[state.RUNS_DIR] = str(tmp_path)
-    at.run()
+    at = _sidebar_app(monkeypatch, tmp_path, ONE_GPU)
     at.sidebar.selectbox(key=controls.DEVICE_KEY).select("cpu").run()
     assert not at.exception
     args = cli.parse(["run", "--out", "x", "--device", "cpu"])
