@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler_core.spec.bytecode import tool_cache_folder
+from profiler_core.storage.outputs import replace_file
 
 CACHE_FILE_NAME = "calibration.json"
 # The file's format, and the calibration method it caches: a change to either reads older
@@ -79,17 +80,7 @@ class CalibrationCache:
             kept = sorted(entries.items(), key=lambda item: str(item[1].get("measured_at", "")))
             text = json.dumps({"format": CACHE_FORMAT,
                                "entries": dict(kept[-MAX_CACHE_ENTRIES:])}, indent=1)
-            temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            created = False
-            try:
-                with open(temporary, "x", encoding="utf-8") as handle:  # never an existing file
-                    created = True
-                    handle.write(text)
-                os.replace(temporary, self.path)
-                created = False
-            finally:
-                if created:  # our own half-written file, nothing else
-                    os.unlink(temporary)
+            replace_file(self.path, text.encode("utf-8"))
         except OSError:
             return False
         return True
