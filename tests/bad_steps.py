@@ -90,6 +90,34 @@ def scheduled_adam(device):
     return {"model": model, "batch": _batch(device), "optimizer": optimizer}
 
 
+def _logged(loss):  # called from a whole step: the readiness checks read it too
+    return loss.item()  # expect: host-sync
+
+
+def whole_step_scaled(device):
+    """A whole step with what a real loop has and capture refuses or freezes."""
+    model = nn.Linear(16, 4).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler(device.type, enabled=False)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)  # expect: lr-schedule
+
+    def step(batch):
+        x, y = batch
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)  # expect: clip-nonfinite-check
+        if not torch.isfinite(norm):  # expect: data-dependent-branch
+            return None
+        scaler.step(optimizer)  # expect: grad-scaler
+        scaler.update()  # expect: grad-scaler
+        scheduler.step()  # expect: lr-schedule
+        _logged(loss)
+        return loss
+
+    return {"step": step, "batch": _batch(device), "model": model, "optimizer": optimizer}
+
+
 def clean(device):
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
     return {"model": model, "batch": _batch(device), "loss": nn.functional.mse_loss,

@@ -348,7 +348,7 @@ BIG = "1" + "0" * 400
     (["run", "--out", "x", "--batch", "9" * 5000], "argument --batch: expected a whole number"),
     (["run", "--out", "x", "--workload", LONG + ":step"], "is longer than 256 characters"),
     (["run", "--out", "x", "--workload", LONG], "or package.module:function, got 'mmm"),
-    (["run", "--out", "x", "--dtype", LONG], "(choose from 'fp32', 'tf32', 'bf16', 'fp16')"),
+    (["run", "--out", "x", "--dtype", LONG], "(choose from 'fp32', 'fp32-ieee', 'tf32', 'bf16', 'fp16')"),
     (["run", "--out", "x", "--device", LONG], "argument --device: expected 'cpu'"),
     (["run", "--out", "x", "--modes", LONG], "argument --modes: expected modes among"),
     (["run", "--out", "x", LONG], "unrecognized arguments: mmm"),

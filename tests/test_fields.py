@@ -51,8 +51,10 @@ def test_every_runconfig_field_is_declared_exactly_once():
 def test_declarations_are_complete_and_ranges_come_from_config():
     for spec in fields.FIELDS:
         assert spec.kind in fields.KINDS and spec.label and spec.help and spec.option_help, spec.name
-        assert spec.section in (*fields.SECTIONS, fields.ABOVE_SECTIONS), spec.name
-        assert any(spec.applies_to(name) for name in fields.BUILT_IN_WORKLOADS), spec.name
+        assert spec.section in (*fields.SECTIONS, fields.ABOVE_SECTIONS, fields.COMMAND_LINE_ONLY), spec.name
+        # every field applies to some built-in workload, but an own step's settings to own steps only
+        assert (any(spec.applies_to(name) for name in fields.BUILT_IN_WORKLOADS)
+                or spec.kind == fields.SETTINGS and spec.applies_to("mine.step:build")), spec.name
         if spec.kind in (fields.CHOICE, fields.LIST, fields.WORKLOAD, fields.PRESET):
             assert spec.choices, spec.name
         if spec.cpu_value is not None:  # only a control the CPU cannot use is fixed there
@@ -89,23 +91,33 @@ def test_the_command_line_offers_every_declared_field_and_nothing_undeclared():
     assert cli.OPTION_OF_FIELD == {s.name: s.cli_option for s in fields.FIELDS}
 
 
+# The own step's settings, as the command line gives them (text: the run converts each to its
+# kind from the build function's signature, ``user_workload.check_settings``).
+OWN_STEP_SETTINGS = RunConfig(workload="profiler_core.examples.user_step:build", preset="custom",
+                              workload_args=(("batch", "8"), ("bf16", "on")))
+
+
 def test_every_field_survives_the_worker_command_line():
     default = RunConfig()  # its preset label is custom too: a changed run keeps that label
+    # every field but the own step's settings (only an own step has them: tested below)
     assert [n for n in _config_field_names()
-            if getattr(EVERY_FIELD_CHANGED, n) == getattr(default, n)] == ["preset"]
-    for config in (EVERY_FIELD_CHANGED, RunConfig(),
+            if getattr(EVERY_FIELD_CHANGED, n) == getattr(default, n)] == ["preset", "workload_args"]
+    for config in (EVERY_FIELD_CHANGED, RunConfig(), OWN_STEP_SETTINGS,
                    RunConfig(workload="profiler_core.examples.user_step:build", preset="custom")):
         argv = config_to_argv(config)
         assert cli.config_from_args(cli.parse(["run", "--out", "x", *argv])) == config
-    # one option per field (two values for --dropout), plus the negative forms of the toggles
+    # one option per field (two values for --dropout), plus the negative forms of the toggles;
+    # an own step's settings take one option each
     argv = config_to_argv(EVERY_FIELD_CHANGED)
     assert [a for a in argv if a.startswith("--")] == [
-        o if specs[0].kind != fields.BOOL else "--no-" + o[2:] for o, specs in fields.options().items()]
+        o if specs[0].kind != fields.BOOL else "--no-" + o[2:] for o, specs in fields.options().items()
+        if specs[0].kind != fields.SETTINGS]
+    assert config_to_argv(OWN_STEP_SETTINGS).count("--workload-arg") == 2
 
 
 @pytest.mark.parametrize("name", _config_field_names())
 def test_parse_value_reads_back_what_format_value_writes(name):
-    for config in (EVERY_FIELD_CHANGED, RunConfig()):
+    for config in (EVERY_FIELD_CHANGED, RunConfig(), OWN_STEP_SETTINGS):
         value = getattr(config, name)
         assert fields.parse_value(name, fields.format_value(name, value)) == value
 
@@ -127,7 +139,7 @@ def test_parse_value_reads_the_command_lines_spellings():
     ("batch", "lots", "expected a whole number, got 'lots'"),
     ("batch", "", "expected a whole number"),  # only an automatic field may be empty
     ("dropout2", "half", "expected a number"),
-    ("dtype", "fp8", "expected one of fp32, tf32, bf16, fp16"),
+    ("dtype", "fp8", "expected one of fp32, fp32-ieee, tf32, bf16, fp16"),
     ("modes", "fast", "expected modes among eager, graph"),
     ("device", "gpu", "expected 'cpu' or a CUDA index"),
     ("workload", "my model", "package.module:function"),
@@ -188,7 +200,9 @@ def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_
             if shown:
                 assert widgets[controls.key(spec.name)].label == spec.label_with_unit
                 drawn.add(spec.name)
-    assert drawn == set(_config_field_names())
+    command_line_only = {s.name for s in fields.FIELDS if s.section == fields.COMMAND_LINE_ONLY}
+    assert command_line_only == {"workload_args"}  # an own step's settings (no built-in has them)
+    assert drawn == set(_config_field_names()) - command_line_only
     assert [e.label for e in at.sidebar.expander
             if not e.label.startswith("Runs folder")] == list(fields.SECTIONS)
 

@@ -79,12 +79,14 @@ def _expected(function) -> set[tuple[str, int]]:
 def _findings(name: str) -> set[tuple[str, int]]:
     builder = getattr(bad_steps, name)
     parts = build_parts(f"tests.bad_steps:{name}", torch.device("cpu"))
-    return {(f.kind, f.line) for f in check_step(builder, parts.model, parts.loss, parts.optimizer)}
+    return {(f.kind, f.line) for f in check_step(builder, parts.model, parts.loss, parts.optimizer,
+                                                  parts.step, parts.after_step)}
 
 
 def test_each_bad_step_is_flagged_on_its_lines_and_nowhere_else():
     found = set()
-    for name in ("host_sync", "cpu_tensor", "dynamic_shapes", "frozen_counter", "scheduled_adam"):
+    for name in ("host_sync", "cpu_tensor", "dynamic_shapes", "frozen_counter", "scheduled_adam",
+                 "whole_step_scaled"):
         found |= _findings(name)
     assert found == _expected(bad_steps)
     assert {kind for kind, _ in found} == set(FIXES)  # every kind of check is exercised
@@ -153,7 +155,7 @@ def test_a_torch_loss_that_fails_names_the_tools_call(tmp_path, capsys):
     assert main(["run", "--workload", "tests.bad_steps:torch_loss_fails", "--out",
                  str(tmp_path / "r"), *CPU]) == 2
     line = _error_line(capsys.readouterr().err)
-    assert "raised RuntimeError:" in line and "while the tool ran `loss = self.loss_fn(" in line
+    assert "raised RuntimeError:" in line and "while the tool ran `loss = loss_fn(" in line
 
 
 @pytest.mark.parametrize("name, message", [

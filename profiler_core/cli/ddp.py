@@ -107,6 +107,9 @@ def run_rank(config: RunConfig, args: Any, env: RankEnv,
         if env.rank == 0:
             check_output(args.out, args.overwrite)
         from profiler_core.engine.ddp_result import build_result, started_now
+        from profiler_core.engine.user_workload import with_checked_settings
+
+        config = with_checked_settings(config)
         from profiler_core.engine.ddp_step import measure_rank
 
         started = started_now()

@@ -290,7 +290,7 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimin
     loading = True
     try:
         if user_step:
-            _check_user_step(config)
+            config = _check_user_step(config)
         loading = False
         if says_time:
             _say_cpu_time(config)
@@ -396,27 +396,39 @@ def _explained(error: BaseException, config, loading: bool) -> BaseException:
     return user_code_error(config.workload, error)
 
 
-def _check_user_step(config) -> None:
-    """Load the user's step once before running and draw one batch (a bad module, function,
-    return value or batch is a one-line error, exit 2), then print what would break under
-    capture. The random number generators are left as they were."""
+def _check_user_step(config):
+    """Load the user's step once before running: its settings checked against the build
+    function's signature and converted to their kinds (the config returned holds them), one
+    batch drawn (a bad module, function, setting, return value or batch is a one-line error,
+    exit 2), then what would break under capture printed. The random number generators are left
+    as they were."""
     import torch
 
     from profiler_core.engine.readiness import check_step
     from profiler_core.engine.runner import resolve_device
-    from profiler_core.engine.user_workload import build_parts, check_batch, find_function
+    from profiler_core.engine.user_workload import (
+        build_parts,
+        draw_batch,
+        find_function,
+        with_checked_settings,
+    )
+    from profiler_core.engine.workloads import check_whole_step
 
+    config = with_checked_settings(config)
     device = resolve_device(config)
-    parts = build_parts(config.workload, device)
+    parts = build_parts(config.workload, device, config.settings)
+    if parts.whole_step:
+        check_whole_step(config)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         generator = torch.Generator(device=device).manual_seed(config.seed)
-        check_batch(config.workload, parts.batch(generator), device)
+        draw_batch(config.workload, parts, generator, device)
     for finding in check_step(find_function(config.workload), parts.model, parts.loss,
-                              parts.optimizer):
+                              parts.optimizer, parts.step, parts.after_step):
         print(f"capture readiness: {finding.one_line()}", file=sys.stderr)
     del parts
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    return config
 
 
 def _save(result: RunResult, args) -> Path:

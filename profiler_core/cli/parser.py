@@ -102,6 +102,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                                 help=first.option_help)
         elif first.kind == fields.CHOICE:
             parser.add_argument(option, choices=first.choices, help=first.option_help)
+        elif first.kind == fields.SETTINGS:
+            parser.add_argument(option, action="append", metavar=first.metavar,
+                                type=_argparse_type(fields.read_setting), help=first.option_help)
         else:
             together = len(specs) > 1
             parser.add_argument(option, type=_argparse_type(partial(fields.read_text, first)),
@@ -122,7 +125,7 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
     fields_of_dest = {_dest(option): specs for option, specs in fields.options().items()}
     for action in parser._actions:
         specs = fields_of_dest.get(action.dest)
-        if not specs or specs[0].kind == fields.PRESET or specs[0].empty:
+        if not specs or specs[0].kind in (fields.PRESET, fields.SETTINGS) or specs[0].empty:
             continue  # the preset's help names its default; an automatic field's says how it is found
         shown = " ".join(fields.format_value(s.name, getattr(defaults, s.name)) for s in specs)
         action.help = f"{action.help or ''} (default: {shown})"
@@ -267,7 +270,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     overrides: dict[str, Any] = {}
     for option, specs in fields.options().items():
         value = getattr(args, _dest(option), None)
-        if value is not None and specs[0].kind != fields.PRESET:
+        if value is not None and specs[0].kind == fields.SETTINGS:
+            overrides[specs[0].name] = tuple(value)  # text values: the run converts them
+        elif value is not None and specs[0].kind != fields.PRESET:
             overrides.update(zip((s.name for s in specs), value if len(specs) > 1 else [value]))
     name = args.preset or "seed"
     base = PRESETS["seed"] if name == CUSTOM else PRESETS[name]

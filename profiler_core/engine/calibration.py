@@ -170,9 +170,10 @@ def _with_batch_copy(torch: Any, device: Any, fit: GraphFit, single: tuple[Any, 
     clock = CudaClock(device)
     hold = getattr(torch.cuda, "_sleep", None)
     launch_us, copy_us = fit.launch_us, math.nan
-    batches = [[t for t in item if isinstance(t, torch.Tensor)] for item in batch
-               if isinstance(item, (tuple, list))] or [
-        [t for t in batch if isinstance(t, torch.Tensor)]]
+    from profiler_core.engine.batches import tensors as tensors_of
+
+    many = bool(batch) and all(isinstance(item, (tuple, list)) for item in batch)
+    batches = [list(tensors_of(item)) for item in batch] if many else [list(tensors_of(tuple(batch)))]
     batches = [tensors for tensors in batches if tensors]
     if batches:
         targets = [torch.empty_like(tensor) for tensor in batches[0]]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from profiler_core.engine.batches import Batch, copy_into, static_copy
 from profiler_core.engine.workloads import TrainingStep
 from profiler_core.spec.errors import CaptureError, CudaFaultError
 
@@ -54,6 +55,29 @@ def _offending_frame(error: BaseException) -> traceback.FrameSummary | None:
     return frames[-1] if frames else None
 
 
+# torch's own files whose host synchronisation a step reaches through a call of the user's:
+# (file name ending, cause, fix).
+_TORCH_CAUSES = (
+    ("amp/grad_scaler.py", "the GradScaler's step reads on the host whether the gradients "
+                           "overflowed (an .item())",
+     "use bf16 autocast, which needs no GradScaler; with fp16, keep scaler.scale(loss).backward() "
+     "in the step and move scaler.step(optimizer) and scaler.update() into the build dict's "
+     "after_step, which runs after every step outside the graph"),
+    ("nn/utils/clip_grad.py", "gradient clipping checks the norm on the host "
+                              "(error_if_nonfinite=True)",
+     "leave error_if_nonfinite off in the captured step (clip_grad_norm_ itself is capturable)"),
+)
+
+
+def _torch_cause(error: BaseException) -> tuple[str, str] | None:
+    """(cause, fix) when the failing call went through one of ``_TORCH_CAUSES``' files."""
+    files = [frame.filename.replace("\\", "/") for frame in traceback.extract_tb(error.__traceback__)]
+    for ending, cause, fix in _TORCH_CAUSES:
+        if any(name.endswith(ending) for name in files):
+            return cause, fix
+    return None
+
+
 def diagnose_capture_failure(error: BaseException) -> CaptureError:
     """A ``CaptureError`` that names the cause (the offending line where it can be found) and the fix."""
     chain = _exception_chain(error)
@@ -61,7 +85,10 @@ def diagnose_capture_failure(error: BaseException) -> CaptureError:
     frame = _offending_frame(chain[0])
     code = (frame.line or "").strip() if frame else ""
     where = f" at {Path(frame.filename).name}:{frame.lineno} `{code}`" if frame else ""
-    if "capturable" in text:
+    through_torch = next((found for found in map(_torch_cause, chain) if found), None)
+    if through_torch is not None:
+        cause, fix = through_torch
+    elif "capturable" in text:
         cause = "the optimizer was built without capturable=True"
         fix = "build Adam/AdamW with capturable=True (or use SGD) for the graphed step"
     elif any(marker in code for marker in _HOST_SYNC_CODE):
@@ -92,18 +119,16 @@ class CaptureCosts:
 class GraphedStep:
     """A ``TrainingStep`` captured into a ``torch.cuda.CUDAGraph`` and replayed with static inputs."""
 
-    def __init__(self, step: TrainingStep, example_x: torch.Tensor, example_y: torch.Tensor) -> None:
+    def __init__(self, step: TrainingStep, example: Batch) -> None:
         self.step = step
-        self.static_x = torch.empty_like(example_x)
-        self.static_y = torch.empty_like(example_y)
+        self.static: Batch = static_copy(example)  # the step's arguments the graph reads
         self.graph: torch.cuda.CUDAGraph | None = None
 
-    def load(self, x: torch.Tensor, y: torch.Tensor) -> None:
+    def load(self, *batch) -> None:
         """Copy a fresh batch into the static inputs the graph reads."""
-        self.static_x.copy_(x)
-        self.static_y.copy_(y)
+        copy_into(self.static, batch)
 
-    def warm_up(self, batches: list[tuple[torch.Tensor, torch.Tensor]], count: bool) -> float:
+    def warm_up(self, batches: list[Batch], count: bool) -> float:
         """Run one eager step per batch on a side stream; returns synchronised wall milliseconds."""
         device = self.step.device
         torch.cuda.synchronize(device)
@@ -111,9 +136,9 @@ class GraphedStep:
         side_stream = torch.cuda.Stream(device)
         side_stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side_stream):
-            for x, y in batches:
-                self.load(x, y)
-                self.step.eager_step(self.static_x, self.static_y, count=count)
+            for batch in batches:
+                self.load(*batch)
+                self.step.eager_step(*self.static, count=count)
         torch.cuda.current_stream(device).wait_stream(side_stream)
         torch.cuda.synchronize(device)
         return (time.perf_counter() - started) * 1e3
@@ -122,7 +147,7 @@ class GraphedStep:
         """Capture ``steps_per_graph`` training steps into one graph (no work runs during capture)."""
         device = self.step.device
         # As in the article: grads to None so backward allocates .grad from the graph's private pool.
-        self.step.optimizer.zero_grad(set_to_none=True)
+        self.step.zero_grad(set_to_none=True)
         # torch.cuda.graph() collects garbage and empties the cache as it starts: do it first, so
         # what that frees is not counted against the capture.
         gc.collect()
@@ -135,11 +160,7 @@ class GraphedStep:
         try:
             with torch.cuda.graph(graph):
                 for index in range(steps_per_graph):
-                    if index > 0:
-                        # Later captured steps zero the grads in place, so each one is a true
-                        # training step rather than an accumulation (counters are unaffected).
-                        self.step.optimizer.zero_grad(set_to_none=False)
-                    self.step.forward_backward_update(self.static_x, self.static_y)
+                    self.step.captured_step(*self.static, index=index)
         except RuntimeError as error:
             global _failed_capture
             diagnosis = diagnose_capture_failure(error)
@@ -156,9 +177,10 @@ class GraphedStep:
         )
 
     def replay(self) -> None:
-        """One replay (``steps_per_graph`` training steps), then the fp16 scaler update if any."""
+        """One replay (``steps_per_graph`` training steps), then what runs outside the graph (the
+        fp16 scaler update, the user's after_step)."""
         if self.graph is None:
             raise CaptureError("replay() was called before the step was captured",
                                "call capture() first")
         self.graph.replay()
-        self.step.scaler_update()
+        self.step.finish_step()

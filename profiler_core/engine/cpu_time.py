@@ -46,21 +46,22 @@ def measure(config: RunConfig) -> CpuEstimate | None:
     import torch
 
     from profiler_core.engine.memory import check_fits
+    from profiler_core.engine.numerics import tool_precision
     from profiler_core.engine.runner import plan_units
-    from profiler_core.engine.workloads import TrainingStep, make_batches, matmul_precision
+    from profiler_core.engine.workloads import TrainingStep, make_batches
 
     device = torch.device("cpu")
     check_fits(config, device)
     times: list[float] = []
-    with torch.random.fork_rng(devices=[]), matmul_precision(config.dtype):
+    with torch.random.fork_rng(devices=[]), tool_precision(config):
         step = TrainingStep(config, device, graphed=False)
-        x, y = make_batches(config, 1, device)[0]
-        step.eager_step(x, y, count=False)  # first allocations, not timed
+        batch = make_batches(config, 1, device)[0]
+        step.eager_step(*batch, count=False)  # first allocations, not timed
         while len(times) < MAX_TIMED_STEPS and sum(times) < BUDGET_S:
             started = time.perf_counter()
-            step.eager_step(x, y, count=False)
+            step.eager_step(*batch, count=False)
             times.append(time.perf_counter() - started)
-        del step, x, y
+        del step, batch
     compiles = any(mode in COMPILED_MODES for mode in config.extra_modes)
     return CpuEstimate(statistics.median(times), len(times), plan_units(config), compiles)
 

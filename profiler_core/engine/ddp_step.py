@@ -149,7 +149,7 @@ def _device(config: RunConfig, env: RankEnv) -> torch.device:
 
 def _prepare_eager(ctx: RankContext) -> RankMode:
     step = TrainingStep(ctx.config, ctx.device, graphed=False)
-    step.model = ctx.ddp(step.model)
+    step.model = ctx.ddp(step.require_model('a data-parallel run'))
     capture_iters = ctx.config.capture_iters
     run = ctx.delayed(lambda i: step.eager_step(*ctx.batch(i // capture_iters)))
     return RankMode(timing.Mode("eager", 1, run), step, 0.0)
@@ -160,21 +160,21 @@ def capture_ddp_step(ctx: RankContext, config: RunConfig) -> tuple[GraphedStep, 
     the graphed step and its one-time cost (warm-up and capture, synchronised wall ms)."""
     device, log = ctx.device, ctx.capture_log
     step = TrainingStep(config, device, graphed=True)
-    graphed = GraphedStep(step, *ctx.batch(0))
+    graphed = GraphedStep(step, ctx.batch(0))
     ctx.synchronize()
     started = time.perf_counter()
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     eager_before = max(MIN_EAGER_BEFORE_CAPTURE, config.warmup_iters)
     with torch.cuda.stream(side):
-        step.model = ctx.ddp(step.model)
+        step.model = ctx.ddp(step.require_model('a data-parallel run'))
         log.append("DDP built in a side-stream context")
         for i in range(eager_before):
             graphed.load(*ctx.batch(i))
-            step.eager_step(graphed.static_x, graphed.static_y, count=config.count_warmup)
+            step.eager_step(*graphed.static, count=config.count_warmup)
         log.append(f"{eager_before} eager DDP iterations on the side stream")
     torch.cuda.current_stream(device).wait_stream(side)
-    step.optimizer.zero_grad(set_to_none=True)  # grads allocated from the graph's pool
+    step.zero_grad(set_to_none=True)  # grads allocated from the graph's pool
     ctx.barrier()
     ctx.synchronize()
     log.append("barrier and synchronize before capture")
@@ -183,9 +183,7 @@ def capture_ddp_step(ctx: RankContext, config: RunConfig) -> tuple[GraphedStep, 
     try:
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             for index in range(config.capture_iters):
-                if index:
-                    step.optimizer.zero_grad(set_to_none=False)
-                step.forward_backward_update(graphed.static_x, graphed.static_y)
+                step.captured_step(*graphed.static, index=index)
     except RuntimeError as error:
         raise diagnose_capture_failure(error) from error
     log.append(f"capture of {config.capture_iters} step(s)")
@@ -222,7 +220,7 @@ def _prepare_graphed_callables(ctx: RankContext) -> RankMode:
     ctx.synchronize()
     started = time.perf_counter()
     with step.autocast():
-        graphed = torch.cuda.make_graphed_callables(step.model, (ctx.batch(0)[0].clone(),),
+        graphed = torch.cuda.make_graphed_callables(step.require_model('graphed_callables'), (ctx.batch(0)[0].clone(),),
                                                     num_warmup_iters=PREPARE_ITERS)
     # Given a module, make_graphed_callables returns that module (its forward graphed).
     step.model = ctx.ddp(cast(torch.nn.Module, graphed))
@@ -239,7 +237,7 @@ def _prepare_compiled(ctx: RankContext, reduce_overhead: bool) -> RankMode:
     step = TrainingStep(ctx.config, ctx.device, graphed=False)
     # torch.compile of a module is a module (OptimizedModule); its stubs say only "callable".
     step.model = cast(torch.nn.Module, torch.compile(
-        ctx.ddp(step.model), mode="reduce-overhead" if reduce_overhead else None))
+        ctx.ddp(step.require_model('a data-parallel run')), mode="reduce-overhead" if reduce_overhead else None))
     ctx.synchronize()
     started = time.perf_counter()
     for i in range(PREPARE_ITERS):
@@ -361,7 +359,7 @@ def _parity(ctx: RankContext, released: list) -> float:
     up alike, then ``parity_steps`` replays against as many eager steps."""
     quiet = ctx.config.replace(dropout1=0.0, dropout2=0.0)
     eager = TrainingStep(quiet, ctx.device, graphed=True)
-    eager.model = ctx.ddp(eager.model)
+    eager.model = ctx.ddp(eager.require_model('a data-parallel run'))
     for i in range(max(MIN_EAGER_BEFORE_CAPTURE, quiet.warmup_iters)):
         eager.eager_step(*ctx.batch(i))
     graphed, _ = capture_ddp_step(ctx, quiet)

@@ -23,7 +23,9 @@ from typing import Any, cast
 
 import torch
 
+from profiler_core.engine.batches import Batch
 from profiler_core.engine.capture import CaptureCosts, GraphedStep
+from profiler_core.engine.model_calls import graphable_call
 from profiler_core.engine.telemetry import PhaseRecorder
 from profiler_core.engine.workloads import TrainingStep
 from profiler_core.spec.config import RunConfig
@@ -33,7 +35,7 @@ from profiler_core.timing.trials import Mode
 
 # Iterations run once before timing: compilation, autotuning and graph recording happen here.
 PREPARE_ITERS = 3
-Batches = list[tuple[torch.Tensor, torch.Tensor]]  # (input, target) pairs, ``make_batches``
+Batches = list[Batch]  # each the step's arguments, ``make_batches``
 
 
 @dataclass
@@ -172,12 +174,11 @@ def _graphs_recorded(device: torch.device) -> float:
 
 def prepare_compiled(config: RunConfig, device: torch.device, batches: Batches,
                      reduce_overhead: bool) -> Prepared:
-    """``torch.compile`` on the model (forward and backward); loss and optimizer stay eager."""
+    """``torch.compile`` on the model (forward and backward; loss and optimizer stay eager), or
+    on the user's whole step function."""
     name = "compile_ro" if reduce_overhead else "compile"
     step = TrainingStep(config, device, graphed=False)
-    # torch.compile of a Module returns an OptimizedModule (a Module); its stubs say Callable
-    step.model = cast(torch.nn.Module, torch.compile(
-        step.model, mode="reduce-overhead" if reduce_overhead else None))
+    step.compile("reduce-overhead" if reduce_overhead else None)
     watcher = _SkipReasons()
     inductor_log = logging.getLogger("torch._inductor")
     inductor_log.addHandler(watcher)
@@ -200,14 +201,20 @@ def prepare_compiled(config: RunConfig, device: torch.device, batches: Batches,
 def prepare_graphed_callables(config: RunConfig, device: torch.device,
                               batches: Batches) -> Prepared:
     """``torch.cuda.make_graphed_callables`` on the model, under the step's autocast (whose
-    weight cache is off: a cached cast would outlive the capture)."""
+    weight cache is off: a cached cast would outlive the capture). With a whole step, the model
+    it returned is graphed in place, with the arguments and autocast its first call saw
+    (``model_calls.graphable_call``), so the user's step calls the graphed forward."""
     step = TrainingStep(config, device, graphed=False)
-    sample = batches[0][0].clone()
+    if step.whole_step is not None:
+        call = graphable_call(step, batches[0])
+        sample, autocast = call.arguments, call.autocast()
+    else:
+        sample, autocast = (batches[0][0].clone(),), step.autocast()
     baseline, started = preparation_baseline(device), time.perf_counter()
-    with step.autocast():
-        # given a Module, make_graphed_callables returns that Module (its stubs: or a Callable)
+    with autocast:
+        # given a Module, make_graphed_callables graphs its forward in place and returns it
         step.model = cast(torch.nn.Module, torch.cuda.make_graphed_callables(
-            step.model, (sample,), num_warmup_iters=PREPARE_ITERS))
+            step.require_model("graphed_callables"), sample, num_warmup_iters=PREPARE_ITERS))
     for i in range(PREPARE_ITERS):
         step.eager_step(*batches[i % len(batches)], count=False)
     _synchronize(device)
@@ -230,7 +237,7 @@ def prepare_eager(prep: Preparation) -> Prepared:
 
 def new_graphed_step(config: RunConfig, device: torch.device, batches: Batches) -> GraphedStep:
     """A graphed replica (its optimizer capturable), not yet captured."""
-    return GraphedStep(TrainingStep(config, device, graphed=True), *batches[0])
+    return GraphedStep(TrainingStep(config, device, graphed=True), batches[0])
 
 
 def capture_graph(graphed: GraphedStep, config: RunConfig, batches: Batches,

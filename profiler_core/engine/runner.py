@@ -37,13 +37,13 @@ from profiler_core.engine.modes import (
     REGISTRY,
     Preparation,
     Prepared,
-    capture_graph,
-    new_graphed_step,
     peak_added,
     preparation_baseline,
 )
+from profiler_core.engine.numerics import read_flags, tool_precision
+from profiler_core.engine.parity import check_modes
 from profiler_core.engine.profiling import ProfiledWindow, kernels_were_recorded, profile_window
-from profiler_core.engine.readiness import check_step
+from profiler_core.engine.readiness import check_training_step
 from profiler_core.engine.telemetry import (
     NVML_UTILISATION_CAVEAT,
     NvmlSamplerProcess,
@@ -51,8 +51,8 @@ from profiler_core.engine.telemetry import (
     driver_version,
 )
 from profiler_core.engine.user_workload import find_function
-from profiler_core.engine.workloads import TrainingStep, make_batches, matmul_precision
-from profiler_core.spec import hostinfo, schema
+from profiler_core.engine.workloads import TrainingStep, make_batches
+from profiler_core.spec import hostinfo, numerics, schema
 from profiler_core.spec.bytecode import bytecode_source
 from profiler_core.spec.config import RunConfig, is_user_spec
 from profiler_core.spec.errors import (
@@ -191,39 +191,32 @@ def plan_units(config: RunConfig) -> int:
     steps += extras * (per_extra + config.total_eager_iters + 2 * config.trial_count * block)
     if config.profile:
         steps += config.profile_iters * (1 + config.capture_iters + extras)
-    return steps + 2 * config.parity_steps * config.capture_iters
+    return steps + _parity_units(config)
 
 
-def _parity(config: RunConfig, device: torch.device, batches) -> dict[str, float]:
-    """Parameters after K eager steps vs K replays, dropout off, same seed and batches.
-
-    Both replicas get the graphed replica's optimizer settings (``capturable=True`` for Adam), so
-    the comparison isolates replay against eager execution of the same arithmetic.
-    """
-    quiet = config.replace(dropout1=0.0, dropout2=0.0)
-    eager = TrainingStep(quiet, device, graphed=True)
-    for i in range(quiet.warmup_iters):
-        eager.eager_step(*batches[i % len(batches)])
-    graphed = new_graphed_step(quiet, device, batches)
-    capture_graph(graphed, quiet, batches)
-    for replay in range(quiet.parity_steps):
-        x, y = batches[replay % len(batches)]
-        graphed.load(x, y)
-        graphed.replay()
-        for _ in range(quiet.capture_iters):
-            eager.eager_step(x, y)
-    torch.cuda.synchronize(device)
-    reference, candidate = eager.parameters_flat(), graphed.step.parameters_flat()
-    return _parity_figures(quiet, float((reference - candidate).abs().max()),
-                           float(reference.abs().max()))
+def _parity_units(config: RunConfig) -> int:
+    """Training steps of the parity check: per mode beside eager, its replica and two eager ones."""
+    return 3 * (len(config.modes) - 1) * config.parity_steps * config.capture_iters
 
 
-def _parity_figures(config: RunConfig, max_abs: float, scale: float) -> dict[str, float]:
-    """The headline's parity figures: training steps compared, the largest absolute difference
-    of a parameter and that difference relative to the largest parameter (NaN when all are 0)."""
-    return {"parity_steps": config.parity_steps * config.capture_iters,
-            "parity_max_abs_diff": max_abs,
-            "parity_max_rel_diff": max_abs / scale if scale > 0 else math.nan}
+def _parity(config: RunConfig, device: torch.device, batches, state: _RunState,
+            stats_table: pd.DataFrame, modes_table: pd.DataFrame,
+            figures: dict[str, dict[str, float]]) -> None:
+    """Every mode against two eager replicas (``parity.check_modes``): the graph's figures in the
+    headline, every other mode's in metrics.csv, a verdict per mode in the notes."""
+    checks = check_modes(config, device, batches, config.modes[1:])
+    for check in checks:
+        state.notes.append(f"parity: {check.verdict()}")
+        if check.mode == "graph":
+            state.headline.update(parity_steps=check.steps, parity_max_abs_diff=check.max_abs_diff,
+                                  parity_max_rel_diff=check.max_rel_diff,
+                                  parity_noise_abs_diff=check.noise_abs_diff,
+                                  parity_matches=check.matches,
+                                  parity_worst_parameter=check.worst_parameter,
+                                  parity_verdict=check.verdict())
+        else:
+            figures[check.mode].update(check.figures())
+    state.tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))
 
 
 def _profile_modes(config: RunConfig, device: torch.device, prepared: dict[str, Prepared],
@@ -333,6 +326,7 @@ class _RunState:
     observed_counters: dict = field(default_factory=dict)
     latency_rows: list = field(default_factory=list)  # timed iterations, as they are measured
     host_issue: list = field(default_factory=list)  # (mode, trial, host ms per step) per block
+    numerics: dict = field(default_factory=dict)  # the numerics flags as the step saw them
 
 
 def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progress) -> RunResult:
@@ -369,7 +363,7 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
     if sampler is not None:
         sampler.start()
     try:
-        with matmul_precision(config.dtype), tempfile.TemporaryDirectory() as trace_dir:
+        with tool_precision(config), tempfile.TemporaryDirectory() as trace_dir:
             try:
                 if device.type == "cuda":
                     _run_cuda(config, device, phases, counter, Path(trace_dir), state, sampler)
@@ -433,6 +427,7 @@ def _finish(config: RunConfig, environment: dict, state: _RunState, phases: Phas
                                + ", ".join(capability.unsupported_metrics))
         state.notes.append(NVML_UTILISATION_CAVEAT)
     state.tables["phases"] = coerce_table("phases", phases.frame())
+    environment[numerics.ENVIRONMENT_KEY] = state.numerics or read_flags()
     environment["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     environment["load_avg_end"] = hostinfo.load_average()
     return _detach_traces(RunResult(
@@ -537,6 +532,7 @@ def _run_cpu(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     prepared = {"eager": eager}
     prepared.update(_prepare_modes([name for name in config.extra_modes if name not in skipped],
                                    prep))
+    state.numerics = read_flags()
     eager.step.counter.zero_()
     modes = [ready.mode for ready in prepared.values()]
     progress.start_phase("timed trials", f"{config.total_eager_iters} steps per mode")
@@ -673,7 +669,7 @@ def _note_readiness(config: RunConfig, step: TrainingStep, state: _RunState) -> 
     """For the user's own step: what would break under capture, one note per finding."""
     if not is_user_spec(config.workload):
         return
-    findings = check_step(find_function(config.workload), step.model, step.loss_fn, step.optimizer)
+    findings = check_training_step(find_function(config.workload), step)
     state.headline["readiness_findings"] = len(findings)
     state.notes.extend(f"capture readiness: {finding.one_line()}" for finding in findings)
 
@@ -714,6 +710,7 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
         torch.cuda.synchronize(device)
     prepared = _prepare_modes(list(config.modes),
                               _preparation(config, device, batches, phases, progress, state))
+    state.numerics = read_flags()  # as the step saw them: its module imported, every mode built
     state.figures = {name: dict(ready.figures) for name, ready in prepared.items()}
     modes = [ready.mode for ready in prepared.values()]
     graph = prepared["graph"].mode
@@ -758,7 +755,8 @@ def _run_cuda(config: RunConfig, device: torch.device, phases: PhaseRecorder,
     del graph, modes, prepared
     torch.cuda.empty_cache()
     if config.parity_steps:
-        progress.start_phase("parity", f"{config.parity_steps} replays vs eager steps, dropout off")
+        progress.start_phase("parity", f"{config.parity_steps} iterations per mode against two "
+                                       "eager replicas")
         with phases.phase("parity"):
-            headline.update(_parity(config, device, batches))
-        progress.advance(2 * config.parity_steps * config.capture_iters)
+            _parity(config, device, batches, state, stats_table, modes_table, figures)
+        progress.advance(_parity_units(config))

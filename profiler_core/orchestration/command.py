@@ -28,6 +28,9 @@ def config_to_argv(config: RunConfig) -> list[str]:
         values = [getattr(config, s.name) for s in specs]
         if specs[0].kind == fields.BOOL:
             argv.append(option if values[0] else "--no-" + option[2:])
+        elif specs[0].kind == fields.SETTINGS:  # given once per setting
+            for name, value in values[0]:
+                argv += [option, f"{name}={value}"]
         elif None not in values:  # an automatic field left out stays automatic
             argv += [option, *(fields.format_value(s.name, v) for s, v in zip(specs, values))]
     return argv

@@ -16,9 +16,10 @@ from typing import Any
 from profiler_core.spec.errors import ConfigError, quoted, shown, shown_int
 from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
 from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
-from profiler_core.spec.workload_kinds import KNOWN, workload_of
+from profiler_core.spec.numerics import FLAG_SETTING_DTYPES
+from profiler_core.spec.workload_kinds import KNOWN, SIZE_FIELDS, workload_of
 
-DTYPES = ("fp32", "tf32", "bf16", "fp16")
+DTYPES = ("fp32", "fp32-ieee", "tf32", "bf16", "fp16")  # meanings: ``numerics.DTYPE_MEANINGS``
 # The article's step, its three lessons, and the built-in transformer and convolutional workloads.
 PRESET_NAMES = ("seed", "lesson1", "lesson2", "lesson3", "transformer", "conv")
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -35,6 +36,12 @@ USER_WORKLOAD_PATTERN = re.compile(
 
 
 MAX_USER_SPEC_CHARS = 256  # a package.module:function reference, at most
+
+# A setting of the user's own step (a keyword parameter of its build function): its value.
+SettingValue = bool | int | float | str
+MAX_SETTINGS = 32  # settings given to one own step, at most
+MAX_SETTING_TEXT = 200  # characters of a text setting, at most
+SETTING_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def is_user_spec(text: object) -> bool:
@@ -90,7 +97,8 @@ class RunConfig:
     image_size: int = 32  # conv: input images are image_size x image_size, 3 channels
     dropout1: float = 0.2  # dropout after the first Linear
     dropout2: float = 0.1  # dropout after the last Linear
-    dtype: str = "fp32"  # fp32 (TF32 off), tf32, bf16 autocast, fp16 autocast + GradScaler
+    dtype: str = "fp32"  # fp32 (PyTorch's default flags), fp32-ieee (TF32 off everywhere), tf32,
+    #                      bf16 autocast, fp16 autocast + GradScaler (``numerics.DTYPE_MEANINGS``)
     optimizer: str = "sgd"  # sgd (lr 0.1), adam, adamw (capturable=True in the graphed replica)
     warmup_iters: int = 3  # side-stream warm-up iterations before capture
     capture_iters: int = 1  # training steps captured in one graph (article lesson 3: 3)
@@ -114,6 +122,8 @@ class RunConfig:
     #                                  them ("3", "2-5", "0,2,4"); None: not pinned
     nproc_per_node: int | None = None  # data-parallel ranks on this node, one GPU each, under
     #                                    torchrun (``engine.ddp_step``); None: one process, no DDP
+    workload_args: tuple[tuple[str, SettingValue], ...] = ()  # the user's own step's settings
+    #                       (keyword parameters of its build function), by name; --workload-arg
 
     def __post_init__(self) -> None:
         if isinstance(self.cpu_affinity, str):  # one spelling per set of CPUs: "2,3,4" is "2-4"
@@ -124,6 +134,13 @@ class RunConfig:
                                   f"give CPU numbers as taskset does: {CPU_LIST_EXAMPLE}, or "
                                   "leave it empty: not pinned") from None
             object.__setattr__(self, "cpu_affinity", compact or None)
+        if isinstance(self.workload_args, Mapping):  # one spelling: (name, value) pairs by name
+            object.__setattr__(self, "workload_args", tuple(sorted(self.workload_args.items())))
+        elif isinstance(self.workload_args, (list, tuple)) and all(
+                isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str)
+                for pair in self.workload_args):
+            object.__setattr__(self, "workload_args",
+                               tuple(sorted((name, value) for name, value in self.workload_args)))
         _validate(self)
 
     @property
@@ -155,9 +172,15 @@ class RunConfig:
         """The requested modes beside eager and the article's graph."""
         return tuple(mode for mode in self.modes if mode not in ALWAYS_MEASURED)
 
+    @property
+    def settings(self) -> dict[str, SettingValue]:
+        """The user's own step's settings, by name (``workload_args``)."""
+        return dict(self.workload_args)
+
     def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
         values["modes"] = list(self.modes)
+        values["workload_args"] = self.settings
         return values
 
     @classmethod
@@ -171,6 +194,9 @@ class RunConfig:
         values = dict(values)
         if isinstance(values.get("modes"), list):
             values["modes"] = tuple(values["modes"])
+        if isinstance(values.get("workload_args"), list):  # pairs, as JSON writes tuples
+            values["workload_args"] = tuple(tuple(pair) if isinstance(pair, list) else pair
+                                            for pair in values["workload_args"])
         return cls(**values)
 
 
@@ -206,6 +232,45 @@ def _check_choice(config: RunConfig, name: str, choices: tuple[str, ...]) -> Non
         raise ConfigError(name, f"{name} must be one of {', '.join(choices)}; got {quoted(value)}")
 
 
+def _check_settings(config: RunConfig) -> None:
+    """The own step's settings: only with an own step, at most ``MAX_SETTINGS``, each named like
+    a Python keyword parameter (and not like a run setting that applies to an own step, which
+    the index and the tables would confuse with it), each a bool, number or short text."""
+    pairs = config.workload_args
+    if not isinstance(pairs, tuple):
+        raise ConfigError("workload_args", f"workload_args must be name=value settings; got "
+                                           f"{quoted(pairs)}")
+    if pairs and not is_user_spec(config.workload):
+        raise ConfigError("workload_args", f"--workload-arg sets your own step's settings, and "
+                                           f"{config.workload} is a built-in workload",
+                          "use its size options (--batch, --hidden...) instead")
+    if len(pairs) > MAX_SETTINGS:
+        raise ConfigError("workload_args", f"at most {MAX_SETTINGS} settings; got {len(pairs)}")
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise ConfigError("workload_args", "a setting is given twice", "give each setting once")
+    run_settings = {f.name for f in dataclasses.fields(RunConfig)} - SIZE_FIELDS
+    for name, value in pairs:
+        if not SETTING_NAME_PATTERN.fullmatch(name):
+            raise ConfigError("workload_args", f"{shown(name)!r} is not a setting name",
+                              "settings are keyword parameters of your build function: "
+                              "letters, digits and _")
+        if name in run_settings:
+            raise ConfigError("workload_args", f"your step's setting {name!r} has the name of a "
+                                               "run setting", f"rename the parameter of your build "
+                                                              f"function (e.g. step_{name})")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError("workload_args", f"{name} must be a finite number; got {value!r}")
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+            raise ConfigError("workload_args", f"{name} is too large: {shown_int(value)}")
+        if isinstance(value, str) and (len(value) > MAX_SETTING_TEXT or not value.isprintable()):
+            raise ConfigError("workload_args", f"{name} must be printable text of at most "
+                                               f"{MAX_SETTING_TEXT} characters")
+        if not isinstance(value, (bool, int, float, str)):
+            raise ConfigError("workload_args", f"{name} must be a bool, a number or text; got "
+                                               f"{type(value).__name__}")
+
+
 def _validate(config: RunConfig) -> None:
     for name in INT_LIMITS:
         if name in ("eager_iters", "trials", "nproc_per_node") and getattr(config, name) is None:
@@ -223,6 +288,12 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("workload", f"workload must be one of {', '.join(WORKLOADS)} or a "
                                       f"package.module:function; got {quoted(config.workload)}",
                           "see README, 'Your own training step'")
+    if is_user_spec(config.workload) and config.dtype in FLAG_SETTING_DTYPES:
+        raise ConfigError("dtype", f"dtype {config.dtype} would set TF32 flags for your own step, "
+                                   "whose code owns its numerics",
+                          "set them in your module (torch.backends.cuda.matmul.allow_tf32, "
+                          "torch.backends.cudnn.allow_tf32 or torch.set_float32_matmul_precision): "
+                          "the tool runs your step with the flags your code sets, and records them")
     if config.cpu_affinity is not None and not isinstance(config.cpu_affinity, str):
         raise ConfigError("cpu_affinity", f"cpu_affinity must be a list of CPUs such as "
                                           f"{CPU_LIST_EXAMPLE}; got {config.cpu_affinity!r}")
@@ -246,6 +317,7 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("eager_iters",
                           f"eager_iters ({config.total_eager_iters}) cannot be fewer than trials "
                           f"({config.trials})", "raise eager_iters or lower trials")
+    _check_settings(config)
     workload = workload_of(config)
     if workload is not None:
         workload.check(config)

@@ -43,7 +43,8 @@ DEVICE = "device"  # "cpu" or a CUDA index ("0", "cuda:1")
 WORKLOAD = "workload"  # a built-in or deliberately broken workload, or "package.module:function"
 PRESET = "preset"  # a preset's name, or custom: where the other fields start from
 CPUS = "cpus"  # CPUs as taskset writes them ("3", "2-5", "0,2,4"); empty: not pinned
-KINDS = (INT, FLOAT, BOOL, CHOICE, LIST, DEVICE, WORKLOAD, PRESET, CPUS)
+SETTINGS = "settings"  # the user's own step's NAME=VALUE settings (an option given once each)
+KINDS = (INT, FLOAT, BOOL, CHOICE, LIST, DEVICE, WORKLOAD, PRESET, CPUS, SETTINGS)
 
 # The sidebar's sections, in order. Device and preset have their own selectors above them.
 MODEL = "Model"
@@ -51,6 +52,7 @@ SCHEDULE = "Schedule"
 MEASUREMENT = "Measurement"
 SECTIONS = (MODEL, SCHEDULE, MEASUREMENT)
 ABOVE_SECTIONS = "above the sections"
+COMMAND_LINE_ONLY = "command line only"  # no sidebar control (the user's own step's settings)
 
 # The workloads the dashboard offers.
 BUILT_IN_WORKLOADS = tuple(BUILT_IN)
@@ -103,6 +105,8 @@ class FieldSpec:
         """Whether this field matters for a workload (``workload_kinds``: a size field of another
         does not, nor any size field for the user's own step)."""
         declared = workload_named(workload)
+        if self.kind == SETTINGS:  # the settings of the user's own step: none for a built-in one
+            return declared is None
         return declared.uses(self.name) if declared is not None else self.name not in SIZE_FIELDS
 
 
@@ -157,8 +161,14 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("channels", "Channels", "Channels of every convolution.",
               "conv: channels of every convolution", INT, MODEL),
     FieldSpec("dtype", "Precision",
-              "fp32 (TF32 off), tf32, bf16 autocast or fp16 autocast with a GradScaler.",
-              "precision", CHOICE, MODEL, choices=DTYPES),
+              "fp32 as a plain PyTorch loop runs it (PyTorch's default flags: TF32 off for matmuls, "
+              "on for cuDNN convolutions), fp32-ieee (TF32 off everywhere), tf32 (on everywhere), "
+              "bf16 autocast or fp16 autocast with a GradScaler.",
+              "precision: fp32 as a plain PyTorch loop runs it (the process's flags: PyTorch's "
+              "defaults), fp32-ieee (TF32 off for matmuls and convolutions), tf32 (TF32 on for "
+              "both), bf16 autocast, fp16 autocast with a GradScaler; with your own step only "
+              "fp32, bf16 or fp16 (autocast around its model and loss), and no dtype at all with a "
+              "whole step, which owns its precision", CHOICE, MODEL, choices=DTYPES),
     FieldSpec("optimizer", "Optimizer",
               "SGD (lr 0.1), Adam or AdamW (capturable=True in the graphed copy).", "optimizer",
               CHOICE, MODEL, choices=OPTIMIZERS),
@@ -222,6 +232,12 @@ FIELDS: tuple[FieldSpec, ...] = (
               f"pin the timing process to these CPUs, as taskset -c takes them ({CPU_LIST_EXAMPLE}); "
               "checked against the CPUs this machine allows (default: not pinned)", CPUS,
               MEASUREMENT, metavar="CPUS", empty="not pinned"),
+    FieldSpec("workload_args", "Settings of your step",
+              "Keyword parameters of your own step's build function, as NAME=VALUE.",
+              "a setting of your own step: a keyword parameter with a default of its build "
+              "function (def build(device, *, batch=32)), checked against its signature before "
+              "anything runs; repeat for several (default: the function's own defaults)",
+              SETTINGS, COMMAND_LINE_ONLY, option="--workload-arg", metavar="NAME=VALUE"),
     FieldSpec("nproc_per_node", "GPUs (data parallel)",
               "Train on this many GPUs at once with DistributedDataParallel, one process per GPU "
               "under torchrun: every rank is timed, with its communication and the straggler. "
@@ -372,6 +388,8 @@ def read_text(field: FieldSpec, text: str) -> Any:
         return tuple(dict.fromkeys([*ALWAYS_MEASURED, *names]))
     if field.kind == CPUS:
         return format_cpu_list(parse_cpu_list(text)) or None
+    if field.kind == SETTINGS:  # NAME=VALUE pairs separated by spaces, as format_value writes them
+        return tuple(read_setting(item) for item in text.split())
     if field.kind == WORKLOAD:
         if text in WORKLOADS or is_user_spec(text):
             return text
@@ -380,6 +398,15 @@ def read_text(field: FieldSpec, text: str) -> Any:
     if text in field.choices:  # CHOICE, PRESET
         return text
     raise ValueError(f"expected one of {', '.join(field.choices)}, got {quoted(text)}")
+
+
+def read_setting(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` (``--workload-arg batch=8``) as (name, value text); the value's kind comes
+    from the build function's signature, which the run checks before anything runs."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise ValueError(f"expected NAME=VALUE such as batch=8, got {quoted(text)}")
+    return name.strip(), value.strip()
 
 
 def parse_value(name: str, text: str) -> Any:
@@ -406,5 +433,7 @@ def format_value(name: str, value: Any) -> str:
         return "on" if value else "off"
     if kind == LIST:
         return ",".join(value)
+    if kind == SETTINGS:
+        return " ".join(f"{setting}={setting_value}" for setting, setting_value in value)
     return str(value)
 

@@ -36,6 +36,7 @@ DATE_FIELD = "date"
 # nor a setting, a run column or a key some indexed run has, is refused with the closest names.
 FIGURE_NAMES = (*(headline_key(mode, metric) for mode, metric in NAMED_FIGURES), "counters_match",
                 "nvml_available", "parity_max_abs_diff", "parity_max_rel_diff", "parity_steps",
+                "parity_noise_abs_diff",
                 "between_coverage_pct", headline_key("graph", "pays_back"))
 # ... and every per-mode figure (``<mode>_...``), the prediction's and the repeats' figures.
 FIGURE_PREFIXES = (*(f"{mode}_" for mode in MODE_NAMES), "prediction_", "predicted_",
