@@ -649,6 +649,8 @@ def one_time_costs(figures: Figures, facts: Mapping[str, Any], pay: PayBack | No
         ("break-even (see below)", pay.steps, "steps"),
         ("parity: max abs diff", number(facts, "parity_max_abs_diff"), ""),
         ("parity: max rel diff", number(facts, "parity_max_rel_diff"), ""),
+        ("parity: eager against a second eager replica", number(facts, "parity_noise_abs_diff"),
+         ""),
     ]
     for row in (overheads if overheads is not None else pd.DataFrame(
             columns=PROFILER_OVERHEAD_COLUMNS)).itertuples():

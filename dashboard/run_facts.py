@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from dashboard.analysis import float_column
-from profiler_core.spec import fields
+from profiler_core.spec import fields, numerics
 from profiler_core.spec.config import RunConfig, preset_text
 
 # The article's lessons, one line each, keyed by words in the counter's phase name.
@@ -92,33 +92,43 @@ def counter_lessons(counters: pd.DataFrame, config: RunConfig | None = None) -> 
 NOT_USED = "n/a (not used)"  # a setting that had no effect on a run, beside one where it had
 
 
-def _settings_text(config: RunConfig, auto_marked: bool) -> dict[str, str]:
+def _settings_text(config: RunConfig, auto_marked: bool,
+                   environment: dict[str, Any] | None = None) -> dict[str, str]:
     """The settings that applied to a run (``fields.applied_settings``: no other workload's
-    sizes, no graph-only setting on the CPU, the modes that ran) as text; automatic eager steps
-    and trials say "(auto)" when ``auto_marked``."""
+    sizes, no graph-only setting on the CPU, the modes that ran) as text, an own step's settings
+    one row each under their names, then the numerics flags the run recorded (``environment``);
+    automatic eager steps and trials say "(auto)" when ``auto_marked``."""
     values = fields.applied_settings(config)
     values["preset"] = preset_text(config)  # what the values are, not only what the run recorded
     values["modes"] = ", ".join(values["modes"])
+    settings = values.pop("workload_args", None) or {}
     text = {name: str(value) for name, value in values.items()}
+    text.update({name: str(value) for name, value in settings.items()})
     if auto_marked:
         for name in ("eager_iters", "trials"):
             if getattr(config, name) is None:
                 text[name] += " (auto)"
+    text.update(numerics.table_rows(environment or {}))
     return text
 
 
-def config_table(config: RunConfig) -> pd.DataFrame:
-    """The settings that applied to a run, one row each (setting, value)."""
-    values = _settings_text(config, auto_marked=True)
+def config_table(config: RunConfig, environment: dict[str, Any] | None = None) -> pd.DataFrame:
+    """The settings that applied to a run, one row each (setting, value), with the numerics
+    flags its step ran under when the run's ``environment`` is given."""
+    values = _settings_text(config, auto_marked=True, environment=environment)
     return pd.DataFrame({"setting": list(values), "value": list(values.values())})
 
 
-def configs_diff(configs: dict[str, RunConfig]) -> pd.DataFrame:
+def configs_diff(configs: dict[str, RunConfig],
+                 environments: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
     """Settings that differ between any of several configs, by the values the runs used (200
-    eager steps set by hand or automatically are the same): one row per setting, one column per
+    eager steps set by hand or automatically are the same), the numerics flags among them when
+    the runs' ``environments`` are given (by the same keys): one row per setting, one column per
     config (named by its key), values as text; a setting that had no effect on one run (a CPU
     run's replays, another workload's sizes) reads "n/a (not used)" there."""
-    values = {tag: _settings_text(config, auto_marked=False) for tag, config in configs.items()}
+    environments = environments or {}
+    values = {tag: _settings_text(config, auto_marked=False, environment=environments.get(tag))
+              for tag, config in configs.items()}
     names = list(dict.fromkeys(name for shown in values.values() for name in shown))
     order = {name: i for i, name in enumerate(RunConfig.__dataclass_fields__)}
     names.sort(key=lambda name: order.get(name, len(order)))
@@ -137,8 +147,9 @@ ENVIRONMENT_KEYS = ("gpu_name", "gpu_index", "device_type", "driver_version", "c
 
 
 def environment_table(environment: dict[str, Any]) -> pd.DataFrame:
+    """The run's environment, one row per item (its numerics flags are in the config table)."""
     keys = [k for k in ENVIRONMENT_KEYS if k in environment]
-    keys += [k for k in environment if k not in keys]
+    keys += [k for k in environment if k not in keys and k != numerics.ENVIRONMENT_KEY]
     return pd.DataFrame({"item": keys, "value": [str(environment[k]) for k in keys]})
 
 

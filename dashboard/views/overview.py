@@ -80,6 +80,13 @@ with right:
     if isinstance(match, bool):  # anything else says nothing about the counters
         st.caption("The article's counter lessons all matched." if match else
                     "A counter lesson did not match: see Counters.")
+    parity_verdict = h.get("parity_verdict")
+    if isinstance(parity_verdict, str) and parity_verdict:
+        shown = ui.escape_md(parity_verdict[0].upper() + parity_verdict[1:]) + "."
+        if h.get("parity_matches") is False:
+            st.warning(f"**Parity.** {shown}", icon=":material/difference:")
+        else:
+            st.caption(f"Parity: {shown}")
 
 st.subheader("Prediction before capture")
 if predict.has_prediction(h):
@@ -128,7 +135,7 @@ with left:
              empty="This run does not say which GPU and software it ran on.")
 with right:
     st.subheader("Configuration")
-    ui.table(run_facts.config_table(run.config), f"{run.name}-config.csv", key="overview_config",
+    ui.table(run_facts.config_table(run.config, run.environment), f"{run.name}-config.csv", key="overview_config",
              label="config CSV")
 
 ui.notes(run)

@@ -277,7 +277,8 @@ else:
                + "; ".join(f"{ui.escape_md(r)}: {ui.escape_md(t)}"
                            for r, t in zip(methods["run"], methods["timed_by"])) + ".")
 st.markdown("**Settings that differ**")
-diff = run_facts.configs_diff({tag: run.config for tag, run in loaded.items()})
+diff = run_facts.configs_diff({tag: run.config for tag, run in loaded.items()},
+                              {tag: run.environment for tag, run in loaded.items()})
 if diff.empty:
     st.caption("All these runs used the same settings.")
 else:

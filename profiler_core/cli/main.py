@@ -34,6 +34,8 @@ from profiler_core.spec.errors import (
     TimeLimitReached,
     kind_and_exit_code,
 )
+from profiler_core.spec.numerics import ENVIRONMENT_KEY as NUMERICS_KEY
+from profiler_core.spec.numerics import summary_line as numerics_summary_line
 from profiler_core.spec.workload_kinds import workload_of
 
 if TYPE_CHECKING:  # pandas and the run's reader are imported when a command needs them
@@ -66,7 +68,9 @@ TIMING_LABELS = {
 def _workload_text(config) -> str:
     workload = workload_of(config)
     if workload is None:
-        return f"your step {config.workload}, {config.dtype}"
+        settings = ", ".join(f"{name}={value}" for name, value in config.workload_args)
+        return (f"your step {config.workload}" + (f" ({settings})" if settings else "")
+                + (f", {config.dtype} autocast" if config.dtype in ("bf16", "fp16") else ""))
     return f"{workload.describe(config)}, {config.dtype}, {config.optimizer}"
 
 
@@ -86,6 +90,7 @@ def format_summary(result: RunResult) -> str:
         f"Workload: {_workload_text(config)}; warm-up {config.warmup_iters}, "
         f"{config.capture_iters} step(s) per graph, {config.replays} replays, "
         f"{config.total_eager_iters} eager steps, {config.trial_count} interleaved trials",
+        numerics_summary_line(env.get(NUMERICS_KEY) or {}),
         "",
         "Counters (the article's static_counter lessons)",
     ]
@@ -124,7 +129,9 @@ def format_summary(result: RunResult) -> str:
                   f"{figures.of_mode('eager').get('peak_bytes', 0) / 2**20:.1f} MiB / graph "
                   f"{graph.get('peak_bytes', 0) / 2**20:.1f} MiB, break-even "
                   f"{pay_back_text(pair.pays_back, pair.break_even_steps)}"]
-        if "parity_max_abs_diff" in head:
+        if "parity_verdict" in head:
+            lines.append(f"Parity: {head['parity_verdict']}")
+        elif "parity_max_abs_diff" in head:  # a run saved before the check had a control replica
             lines.append(f"Parity after {head['parity_steps']} steps (dropout off): max |diff| "
                          f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
         lines += prediction_lines(head, figures)

@@ -12,11 +12,17 @@ import sys
 
 from profiler_core.cli import parser as cli
 from profiler_core.spec import hostinfo
-from profiler_core.spec.config import is_user_spec
+from profiler_core.spec.config import RunConfig, is_user_spec
 from profiler_core.spec.errors import ERROR_KINDS, ConfigError, NoCudaError
 from profiler_core.spec.progress import Progress
 from profiler_core.sweep.analysis import format_sweep
-from profiler_core.sweep.plan import DEFAULT_THRESHOLD, PointTrials, SweepPlan, parse_param
+from profiler_core.sweep.plan import (
+    DEFAULT_THRESHOLD,
+    PointTrials,
+    SweepAxis,
+    SweepPlan,
+    parse_param,
+)
 from profiler_core.sweep.runner import (
     ProgressCallback,
     SweepProgress,
@@ -35,12 +41,32 @@ def plan_from_args(args: argparse.Namespace) -> SweepPlan:
     if not args.param:
         raise ConfigError("param", "a sweep needs at least one --param NAME=VALUES",
                           "e.g. --param batch=1:1024:x2")
-    axes = tuple(parse_param(text) for text in args.param)
+    base = cli.config_from_args(args)
+    axes = tuple(parse_param(text, base.workload) for text in args.param)
+    if is_user_spec(base.workload):
+        axes, base = _typed_settings(axes, base)
     defaults = PointTrials()
     trials = PointTrials(**{name: getattr(args, name) if getattr(args, name, None) is not None
                             else getattr(defaults, name) for name in defaults.to_dict()})
     threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
-    return SweepPlan(axes, cli.config_from_args(args), trials, threshold)
+    return SweepPlan(axes, base, trials, threshold)
+
+
+def _typed_settings(axes: tuple[SweepAxis, ...], base: RunConfig
+                    ) -> tuple[tuple[SweepAxis, ...], RunConfig]:
+    """The own step's swept and given settings checked against its build function's signature
+    and converted to their kinds, before the plan is made (every point's config then holds
+    exactly what its run records)."""
+    from profiler_core.engine.user_workload import check_settings, with_checked_settings  # torch
+
+    typed = []
+    for axis in axes:
+        if axis.setting:
+            values = tuple(check_settings(base.workload, {axis.name: value})[0][1]
+                           for value in axis.values)
+            axis = SweepAxis(axis.name, values, setting=True)
+        typed.append(axis)
+    return tuple(typed), with_checked_settings(base)
 
 
 def _check_machine(plan: SweepPlan) -> None:

@@ -140,8 +140,10 @@ def user_code_error(spec: str, error: BaseException, stage: str = "") -> Workloa
         call = _tool_call(error)
         location = f" while the tool ran {call}" if call else ""
     during = f" {stage}" if stage else ""
-    return WorkloadError(f"your step {spec}{during} {_what_was_raised(error)}{location}",
-                         "the error is in your step, not in the tool: fix it there")
+    hint = "the error is in your step, not in the tool: fix it there"
+    if isinstance(error, ModuleNotFoundError) and error.name:
+        hint = f"install {error.name} in this Python environment (or point --workload elsewhere)"
+    return WorkloadError(f"your step {spec}{during} {_what_was_raised(error)}{location}", hint)
 
 
 def _hint() -> str:

@@ -183,7 +183,10 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
     except Exception as error:  # noqa: BLE001 - whatever a damaged file raises, list it, never crash
         run["problem"] = clean_text(f"{type(error).__name__}: {error}"[:500])
     else:
-        config_rows = {**summary.config.to_dict(), "preset": preset_label(summary.config)}
+        # an own step's settings under their own names (filterable as batch=8); no built-in size
+        # field applies to an own step, and no setting may take the name of one that does
+        config_rows = {**summary.config.to_dict(), "preset": preset_label(summary.config),
+                       **summary.config.settings}
         run["complete"] = int(summary.complete)
         for key in ("started_at", "finished_at", "gpu_name", "device_type", "torch_version",
                     "cuda_version", "driver_version"):

@@ -1,6 +1,7 @@
 """A sweep's plan: which settings it varies over which values, and the config of every point.
 
-Scope: the value grammar (``batch=1:1024:x2``, ``dtype=fp32,bf16``, ``modes=graph,compile``),
+Scope: the value grammar (``batch=1:1024:x2``, ``dtype=fp32,bf16``, ``modes=graph,compile``; for
+the user's own step, any setting of its build function: ``--param batch=1:64:x2``),
 :class:`SweepAxis`, the shorter trials every point runs (:class:`PointTrials`) and
 :class:`SweepPlan` (frozen), whose every point's ``RunConfig`` is built when the plan is: a plan
 that exists is one whose every point can run; a bad value raises ``ConfigError`` naming the point
@@ -18,7 +19,9 @@ from typing import Any
 from profiler_core.spec.config import (
     DTYPES,
     INT_LIMITS,
+    SETTING_NAME_PATTERN,
     RunConfig,
+    SettingValue,
     changed_from_preset,
     is_user_spec,
 )
@@ -52,6 +55,15 @@ MAX_POINTS = 2_000  # about 100 minutes at 20 points a minute
 DEFAULT_THRESHOLD = 1.1
 THRESHOLD_LIMITS = (1.0, 100.0)
 RANGE_EXAMPLE = "a list such as 1,8,64 or a range such as 1:1024:x2 (x: multiply, +: add)"
+# Names a setting of the user's own step may not take as a sweep axis: the columns a sweep's
+# tables hold beside the axes (points.csv, point_modes.csv, the analysis's tables).
+RESERVED_AXIS_NAMES = frozenset({
+    "index", "status", "run", "error_kind", "error_message", "mode", "series", "x", "median_ms",
+    "speedup", "speedup_ci_low", "speedup_ci_high", "one_time_ms", "memory_bytes", "memory_mib",
+    "eager_median_ms", "graph_median_ms", "eager_gpu_busy_ms", "graph_gpu_busy_ms", "floor_ms",
+    "capture_ms", "graph_pool_bytes", "break_even_steps", "predicted_speedup",
+    "predicted_speedup_error_pct", "elapsed_s", "saving_ms", "graph_ms", "eager_ms", "crossover",
+    "direction", "below_x", "above_x", "text", "mode_ms", "predicted"})
 
 
 def parameter_name(text: str) -> str:
@@ -179,12 +191,45 @@ def parse_values(name: str, text: str) -> tuple:
     return tuple(dict.fromkeys(values))
 
 
-def parse_param(text: str) -> SweepAxis:
-    """``--param NAME=VALUES`` as an axis."""
+def _setting_item(text: str) -> SettingValue:
+    """One listed value of an own step's setting: a whole number, a number or text (the
+    setting's kind, from the build function's signature, converts it before the sweep runs)."""
+    text = text.strip()
+    if text.lstrip("+-").isascii() and text.lstrip("+-").isdigit():
+        return int(text)
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
+
+
+def parse_setting_values(name: str, text: str) -> tuple:
+    """The values of an own step's setting: a range of whole numbers as ``parse_values`` reads
+    one, or a list of numbers or texts."""
+    text = str(text).strip()
+    if not text:
+        raise _refuse(name, "no values given")
+    if ":" in text:
+        return tuple(_range_values(name, text))
+    return tuple(dict.fromkeys(_setting_item(item) for item in text.split(",") if item.strip()))
+
+
+def is_setting_axis(name: str, workload: str) -> bool:
+    """Whether a swept name is a setting of the user's own step: every name but the parameters
+    that apply to any workload (dtype, capture_iters, modes) when the workload is an own step."""
+    return is_user_spec(workload) and ALIASES.get(name.lower(), name.lower()) not in _ANY_WORKLOAD
+
+
+def parse_param(text: str, workload: str = "") -> SweepAxis:
+    """``--param NAME=VALUES`` as an axis; for the user's own step (``workload``), NAME may be
+    any setting of its build function."""
     name, sep, values = str(text).partition("=")
     if not sep:
         raise ConfigError("param", f"expected NAME=VALUES, got {str(text)[:60]!r}",
                           "e.g. --param batch=1:1024:x2 or --param dtype=fp32,bf16")
+    if is_setting_axis(name.strip(), workload):
+        return SweepAxis(name.strip(), parse_setting_values(name.strip(), values), setting=True)
     name = parameter_name(name)
     return SweepAxis(name, parse_values(name, values))
 
@@ -195,16 +240,27 @@ class SweepAxis:
 
     name: str
     values: tuple
+    setting: bool = False  # a setting of the user's own step (its build function's parameter)
 
     def __post_init__(self) -> None:
-        if self.name not in PARAMETERS:
+        if self.setting:
+            if not SETTING_NAME_PATTERN.fullmatch(self.name) or self.name in RESERVED_AXIS_NAMES:
+                raise ConfigError("param", f"cannot sweep a setting named {shown(self.name)!r}",
+                                  "settings are keyword parameters of your build function; "
+                                  f"these names are taken by the sweep's tables: "
+                                  f"{', '.join(sorted(RESERVED_AXIS_NAMES))}")
+        elif self.name not in PARAMETERS:
             raise ConfigError("param", f"cannot sweep {self.name!r}",
                               f"choose among {', '.join(PARAMETERS)}")
         if not self.values:
             raise _refuse(self.name, "no values given")
         if len(set(self.values)) != len(self.values):
             raise _refuse(self.name, "a value is given twice", "name each value once")
-        if self.numeric:
+        if self.setting:
+            for value in self.values:
+                if not isinstance(value, (bool, int, float, str)):
+                    raise _refuse(self.name, f"expected numbers or texts, got {quoted(value)}")
+        elif self.numeric:
             low, high = _limits(self.name)
             for value in self.values:
                 if isinstance(value, bool) or not isinstance(value, int):
@@ -215,6 +271,8 @@ class SweepAxis:
 
     @property
     def numeric(self) -> bool:
+        if self.setting:
+            return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.values)
         return self.name not in TEXT_PARAMETERS
 
     @property
@@ -223,7 +281,10 @@ class SweepAxis:
         return self.numeric and min(self.values) > 0 and max(self.values) / min(self.values) >= 8
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "values": list(self.values)}
+        values: dict[str, Any] = {"name": self.name, "values": list(self.values)}
+        if self.setting:
+            values["setting"] = True
+        return values
 
 
 @dataclass(frozen=True)
@@ -266,7 +327,9 @@ def point_folder_name(index: int) -> str:
     return f"point-{index:03d}"
 
 
-def _fields_for(axis: str, workload: str) -> tuple[str, ...]:
+def _fields_for(axis: str, workload: str, setting: bool = False) -> tuple[str, ...]:
+    if setting:
+        return (f"workload_args.{axis}",)
     if axis in _ANY_WORKLOAD:
         return _ANY_WORKLOAD[axis]
     declared = workload_named(workload)  # each workload declares its sweep axes
@@ -300,10 +363,15 @@ class SweepPlan:
         workload = self.base.workload
         touched: dict[str, str] = {}
         for axis in self.axes:
-            fields = _fields_for(axis.name, workload)
+            if axis.setting and not is_user_spec(workload):
+                raise ConfigError("param", f"{axis.name} is a setting of your own step, and "
+                                           f"{workload} is a built-in workload",
+                                  "sweep a setting with --workload package.module:function")
+            fields = _fields_for(axis.name, workload, axis.setting)
             if not fields:
-                where = "your own step sets its own sizes" if is_user_spec(workload) else (
-                    f"the {workload} workload has no {axis.name}")
+                where = ("your own step's sizes are its build function's settings: sweep one of "
+                         "those by its name" if is_user_spec(workload) else
+                         f"the {workload} workload has no {axis.name}")
                 raise ConfigError("param", f"{axis.name} changes nothing here: {where}",
                                   "sweep batch, width, hidden_layers, dtype, capture_iters or "
                                   "modes, or pick the workload it belongs to (--preset transformer "
@@ -332,10 +400,17 @@ class SweepPlan:
         for axis in self.axes:
             combos = [combo + ((axis.name, value),) for combo in combos for value in axis.values]
         trials = self.point_trials.to_dict()
+        settings_axes = {axis.name for axis in self.axes if axis.setting}
         for index, combo in enumerate(combos):
             changes: dict[str, Any] = dict(trials)
+            settings = self.base.settings
             for name, value in combo:
-                changes.update(_point_changes(name, value, self.base.workload))
+                if name in settings_axes:
+                    settings[name] = value
+                else:
+                    changes.update(_point_changes(name, value, self.base.workload))
+            if settings_axes:
+                changes["workload_args"] = settings
             label = ", ".join(f"{n}={v}" for n, v in combo)
             try:
                 config = self.base.replace(**changes)
@@ -369,7 +444,8 @@ class SweepPlan:
     def from_dict(cls, values: Mapping[str, Any]) -> SweepPlan:
         """A plan saved in sweep.json; ``RunFormatError`` if it is not one."""
         try:
-            axes = tuple(SweepAxis(str(a["name"]), tuple(a["values"])) for a in values["axes"])
+            axes = tuple(SweepAxis(str(a["name"]), tuple(a["values"]), a.get("setting") is True)
+                         for a in values["axes"])
             trials = PointTrials(**values["point_trials"])
             return cls(axes, RunConfig.from_dict(values["base"]), trials, float(values["threshold"]))
         except ConfigError as error:

@@ -1,0 +1,34 @@
+"""Own steps in the whole-step form, for the CPU tests: a step with accumulation over
+micro-batches and gradient clipping (settings: batch, micro_batches, clip), and one whose module
+sets numerics flags at import and records the flags its step sees."""
+
+import torch
+from torch import nn
+
+CALLS: list[int] = []  # one entry per call of accumulating's step: its batch size
+
+
+def accumulating(device, *, batch: int = 8, micro_batches: int = 2, clip: float = 1.0,
+                 width: int = 32):
+    """zero_grad, a loss over ``micro_batches`` micro-batches, backward on each, clipping and the
+    optimizer step: all inside the user's own step."""
+    model = nn.Sequential(nn.Linear(16, width), nn.ReLU(), nn.Linear(width, 4)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def draw(generator):
+        return {"x": torch.randn(batch, 16, device=device, generator=generator),
+                "y": torch.randn(batch, 4, device=device, generator=generator)}
+
+    def step(data):
+        CALLS.append(data["x"].shape[0])
+        optimizer.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=device)
+        for x, y in zip(data["x"].chunk(micro_batches), data["y"].chunk(micro_batches)):
+            loss = nn.functional.mse_loss(model(x), y) / micro_batches
+            loss.backward()
+            total = total + loss.detach()
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        return total
+
+    return {"step": step, "batch": draw, "model": model, "optimizer": optimizer}
