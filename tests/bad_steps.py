@@ -261,3 +261,10 @@ class HangsInForward(nn.Module):
 
 def hangs_in_forward(device):
     return {"model": HangsInForward().to(device), "batch": _batch(device)}
+
+
+def capturable_on_cpu(device):
+    """AdamW with capturable=True whatever the device: the docs' old snippet, which fails on a CPU."""
+    model = nn.Linear(16, 4).to(device)
+    return {"model": model, "batch": _batch(device),
+            "optimizer": torch.optim.AdamW(model.parameters(), capturable=True)}

@@ -37,6 +37,7 @@ from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.engine import runner, telemetry
 from profiler_core.engine.counters import predicted_counters
 from profiler_core.engine.modes import REGISTRY, Prepared
+from profiler_core.engine.parity import ParityCheck
 from profiler_core.engine.profiling import ProfiledWindow
 from profiler_core.engine.telemetry import NvmlCapability, PhaseRecorder
 from profiler_core.spec import schema
@@ -585,4 +586,7 @@ def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: Pro
         progress.start_phase("parity")
         if raw.stop == "parity":
             raise KeyboardInterrupt
-        state.headline.update(runner._parity_figures(config, *raw.parity))
+        max_abs, scale = raw.parity
+        state.headline.update(ParityCheck(
+            "graph", config.parity_steps * config.capture_iters, max_abs,
+            max_abs / scale if scale > 0 else math.nan, 0.0, "0.weight", scale).headline())

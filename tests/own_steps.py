@@ -32,3 +32,31 @@ def accumulating(device, *, batch: int = 8, micro_batches: int = 2, clip: float 
         return total
 
     return {"step": step, "batch": draw, "model": model, "optimizer": optimizer}
+
+
+def scaled_fp16(device, *, outside: bool = False):
+    """fp16 autocast with a GradScaler: its step and update inside the step (capture refuses the
+    scaler's host read) or, with ``outside``, in after_step (outside the graph)."""
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler(device.type)
+
+    def draw(generator):
+        return (torch.randn(32, 64, device=device, generator=generator),
+                torch.randn(32, 8, device=device, generator=generator))
+
+    def update():
+        scaler.step(optimizer)
+        scaler.update()
+
+    def step(data):
+        x, y = data
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.float16, cache_enabled=False):
+            loss = nn.functional.mse_loss(model(x).float(), y)
+        scaler.scale(loss).backward()
+        if not outside:
+            update()
+
+    parts = {"step": step, "batch": draw, "model": model, "optimizer": optimizer}
+    return {**parts, "after_step": update} if outside else parts

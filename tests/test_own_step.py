@@ -203,3 +203,11 @@ def test_the_numerics_readers_cover_every_declared_flag():
     assert flags["matmul_allow_tf32"] in (True, False)
     assert declared_numerics.summary_line({**flags, "cudnn_benchmark": True}).startswith(
         "numerics flags: cudnn_benchmark True (default False)")
+
+
+def test_a_capturable_optimizer_on_the_cpu_says_what_to_change(tmp_path, capsys):
+    assert main(["run", "--workload", "tests.bad_steps:capturable_on_cpu", "--out",
+                 str(tmp_path / "r"), *CPU]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "build the optimizer with capturable=(device.type == 'cuda')" in err, err
+    assert "the error is in your step" not in err

@@ -469,19 +469,14 @@ def _command_bench(args) -> int:
                                     f"got {args.rounds:,}", "6 rounds give a usable interval")
     from profiler_core.orchestration.bench import BENCH_CONFIGS
 
-    names = [name.strip() for name in args.configs.split(",") if name.strip()]
-    unknown = [name for name in names if name not in BENCH_CONFIGS]
-    if not names or unknown:
-        raise ConfigError("configs", f"configs must name some of {', '.join(BENCH_CONFIGS)}; got "
-                                     f"{args.configs!r}", "separate several with commas")
+    configs = _bench_configs(args, BENCH_CONFIGS)
     import torch
 
     if not torch.cuda.is_available():
         raise NoCudaError("the benchmark needs a CUDA device (torch.cuda.is_available() is False)",
                           "run it on a machine with an NVIDIA GPU and a CUDA build of torch")
     bar = cli.BarProgress()
-    tables = run_benchmark(args.rounds, {name: BENCH_CONFIGS[name] for name in names}, progress=bar,
-                           quiet_tool=args.quiet_tool)
+    tables = run_benchmark(args.rounds, configs, progress=bar, quiet_tool=args.quiet_tool)
     bar.close()
     print(format_benchmark(tables))
     if args.out:
@@ -491,6 +486,31 @@ def _command_bench(args) -> int:
             frame.to_csv(out / f"bench_{name}.csv", index=False)
         print(f"\nWrote {out}")
     return 0
+
+
+def _bench_configs(args, known: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The configs ``bench`` compares: the named reference configs, or the user's own step
+    (``--workload`` with its ``--workload-arg`` settings, checked against its signature), which
+    the bare loop builds from the same function and runs as a user's loop does."""
+    if args.workload is not None:
+        if not is_user_spec(args.workload):
+            raise ConfigError("workload", f"bench --workload takes your own step, "
+                                          f"package.module:function; got {args.workload!r}",
+                              "the built-in steps are the reference configs (--configs)")
+        from profiler_core.engine.user_workload import check_settings
+
+        settings = check_settings(args.workload, dict(args.workload_arg or []))
+        options = ["--workload", args.workload]
+        for name, value in settings:
+            options += ["--workload-arg", f"{name}={value}"]
+        label = " ".join([args.workload, *(f"{name}={value}" for name, value in settings)])
+        return {label: options}
+    names = [name.strip() for name in args.configs.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if not names or unknown:
+        raise ConfigError("configs", f"configs must name some of {', '.join(known)}; got "
+                                     f"{args.configs!r}", "separate several with commas")
+    return {name: known[name] for name in names}
 
 
 def _command_serve(args) -> int:

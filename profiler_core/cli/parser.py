@@ -207,6 +207,14 @@ def build_parser() -> _Parser:
     bench.add_argument("--configs", default=",".join(BENCH_CONFIG_NAMES),
                        help="comma-separated reference configs (default: all of "
                             f"{', '.join(BENCH_CONFIG_NAMES)})")
+    bench.add_argument("--workload", metavar="package.module:function",
+                       help="your own step instead of the reference configs: the tool's default "
+                            "run of it against a bare loop over the same build function (its "
+                            "whole step as it is, or the loop a user writes around its parts)")
+    bench.add_argument("--workload-arg", action="append", metavar="NAME=VALUE",
+                       type=_argparse_type(fields.read_setting),
+                       help="a setting of your own step (a keyword parameter of its build "
+                            "function); repeat for several")
     bench.add_argument("--quiet-tool", action="store_true",
                        help="a fourth process per round: the tool with the profiler, NVML and "
                             "parity off, to tell where a gap to the bare loop comes from")

@@ -67,6 +67,13 @@ class ParityCheck:
         return (f"{self.mode} differs from eager beyond eager's own run-to-run difference: {cause} "
                 f"changed the numerics (worst parameter {self.worst_parameter}; {figures})")
 
+    def headline(self) -> dict[str, object]:
+        """The graph's check as the headline's facts (the other modes' go to metrics.csv)."""
+        return {"parity_steps": self.steps, "parity_max_abs_diff": self.max_abs_diff,
+                "parity_max_rel_diff": self.max_rel_diff,
+                "parity_noise_abs_diff": self.noise_abs_diff, "parity_matches": self.matches,
+                "parity_worst_parameter": self.worst_parameter, "parity_verdict": self.verdict()}
+
     def figures(self) -> dict[str, float]:
         """The check as metrics.csv figures of its mode (1.0/0.0 for whether it matches)."""
         return {"parity_steps": float(self.steps), "parity_max_abs_diff": self.max_abs_diff,

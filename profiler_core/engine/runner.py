@@ -208,12 +208,7 @@ def _parity(config: RunConfig, device: torch.device, batches, state: _RunState,
     for check in checks:
         state.notes.append(f"parity: {check.verdict()}")
         if check.mode == "graph":
-            state.headline.update(parity_steps=check.steps, parity_max_abs_diff=check.max_abs_diff,
-                                  parity_max_rel_diff=check.max_rel_diff,
-                                  parity_noise_abs_diff=check.noise_abs_diff,
-                                  parity_matches=check.matches,
-                                  parity_worst_parameter=check.worst_parameter,
-                                  parity_verdict=check.verdict())
+            state.headline.update(check.headline())
         else:
             figures[check.mode].update(check.figures())
     state.tables["metrics"] = coerce_table("metrics", metrics.build(modes_table, stats_table, figures))

@@ -143,7 +143,18 @@ def user_code_error(spec: str, error: BaseException, stage: str = "") -> Workloa
     hint = "the error is in your step, not in the tool: fix it there"
     if isinstance(error, ModuleNotFoundError) and error.name:
         hint = f"install {error.name} in this Python environment (or point --workload elsewhere)"
+    for marker, known_fix in KNOWN_CAUSES:
+        if marker in str(error):
+            hint = known_fix
     return WorkloadError(f"your step {spec}{during} {_what_was_raised(error)}{location}", hint)
+
+
+# What torch says when the user's object cannot do what the tool asked of it, and what to change.
+KNOWN_CAUSES = (
+    ("If capturable=True, params and state_steps must be on supported devices",
+     "capturable=True needs the parameters on a CUDA device: build the optimizer with "
+     "capturable=(device.type == 'cuda'), so that the same step also runs on the CPU"),
+)
 
 
 def _hint() -> str:

@@ -1,18 +1,28 @@
 """A bare training loop, written out by hand as a user would, for the benchmark to compare with.
 
 It imports nothing from this tool (run it as a file: ``python profiler_core/timing/bare_loop.py
---batch 640 ...``), times the article's MLP step eagerly and as a captured CUDA graph in
-alternating blocks (ABBA), and prints one JSON object: the median time per step, per mode.
+--batch 640 ...``), times a training step eagerly and as a captured CUDA graph in alternating
+blocks (ABBA), and prints one JSON object: the median time per step, per mode. The step is the
+article's MLP step, or the user's own (``--workload package.module:function`` with
+``--workload-arg NAME=VALUE``): their whole ``step(batch)`` as it is, or their model, loss and
+optimizer in the loop a user writes. It sets no numerics flag but what ``--dtype`` names for the
+MLP (tf32: TF32 on; fp32-ieee: off): PyTorch's defaults, or whatever the user's module sets.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import json
+import os
 import statistics
 import sys
+from typing import Any
 
 import torch
+
+BATCHES = 8  # distinct batches drawn once, cycled through (as the tool does)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -23,7 +33,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--d-out", type=int, default=1024)
     parser.add_argument("--hidden-layers", type=int, default=1)
     parser.add_argument("--dropout", type=float, nargs=2, default=(0.2, 0.1))
-    parser.add_argument("--dtype", choices=("fp32", "tf32", "bf16"), default="fp32")
+    parser.add_argument("--dtype", choices=("fp32", "fp32-ieee", "tf32", "bf16"), default="fp32")
+    parser.add_argument("--workload", help="package.module:function, the user's own step")
+    parser.add_argument("--workload-arg", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--warmup-iters", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=200, help="timed iterations per mode")
     parser.add_argument("--blocks", type=int, default=10, help="blocks per mode, alternating")
@@ -32,66 +44,145 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str]) -> int:
-    args = parse(argv)
-    device = torch.device(args.device)
-    torch.cuda.set_device(device)
-    torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
-    torch.backends.cudnn.allow_tf32 = args.dtype == "tf32"
-    autocast = args.dtype == "bf16"
+def clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {key: clone(item) for key, item in value.items()}
+    return type(value)(clone(item) for item in value)
 
-    def build():
+
+def copy_into(static: Any, value: Any) -> None:
+    if isinstance(static, torch.Tensor):
+        static.copy_(value)
+    elif isinstance(static, dict):
+        for key in static:
+            copy_into(static[key], value[key])
+    else:
+        for mine, new in zip(static, value):
+            copy_into(mine, new)
+
+
+def settings_of(build, texts: list[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` as the build function's keyword arguments, typed like their defaults."""
+    defaults = {p.name: p.default for p in inspect.signature(build).parameters.values()}
+    settings: dict[str, Any] = {}
+    for text in texts:
+        name, _, value = text.partition("=")
+        kind = type(defaults[name])
+        if kind is bool:
+            settings[name] = value.strip().lower() in ("1", "true", "on", "yes")
+        else:
+            settings[name] = kind(value)
+    return settings
+
+
+def users_step(args: argparse.Namespace, device: torch.device):
+    """(a function that builds one replica and returns its step(batch), the batches) for the
+    user's own step: their whole step as it is, or the loop a user writes around their parts."""
+    if "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # importable from the current folder, as for python -m
+    module_name, function_name = args.workload.split(":")
+    build = getattr(importlib.import_module(module_name), function_name)
+    settings = settings_of(build, args.workload_arg)
+
+    def replica():
+        torch.manual_seed(args.seed)  # every replica from the same weights, as the tool does
+        parts = build(device, **settings)
+        if parts.get("step") is not None:
+            return parts["step"], parts
+        model, loss_fn = parts["model"], parts.get("loss") or torch.nn.MSELoss()
+        optimizer = parts.get("optimizer") or torch.optim.SGD(model.parameters(), lr=0.01)
+
+        def step(batch):
+            x, y = batch
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        return step, {**parts, "optimizer": optimizer, "zero_grad": True}
+
+    generator = torch.Generator(device=device).manual_seed(args.seed)
+    draw = replica()[1]["batch"]
+    return replica, [draw(generator) for _ in range(BATCHES)]
+
+
+def mlp_step(args: argparse.Namespace, device: torch.device):
+    """(a replica builder, the batches) for the article's MLP step."""
+    if args.dtype in ("tf32", "fp32-ieee"):
+        torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
+        torch.backends.cudnn.allow_tf32 = args.dtype == "tf32"
+    autocast = args.dtype == "bf16"
+    loss_fn = torch.nn.MSELoss()
+
+    def replica():
         torch.manual_seed(args.seed)
         layers = [torch.nn.Linear(args.d_in, args.hidden), torch.nn.Dropout(args.dropout[0])]
         for _ in range(args.hidden_layers - 1):
             layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.ReLU()]
         layers += [torch.nn.Linear(args.hidden, args.d_out), torch.nn.Dropout(args.dropout[1])]
         model = torch.nn.Sequential(*layers).to(device)
-        return model, torch.optim.SGD(model.parameters(), lr=0.1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        counter = torch.zeros(1, device=device)
 
-    loss_fn = torch.nn.MSELoss()
+        def step(batch):
+            x, y = batch
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast, cache_enabled=False):
+                loss = loss_fn(model(x).float(), y)
+            loss.backward()
+            optimizer.step()
+            counter[0] += 1.0  # the article's static_counter
+        return step, {"optimizer": optimizer, "zero_grad": True}
+
     generator = torch.Generator(device=device).manual_seed(args.seed)
     data = [(torch.randn(args.batch, args.d_in, device=device, generator=generator),
              torch.randn(args.batch, args.d_out, device=device, generator=generator))
-            for _ in range(8)]
+            for _ in range(BATCHES)]
+    return replica, data
 
-    def train_step(model, optimizer, counter, x, y):
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast, cache_enabled=False):
-            loss = loss_fn(model(x).float(), y)
-        loss.backward()
-        optimizer.step()
-        counter[0] += 1.0  # the article's static_counter
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    device = torch.device(args.device)
+    torch.cuda.set_device(device)
+    replica, data = users_step(args, device) if args.workload else mlp_step(args, device)
+
+    def zero(parts) -> None:
+        if parts.get("zero_grad") and parts.get("optimizer") is not None:
+            parts["optimizer"].zero_grad(set_to_none=True)
+
+    def after(parts) -> None:
+        if parts.get("after_step") is not None:
+            parts["after_step"]()
 
     # Eager.
-    eager_model, eager_optimizer = build()
-    eager_counter = torch.zeros(1, device=device)
+    eager_step, eager_parts = replica()
 
     def eager_iteration(i: int) -> None:
-        eager_optimizer.zero_grad(set_to_none=True)
-        train_step(eager_model, eager_optimizer, eager_counter, *data[i % 8])
+        zero(eager_parts)
+        eager_step(data[i % BATCHES])
+        after(eager_parts)
 
-    # Graph, as in the article: warm-up on a side stream, grads to None, capture.
-    graph_model, graph_optimizer = build()
-    graph_counter = torch.zeros(1, device=device)
-    static_x, static_y = data[0][0].clone(), data[0][1].clone()
+    # Graph, as in the article: warm-up on a side stream, grads to None, capture, replay.
+    graph_step, graph_parts = replica()
+    static = clone(data[0])
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
         for i in range(args.warmup_iters):
-            graph_optimizer.zero_grad(set_to_none=True)
-            static_x.copy_(data[i % 8][0])
-            static_y.copy_(data[i % 8][1])
-            train_step(graph_model, graph_optimizer, graph_counter, static_x, static_y)
+            zero(graph_parts)
+            copy_into(static, data[i % BATCHES])
+            graph_step(static)
+            after(graph_parts)
     torch.cuda.current_stream(device).wait_stream(side)
-    graph_optimizer.zero_grad(set_to_none=True)
+    if graph_parts.get("optimizer") is not None:
+        graph_parts["optimizer"].zero_grad(set_to_none=True)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        train_step(graph_model, graph_optimizer, graph_counter, static_x, static_y)
+        graph_step(static)
 
     def graph_iteration(i: int) -> None:
-        static_x.copy_(data[i % 8][0])
-        static_y.copy_(data[i % 8][1])
+        copy_into(static, data[i % BATCHES])
         graph.replay()
+        after(graph_parts)
 
     loops = {"eager": eager_iteration, "graph": graph_iteration}
     for iteration in loops.values():  # untimed warm-up, as any benchmark does
@@ -117,6 +208,8 @@ def main(argv: list[str]) -> int:
         f"{mode}_ms": statistics.median(values) for mode, values in ms_per_step.items()}
     result.update({f"{mode}_mean_ms": statistics.fmean(values) for mode, values in ms_per_step.items()})
     result["torch_version"] = str(torch.__version__)
+    result["cudnn_allow_tf32"] = str(torch.backends.cudnn.allow_tf32)
+    result["matmul_allow_tf32"] = str(torch.backends.cuda.matmul.allow_tf32)
     print(json.dumps(result))
     return 0
 
