@@ -6,7 +6,9 @@ changed numerics from eager's own noise."""
 from __future__ import annotations
 
 import csv
+import json
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -127,6 +129,7 @@ def test_settings_belong_to_an_own_step_only():
         RunConfig(workload="mlp", workload_args={"batch": 8})
 
 
+@pytest.mark.usefixtures("fresh_app_state")
 def test_an_own_step_is_swept_over_its_batch_setting_and_indexed(tmp_path, capsys):
     out = tmp_path / "runs" / "sweep-batch"
     assert main(["sweep", "--workload", ACCUMULATING, "--param", "batch=4,8", "--device", "cpu",
@@ -141,6 +144,26 @@ def test_an_own_step_is_swept_over_its_batch_setting_and_indexed(tmp_path, capsy
     assert main(["index", "--runs", str(tmp_path / "runs"), "--where", "batch=8"]) == 0
     listed = capsys.readouterr().out
     assert "point-001" in listed and "point-000" not in listed
+    # the Sweep page reads the setting as its axis
+    at = _sweep_page(tmp_path / "runs")
+    assert not at.exception, [e.value for e in at.exception]
+    at.selectbox(key="sweep_open").select("sweep-batch").run()
+    medians = json.loads(at.get_by_key("sweep_medians").proto.spec)
+    assert medians["layout"]["xaxis"]["title"]["text"].startswith("batch")
+    table = next(df.value for df in at.dataframe if "eager_ms" in df.value.columns)
+    assert table["batch"].tolist() == [4, 8]
+
+
+def _sweep_page(runs):
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard import state
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py"),
+                           default_timeout=60)
+    at.session_state[state.RUNS_DIR] = str(runs)
+    at.run()
+    return at.switch_page("views/sweep.py").run()
 
 
 def test_a_settings_sweep_refuses_an_unknown_setting_before_any_point(tmp_path, capsys):
