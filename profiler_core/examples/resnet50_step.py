@@ -19,7 +19,7 @@ from torch import nn
 
 
 def build(device: torch.device, *, batch: int = 32, image_size: int = 224, classes: int = 1000,
-          bf16: bool = False, clip: float = 0.0, lr: float = 0.1, momentum: float = 0.9):
+          bf16: bool = False, clip: float = 0.0, lr: float = 0.01, momentum: float = 0.9):
     try:
         import torchvision
     except ImportError as error:
