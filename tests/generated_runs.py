@@ -1,13 +1,13 @@
 """Runs generated through the writer's own code, for the round-trip tests (issue 17).
 
 A run here is what ``profiler_core.engine.runner.run_experiment`` would have written on a machine that
-measured the drawn numbers: the same timed loops (``runner._steady_trials``, ``_cold_trials``,
-``_article_loops``, the batch copy and held replay), the same assembly (``_timed_results``,
-``_profiled_results``, ``_cpu_results``, ``_finish``, ``predict.calibrated_prediction``,
-``_parity_figures``) and the same trace analysis (``trace.analyse_trace`` on a Chrome trace shaped
-like torch.profiler's). Only the hardware is simulated: :class:`SimMachine` is a device and a
-host clock (CUDA events or the CPU's wall clock) that advance when a mode's step "runs", by the
-drawn times. What a run measures is drawn by hypothesis (:func:`raw_runs`); :func:`build_run`
+measured the drawn numbers: the run's own sequence (``engine.pipeline.run_cuda``, ``run_cpu`` and
+``finish``: the timed loops, the assembly of every table, ``predict.calibrated_prediction``, the
+parity check's figures), the runner's batch copy and held replay, and the same trace analysis
+(``trace.analyse_trace`` on a Chrome trace shaped like torch.profiler's), through the public
+seam the real run uses (``pipeline.Backend``). Only the hardware is simulated: :class:`SimBackend`
+on a :class:`SimMachine`, a device and a host clock (CUDA events or the CPU's wall clock) that
+advance when a mode's step "runs", by the drawn times. What a run measures is drawn by hypothesis (:func:`raw_runs`); :func:`build_run`
 turns it into a ``RunResult`` not yet saved.
 
 Outcomes a :class:`Scenario` pins down (the rest is drawn): the graph faster than eager, slower
@@ -19,6 +19,7 @@ profiling, before parity); tiny and huge times. Nothing here needs a GPU or impo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -34,7 +35,7 @@ from profiler_core.analysis import predict
 from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.trace import analyse_trace
 from profiler_core.analysis.trace_reading import load_trace
-from profiler_core.engine import runner, telemetry
+from profiler_core.engine import pipeline, runner, telemetry
 from profiler_core.engine.counters import predicted_counters
 from profiler_core.engine.modes import REGISTRY, Prepared
 from profiler_core.engine.parity import ParityCheck
@@ -49,7 +50,7 @@ from profiler_core.spec.config import (
 )
 from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.progress import ProgressCounter
-from profiler_core.storage import runtables
+from profiler_core.storage.results import RunResult
 from profiler_core.timing.trials import Mode
 
 SIM_GPU = "Simulated GPU (round-trip test)"
@@ -390,7 +391,7 @@ def raw_runs(draw, scenario: Scenario = Scenario()) -> RawRun:
 
 
 class _Sampler:
-    """``NvmlSamplerProcess`` as ``runner._finish`` reads it, holding drawn samples."""
+    """``NvmlSamplerProcess`` as ``pipeline.finish`` reads it, holding drawn samples."""
 
     def __init__(self, capability: NvmlCapability, rows: list[tuple]) -> None:
         self.capability = capability
@@ -460,31 +461,120 @@ def _environment(config: RunConfig) -> dict[str, Any]:
     return environment
 
 
-def build_run(raw: RawRun, trace_dir: Path) -> runner.RunResult:
+def build_run(raw: RawRun, trace_dir: Path) -> RunResult:
     """The RunResult ``run_experiment`` returns for ``raw`` (not saved; traces in a scratch
-    folder until saved, as a real run's are)."""
+    folder until saved, as a real run's are): the run's own sequence (``pipeline.run_cuda``,
+    ``run_cpu``, ``finish``) on a :class:`SimBackend`."""
     config = raw.config
     machine = SimMachine(config.is_cuda, raw.hold_ms,
                          raw.stop_after_steps if raw.stop == "timed trials" else None)
     origin_s = time.time()
     phases = PhaseRecorder(origin_s, clock=lambda: origin_s + machine.wall())
-    progress = ProgressCounter(runner.plan_units(config))
-    state = runner._RunState()
+    progress = ProgressCounter(pipeline.plan_units(config))
+    state = pipeline.RunState()
     state.notes.extend(raw.notes)
     environment = _environment(config)
     sampler = _Sampler(*raw.nvml) if raw.nvml is not None else None
+    backend = SimBackend(raw, machine, phases, progress, trace_dir)
     failure: BaseException | None = None
     try:
         if config.is_cuda:
-            _cuda(raw, machine, phases, progress, state, trace_dir)
+            pipeline.run_cuda(config, backend, phases, progress, state)
         else:
             state.notes.append("device cpu: only the eager half ran; CUDA graphs need a CUDA "
                                "device, so there is no graph timing, capture, profiler split "
                                "or NVML data")
-            _cpu(raw, machine, phases, progress, state)
+            pipeline.run_cpu(config, backend, phases, progress, state)
     except KeyboardInterrupt as error:
         failure = error
-    return runner._finish(config, environment, state, phases, sampler, failure, progress.phase)
+    return pipeline.finish(config, environment, state, phases, sampler, failure, progress.phase)
+
+
+class SimBackend:
+    """``pipeline.Backend`` on the simulated machine: the modes' steps advance its clocks by the
+    drawn times, the profiled windows are Chrome traces shaped like torch.profiler's (analysed by
+    the tool's own trace analysis), the calibration and parity are the drawn ones; a drawn stop
+    raises Ctrl-C where it falls."""
+
+    def __init__(self, raw: RawRun, machine: SimMachine, phases: PhaseRecorder,
+                 progress: ProgressCounter, trace_dir: Path) -> None:
+        self.raw, self.machine, self.phases, self.progress = raw, machine, phases, progress
+        self.trace_dir = trace_dir
+        self.clock = machine
+
+    def wall_clock(self) -> float:
+        return self.machine.wall()
+
+    def prepare(self, names: list[str], state: pipeline.RunState) -> dict[str, Prepared]:
+        """The preparation's phases and counters (``modes.capture_graph``)."""
+        raw, machine = self.raw, self.machine
+        for key in ("initial", "after_warmup", "after_capture"):
+            if key in raw.observed:
+                state.observed_counters[key] = raw.observed[key]
+        for name in names:
+            self.progress.start_phase(f"{name} preparation")
+            with self.phases.phase(f"{name} preparation" if name != "graph" else "capture"):
+                machine.work(0.0, raw.times[name].one_time_ms)
+            for reason in raw.times[name].details.get("skip_reasons", []):
+                state.notes.append(f"{name}: {reason}")
+        if raw.stop == "preparation":
+            raise KeyboardInterrupt
+        return _prepared(raw, machine, names)
+
+    def reset_counters(self, prepared: dict[str, Prepared]) -> None:
+        pass  # the drawn counters are those after the timed trials
+
+    def counters_after_timing(self, prepared: dict[str, Prepared]) -> dict[str, float]:
+        keys = ("after_replay", "eager_after_timed") if "graph" in prepared else ("eager_after_timed",)
+        return {key: self.raw.observed[key] for key in keys}
+
+    def quiet(self, notes: list[str]) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def _sleep(self) -> Any:
+        return mock.patch.object(torch.cuda, "_sleep", self.machine.hold if self.raw.sleep else None,
+                                 create=True)
+
+    def input_copy_ms(self, graph: Mode, notes: list[str]) -> float:
+        with self._sleep():
+            return runner.input_copy_ms(graph, self.machine, notes)
+
+    def held_replay_ms(self, graph: Mode) -> float:
+        with self._sleep():
+            return runner.held_replay_ms(graph, self.machine)
+
+    def profile(self, prepared: dict[str, Prepared],
+                state: pipeline.RunState) -> dict[str, ProfiledWindow]:
+        raw = self.raw
+        self.progress.start_phase("profiling eager")
+        if raw.stop == "profiling":
+            raise KeyboardInterrupt
+        windows = {}
+        for name in prepared:
+            path = self.trace_dir / schema.trace_file(name)
+            path.write_text(json.dumps(_chrome_trace(name, raw.windows[name],
+                                                     raw.config.profile_iters)))
+            windows[name] = ProfiledWindow(name, path, analyse_trace(load_trace(path), mode=name),
+                                           raw.windows[name].wall_median_ms)
+        return windows
+
+    def capture_twin(self) -> dict[str, float]:
+        return {}
+
+    def calibrate(self, headline: dict[str, Any], figures: Figures) -> dict[str, Any]:
+        return predict.calibrated_prediction(self.raw.calibration, self.raw.config.capture_iters,
+                                             headline, figures)
+
+    def release(self) -> None:
+        pass
+
+    def parity(self) -> list[ParityCheck]:
+        config = self.raw.config
+        if self.raw.stop == "parity":
+            raise KeyboardInterrupt
+        max_abs, scale = self.raw.parity
+        return [ParityCheck("graph", config.parity_steps * config.capture_iters, max_abs,
+                            max_abs / scale if scale > 0 else math.nan, 0.0, "0.weight", scale)]
 
 
 def _prepared(raw: RawRun, machine: SimMachine, names: list[str]) -> dict[str, Prepared]:
@@ -499,94 +589,3 @@ def _prepared(raw: RawRun, machine: SimMachine, names: list[str]) -> dict[str, P
                                   memory_bytes=int(times.memory_bytes),
                                   details=dict(times.details), figures=dict(times.figures))
     return prepared
-
-
-def _prepare(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: ProgressCounter,
-             state: runner._RunState, names: list[str]) -> dict[str, Prepared]:
-    """The preparation's phases and counters (``modes.capture_graph``, ``runner._prepare_modes``)."""
-    observed = raw.observed
-    for key in ("initial", "after_warmup", "after_capture"):
-        if key in observed:
-            state.observed_counters[key] = observed[key]
-    for name in names:
-        progress.start_phase(f"{name} preparation")
-        with phases.phase(f"{name} preparation" if name != "graph" else "capture"):
-            machine.work(0.0, raw.times[name].one_time_ms)
-        for reason in raw.times[name].details.get("skip_reasons", []):
-            state.notes.append(f"{name}: {reason}")
-    if raw.stop == "preparation":
-        raise KeyboardInterrupt
-    return _prepared(raw, machine, names)
-
-
-def _cpu(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: ProgressCounter,
-         state: runner._RunState) -> None:
-    """``runner._run_cpu`` on the simulated CPU."""
-    config = raw.config
-    skipped = [name for name in config.extra_modes if REGISTRY[name].cuda_only]
-    if skipped:
-        state.notes.append(f"device cpu: {', '.join(skipped)} need a CUDA device and were skipped")
-    names = ["eager", *[m for m in config.extra_modes if m not in skipped]]
-    prepared = _prepare(raw, machine, phases, progress, state, names)
-    modes = [ready.mode for ready in prepared.values()]
-    progress.start_phase("timed trials")
-    runner._steady_trials(modes, {mode.name: config.total_eager_iters for mode in modes},
-                          config.trial_count, machine, phases, progress, state.latency_rows,
-                          state.host_issue, wall_clock=machine.wall)
-    state.observed_counters["eager_after_timed"] = raw.observed["eager_after_timed"]
-    runner._cpu_results(config, state, prepared)
-
-
-def _cuda(raw: RawRun, machine: SimMachine, phases: PhaseRecorder, progress: ProgressCounter,
-          state: runner._RunState, trace_dir: Path) -> None:
-    """``runner._run_cuda`` on the simulated GPU."""
-    config = raw.config
-    prepared = _prepare(raw, machine, phases, progress, state, list(config.modes))
-    state.figures = {name: dict(ready.figures) for name, ready in prepared.items()}
-    modes = [ready.mode for ready in prepared.values()]
-    graph = prepared["graph"].mode
-    iterations = {name: REGISTRY[name].timed_iterations(config) for name in prepared}
-    trials = config.trial_count
-    progress.start_phase("timed trials")
-    runner._steady_trials(modes, iterations, trials, machine, phases, progress,
-                          state.latency_rows, state.host_issue, wall_clock=machine.wall)
-    state.observed_counters["after_replay"] = raw.observed["after_replay"]
-    state.observed_counters["eager_after_timed"] = raw.observed["eager_after_timed"]
-    with mock.patch.object(torch.cuda, "_sleep", machine.hold if raw.sleep else None, create=True):
-        with phases.phase("graph input copy"):
-            copy_ms = runner._input_copy_ms(graph, machine, state.notes)
-            held_ms = runner._held_replay_ms(graph, machine)
-    progress.start_phase("cold-start trials")
-    runner._cold_trials(modes, iterations, trials, machine, phases, progress, state.latency_rows,
-                        wall_clock=machine.wall)
-    state.tables["latency"] = runtables.latency_table(state.latency_rows)
-    progress.start_phase("article loop")
-    loops = runner._article_loops(modes, runner._article_block_iters(config, modes), trials,
-                                  machine, phases, progress, wall_clock=machine.wall)
-    stats_table, modes_table, figures = runner._timed_results(config, state, prepared, loops,
-                                                              copy_ms, held_ms)
-    windows: dict[str, ProfiledWindow] = {}
-    if config.profile:
-        progress.start_phase("profiling eager")
-        if raw.stop == "profiling":
-            raise KeyboardInterrupt
-        for name in prepared:
-            path = trace_dir / schema.trace_file(name)
-            path.write_text(json.dumps(_chrome_trace(name, raw.windows[name],
-                                                     config.profile_iters)))
-            windows[name] = ProfiledWindow(name, path, analyse_trace(load_trace(path), mode=name),
-                                           raw.windows[name].wall_median_ms)
-        state.traces.update({mode: window.trace_path for mode, window in windows.items()})
-    runner._profiled_results(state, prepared, windows, stats_table, modes_table, figures)
-    if config.profile:
-        state.headline.update(predict.calibrated_prediction(
-            raw.calibration, config.capture_iters, state.headline,
-            Figures.from_table(state.tables["metrics"])))
-    if config.parity_steps:
-        progress.start_phase("parity")
-        if raw.stop == "parity":
-            raise KeyboardInterrupt
-        max_abs, scale = raw.parity
-        state.headline.update(ParityCheck(
-            "graph", config.parity_steps * config.capture_iters, max_abs,
-            max_abs / scale if scale > 0 else math.nan, 0.0, "0.weight", scale).headline())

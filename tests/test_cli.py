@@ -156,7 +156,7 @@ def test_a_long_cpu_run_says_how_long_it_will_take_before_it_starts(tmp_path, ca
 
 def test_the_cpu_estimate_times_the_runs_own_step_and_leaves_the_rngs_alone():
     from profiler_core.engine import cpu_time
-    from profiler_core.engine.runner import plan_units
+    from profiler_core.engine.pipeline import plan_units
 
     config = preset("seed", device="cpu", batch=8, d_in=16, hidden=32, d_out=4, replays=20)
     before = torch.random.get_rng_state()

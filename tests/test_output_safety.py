@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profiler_core.cli.main import main
-from profiler_core.engine import runner
+from profiler_core.engine import pipeline, runner
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError, RunFormatError
 from profiler_core.storage.results import RunResult, check_output
@@ -188,7 +188,7 @@ def test_no_scratch_folder_is_left_behind(tmp_path, monkeypatch):
     # a run that made traces: they sit in a private scratch folder until saved, then it goes
     trace = scratch / "trace_eager.json"
     trace.write_text(json.dumps({"traceEvents": []}))
-    result = runner._detach_traces(RunResult(config=RunConfig(device="cpu"), environment={},
+    result = pipeline._detach_traces(RunResult(config=RunConfig(device="cpu"), environment={},
                                              headline={}, trace_paths={"eager": trace, "graph": None}))
     assert result.scratch_dir is not None and result.scratch_dir.name.startswith("profiler_core_traces_")
     saved = result.save(tmp_path / "with-trace")
@@ -214,7 +214,7 @@ def test_a_cpu_out_of_memory_during_the_run_exits_5_and_keeps_the_partial_run(
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't "
                            "allocate memory: you tried to allocate 68719476736 bytes.")
 
-    monkeypatch.setattr(runner, "_steady_trials", exhausted)
+    monkeypatch.setattr(pipeline, "_steady_trials", exhausted)
     out = tmp_path / "oom"
     assert main(["run", "--out", str(out), *TINY]) == 5
     err = capsys.readouterr().err
@@ -618,7 +618,7 @@ def test_a_stopped_run_that_cannot_be_saved_says_where_it_was_kept(tmp_path, mon
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
                            "68719476736 bytes.")
 
-    monkeypatch.setattr(runner, "_steady_trials", exhausted)
+    monkeypatch.setattr(pipeline, "_steady_trials", exhausted)
     real = RunResult._write_into
 
     def writer(self, directory):

@@ -12,7 +12,7 @@ import pytest
 
 from profiler_core.analysis import metrics
 from profiler_core.analysis.figures import Figures, Headline
-from profiler_core.engine import runner
+from profiler_core.engine import pipeline
 from profiler_core.spec import schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.storage import runtables
@@ -208,7 +208,7 @@ def test_runner_stats_and_headline_use_the_steady_state_by_default():
     # the pair's figures as the runner stores them: modes.csv, then metrics.csv
     prepared = {name: SimpleNamespace(one_time_ms=1.0, memory_bytes=0, graphs_recorded=math.nan)
                 for name in ("eager", "graph")}
-    modes_table = runner._modes_table(RunConfig(), latency, table, prepared)
+    modes_table = pipeline._modes_table(RunConfig(), latency, table, prepared)
     figures = Figures.from_table(metrics.build(modes_table, table, {}))
     pair = Headline.of(figures, runtables.headline_facts({}))
     assert pair.timing_method == "steady_trial"

@@ -29,7 +29,7 @@ OVERHEAD_S = 2.0
 class CpuEstimate:
     step_s: float  # median time of one training step, as timed here
     timed_steps: int  # how many steps were timed (after one untimed step)
-    steps: int  # training steps the run does (``runner.plan_units``)
+    steps: int  # training steps the run does (``pipeline.plan_units``)
     compiles: bool  # a torch.compile mode will compile first (not in ``total_s``)
 
     @property
@@ -47,7 +47,7 @@ def measure(config: RunConfig) -> CpuEstimate | None:
 
     from profiler_core.engine.memory import check_fits
     from profiler_core.engine.numerics import tool_precision
-    from profiler_core.engine.runner import plan_units
+    from profiler_core.engine.pipeline import plan_units
     from profiler_core.engine.workloads import TrainingStep, make_batches
 
     device = torch.device("cpu")
