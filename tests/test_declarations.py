@@ -14,6 +14,7 @@ import profiler_core
 from dashboard import controls
 from profiler_core.cli import main as cli_main
 from profiler_core.cli import parser as cli
+from profiler_core.engine import workload_models
 from profiler_core.spec import config, errors, fields, workload_kinds
 from profiler_core.spec.errors import ERROR_CLASSES, ERROR_KINDS, ProfilerError, TimeLimitReached
 from profiler_core.sweep import plan as sweep
@@ -105,7 +106,11 @@ def test_the_workload_declarations_drive_fields_cpu_sizes_and_sweep_axes():
         mlp = workload_kinds.BUILT_IN["mlp"]
         assert (broken.size_fields, broken.cpu_step, broken.sweep_axes) == \
             (mlp.size_fields, mlp.cpu_step, mlp.sweep_axes)
-        assert isinstance(broken, workload_kinds.Mlp) and type(broken) is not workload_kinds.Mlp
+        assert type(broken) is workload_kinds.Mlp  # declared as the MLP; its flaw is torch's side
+        model = workload_models.MODELS[broken.name]
+        assert isinstance(model, workload_models.MlpModel) and type(model) is not workload_models.MlpModel
+    # every declared workload has its torch side, and nothing else has one
+    assert set(workload_models.MODELS) == set(workload_kinds.KNOWN)
     # the sidebar's caption of the step is the workload's own
     for name, workload in workload_kinds.BUILT_IN.items():
         values = fields.small_cpu_step(config.RunConfig(workload=name)).to_dict()

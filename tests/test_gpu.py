@@ -190,8 +190,8 @@ _BROKEN_RUN = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("workload, cause, where", [  # where: the file of the offending line
-    ("broken-host-sync", "synchronises with the host", "workload_kinds.py:"),
-    ("broken-cpu-tensor", "copies a CPU tensor", "workload_kinds.py:"),
+    ("broken-host-sync", "synchronises with the host", "workload_models.py:"),
+    ("broken-cpu-tensor", "copies a CPU tensor", "workload_models.py:"),
     ("broken-optimizer", "without capturable=True", "workloads.py:"),
 ])
 def test_uncapturable_steps_are_diagnosed_and_the_next_run_works(workload, cause, where, tmp_path):

@@ -16,6 +16,7 @@ from torch import nn
 
 from profiler_core.engine.batches import Batch
 from profiler_core.engine.user_workload import build_parts, draw_batch
+from profiler_core.engine.workload_models import MODELS
 from profiler_core.spec.config import RunConfig, is_user_spec
 from profiler_core.spec.errors import ConfigError, WorkloadError
 from profiler_core.spec.workload_kinds import LEARNING_RATES, declared_workload, workload_of
@@ -25,14 +26,14 @@ AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def build_model(config: RunConfig) -> nn.Module:
     """The declared workload's model (``mlp``, ``transformer``, ``conv``; a broken step is the MLP)."""
-    return declared_workload(config).build_model(config)
+    return MODELS[declared_workload(config).name].build_model(config)
 
 
 def build_optimizer(config: RunConfig, params, capturable: bool) -> torch.optim.Optimizer:
     """The workload's own optimizer if it insists on one (``broken-optimizer``: Adam without
     ``capturable``), else SGD (lr 0.1), Adam or AdamW; Adam-style optimizers get
     ``capturable=True`` when graphed."""
-    own = declared_workload(config).own_optimizer(params)
+    own = MODELS[declared_workload(config).name].own_optimizer(params)
     if own is not None:
         return own
     lr = LEARNING_RATES[config.optimizer]
@@ -50,8 +51,8 @@ def make_batches(config: RunConfig, count: int, device: torch.device) -> list[Ba
     if is_user_spec(config.workload):
         parts = build_parts(config.workload, device, config.settings)
         return [draw_batch(config.workload, parts, generator, device) for _ in range(count)]
-    workload = declared_workload(config)
-    return [workload.random_batch(config, device, generator) for _ in range(count)]
+    model = MODELS[declared_workload(config).name]
+    return [model.random_batch(config, device, generator) for _ in range(count)]
 
 
 class TrainingStep:
@@ -69,7 +70,8 @@ class TrainingStep:
         self.config = config
         self.device = device
         torch.manual_seed(config.seed)  # identical initial weights in every replica
-        self.workload = workload_of(config)  # None: the user's own step
+        declared = workload_of(config)  # None: the user's own step
+        self.workload = MODELS[declared.name] if declared is not None else None
         self.whole_step: Callable[..., Any] | None = None
         self.after_step: Callable[[], Any] | None = None
         self.model: nn.Module | None

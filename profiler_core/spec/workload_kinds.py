@@ -2,8 +2,9 @@
 convolutional classifier, and the deliberately broken steps (the MLP with one flaw each).
 
 Each workload is declared once here: its size fields (the sidebar's and the command line's size
-controls), its small CPU step, its sweep axes, its model, batches, loss and counts. The step itself
-(``engine.workloads``) is the same for all; torch is imported only when a model or batch is built.
+controls), its small CPU step, its sweep axes, its captions, counts and memory estimates. No torch
+here: its model, batches, loss and (for a broken step) its flaw are ``engine.workload_models``'s,
+and the step itself (``engine.workloads``) is the same for all.
 """
 
 from __future__ import annotations
@@ -57,18 +58,6 @@ class Workload:
     def check(self, config: RunConfig) -> None:
         """Refuse sizes this workload cannot build (``ConfigError`` naming the field)."""
 
-    # The step's hooks, for the deliberately broken workloads; a real workload leaves them be.
-    def own_optimizer(self, params: Any) -> Any:
-        """An optimizer this workload insists on, or None for the config's."""
-        return None
-
-    def output_for_loss(self, prediction: Any) -> Any:
-        """The model's output as the loss gets it."""
-        return prediction
-
-    def after_loss(self, loss: Any) -> None:
-        """Called with the loss before backward."""
-
     def describe(self, config: RunConfig) -> str:
         raise NotImplementedError
 
@@ -76,17 +65,6 @@ class Workload:
         """The model in the words of the presets' captions, from field values that may not make
         a valid config yet (the sidebar's)."""
         raise NotImplementedError
-
-    def build_model(self, config: RunConfig) -> Any:
-        raise NotImplementedError
-
-    def random_batch(self, config: RunConfig, device: Any, generator: Any) -> tuple[Any, Any]:
-        raise NotImplementedError
-
-    def loss_fn(self) -> Any:
-        from torch import nn
-
-        return nn.MSELoss()
 
     def parameter_count(self, config: RunConfig) -> int:
         raise NotImplementedError
@@ -124,21 +102,7 @@ class Mlp(Workload):
         middle = f"{get('hidden')}" + (f" x{layers}" if isinstance(layers, int) and layers > 1 else "")
         return f"MLP, N={get('batch')}, {get('d_in')} -> {middle} -> {get('d_out')}"
 
-    def build_model(self, config: RunConfig) -> Any:
-        from torch import nn
 
-        layers: list[nn.Module] = [nn.Linear(config.d_in, config.hidden),
-                                   nn.Dropout(p=config.dropout1)]
-        for _ in range(config.hidden_layers - 1):
-            layers += [nn.Linear(config.hidden, config.hidden), nn.ReLU()]
-        layers += [nn.Linear(config.hidden, config.d_out), nn.Dropout(p=config.dropout2)]
-        return nn.Sequential(*layers)
-
-    def random_batch(self, config: RunConfig, device: Any, generator: Any) -> tuple[Any, Any]:
-        import torch
-
-        return (torch.randn(config.batch, config.d_in, device=device, generator=generator),
-                torch.randn(config.batch, config.d_out, device=device, generator=generator))
 
     def parameter_count(self, config: RunConfig) -> int:
         return (config.d_in * config.hidden + config.hidden
@@ -179,22 +143,7 @@ class Transformer(Workload):
         return (f"{get('hidden_layers')} transformer encoder layers, width {get('hidden')}, "
                 f"{get('heads')} heads, {get('batch')} x {get('seq_len')} tokens")
 
-    def build_model(self, config: RunConfig) -> Any:
-        from torch import nn
 
-        layers: list[nn.Module] = [
-            nn.TransformerEncoderLayer(config.hidden, config.heads, dim_feedforward=4 * config.hidden,
-                                       dropout=config.dropout1, activation="gelu", batch_first=True,
-                                       norm_first=True)
-            for _ in range(config.hidden_layers)]
-        return nn.Sequential(*layers, nn.Linear(config.hidden, config.d_out))
-
-    def random_batch(self, config: RunConfig, device: Any, generator: Any) -> tuple[Any, Any]:
-        import torch
-
-        shape = (config.batch, config.seq_len)
-        return (torch.randn(*shape, config.hidden, device=device, generator=generator),
-                torch.randn(*shape, config.d_out, device=device, generator=generator))
 
     def parameter_count(self, config: RunConfig) -> int:
         width = config.hidden
@@ -234,30 +183,8 @@ class ConvClassifier(Workload):
         return (f"a convolutional classifier: {get('hidden_layers')} blocks of {get('channels')} "
                 f"channels on {get('batch')} images of {get('image_size')}x{get('image_size')}")
 
-    def build_model(self, config: RunConfig) -> Any:
-        from torch import nn
 
-        layers: list[nn.Module] = []
-        channels_in = 3
-        for _ in range(config.hidden_layers):
-            layers += [nn.Conv2d(channels_in, config.channels, 3, padding=1, bias=False),
-                       nn.BatchNorm2d(config.channels), nn.ReLU()]
-            channels_in = config.channels
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(p=config.dropout2),
-                   nn.Linear(config.channels, config.d_out)]
-        return nn.Sequential(*layers)
 
-    def random_batch(self, config: RunConfig, device: Any, generator: Any) -> tuple[Any, Any]:
-        import torch
-
-        return (torch.randn(config.batch, 3, config.image_size, config.image_size, device=device,
-                            generator=generator),
-                torch.randint(0, config.d_out, (config.batch,), device=device, generator=generator))
-
-    def loss_fn(self) -> Any:
-        from torch import nn
-
-        return nn.CrossEntropyLoss()
 
     def parameter_count(self, config: RunConfig) -> int:
         channels = config.channels
@@ -275,36 +202,6 @@ class ConvClassifier(Workload):
 
     def batch_elements(self, config: RunConfig) -> int:
         return config.batch * (3 * config.image_size ** 2 + 1)
-
-
-@dataclass(frozen=True)
-class HostSyncStep(Mlp):
-    """The MLP whose step reads the loss on the host (``loss.item()``): a host synchronisation
-    inside the step, which capture refuses."""
-
-    def after_loss(self, loss: Any) -> None:
-        loss.item()
-
-
-@dataclass(frozen=True)
-class CpuTensorStep(Mlp):
-    """The MLP whose step copies a CPU tensor to the device inside the step, which capture
-    refuses."""
-
-    def output_for_loss(self, prediction: Any) -> Any:
-        import torch
-
-        return prediction + torch.zeros(1).to(prediction.device)
-
-
-@dataclass(frozen=True)
-class UncapturableOptimizerStep(Mlp):
-    """The MLP trained by Adam without ``capturable=True``, whose step cannot be captured."""
-
-    def own_optimizer(self, params: Any) -> Any:
-        import torch
-
-        return torch.optim.Adam(params, lr=LEARNING_RATES["adam"], capturable=False)
 
 
 _MLP_SIZES = ("d_in", "hidden", *COMMON_FIELDS, "dropout1", "dropout2")
@@ -337,15 +234,16 @@ BUILT_IN: dict[str, Workload] = {
                     ("hidden_layers", ("hidden_layers",)))),
 }
 # Deliberately broken steps that cannot be captured, for the tests and the command line (the
-# dashboard never offers them); each is the MLP, with its sizes, CPU step and sweep axes.
+# dashboard never offers them); each is the MLP, with its sizes, CPU step and sweep axes (its
+# flaw: ``engine.workload_models``).
 BROKEN: dict[str, Workload] = {
-    "broken-host-sync": HostSyncStep("broken-host-sync", _MLP_SIZES,
+    "broken-host-sync": Mlp("broken-host-sync", _MLP_SIZES,
                                      "the MLP with a host synchronisation in its step",
                                      cpu_step=_MLP_CPU_STEP, sweep_axes=_MLP_SWEEP_AXES),
-    "broken-cpu-tensor": CpuTensorStep("broken-cpu-tensor", _MLP_SIZES,
+    "broken-cpu-tensor": Mlp("broken-cpu-tensor", _MLP_SIZES,
                                        "the MLP copying a CPU tensor in its step",
                                        cpu_step=_MLP_CPU_STEP, sweep_axes=_MLP_SWEEP_AXES),
-    "broken-optimizer": UncapturableOptimizerStep(
+    "broken-optimizer": Mlp(
         "broken-optimizer", _MLP_SIZES, "the MLP with an optimizer that cannot be captured",
         cpu_step=_MLP_CPU_STEP, sweep_axes=_MLP_SWEEP_AXES),
 }
