@@ -194,7 +194,7 @@ def test_the_parity_check_compares_a_mode_with_two_eager_replicas(monkeypatch):
     """On the CPU, with torch.compile made the identity: the 'compiled' replica trains as eager
     does (matches, difference 0); a replica whose step adds noise to one layer differs beyond
     eager's own difference, and that layer is named."""
-    monkeypatch.setattr(torch, "compile", lambda function, mode=None: function)
+    monkeypatch.setattr(torch, "compile", lambda function, mode=None, dynamic=None: function)
     config = RunConfig(workload=ACCUMULATING, device="cpu", parity_steps=3)
     device = torch.device("cpu")
     batches = make_batches(config, 4, device)

@@ -142,7 +142,7 @@ def check_stored_once(saved: Path) -> None:
     """A saved run is of schema 4: its summary.json's headline holds no per-mode figure (neither
     a ``<mode>_<metric>`` key nor an older name of one); metrics.csv holds them all."""
     stored = json.loads((saved / schema.SUMMARY_FILE).read_text())
-    assert stored["schema_version"] == schema.SCHEMA_VERSION == 4
+    assert stored["schema_version"] == schema.SCHEMA_VERSION == 5
     facts, figures = metrics.split_headline(stored["headline"])
     assert figures == {} and facts == stored["headline"], stored["headline"]
     written = Figures.from_table(pd.read_csv(saved / schema.TABLE_FILES["metrics"][0]))

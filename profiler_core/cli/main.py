@@ -70,8 +70,10 @@ def _workload_text(config) -> str:
     if workload is None:
         settings = ", ".join(f"{name}={value}" for name, value in config.workload_args)
         return (f"your step {config.workload}" + (f" ({settings})" if settings else "")
-                + (f", {config.dtype} autocast" if config.dtype in ("bf16", "fp16") else ""))
-    return f"{workload.describe(config)}, {config.dtype}, {config.optimizer}"
+                + (f", {config.dtype} autocast" if config.dtype in ("bf16", "fp16") else "")
+                + (f"; varying {config.vary}" if config.vary else ""))
+    return (f"{workload.describe(config)}, {config.dtype}, {config.optimizer}"
+            + (f"; varying {config.vary} (buckets {config.buckets})" if config.vary else ""))
 
 
 def format_summary(result: RunResult) -> str:
@@ -144,6 +146,7 @@ def format_summary(result: RunResult) -> str:
             memory_mib=modes["memory_bytes"] / 2**20)
         lines.append(shown[["mode", "median_ms", "speedup", "one_time_ms", "memory_mib",
                             "graphs_recorded"]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    lines += _strategy_lines(result.table("strategies"), head)
     lines += _attribution_lines(result.table("attribution"))
     breakdown = result.table("breakdown")
     graph_breakdown = breakdown[breakdown["mode"] == "graph"]
@@ -164,6 +167,33 @@ def format_summary(result: RunResult) -> str:
         stats, head, (pair.speedup_ci_low, pair.speedup_ci_high))]
     lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
+
+
+def _strategy_lines(table: pd.DataFrame, head: dict) -> list[str]:
+    """A run of changing shapes (``--vary``): every strategy over the same sequence, and the one
+    that pays most for this distribution."""
+    if table.empty:
+        return []
+    shown = table.assign(
+        speedup=[f"{s:.2f}x" + (f" ({lo:.2f}-{hi:.2f})" if math.isfinite(lo) else "")
+                 for s, lo, hi in zip(table["speedup"], table["speedup_ci_low"],
+                                      table["speedup_ci_high"])],
+        padded=[f"{v:.0%}" for v in table["padded_share"]],
+        pool_mib=table["pool_bytes"] / 2**20,
+        break_even=[("never" if not math.isfinite(b) and s != "eager" else
+                     ("" if s == "eager" else f"{b:,.0f}"))
+                    for s, b in zip(table["strategy"], table["break_even_steps"])],
+        parity=[("" if not math.isfinite(m) else "matches" if m else "differs")
+                for m in table["parity_matches"]])
+    return ["", f"Every strategy over one sequence of {head.get('shapes_steps', '?')} steps "
+                f"({head.get('shapes_vary', '')}: {head.get('shapes_distribution', '')}; "
+                f"{head.get('shapes_distinct', '?')} distinct; buckets "
+                f"{head.get('shapes_buckets', '')}); ms per step, speedup over eager (sums, "
+                "95% CI), one-time cost, pool",
+            shown[["strategy", "median_ms", "p90_ms", "p99_ms", "sum_ms", "speedup", "padded",
+                   "one_time_ms", "graphs", "pool_mib", "break_even", "parity"]].to_string(
+                index=False, float_format=lambda v: f"{v:.4g}"),
+            *([f"Verdict: {head['shapes_verdict']}."] if head.get("shapes_verdict") else [])]
 
 
 def _attribution_lines(table: pd.DataFrame) -> list[str]:

@@ -137,7 +137,7 @@ def _step_mode(name: str, step: TrainingStep, batches: Batches) -> Mode:
     return Mode(name, 1, lambda i: step.eager_step(*batches[i % len(batches)]))
 
 
-class _SkipReasons(logging.Handler):
+class SkipReasons(logging.Handler):
     """Collects Inductor's "skipping cudagraphs due to ..." messages (they propagate to the
     ``torch._inductor`` logger whatever artifact logger emits them in a given torch version)."""
 
@@ -151,7 +151,7 @@ class _SkipReasons(logging.Handler):
             self.reasons.append(message.strip().splitlines()[0][:300])
 
 
-def _graphs_recorded(device: torch.device) -> float:
+def cuda_graphs_recorded(device: torch.device) -> float:
     """CUDA graphs in Inductor's graph trees for the device; NaN where this torch does not say."""
     try:
         from torch._inductor import cudagraph_trees
@@ -179,7 +179,7 @@ def prepare_compiled(config: RunConfig, device: torch.device, batches: Batches,
     name = "compile_ro" if reduce_overhead else "compile"
     step = TrainingStep(config, device, graphed=False)
     step.compile("reduce-overhead" if reduce_overhead else None)
-    watcher = _SkipReasons()
+    watcher = SkipReasons()
     inductor_log = logging.getLogger("torch._inductor")
     inductor_log.addHandler(watcher)
     try:
@@ -192,7 +192,7 @@ def prepare_compiled(config: RunConfig, device: torch.device, batches: Batches,
         inductor_log.removeHandler(watcher)
     details: dict[str, Any] = {}
     if reduce_overhead:
-        details = {"graphs_recorded": _graphs_recorded(device) if device.type == "cuda" else 0.0,
+        details = {"graphs_recorded": cuda_graphs_recorded(device) if device.type == "cuda" else 0.0,
                    "skip_reasons": watcher.reasons}
     return Prepared(_step_mode(name, step, batches), step, one_time_ms,
                     peak_added(device, baseline), details)

@@ -38,7 +38,9 @@ FLOOR_RELATIVE = 1e-6
 _RESEED_BASE = 1_000_003  # seeds of the compared iterations: base + iteration (apart from the run's)
 # What changes the numerics in each mode, for the verdict.
 CHANGED_BY = {"graph": "capture", "graphed_callables": "capture", "compile": "compilation",
-              "compile_ro": "compilation"}
+              "compile_ro": "compilation", "pad_max": "padding or capture",
+              "buckets": "padding or capture", "buckets_own_pools": "padding or capture",
+              "compile_dynamic": "compilation"}
 
 
 @dataclass(frozen=True)
@@ -52,17 +54,20 @@ class ParityCheck:
     noise_abs_diff: float  # largest |difference| of a second eager replica against the reference
     worst_parameter: str  # the parameter with the largest difference ("" when none differs)
     scale: float  # largest |parameter| of the reference
+    floor_relative: float = FLOOR_RELATIVE  # what counts as rounding, of ``scale``
+    noise_label: str = "eager against a second eager replica"  # what ``noise_abs_diff`` compares
+    within: str = "as closely as eager matches itself"  # the verdict's words for "within noise"
 
     @property
     def matches(self) -> bool:
-        return judge(self.max_abs_diff, self.noise_abs_diff, self.scale)
+        return judge(self.max_abs_diff, self.noise_abs_diff, self.scale, self.floor_relative)
 
     def verdict(self) -> str:
         """One sentence: matches as closely as eager matches itself, or differs beyond it."""
         figures = (f"largest parameter difference {self.max_abs_diff:.3g} after {self.steps} steps; "
-                   f"eager against a second eager replica: {self.noise_abs_diff:.3g}")
+                   f"{self.noise_label}: {self.noise_abs_diff:.3g}")
         if self.matches:
-            return f"{self.mode} matches eager as closely as eager matches itself ({figures})"
+            return f"{self.mode} matches eager {self.within} ({figures})"
         cause = CHANGED_BY.get(self.mode, "the mode")
         return (f"{self.mode} differs from eager beyond eager's own run-to-run difference: {cause} "
                 f"changed the numerics (worst parameter {self.worst_parameter}; {figures})")
@@ -82,11 +87,12 @@ class ParityCheck:
                 "parity_matches": 1.0 if self.matches else 0.0}
 
 
-def judge(max_abs_diff: float, noise_abs_diff: float, scale: float) -> bool:
+def judge(max_abs_diff: float, noise_abs_diff: float, scale: float,
+          floor_relative: float = FLOOR_RELATIVE) -> bool:
     """Whether a difference is within eager's own (``NOISE_FACTOR`` times it, plus the floor)."""
     if not (math.isfinite(max_abs_diff) and math.isfinite(noise_abs_diff)):
         return False
-    floor = FLOOR_RELATIVE * scale if math.isfinite(scale) else 0.0
+    floor = floor_relative * scale if math.isfinite(scale) else 0.0
     return max_abs_diff <= NOISE_FACTOR * noise_abs_diff + floor
 
 

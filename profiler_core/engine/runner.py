@@ -39,6 +39,8 @@ from profiler_core.engine.numerics import tool_precision
 from profiler_core.engine.parity import ParityCheck, check_modes
 from profiler_core.engine.profiling import ProfiledWindow, kernels_were_recorded, profile_window
 from profiler_core.engine.readiness import check_training_step
+from profiler_core.engine.shaped import run_shaped
+from profiler_core.engine.shaped import units as shaped_units
 from profiler_core.engine.telemetry import (
     NvmlSamplerProcess,
     PhaseRecorder,
@@ -165,7 +167,8 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
                if config.nvml and device.type == "cuda" else None)
     environment = describe_environment(device, driver_version() if device.type == "cuda" else None)
     environment["device_check_s"] = origin_s - checking_s  # before phases.csv's origin
-    counter = ProgressCounter(pipeline.plan_units(config), progress)
+    counter = ProgressCounter(shaped_units(config) if config.vary is not None
+                              else pipeline.plan_units(config), progress)
     state = pipeline.RunState()
     failure: BaseException | None = None
     if sampler is not None:
@@ -174,7 +177,9 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
         with tool_precision(config), tempfile.TemporaryDirectory() as trace_dir:
             backend = DeviceBackend(config, device, phases, counter, Path(trace_dir), sampler)
             try:
-                if device.type == "cuda":
+                if config.vary is not None:  # the step's shapes change: every strategy for them
+                    run_shaped(config, device, phases, counter, state)
+                elif device.type == "cuda":
                     pipeline.run_cuda(config, backend, phases, counter, state)
                 else:
                     state.notes.append("device cpu: only the eager half ran; CUDA graphs need a CUDA "

@@ -36,6 +36,19 @@ class MlpModel:
     def loss_fn(self) -> nn.Module:
         return nn.MSELoss()
 
+    def masked_loss(self, prediction: torch.Tensor, target: torch.Tensor,
+                    weights: torch.Tensor) -> torch.Tensor:
+        """The loss over the positions ``weights`` keeps (1; padding 0): the same value as
+        ``loss_fn`` on the unpadded batch. MSE: the mean over the last dimension, then the
+        weighted mean over the positions."""
+        per_position = (prediction.float() - target).pow(2).mean(dim=-1)
+        return (per_position * weights).sum() / weights.sum()
+
+    def padding_key(self, dimension: str) -> bool:
+        """Whether padding ``dimension`` needs the model told which positions are padding (an
+        attention's keys); else the loss's weights alone keep padding out of the answer."""
+        return False
+
     # The step's hooks, for the deliberately broken workloads; a real workload leaves them be.
     def own_optimizer(self, params: Any) -> torch.optim.Optimizer | None:
         """An optimizer this workload insists on, or None for the config's."""
@@ -49,6 +62,22 @@ class MlpModel:
         """Called with the loss before backward."""
 
 
+class EncoderStack(nn.Module):
+    """Encoder layers then a Linear head; ``key_padding`` (batch, seq_len; True: a padded
+    position) keeps padded tokens out of every attention, so the real tokens' outputs are the
+    unpadded sequence's."""
+
+    def __init__(self, layers: list[nn.Module], head: nn.Module) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.head = head
+
+    def forward(self, x: torch.Tensor, key_padding: torch.Tensor | None = None) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, src_key_padding_mask=key_padding)
+        return self.head(x)
+
+
 class TransformerModel(MlpModel):
     """``hidden_layers`` pre-norm encoder layers (width ``hidden``, ``heads`` heads, a GELU MLP of
     4x the width, dropout p1), then a Linear to ``d_out``; input (batch, seq_len, hidden), MSE."""
@@ -59,7 +88,10 @@ class TransformerModel(MlpModel):
                                        dropout=config.dropout1, activation="gelu", batch_first=True,
                                        norm_first=True)
             for _ in range(config.hidden_layers)]
-        return nn.Sequential(*layers, nn.Linear(config.hidden, config.d_out))
+        return EncoderStack(layers, nn.Linear(config.hidden, config.d_out))
+
+    def padding_key(self, dimension: str) -> bool:
+        return dimension == "seq_len"
 
     def random_batch(self, config: RunConfig, device: torch.device,
                      generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,6 +123,11 @@ class ConvModel(MlpModel):
 
     def loss_fn(self) -> nn.Module:
         return nn.CrossEntropyLoss()
+
+    def masked_loss(self, prediction: torch.Tensor, target: torch.Tensor,
+                    weights: torch.Tensor) -> torch.Tensor:
+        per_image = nn.functional.cross_entropy(prediction.float(), target, reduction="none")
+        return (per_image * weights).sum() / weights.sum()
 
 
 class HostSyncModel(MlpModel):

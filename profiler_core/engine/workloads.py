@@ -115,14 +115,19 @@ class TrainingStep:
         if count:
             self.counter[0] += 1.0
 
-    def _tool_step(self, x: Any, y: Any) -> None:
+    def _tool_step(self, x: Any, y: Any, weights: Any = None, key_padding: Any = None) -> None:
+        """``weights`` and ``key_padding``: a padded batch's (``engine.shaped``): the loss over
+        the real positions only, and the padded ones hidden from the model's attention."""
         model, optimizer, loss_fn = self.model, self.optimizer, self.loss_fn
         assert model is not None and optimizer is not None and loss_fn is not None, \
             "the tool writes the loop only where it has a model, a loss and an optimizer"
         with self.autocast():
-            prediction = model(x)
+            prediction = model(x) if key_padding is None else model(x, key_padding)
             if self.workload is None:  # the user's loss gets the model's output as it is
                 loss = loss_fn(prediction, y)
+            elif weights is not None:
+                loss = self.workload.masked_loss(self.workload.output_for_loss(prediction), y,
+                                                 weights)
             else:
                 loss = loss_fn(self.workload.output_for_loss(prediction).float(), y)
         if self.workload is not None:
@@ -172,14 +177,15 @@ class TrainingStep:
         self.forward_backward_update(*batch, count=count)
         self.finish_step()
 
-    def compile(self, mode: str | None) -> None:
+    def compile(self, mode: str | None, dynamic: bool | None = None) -> None:
         """``torch.compile`` over what the step runs: the model (the loss and optimizer stay
-        eager), or the user's whole step function."""
+        eager), or the user's whole step function; ``dynamic`` as torch.compile takes it."""
         if self.whole_step is not None:
-            self.whole_step = torch.compile(self.whole_step, mode=mode)
+            self.whole_step = torch.compile(self.whole_step, mode=mode, dynamic=dynamic)
         else:
             # torch.compile of a Module returns an OptimizedModule (a Module); its stubs say Callable
-            self.model = torch.compile(self.require_model("compile"), mode=mode)  # type: ignore[assignment]
+            self.model = torch.compile(self.require_model("compile"), mode=mode,  # type: ignore[assignment]
+                                       dynamic=dynamic)
 
     def parameters_flat(self) -> torch.Tensor:
         return torch.cat([p.detach().float().reshape(-1) for _, p in self.named_parameters()])

@@ -17,6 +17,7 @@ from profiler_core.spec.errors import ConfigError, quoted, shown, shown_int
 from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
 from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.numerics import FLAG_SETTING_DTYPES
+from profiler_core.spec.shapes import check_buckets, check_vary
 from profiler_core.spec.workload_kinds import KNOWN, SIZE_FIELDS, workload_of
 
 DTYPES = ("fp32", "fp32-ieee", "tf32", "bf16", "fp16")  # meanings: ``numerics.DTYPE_MEANINGS``
@@ -124,6 +125,10 @@ class RunConfig:
     #                                    torchrun (``engine.ddp_step``); None: one process, no DDP
     workload_args: tuple[tuple[str, SettingValue], ...] = ()  # the user's own step's settings
     #                       (keyword parameters of its build function), by name; --workload-arg
+    vary: str | None = None  # one dimension varied per step and its distribution, NAME=DIST
+    #                          ("seq_len=lognormal:128:0.6:512", ``spec.shapes``); None: fixed
+    buckets: str = "pow2"  # with vary: the sizes a graph per bucket pads up to (pow2,
+    #                        quantiles:N, or 128,256,512)
 
     def __post_init__(self) -> None:
         if isinstance(self.cpu_affinity, str):  # one spelling per set of CPUs: "2,3,4" is "2-4"
@@ -271,6 +276,32 @@ def _check_settings(config: RunConfig) -> None:
                                                f"{type(value).__name__}")
 
 
+# The dimensions a built-in workload can vary per step (an own step: any keyword of its batch).
+VARYING_DIMENSIONS = {"mlp": ("batch",), "transformer": ("batch", "seq_len"), "conv": ("batch",)}
+
+
+def _check_shapes(config: RunConfig) -> None:
+    """``vary`` and ``buckets``: their grammar (``spec.shapes``; a lengths file is read when the
+    run starts), a dimension the workload has, and no data-parallel or repeated run."""
+    if not isinstance(config.buckets, str):
+        raise ConfigError("buckets", f"buckets must be text such as pow2; got {quoted(config.buckets)}")
+    check_buckets(config.buckets)
+    if config.vary is None:
+        return
+    if not isinstance(config.vary, str):
+        raise ConfigError("vary", f"vary must be NAME=DIST; got {quoted(config.vary)}")
+    check_vary(config.vary)
+    dimension = config.vary.partition("=")[0].strip()
+    allowed = VARYING_DIMENSIONS.get(config.workload)
+    if not is_user_spec(config.workload) and dimension not in (allowed or ()):
+        raise ConfigError("vary", f"the {config.workload} workload cannot vary {shown(dimension)}",
+                          f"vary {' or '.join(allowed) if allowed else 'nothing'} (an own step: "
+                          "a keyword of its batch function)")
+    if config.nproc_per_node is not None:
+        raise ConfigError("vary", "--vary cannot be combined with --nproc-per-node",
+                          "measure the shapes on one device")
+
+
 def _validate(config: RunConfig) -> None:
     for name in INT_LIMITS:
         if name in ("eager_iters", "trials", "nproc_per_node") and getattr(config, name) is None:
@@ -318,6 +349,7 @@ def _validate(config: RunConfig) -> None:
                           f"eager_iters ({config.total_eager_iters}) cannot be fewer than trials "
                           f"({config.trials})", "raise eager_iters or lower trials")
     _check_settings(config)
+    _check_shapes(config)
     workload = workload_of(config)
     if workload is not None:
         workload.check(config)

@@ -31,6 +31,7 @@ from profiler_core.spec.modes import (
     extra_modes_choices,
     extra_modes_help,
 )
+from profiler_core.spec.shapes import check_buckets, check_vary
 from profiler_core.spec.workload_kinds import BROKEN, BUILT_IN, SIZE_FIELDS, workload_named
 
 # What a field's value is, which decides how it is read from text, its option and its widget.
@@ -44,7 +45,8 @@ WORKLOAD = "workload"  # a built-in or deliberately broken workload, or "package
 PRESET = "preset"  # a preset's name, or custom: where the other fields start from
 CPUS = "cpus"  # CPUs as taskset writes them ("3", "2-5", "0,2,4"); empty: not pinned
 SETTINGS = "settings"  # the user's own step's NAME=VALUE settings (an option given once each)
-KINDS = (INT, FLOAT, BOOL, CHOICE, LIST, DEVICE, WORKLOAD, PRESET, CPUS, SETTINGS)
+SHAPES = "shapes"  # text in ``spec.shapes``'s grammar: --vary NAME=DIST, --buckets
+KINDS = (INT, FLOAT, BOOL, CHOICE, LIST, DEVICE, WORKLOAD, PRESET, CPUS, SETTINGS, SHAPES)
 
 # The sidebar's sections, in order. Device and preset have their own selectors above them.
 MODEL = "Model"
@@ -107,6 +109,8 @@ class FieldSpec:
         declared = workload_named(workload)
         if self.kind == SETTINGS:  # the settings of the user's own step: none for a built-in one
             return declared is None
+        if self.name == "vary":  # every workload can vary a dimension of its own
+            return True
         return declared.uses(self.name) if declared is not None else self.name not in SIZE_FIELDS
 
 
@@ -238,6 +242,19 @@ FIELDS: tuple[FieldSpec, ...] = (
               "function (def build(device, *, batch=32)), checked against its signature before "
               "anything runs; repeat for several (default: the function's own defaults)",
               SETTINGS, COMMAND_LINE_ONLY, option="--workload-arg", metavar="NAME=VALUE"),
+    FieldSpec("vary", "Varying dimension",
+              "One dimension that changes from step to step, and its distribution.",
+              "vary one dimension per step, NAME=DIST: seq_len (transformer) or batch (any "
+              "workload; an own step: a keyword of its batch function) over uniform:LOW:HIGH, "
+              "lognormal:MEDIAN:SIGMA:MAX, a list 128,256,512 (weights: 128:3,256:1) or "
+              "file:PATH (one length a line); times eager, padding to the largest, a graph per "
+              "bucket (shared and own pools) and torch.compile on the same seeded sequence",
+              SHAPES, COMMAND_LINE_ONLY, metavar="NAME=DIST", empty="fixed shapes"),
+    FieldSpec("buckets", "Buckets",
+              "The sizes a graph per bucket pads each batch up to.",
+              "with --vary: the bucket sizes a graph per bucket pads up to: pow2, quantiles:N "
+              "(N quantiles of the sequence) or sizes such as 128,256,512", SHAPES,
+              COMMAND_LINE_ONLY, metavar="pow2|quantiles:N|SIZES"),
     FieldSpec("nproc_per_node", "GPUs (data parallel)",
               "Train on this many GPUs at once with DistributedDataParallel, one process per GPU "
               "under torchrun: every rank is timed, with its communication and the straggler. "
@@ -388,6 +405,13 @@ def read_text(field: FieldSpec, text: str) -> Any:
         return tuple(dict.fromkeys([*ALWAYS_MEASURED, *names]))
     if field.kind == CPUS:
         return format_cpu_list(parse_cpu_list(text)) or None
+    if field.kind == SHAPES:
+        text = text.strip()
+        if field.name == "vary":
+            check_vary(text)
+        else:
+            check_buckets(text)
+        return text
     if field.kind == SETTINGS:  # NAME=VALUE pairs separated by spaces, as format_value writes them
         return tuple(read_setting(item) for item in text.split())
     if field.kind == WORKLOAD:

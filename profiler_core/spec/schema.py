@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Older versions this tool still reads (``storage.runfolder`` and ``results.RunResult.load`` bring
 # them up to date).
 # Version 1 timed every iteration from an idle device only (today's cold start). Version 2 had no
@@ -17,8 +17,9 @@ SCHEMA_VERSION = 4
 # decomposed only the graph's speedup, in columns eager_us and graph_us. Versions 1 to 3 also kept
 # eager's and the graph's figures in summary.json's headline (``metrics.split_headline`` moves
 # them out); from version 4 every per-mode figure is in metrics.csv only, and the headline holds
-# the run's other facts.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
+# the run's other facts. Version 5 added a run whose shapes change (``--vary``):
+# strategies.csv and shape_steps.csv, empty in every other run (and absent from older ones).
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 
 SUMMARY_FILE = "summary.json"
 
@@ -126,6 +127,20 @@ REPEAT_COLUMNS = ["repeat", "pid", "eager_median_ms", "graph_median_ms", "speedu
 RANK_LATENCY_COLUMNS = ["rank", *LATENCY_COLUMNS]
 RANK_COLUMNS = ["rank", "mode", "metric", "value"]
 
+# A run whose step's shapes change (``--vary``, ``engine.shaped``): per strategy its time per
+# step over the seeded sequence of shapes (median, p90, p99, the sum and the mean), the speedup
+# over eager (the sums' ratio; the interval: a bootstrap of the blocks' medians' ratio), the
+# padded share of the work, the buckets and graphs, the one-time cost, the graphs' pool (a
+# shared one, or the pools summed) and the peak allocation, break-even, and the parity check
+# beside two eager replicas; and every step of the sequence: its shape, its bucket, and each
+# strategy's time. Empty for a run of fixed shapes.
+STRATEGY_COLUMNS = ["strategy", "label", "steps", "median_ms", "p90_ms", "p99_ms", "sum_ms",
+                    "mean_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "blocks_speedup",
+                    "padded_share", "buckets", "one_time_ms", "graphs", "pool_bytes",
+                    "peak_bytes", "break_even_steps", "pays_back", "parity_max_abs_diff",
+                    "parity_noise_abs_diff", "parity_matches"]
+SHAPE_STEP_COLUMNS = ["step", "shape", "bucket", "strategy", "ms"]
+
 # Columns added to a table after runs were written without them: such a run still loads, the
 # column empty ("" for text, NaN for numbers). Table -> columns.
 LATER_COLUMNS = {"kernels": ("operator",)}
@@ -145,6 +160,8 @@ TABLE_FILES = {
     "repeats": ("repeats.csv", REPEAT_COLUMNS),
     "rank_latency": ("rank_latency.csv", RANK_LATENCY_COLUMNS),
     "ranks": ("ranks.csv", RANK_COLUMNS),
+    "strategies": ("strategies.csv", STRATEGY_COLUMNS),
+    "shape_steps": ("shape_steps.csv", SHAPE_STEP_COLUMNS),
 }
 
 

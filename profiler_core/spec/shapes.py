@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from profiler_core.spec.errors import ConfigError, quoted, shown
 
 KINDS = ("uniform", "lognormal", "list", "file")
@@ -80,6 +78,8 @@ class Distribution:
 
     def sample(self, count: int, seed: int) -> list[int]:
         """``count`` values, the same for the same seed (every strategy runs this sequence)."""
+        import numpy as np
+
         rng = np.random.default_rng(seed)
         if self.kind == "uniform":
             return [int(v) for v in rng.integers(self.low, self.high + 1, size=count)]
@@ -203,6 +203,33 @@ def parse_vary(text: str) -> Vary:
     return Vary(name, parse_distribution(dist))
 
 
+def check_vary(text: str) -> Vary | None:
+    """``parse_vary`` of a config's ``vary`` without reading a lengths file (a saved run opens
+    without it): the parsed value, or None for a file's, whose path alone is checked."""
+    name, _, dist = str(text).partition("=")
+    if dist.strip().lower().startswith("file:"):
+        if not dist.strip()[5:].strip() or not (name.strip().isidentifier() and name.isascii()):
+            raise _refuse(f"expected NAME=file:PATH; got {quoted(text)}")
+        return None
+    return parse_vary(text)
+
+
+def check_buckets(text: str) -> None:
+    """The grammar of ``--buckets`` (its edges need the distribution: ``bucket_edges``)."""
+    spec = str(text).strip().lower()
+    if spec == "pow2":
+        return
+    if spec.startswith("quantiles"):
+        _bucket_count(spec.partition(":")[2] or "4")
+        return
+    items = [item for item in spec.split(",") if item.strip()]
+    if not items or not all(item.strip().isascii() and item.strip().isdigit() for item in items):
+        raise ConfigError("buckets", f"buckets must be pow2, quantiles:N or sizes such as "
+                                     f"128,256,512; got {quoted(text)}")
+    if len(items) > MAX_BUCKETS:
+        raise ConfigError("buckets", f"at most {MAX_BUCKETS} buckets; got {len(items)}")
+
+
 def bucket_edges(spec: str, distribution: Distribution, sample: Sequence[int] = ()) -> tuple[int, ...]:
     """The bucket sizes a batch is padded up to: ``pow2`` (powers of two from the smallest value
     up to the first at or above the largest), ``quantiles:N`` (N edges at the sample's quantiles,
@@ -222,6 +249,8 @@ def bucket_edges(spec: str, distribution: Distribution, sample: Sequence[int] = 
         return _checked_edges(tuple(powers), top)
     if spec.startswith("quantiles"):
         _, _, count_text = spec.partition(":")
+        import numpy as np
+
         count = _bucket_count(count_text or "4")
         values = np.asarray(list(sample) or distribution.sample(4_096, 0), dtype=float)
         points = [int(math.ceil(np.quantile(values, q))) for q in np.linspace(0, 1, count + 1)[1:]]

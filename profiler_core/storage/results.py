@@ -86,9 +86,9 @@ _MAY_BE_EMPTY_TEXT = {"kernels": ("operator",)}
 
 # Column dtypes that are not float: everything else in a table is read as a float.
 _TEXT_COLUMNS = {"mode", "method", "phase", "rule", "component", "kernel", "kernel_full", "metric",
-                 "source", "operator"}
+                 "source", "operator", "strategy", "label"}
 _INT_COLUMNS = {"trial", "iteration", "steps", "count", "launches", "kernels", "repeat", "pid",
-                "rank"}
+                "rank", "step", "shape", "bucket"}
 _BOOL_COLUMNS = {"match", "shown"}
 
 

@@ -38,6 +38,7 @@ DRIVER_SAMPLE_S = 1 / 6
 MAX_NVML_ROWS = 2_000_000
 MIN_NVML_ROWS = 100_000
 ROOM = 64  # added to every limit
+SHAPE_STRATEGIES = 8  # strategies a run of changing shapes times, at most
 
 
 def table_row_limit(name: str, config: RunConfig,
@@ -64,6 +65,9 @@ def table_row_limit(name: str, config: RunConfig,
         # a data-parallel run: latency's steady rows and a block of figures per rank and mode
         "rank_latency": _world_size(environment) * modes * timed,
         "ranks": _world_size(environment) * modes * RANK_METRIC_ROWS,
+        # a run of changing shapes: a row per strategy, and per step and strategy
+        "strategies": SHAPE_STRATEGIES,
+        "shape_steps": SHAPE_STRATEGIES * config.total_eager_iters,
     }[name]
     return 2 * rows + ROOM
 

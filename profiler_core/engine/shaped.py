@@ -1,0 +1,572 @@
+"""Steps whose shapes change (``--vary``): every strategy for them measured side by side on one
+seeded sequence of shapes, so that the comparison is paired (``STRATEGIES``):
+
+- ``eager``: the exact shapes, the baseline;
+- ``pad_max``: one graph at the largest bucket, every batch padded to it;
+- ``buckets``: one graph per bucket (``spec.shapes.bucket_edges``), each batch padded up to its
+  bucket, every graph in one shared memory pool (``torch.cuda.graph(pool=...)``);
+- ``buckets_own_pools``: the same graphs, each in a pool of its own;
+- ``compile_ro``: ``torch.compile(mode="reduce-overhead")`` on the exact shapes (its recordings
+  counted, its skip reasons quoted);
+- ``compile_dynamic``: the same with ``dynamic=True``.
+
+On a CPU the graph strategies run their padded batches eagerly and the compile strategy without
+graphs (``CPU_STRATEGIES``). Padding does not change the answer: a built-in workload's loss
+counts the real positions only and its attention ignores padded tokens (``workload_models``); an
+own step's ``batch(generator, NAME=value, pad_to=P)`` returns the padded batch and its step masks
+it. Each strategy's one-time cost (captures, recordings) is timed apart; the sequence is then
+timed in blocks, strategies interleaved ABBA, an event after every step; a parity check trains
+each strategy beside two eager replicas on the same steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from profiler_core.engine import parity
+from profiler_core.engine.batches import Batch, copy_into, static_copy
+from profiler_core.engine.modes import SkipReasons, cuda_graphs_recorded
+from profiler_core.engine.user_workload import build_parts, check_step_batch
+from profiler_core.engine.workload_models import MODELS
+from profiler_core.engine.workloads import TrainingStep
+from profiler_core.spec.config import RunConfig, is_user_spec
+from profiler_core.spec.errors import ConfigError, WorkloadError
+from profiler_core.spec.progress import ProgressCounter
+from profiler_core.spec.shapes import Vary, bucket_edges, bucket_of, padded_share, parse_vary
+from profiler_core.timing import stats
+from profiler_core.timing.trials import Clock, CudaClock, HostClock, interleaved, split_evenly
+
+STRATEGIES = ("eager", "pad_max", "buckets", "buckets_own_pools", "compile_ro", "compile_dynamic")
+CPU_STRATEGIES = ("eager", "pad_max", "buckets", "compile_dynamic")
+LABELS = {
+    "eager": "eager, exact shapes",
+    "pad_max": "one graph, padded to the largest bucket",
+    "buckets": "a graph per bucket, one shared pool",
+    "buckets_own_pools": "a graph per bucket, a pool each",
+    "compile_ro": "torch.compile reduce-overhead, exact shapes",
+    "compile_dynamic": "torch.compile dynamic=True, exact shapes",
+}
+GRAPHED = ("pad_max", "buckets", "buckets_own_pools")
+PADDED = ("pad_max", "buckets", "buckets_own_pools")  # strategies that pad the batch
+POOL_BATCHES = 4  # distinct batches at the largest shape, sliced for every step
+MAX_OWN_SHAPES = 256  # distinct shapes an own step's batches are drawn for, at most
+
+
+@dataclass
+class Strategy:
+    """One strategy ready to time: how it runs step ``i`` of the sequence, what preparing it
+    cost, and what it holds."""
+
+    name: str
+    run: Callable[[int], None]
+    step: TrainingStep | None  # None once released (its figures kept)
+    one_time_ms: float = 0.0
+    graphs: float = math.nan  # graphs captured or recorded (NaN: none to count)
+    pool_bytes: float = math.nan  # the graphs' pools (shared: the one pool)
+    pool_bytes_per_bucket: dict[int, float] = field(default_factory=dict)
+    peak_bytes: float = math.nan
+    skip_reasons: list[str] = field(default_factory=list)
+    # the batches its preparation trained on, in order (warm-ups, a compile's first pass): the
+    # parity check's eager replicas train on them too
+    pre_steps: list[Batch] = field(default_factory=list)
+
+
+class ShapeSource:
+    """Each step's batch, exact or padded, for the built-in workloads: sliced from a few batches
+    drawn once at the largest bucket (the rest of a padded batch zeros, its weights 0)."""
+
+    def __init__(self, config: RunConfig, vary: Vary, sequence: list[int], top: int,
+                 device: torch.device) -> None:
+        self.config, self.vary, self.sequence, self.device = config, vary, sequence, device
+        self.model = MODELS[config.workload]
+        generator = torch.Generator(device=device).manual_seed(config.seed)
+        largest = config.replace(**{vary.dimension: top})
+        self.pool = [self.model.random_batch(largest, device, generator)
+                     for _ in range(POOL_BATCHES)]
+        self.key = self.model.padding_key(vary.dimension)
+        self.axis = 1 if vary.dimension == "seq_len" else 0
+
+    def _sliced(self, tensor: torch.Tensor, length: int) -> torch.Tensor:
+        return tensor.narrow(self.axis, 0, length)
+
+    def exact(self, i: int) -> Batch:
+        x, y = self.pool[i % POOL_BATCHES]
+        length = self.sequence[i]
+        return self._sliced(x, length).contiguous(), self._sliced(y, length).contiguous()
+
+    def padded_example(self, size: int) -> Batch:
+        """A batch padded to ``size`` (its static inputs: x, y, weights[, key_padding])."""
+        x, y = self.pool[0]
+        weights_shape = x.shape[:2] if self.axis == 1 else x.shape[:1]
+        weights = torch.ones(weights_shape, device=self.device)
+        parts: list[torch.Tensor] = [self._sliced(x, size).clone(), self._sliced(y, size).clone(),
+                                     self._sliced(weights, size).clone()]
+        if self.key:
+            parts.append(torch.zeros(parts[2].shape, dtype=torch.bool, device=self.device))
+        return tuple(parts)
+
+    def load_padded(self, static: Batch, i: int, size: int) -> None:
+        """Step ``i``'s batch into ``static`` (padded to ``size``): the real part copied, the
+        padding zeroed, the weights 1 on the real positions, the key mask True on the padding."""
+        x, y = self.pool[i % POOL_BATCHES]
+        length = self.sequence[i]
+        for target, source in zip(static[:2], (x, y)):
+            self._sliced(target, length).copy_(self._sliced(source, length))
+            target.narrow(self.axis, length, target.shape[self.axis] - length).zero_()
+        weights = static[2]
+        self._sliced(weights, length).fill_(1.0)
+        weights.narrow(self.axis, length, weights.shape[self.axis] - length).zero_()
+        if self.key:
+            mask = static[3]
+            self._sliced(mask, length).fill_(False)
+            mask.narrow(self.axis, length, mask.shape[self.axis] - length).fill_(True)
+
+    def padded(self, i: int, size: int) -> Batch:
+        batch = self.padded_example(size)
+        self.load_padded(batch, i, size)
+        return batch
+
+
+class OwnShapeSource(ShapeSource):
+    """The user's own step: ``batch(generator, NAME=value)`` for the exact shape and
+    ``batch(generator, NAME=value, pad_to=P)`` for a padded one (whose mask their step applies),
+    each drawn once per distinct shape from the run's seed."""
+
+    def __init__(self, config: RunConfig, vary: Vary, sequence: list[int], top: int,
+                 device: torch.device) -> None:
+        self.config, self.vary, self.sequence, self.device = config, vary, sequence, device
+        if len(set(sequence)) > MAX_OWN_SHAPES:
+            raise ConfigError("vary", f"your step would be given {len(set(sequence)):,} distinct "
+                                      f"shapes (at most {MAX_OWN_SHAPES})",
+                              "vary over a list of values or a lengths file with fewer distinct "
+                              "lengths")
+        self.draw = build_parts(config.workload, device, config.settings).batch
+        self._cache: dict[tuple[int, int | None], Batch] = {}
+
+    def _drawn(self, value: int, pad_to: int | None) -> Batch:
+        key = (value, pad_to)
+        if key not in self._cache:
+            generator = torch.Generator(device=self.device).manual_seed(self.config.seed + value)
+            extra = {} if pad_to is None else {"pad_to": pad_to}
+            try:
+                batch = self.draw(generator, **{self.vary.dimension: value}, **extra)
+            except TypeError as error:
+                raise WorkloadError(f"{self.config.workload}'s batch(generator, "
+                                    f"{self.vary.dimension}=..." + (", pad_to=...)" if extra else ")")
+                                    + f" failed: {str(error).splitlines()[0]}",
+                                    f"give batch a keyword parameter {self.vary.dimension}"
+                                    + (" and pad_to (the length to pad to; your step masks the "
+                                       "padding)" if extra else "")) from None
+            self._cache[key] = check_step_batch(self.config.workload, batch, self.device)
+        return self._cache[key]
+
+    def exact(self, i: int) -> Batch:
+        return self._drawn(self.sequence[i], None)
+
+    def padded_example(self, size: int) -> Batch:
+        return static_copy(self._drawn(min(self.sequence), size))
+
+    def load_padded(self, static: Batch, i: int, size: int) -> None:
+        copy_into(static, self._drawn(self.sequence[i], size))
+
+    def padded(self, i: int, size: int) -> Batch:
+        return self._drawn(self.sequence[i], size)
+
+
+@dataclass(frozen=True)
+class ShapePlan:
+    """A shaped run's sequence and buckets."""
+
+    vary: Vary
+    sequence: list[int]
+    edges: tuple[int, ...]
+
+    @property
+    def top(self) -> int:
+        return self.edges[-1]
+
+
+def plan(config: RunConfig) -> ShapePlan:
+    """The run's varying dimension (its lengths file read now), the seeded sequence of
+    ``config.total_eager_iters`` shapes, and the bucket edges."""
+    assert config.vary is not None
+    vary = parse_vary(config.vary)
+    sequence = vary.distribution.sample(config.total_eager_iters, config.seed)
+    return ShapePlan(vary, sequence, bucket_edges(config.buckets, vary.distribution, sequence))
+
+
+def _reserved(device: torch.device) -> float:
+    return float(torch.cuda.memory_reserved(device)) if device.type == "cuda" else math.nan
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class Preparer:
+    """Builds each strategy on its own replica from the run's seed."""
+
+    def __init__(self, config: RunConfig, shape_plan: ShapePlan, device: torch.device) -> None:
+        self.config, self.plan, self.device = config, shape_plan, device
+        source_class = OwnShapeSource if is_user_spec(config.workload) else ShapeSource
+        self.source = source_class(config, shape_plan.vary, shape_plan.sequence, shape_plan.top,
+                                   device)
+
+    def prepare(self, name: str) -> Strategy:
+        if name == "eager":
+            step = TrainingStep(self.config, self.device, graphed=False)
+            source = self.source
+            return Strategy(name, lambda i: step.eager_step(*source.exact(i)), step)
+        if name in GRAPHED:
+            edges = (self.plan.top,) if name == "pad_max" else self.plan.edges
+            if self.device.type != "cuda":
+                return self._padded_eagerly(name, edges)
+            return self._graphs(name, edges, shared=name != "buckets_own_pools")
+        return self._compiled(name)
+
+    def _padded_eagerly(self, name: str, edges: tuple[int, ...]) -> Strategy:
+        """On a CPU: the padded batches, run eagerly (what padding costs, without graphs)."""
+        step = TrainingStep(self.config, self.device, graphed=False)
+        source, sequence = self.source, self.plan.sequence
+        return Strategy(name, lambda i: step.eager_step(
+            *source.padded(i, bucket_of(sequence[i], edges))), step)
+
+    def _graphs(self, name: str, edges: tuple[int, ...], shared: bool) -> Strategy:
+        """One replica, a graph per bucket: warmed up on a side stream and captured as the
+        article does, into one shared pool or a pool each."""
+        config, device, source = self.config, self.device, self.source
+        step = TrainingStep(config, device, graphed=True)
+        pool = torch.cuda.graph_pool_handle() if shared else None
+        graphs: dict[int, tuple[torch.cuda.CUDAGraph, Batch]] = {}
+        per_bucket: dict[int, float] = {}
+        _synchronize(device)
+        started, before_all = time.perf_counter(), _reserved(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        pre_steps: list[Batch] = []
+        for edge in edges:
+            static = source.padded_example(edge)
+            pre_steps += [static_copy(static)] * config.warmup_iters
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                for _ in range(config.warmup_iters):
+                    step.eager_step(*static, count=False)
+            torch.cuda.current_stream(device).wait_stream(side)
+            step.zero_grad(set_to_none=True)
+            _synchronize(device)
+            before = _reserved(device)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                step.captured_step(*static, index=0)
+            _synchronize(device)
+            per_bucket[edge] = _reserved(device) - before
+            graphs[edge] = (graph, static)
+        one_time_ms = (time.perf_counter() - started) * 1e3
+        sequence = self.plan.sequence
+
+        def run(i: int) -> None:
+            size = bucket_of(sequence[i], edges)
+            graph, static = graphs[size]
+            source.load_padded(static, i, size)
+            graph.replay()
+            step.finish_step()
+        return Strategy(name, run, step, one_time_ms, float(len(graphs)),
+                        _reserved(device) - before_all, per_bucket,
+                        float(torch.cuda.max_memory_allocated(device)), pre_steps=pre_steps)
+
+    def _compiled(self, name: str) -> Strategy:
+        """torch.compile on the exact shapes: one pass over every distinct shape of the sequence
+        before timing (its compilations and recordings, the one-time cost)."""
+        config, device, source = self.config, self.device, self.source
+        step = TrainingStep(config, device, graphed=False)
+        reduce_overhead = device.type == "cuda"
+        step.compile("reduce-overhead" if reduce_overhead else None, dynamic=name == "compile_dynamic")
+        watcher = SkipReasons()
+        inductor_log = logging.getLogger("torch._inductor")
+        inductor_log.addHandler(watcher)
+        first_of: dict[int, int] = {}
+        for i, value in enumerate(self.plan.sequence):
+            first_of.setdefault(value, i)
+        try:
+            _synchronize(device)
+            started = time.perf_counter()
+            for i in first_of.values():
+                step.eager_step(*source.exact(i), count=False)
+            _synchronize(device)
+            one_time_ms = (time.perf_counter() - started) * 1e3
+        finally:
+            inductor_log.removeHandler(watcher)
+        graphs = cuda_graphs_recorded(device) if reduce_overhead else math.nan
+        return Strategy(name, lambda i: step.eager_step(*source.exact(i)), step, one_time_ms,
+                        graphs, skip_reasons=watcher.reasons,
+                        pre_steps=[source.exact(i) for i in first_of.values()])
+
+
+@dataclass
+class ShapedTiming:
+    """Per strategy, per step of the sequence: its time (ms)."""
+
+    ms: dict[str, list[float]]
+    blocks: dict[str, list[float]]  # each block's total, for the interval
+
+
+def time_strategies(strategies: list[Strategy], steps: int, trials: int, clock: Clock,
+                    progress: ProgressCounter) -> ShapedTiming:
+    """The sequence in ``trials`` blocks, strategies interleaved ABBA, a mark after every step:
+    each step's time is its mark minus the previous one's (the first step of a block from the
+    idle device: its time is that from the block's start)."""
+    from profiler_core.timing.trials import Mode
+
+    ms = {s.name: [math.nan] * steps for s in strategies}
+    blocks: dict[str, list[float]] = {s.name: [] for s in strategies}
+    sizes = split_evenly(steps, trials)
+    starts = np.cumsum([0, *sizes[:-1]])
+    modes = [Mode(s.name, 1, s.run) for s in strategies]
+    for trial, mode in interleaved(modes, trials):
+        first, count = int(starts[trial]), sizes[trial]
+        marks = clock.marks(count + 1)
+        clock.synchronize()
+        clock.record(marks[0])
+        for k in range(count):
+            mode.run(first + k)
+            clock.record(marks[k + 1])
+        clock.synchronize()
+        times = [clock.elapsed_ms(marks[k], marks[k + 1]) for k in range(count)]
+        ms[mode.name][first:first + count] = times
+        blocks[mode.name].append(float(sum(times)))
+        progress.advance(count, f"trial {trial + 1}/{trials}, {mode.name}")
+    return ShapedTiming(ms, blocks)
+
+
+def strategy_rows(strategies: list[Strategy], timing: ShapedTiming, shape_plan: ShapePlan,
+                  checks: dict[str, parity.ParityCheck], seed: int) -> list[dict[str, Any]]:
+    """strategies.csv: per strategy its time per step over the sequence (median, p90, p99, the
+    sum), the padded share, one-time cost, graphs, memory, speedup over eager (the sums' ratio,
+    with a bootstrap interval over the blocks) and break-even."""
+    eager_blocks = timing.blocks["eager"]
+    eager_sum = float(np.nansum(timing.ms["eager"]))
+    steps = len(shape_plan.sequence)
+    rows = []
+    for strategy in strategies:
+        values = np.asarray(timing.ms[strategy.name], dtype=float)
+        summary = stats.summarize(values)
+        total = float(np.nansum(values))
+        speedup, low, high = stats.median_ratio_ci(eager_blocks, timing.blocks[strategy.name],
+                                                   seed=seed)
+        saving_per_step = (eager_sum - total) / steps if steps else math.nan
+        pays = (strategy.one_time_ms / saving_per_step if saving_per_step > 0 else math.inf)
+        edges = ((shape_plan.top,) if strategy.name == "pad_max" else shape_plan.edges) \
+            if strategy.name in GRAPHED else ()
+        check = checks.get(strategy.name)
+        rows.append({
+            "strategy": strategy.name, "label": LABELS[strategy.name], "steps": steps,
+            "median_ms": summary["median_ms"], "p90_ms": summary["p90_ms"],
+            "p99_ms": summary["p99_ms"], "sum_ms": total, "mean_ms": summary["mean_ms"],
+            "speedup": eager_sum / total if total > 0 else math.nan,
+            "speedup_ci_low": low if strategy.name != "eager" else math.nan,
+            "speedup_ci_high": high if strategy.name != "eager" else math.nan,
+            "blocks_speedup": speedup,
+            "padded_share": padded_share(shape_plan.sequence, edges) if edges else 0.0,
+            "buckets": len(edges) if edges else math.nan,
+            "one_time_ms": strategy.one_time_ms, "graphs": strategy.graphs,
+            "pool_bytes": strategy.pool_bytes, "peak_bytes": strategy.peak_bytes,
+            "break_even_steps": math.ceil(pays) if math.isfinite(pays) and pays >= 0 else math.nan,
+            "pays_back": float(saving_per_step > 0) if strategy.name != "eager" else math.nan,
+            "parity_max_abs_diff": check.max_abs_diff if check else math.nan,
+            "parity_noise_abs_diff": check.noise_abs_diff if check else math.nan,
+            "parity_matches": float(check.matches) if check else math.nan,
+        })
+    return rows
+
+
+def parity_checks(config: RunConfig, shape_plan: ShapePlan, device: torch.device,
+                  names: list[str]) -> dict[str, parity.ParityCheck]:
+    """Each strategy against eager on the exact shapes, on the first ``parity_steps`` steps of
+    the sequence, every replica from the run's seed (dropout off for the built-in workloads) and
+    first trained on what the strategy's preparation trained on. The difference it is judged
+    against: for a strategy that pads, eager on the same padded batches against eager on the
+    exact shapes (padding reorders a step's reductions: what that alone moves is rounding); for
+    the others, a second eager replica."""
+    quiet = config if is_user_spec(config.workload) else config.replace(dropout1=0.0, dropout2=0.0)
+    steps = min(quiet.parity_steps, len(shape_plan.sequence))
+    preparer = Preparer(quiet.replace(warmup_iters=1), shape_plan, device)
+    source, sequence = preparer.source, shape_plan.sequence
+    checks = {}
+    for name in names:
+        if name == "eager":
+            continue
+        candidate = preparer.prepare(name)
+        padded = name in PADDED
+        edges = (shape_plan.top,) if name == "pad_max" else shape_plan.edges
+        reference, control = (TrainingStep(preparer.config, device, graphed=name in GRAPHED)
+                              for _ in range(2))
+        for replica in (reference, control):
+            for batch in candidate.pre_steps:
+                replica.eager_step(*batch, count=False)
+        for i in range(steps):
+            parity._reseed(i)
+            candidate.run(i)
+            parity._reseed(i)
+            reference.eager_step(*source.exact(i), count=False)
+            parity._reseed(i)
+            control.eager_step(*(source.padded(i, bucket_of(sequence[i], edges)) if padded
+                                 else source.exact(i)), count=False)
+        _synchronize(device)
+        assert candidate.step is not None, "a prepared strategy holds its replica"
+        difference, worst = parity._difference(reference, candidate.step)
+        noise, _ = parity._difference(reference, control)
+        scale = parity._scale(reference)
+        checks[name] = parity.ParityCheck(
+            name, steps, difference, difference / scale if scale > 0 else math.nan, noise, worst,
+            scale, **({"noise_label": "eager on the padded batches against eager on the exact "
+                                      "shapes", "within": "on the exact shapes within what "
+                                                          "padding alone moves eager"}
+                      if padded else {}))
+    return checks
+
+
+def clock_for(device: torch.device) -> Clock:
+    return CudaClock(device) if device.type == "cuda" else HostClock()
+
+
+
+def units(config: RunConfig) -> int:
+    """Steps a shaped run times (for the progress bar): the sequence once per strategy."""
+    names = STRATEGIES if config.is_cuda else CPU_STRATEGIES
+    return len(names) * config.total_eager_iters
+
+
+def run_shaped(config: RunConfig, device: torch.device, phases: Any, progress: ProgressCounter,
+               state: Any) -> None:
+    """A run of changing shapes into ``state`` (``pipeline.RunState``): the plan, every strategy
+    prepared (each its phase), the sequence timed, the replicas released, the parity check, and
+    the tables (``shaped_tables``)."""
+    from profiler_core.engine.numerics import read_flags
+
+    shape_plan = plan(config)
+    names = list(STRATEGIES if device.type == "cuda" else CPU_STRATEGIES)
+    preparer = Preparer(config, shape_plan, device)
+    strategies = []
+    for name in names:
+        progress.start_phase(f"{name} preparation", LABELS[name])
+        with phases.phase(f"{name} preparation"):
+            strategies.append(preparer.prepare(name))
+        state.notes.extend(f"{name}: {reason}" for reason in strategies[-1].skip_reasons)
+    state.numerics = read_flags()
+    progress.start_phase("timed trials", f"{config.trial_count} interleaved blocks of the sequence")
+    with phases.phase("shapes timed"):
+        timing = time_strategies(strategies, len(shape_plan.sequence), config.trial_count,
+                                 clock_for(device), progress)
+    # the figures stay; the replicas and graphs go before the parity check's
+    costs = [dataclasses.replace(s, run=_no_step, step=None, pre_steps=[]) for s in strategies]
+    del strategies, preparer
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    checks: dict[str, parity.ParityCheck] = {}
+    if config.parity_steps:
+        progress.start_phase("parity", f"{config.parity_steps} steps per strategy")
+        with phases.phase("parity"):
+            checks = parity_checks(config, shape_plan, device, names)
+        state.notes.extend(f"parity: {check.verdict()}" for check in checks.values())
+    state.tables.update(shaped_tables(config, shape_plan, costs, timing, checks))
+    state.headline.update(shaped_headline(config, shape_plan, state.tables["strategies"]))
+
+
+def _no_step(i: int) -> None:
+    raise RuntimeError("a strategy's replica was released after timing")
+
+
+def shaped_tables(config: RunConfig, shape_plan: ShapePlan, costs: list[Strategy],
+                  timing: ShapedTiming, checks: dict[str, parity.ParityCheck]) -> dict[str, Any]:
+    """strategies.csv and shape_steps.csv; latency.csv, stats.csv, modes.csv and metrics.csv for
+    eager against the graph per bucket (on a CPU: eager alone), so every page reads the pair."""
+    import pandas as pd
+
+    from profiler_core.analysis import metrics
+    from profiler_core.spec import schema
+    from profiler_core.storage import runtables
+    from profiler_core.storage.results import coerce_table
+
+    rows = strategy_rows(costs, timing, shape_plan, checks, config.seed)
+    strategies = coerce_table("strategies", pd.DataFrame(rows, columns=schema.STRATEGY_COLUMNS))
+    steps = []
+    for name, values in timing.ms.items():
+        edges = ((shape_plan.top,) if name == "pad_max" else shape_plan.edges) if name in GRAPHED else ()
+        for i, (shape, ms) in enumerate(zip(shape_plan.sequence, values)):
+            steps.append((i, shape, bucket_of(shape, edges) if edges else shape, name, ms))
+    shape_steps = coerce_table("shape_steps", pd.DataFrame(steps, columns=schema.SHAPE_STEP_COLUMNS))
+    pair = {"eager": "eager", "graph": "buckets"}
+    cuda = config.is_cuda
+    latency_rows = []
+    sizes = split_evenly(len(shape_plan.sequence), config.trial_count)
+    trial_of = np.repeat(np.arange(len(sizes)), sizes)
+    for mode, name in pair.items():
+        if name not in timing.ms or (mode == "graph" and not cuda):
+            continue
+        for i, ms in enumerate(timing.ms[name]):
+            latency_rows.append((mode, "steady", int(trial_of[i]), i, 1,
+                                 ms if cuda else math.nan, math.nan if cuda else ms))
+    latency = runtables.latency_table(latency_rows)
+    stats_table = runtables.stats_table(latency, pd.DataFrame(columns=["mode", "method",
+                                                                       "ms_per_step"]))
+    by_name = strategies.set_index("strategy")
+    modes_rows = []
+    for mode, name in pair.items():
+        if name not in by_name.index or (mode == "graph" and not cuda):
+            continue
+        row = by_name.loc[name]
+        modes_rows.append({"mode": mode, "median_ms": row["median_ms"],
+                           "speedup": row["speedup"],
+                           "speedup_ci_low": row["speedup_ci_low"] if mode == "graph" else math.nan,
+                           "speedup_ci_high": row["speedup_ci_high"] if mode == "graph" else math.nan,
+                           "one_time_ms": row["one_time_ms"],
+                           "memory_bytes": row["pool_bytes"] if mode == "graph" else 0.0,
+                           "graphs_recorded": row["graphs"]})
+    modes_table = coerce_table("modes", pd.DataFrame(modes_rows, columns=schema.MODES_COLUMNS))
+    figures: dict[str, dict[str, float]] = {}
+    runtables.add_pay_back(figures, modes_table)
+    return {"strategies": strategies, "shape_steps": shape_steps, "latency": latency,
+            "stats": stats_table, "modes": modes_table,
+            "metrics": coerce_table("metrics", metrics.build(modes_table, stats_table, figures))}
+
+
+def shaped_headline(config: RunConfig, shape_plan: ShapePlan, strategies: Any) -> dict[str, Any]:
+    """The run's shape facts and its verdict: the strategy that pays most for this distribution
+    (the largest speedup whose parity matched, or was not checked) and after how many steps it
+    pays back its one-time cost."""
+    candidates = strategies[strategies["strategy"] != "eager"]
+    best = candidates.sort_values("speedup", ascending=False).head(1)
+    facts: dict[str, Any] = {
+        "shapes_vary": shape_plan.vary.text,
+        "shapes_distribution": shape_plan.vary.distribution.describe(),
+        "shapes_buckets": ",".join(str(edge) for edge in shape_plan.edges),
+        "shapes_steps": len(shape_plan.sequence),
+        "shapes_distinct": len(set(shape_plan.sequence)),
+    }
+    if len(best) and math.isfinite(float(best["speedup"].iloc[0])):
+        row = best.iloc[0]
+        speedup, steps = float(row["speedup"]), row["break_even_steps"]
+        pays = (f"pays back its one-time cost of {row['one_time_ms']:,.0f} ms after "
+                f"{int(steps):,} steps" if math.isfinite(float(steps)) else "never pays back")
+        if float(row["parity_matches"]) == 0.0:
+            pays += " (its parity check differs from eager: see the notes)"
+        facts.update(shapes_best=str(row["strategy"]), shapes_best_speedup=speedup,
+                     shapes_verdict=(
+                         f"For {shape_plan.vary.dimension} {shape_plan.vary.distribution.describe()}, "
+                         f"{row['label']} pays most: {speedup:.2f}x eager over the sequence "
+                         f"({row['padded_share']:.0%} of its work padding); it {pays}"
+                         if speedup > 1 else
+                         f"No strategy beats eager for {shape_plan.vary.dimension} "
+                         f"{shape_plan.vary.distribution.describe()}: the best, {row['label']}, "
+                         f"runs at {speedup:.2f}x"))
+    return facts
