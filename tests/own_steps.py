@@ -60,3 +60,29 @@ def scaled_fp16(device, *, outside: bool = False):
 
     parts = {"step": step, "batch": draw, "model": model, "optimizer": optimizer}
     return {**parts, "after_step": update} if outside else parts
+
+
+def shaped(device, *, width: int = 16):
+    """A whole step over sequences of a length the tool chooses: ``batch(generator, seq_len=L)``
+    draws an exact batch, ``pad_to=P`` pads it to P with a mask that the step applies."""
+    model = nn.Sequential(nn.Linear(8, width), nn.GELU(), nn.Linear(width, 4)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def draw(generator, seq_len: int = 16, pad_to: int | None = None):
+        x = torch.randn(2, seq_len, 8, device=device, generator=generator)
+        y = torch.randn(2, seq_len, 4, device=device, generator=generator)
+        size = pad_to or seq_len
+        mask = torch.zeros(2, size, device=device)
+        mask[:, :seq_len] = 1.0
+        pad = size - seq_len
+        return {"x": nn.functional.pad(x, (0, 0, 0, pad)), "y": nn.functional.pad(y, (0, 0, 0, pad)),
+                "mask": mask}
+
+    def step(data):
+        optimizer.zero_grad(set_to_none=True)
+        error = (model(data["x"]) - data["y"]).pow(2).mean(dim=-1)
+        loss = (error * data["mask"]).sum() / data["mask"].sum()
+        loss.backward()
+        optimizer.step()
+
+    return {"step": step, "batch": draw, "model": model, "optimizer": optimizer}

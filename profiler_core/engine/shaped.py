@@ -106,8 +106,7 @@ class ShapeSource:
     def padded_example(self, size: int) -> Batch:
         """A batch padded to ``size`` (its static inputs: x, y, weights[, key_padding])."""
         x, y = self.pool[0]
-        weights_shape = x.shape[:2] if self.axis == 1 else x.shape[:1]
-        weights = torch.ones(weights_shape, device=self.device)
+        weights = torch.ones(x.shape[:self.model.POSITION_DIMENSIONS], device=self.device)
         parts: list[torch.Tensor] = [self._sliced(x, size).clone(), self._sliced(y, size).clone(),
                                      self._sliced(weights, size).clone()]
         if self.key:
@@ -465,6 +464,13 @@ def run_shaped(config: RunConfig, device: torch.device, phases: Any, progress: P
             strategies.append(preparer.prepare(name))
         state.notes.extend(f"{name}: {reason}" for reason in strategies[-1].skip_reasons)
     state.numerics = read_flags()
+    if shape_plan.vary.dimension == "batch" and any(
+            isinstance(module, torch.nn.modules.batchnorm._BatchNorm)
+            for s in strategies if s.step is not None and s.step.model is not None
+            for module in s.step.model.modules()):
+        state.notes.append("the model has BatchNorm, whose batch statistics see a padded batch's "
+                           "rows: padding the batch trains another model (the parity check "
+                           "says by how much), so the verdict picks no padded strategy then")
     progress.start_phase("timed trials", f"{config.trial_count} interleaved blocks of the sequence")
     with phases.phase("shapes timed"):
         timing = time_strategies(strategies, len(shape_plan.sequence), config.trial_count,
@@ -546,7 +552,9 @@ def shaped_headline(config: RunConfig, shape_plan: ShapePlan, strategies: Any) -
     """The run's shape facts and its verdict: the strategy that pays most for this distribution
     (the largest speedup whose parity matched, or was not checked) and after how many steps it
     pays back its one-time cost."""
-    candidates = strategies[strategies["strategy"] != "eager"]
+    # a padded strategy whose parity differs trains another model (BatchNorm sees the padding)
+    wrong = strategies["strategy"].isin(PADDED) & (strategies["parity_matches"] == 0.0)
+    candidates = strategies[(strategies["strategy"] != "eager") & ~wrong]
     best = candidates.sort_values("speedup", ascending=False).head(1)
     facts: dict[str, Any] = {
         "shapes_vary": shape_plan.vary.text,

@@ -49,6 +49,9 @@ class MlpModel:
         attention's keys); else the loss's weights alone keep padding out of the answer."""
         return False
 
+    # The leading dimensions of the input that a loss counts positions over (its weights' shape).
+    POSITION_DIMENSIONS = 1
+
     # The step's hooks, for the deliberately broken workloads; a real workload leaves them be.
     def own_optimizer(self, params: Any) -> torch.optim.Optimizer | None:
         """An optimizer this workload insists on, or None for the config's."""
@@ -89,6 +92,8 @@ class TransformerModel(MlpModel):
                                        norm_first=True)
             for _ in range(config.hidden_layers)]
         return EncoderStack(layers, nn.Linear(config.hidden, config.d_out))
+
+    POSITION_DIMENSIONS = 2  # every token of every sequence
 
     def padding_key(self, dimension: str) -> bool:
         return dimension == "seq_len"

@@ -1,0 +1,108 @@
+"""Steps whose shapes change, on the CPU: every strategy that runs there (eager on the exact
+shapes, padding to the largest and a graph per bucket run eagerly, torch.compile without
+graphs) on one seeded sequence, the figures computed and read back, padding that does not change
+the answer, and an own step given its shapes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from profiler_core.cli.main import main
+from profiler_core.engine import shaped
+from profiler_core.engine.workloads import TrainingStep
+from profiler_core.spec.config import RunConfig
+from profiler_core.spec.errors import ConfigError
+from profiler_core.storage.results import RunResult
+
+SMALL = ["--device", "cpu", "--preset", "transformer", "--dtype", "fp32", "--batch", "2",
+         "--hidden", "16", "--heads", "2", "--hidden-layers", "1", "--d-out", "4",
+         "--replays", "24", "--progress", "none"]
+
+
+def test_a_cpu_run_of_changing_shapes_times_every_cpu_strategy_and_reads_back(tmp_path, capsys):
+    out = tmp_path / "shapes"
+    assert main(["run", *SMALL, "--vary", "seq_len=6,12,20:2", "--buckets", "pow2",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Every strategy over one sequence of 24 steps" in printed and "Verdict: " in printed
+    run = RunResult.load(out)
+    strategies = run.table("strategies").set_index("strategy")
+    assert list(strategies.index) == list(shaped.CPU_STRATEGIES)
+    assert strategies.at["eager", "speedup"] == pytest.approx(1.0)
+    # pow2 buckets of 6, 12 and 20: 8, 16, 32 (the largest); padding to 32 pads more
+    assert run.headline["shapes_buckets"] == "4,8,16,32"
+    assert strategies.at["pad_max", "padded_share"] > strategies.at["buckets", "padded_share"] > 0
+    assert strategies.at["compile_dynamic", "one_time_ms"] > 0
+    for name in ("pad_max", "buckets"):  # padding does not change the answer
+        assert strategies.at[name, "parity_matches"] == 1.0, run.notes
+    steps = run.table("shape_steps")
+    assert len(steps) == len(shaped.CPU_STRATEGIES) * 24 and steps["ms"].notna().all()
+    by_step = steps.groupby("step")["shape"].nunique()
+    assert (by_step == 1).all()  # every strategy ran the same sequence
+    assert set(steps["shape"]) <= {6, 12, 20}
+    assert set(steps.loc[steps["strategy"] == "buckets", "bucket"]) <= {8, 16, 32}
+    assert run.headline["shapes_verdict"] and run.pair.eager_ms > 0
+
+
+def _step_loss(config: RunConfig, batch) -> torch.Tensor:
+    step = TrainingStep(config, torch.device("cpu"), graphed=False)
+    step.zero_grad(set_to_none=True)
+    x, y, *rest = batch
+    weights = rest[0] if rest else None
+    key = rest[1] if len(rest) > 1 else None
+    prediction = step.model(x) if key is None else step.model(x, key)
+    if weights is None:
+        return step.loss_fn(prediction.float(), y)
+    return step.workload.masked_loss(prediction, y, weights)
+
+
+@pytest.mark.parametrize("workload, vary, same", [
+    ("transformer", "seq_len=5,11", True), ("transformer", "batch=3,7", True),
+    ("mlp", "batch=3,7", True), ("conv", "batch=3,7", False)])
+def test_a_padded_batch_gives_the_exact_batchs_loss(workload, vary, same):
+    """The masked loss of a padded batch equals the loss of the exact one (the attention ignores
+    padded tokens; padded rows count for nothing), so padding does not change the answer; but
+    BatchNorm's batch statistics see padded rows, so for the conv workload it does (its parity
+    check says so, and the verdict does not pick a padded strategy there)."""
+    config = RunConfig(workload=workload, device="cpu", batch=4, hidden=16, heads=2, d_in=8,
+                       d_out=4, channels=4, image_size=8, seq_len=8, hidden_layers=1,
+                       dropout1=0.0, dropout2=0.0, vary=vary, buckets="16")
+    plan = shaped.plan(config.replace(eager_iters=8))
+    source = shaped.ShapeSource(config, plan.vary, plan.sequence, plan.top, torch.device("cpu"))
+    for i in range(4):
+        exact, padded = _step_loss(config, source.exact(i)), _step_loss(config, source.padded(i, 16))
+        assert (padded.item() == pytest.approx(exact.item(), rel=1e-5, abs=1e-6)) is same
+
+
+def test_an_own_step_is_given_its_shapes_and_the_pad_length(tmp_path):
+    out = tmp_path / "own"
+    assert main(["run", "--workload", "tests.own_steps:shaped", "--device", "cpu", "--replays", "16",
+                 "--vary", "seq_len=uniform:3:20", "--buckets", "8,16,24", "--progress", "none",
+                 "--out", str(out)]) == 0
+    run = RunResult.load(out)
+    strategies = run.table("strategies").set_index("strategy")
+    assert {"eager", "pad_max", "buckets"} <= set(strategies.index)
+    assert strategies.at["buckets", "parity_matches"] == 1.0, run.notes
+    assert math.isfinite(strategies.at["buckets", "sum_ms"])
+
+
+def test_an_own_step_whose_batch_takes_no_such_keyword_says_so(tmp_path, capsys):
+    assert main(["run", "--workload", "tests.own_steps:accumulating", "--device", "cpu",
+                 "--replays", "8", "--vary", "seq_len=4,8", "--progress", "none",
+                 "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "give batch a keyword parameter seq_len" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("changes, said", [
+    ({"workload": "mlp", "vary": "seq_len=uniform:4:8"}, "the mlp workload cannot vary seq_len"),
+    ({"vary": "batch=gamma:1:2"}, "unknown distribution"),
+    ({"vary": "batch=4,8", "buckets": "fast"}, "buckets must be pow2, quantiles:N"),
+    ({"vary": "batch=4,8", "nproc_per_node": 2}, "cannot be combined with --nproc-per-node"),
+])
+def test_a_bad_shape_setting_is_refused_in_one_line(changes, said):
+    with pytest.raises(ConfigError, match=said):
+        RunConfig(**changes)
