@@ -542,6 +542,9 @@ def shaped_tables(config: RunConfig, shape_plan: ShapePlan, costs: list[Strategy
                            "graphs_recorded": row["graphs"]})
     modes_table = coerce_table("modes", pd.DataFrame(modes_rows, columns=schema.MODES_COLUMNS))
     figures: dict[str, dict[str, float]] = {}
+    if cuda and "buckets" in by_name.index:  # the graph per bucket's capture and pool
+        figures["graph"] = {"capture_ms": float(by_name.at["buckets", "one_time_ms"]),
+                            "pool_bytes": float(by_name.at["buckets", "pool_bytes"])}
     runtables.add_pay_back(figures, modes_table)
     return {"strategies": strategies, "shape_steps": shape_steps, "latency": latency,
             "stats": stats_table, "modes": modes_table,

@@ -28,6 +28,7 @@ from profiler_core.spec.config import (
 from profiler_core.spec.errors import ConfigError, RunFormatError, quoted, shown, shown_int
 from profiler_core.spec.fields import read_text, read_whole_number, spec
 from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
+from profiler_core.spec.shapes import MAX_BUCKETS
 from profiler_core.spec.workload_kinds import workload_named
 
 # Parameter -> what it changes, in words (the CLI's help and the dashboard's choices).
@@ -44,12 +45,15 @@ PARAMETERS = {
     "capture_iters": "training steps captured per graph (iterations per graph)",
     "modes": "modes timed beside eager and graph: graph (none), or extra modes joined by '+', "
              "e.g. compile_ro or graphed_callables+compile",
+    "buckets": "with --vary: the number of buckets a graph per bucket pads up to, at the "
+               "sequence's quantiles (buckets=1:16:x2)",
 }
 ALIASES = {"d-in": "d_in", "d-out": "d_out", "hidden-layers": "hidden_layers", "layers":
            "hidden_layers", "seq-len": "seq_len", "capture-iters": "capture_iters",
            "iters-per-graph": "capture_iters", "precision": "dtype", "mode": "modes"}
 TEXT_PARAMETERS = ("dtype", "modes")
-_ANY_WORKLOAD: dict[str, tuple[str, ...]] = {"dtype": ("dtype",), "capture_iters": ("capture_iters",), "modes": ("modes",)}
+_ANY_WORKLOAD: dict[str, tuple[str, ...]] = {"dtype": ("dtype",), "capture_iters": ("capture_iters",),
+                                             "modes": ("modes",), "buckets": ("buckets",)}
 MAX_AXES = 2
 MAX_POINTS = 2_000  # about 100 minutes at 20 points a minute
 DEFAULT_THRESHOLD = 1.1
@@ -81,6 +85,8 @@ def _refuse(name: str, message: str, hint: str = RANGE_EXAMPLE) -> ConfigError:
 
 def _limits(name: str) -> tuple[int, int]:
     """The whole numbers a numeric parameter may take (``width`` sets the layer widths)."""
+    if name == "buckets":
+        return 1, MAX_BUCKETS
     return INT_LIMITS.get(name, INT_LIMITS["hidden"])
 
 
@@ -339,6 +345,8 @@ def _fields_for(axis: str, workload: str, setting: bool = False) -> tuple[str, .
 def _point_changes(axis: str, value: Any, workload: str) -> dict[str, Any]:
     if axis == "modes":
         return {"modes": _modes_value(axis, value)}
+    if axis == "buckets":  # that many buckets at the sequence's quantiles
+        return {"buckets": f"quantiles:{value}"}
     return {name: value for name in _fields_for(axis, workload)}
 
 
@@ -367,6 +375,9 @@ class SweepPlan:
                 raise ConfigError("param", f"{axis.name} is a setting of your own step, and "
                                            f"{workload} is a built-in workload",
                                   "sweep a setting with --workload package.module:function")
+            if axis.name == "buckets" and self.base.vary is None:
+                raise ConfigError("param", "buckets changes nothing here: the step's shapes are "
+                                           "fixed", "sweep buckets with --vary NAME=DIST")
             fields = _fields_for(axis.name, workload, axis.setting)
             if not fields:
                 where = ("your own step's sizes are its build function's settings: sweep one of "
