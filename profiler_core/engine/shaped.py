@@ -348,10 +348,12 @@ def time_strategies(strategies: list[Strategy], steps: int, trials: int, clock: 
 
 
 def strategy_rows(strategies: list[Strategy], timing: ShapedTiming, shape_plan: ShapePlan,
-                  checks: dict[str, parity.ParityCheck], seed: int) -> list[dict[str, Any]]:
+                  checks: dict[str, parity.ParityCheck], seed: int,
+                  predictions: dict[int, float]) -> list[dict[str, Any]]:
     """strategies.csv: per strategy its time per step over the sequence (median, p90, p99, the
     sum), the padded share, one-time cost, graphs, memory, speedup over eager (the sums' ratio,
-    with a bootstrap interval over the blocks) and break-even."""
+    with a bootstrap interval over the blocks), break-even, and for a graph strategy the sum its
+    buckets' predictions (``bucket_predictions``) give over the sequence."""
     eager_blocks = timing.blocks["eager"]
     eager_sum = float(np.nansum(timing.ms["eager"]))
     steps = len(shape_plan.sequence)
@@ -367,6 +369,8 @@ def strategy_rows(strategies: list[Strategy], timing: ShapedTiming, shape_plan: 
         edges = ((shape_plan.top,) if strategy.name == "pad_max" else shape_plan.edges) \
             if strategy.name in GRAPHED else ()
         check = checks.get(strategy.name)
+        predicted_sum = (sum(predictions[bucket_of(v, edges)] for v in shape_plan.sequence)
+                         if edges and predictions and strategy.name in GRAPHED else math.nan)
         rows.append({
             "strategy": strategy.name, "label": LABELS[strategy.name], "steps": steps,
             "median_ms": summary["median_ms"], "p90_ms": summary["p90_ms"],
@@ -384,6 +388,8 @@ def strategy_rows(strategies: list[Strategy], timing: ShapedTiming, shape_plan: 
             "parity_max_abs_diff": check.max_abs_diff if check else math.nan,
             "parity_noise_abs_diff": check.noise_abs_diff if check else math.nan,
             "parity_matches": float(check.matches) if check else math.nan,
+            "predicted_sum_ms": predicted_sum,
+            "predicted_speedup": eager_sum / predicted_sum if predicted_sum > 0 else math.nan,
         })
     return rows
 
@@ -441,6 +447,40 @@ def clock_for(device: torch.device) -> Clock:
 
 
 
+def bucket_predictions(config: RunConfig, shape_plan: ShapePlan, device: torch.device,
+                       source: ShapeSource) -> dict[int, float]:
+    """Before any capture: the graph's time per step at each bucket predicted from one eager
+    profiled window at that bucket's padded shape (``analysis.predict``: its GPU busy time, plus
+    the launch, the per-node cost and the batch copy, this GPU's constants), ms by bucket. After
+    the timed trials (the profiler slows later launches); CUDA only."""
+    import tempfile
+    from pathlib import Path
+
+    from profiler_core.analysis.predict import eager_step_from_analysis, predict_graph
+    from profiler_core.engine.calibration import cached_calibration
+    from profiler_core.engine.profiling import profile_window
+    from profiler_core.timing.trials import Mode
+
+    step = TrainingStep(config, device, graphed=True)
+    predicted: dict[int, float] = {}
+    examples = {edge: source.padded_example(edge) for edge in shape_plan.edges}
+    calibration = cached_calibration(device, [examples[shape_plan.top]])
+    with tempfile.TemporaryDirectory(prefix="profiler_core_buckets_") as folder:
+        for edge, example in examples.items():
+            for _ in range(2):  # untimed: the shape's first kernels loaded
+                step.eager_step(*example, count=False)
+            mode = Mode(f"eager_{edge}", 1, _eager_on(step, example))
+            window = profile_window(mode, max(2, config.profile_iters), device,
+                                    Path(folder) / f"trace_bucket_{edge}.json")
+            eager = eager_step_from_analysis(window.analysis)
+            predicted[edge] = predict_graph(eager, calibration.costs, 1, calibration.copy_us).graph_us / 1e3
+    return predicted
+
+
+def _eager_on(step: TrainingStep, batch: Batch) -> Callable[[int], None]:
+    return lambda i: step.eager_step(*batch)
+
+
 def units(config: RunConfig) -> int:
     """Steps a shaped run times (for the progress bar): the sequence once per strategy."""
     names = STRATEGIES if config.is_cuda else CPU_STRATEGIES
@@ -475,6 +515,11 @@ def run_shaped(config: RunConfig, device: torch.device, phases: Any, progress: P
     with phases.phase("shapes timed"):
         timing = time_strategies(strategies, len(shape_plan.sequence), config.trial_count,
                                  clock_for(device), progress)
+    predictions: dict[int, float] = {}
+    if device.type == "cuda" and config.profile:
+        progress.start_phase("prediction", "an eager profiled window per bucket")
+        with phases.phase("bucket prediction"):
+            predictions = bucket_predictions(config, shape_plan, device, preparer.source)
     # the figures stay; the replicas and graphs go before the parity check's
     costs = [dataclasses.replace(s, run=_no_step, step=None, pre_steps=[]) for s in strategies]
     del strategies, preparer
@@ -486,7 +531,7 @@ def run_shaped(config: RunConfig, device: torch.device, phases: Any, progress: P
         with phases.phase("parity"):
             checks = parity_checks(config, shape_plan, device, names)
         state.notes.extend(f"parity: {check.verdict()}" for check in checks.values())
-    state.tables.update(shaped_tables(config, shape_plan, costs, timing, checks))
+    state.tables.update(shaped_tables(config, shape_plan, costs, timing, checks, predictions))
     state.headline.update(shaped_headline(config, shape_plan, state.tables["strategies"]))
 
 
@@ -495,7 +540,8 @@ def _no_step(i: int) -> None:
 
 
 def shaped_tables(config: RunConfig, shape_plan: ShapePlan, costs: list[Strategy],
-                  timing: ShapedTiming, checks: dict[str, parity.ParityCheck]) -> dict[str, Any]:
+                  timing: ShapedTiming, checks: dict[str, parity.ParityCheck],
+                  predictions: dict[int, float]) -> dict[str, Any]:
     """strategies.csv and shape_steps.csv; latency.csv, stats.csv, modes.csv and metrics.csv for
     eager against the graph per bucket (on a CPU: eager alone), so every page reads the pair."""
     import pandas as pd
@@ -505,7 +551,7 @@ def shaped_tables(config: RunConfig, shape_plan: ShapePlan, costs: list[Strategy
     from profiler_core.storage import runtables
     from profiler_core.storage.results import coerce_table
 
-    rows = strategy_rows(costs, timing, shape_plan, checks, config.seed)
+    rows = strategy_rows(costs, timing, shape_plan, checks, config.seed, predictions)
     strategies = coerce_table("strategies", pd.DataFrame(rows, columns=schema.STRATEGY_COLUMNS))
     steps = []
     for name, values in timing.ms.items():

@@ -132,13 +132,15 @@ RANK_COLUMNS = ["rank", "mode", "metric", "value"]
 # over eager (the sums' ratio; the interval: a bootstrap of the blocks' medians' ratio), the
 # padded share of the work, the buckets and graphs, the one-time cost, the graphs' pool (a
 # shared one, or the pools summed) and the peak allocation, break-even, and the parity check
-# beside two eager replicas; and every step of the sequence: its shape, its bucket, and each
+# beside two eager replicas, and for a graph strategy the sum over the sequence that each
+# bucket's prediction before capture gives (and the speedup it predicts); and every step of the sequence: its shape, its bucket, and each
 # strategy's time. Empty for a run of fixed shapes.
 STRATEGY_COLUMNS = ["strategy", "label", "steps", "median_ms", "p90_ms", "p99_ms", "sum_ms",
                     "mean_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "blocks_speedup",
                     "padded_share", "buckets", "one_time_ms", "graphs", "pool_bytes",
                     "peak_bytes", "break_even_steps", "pays_back", "parity_max_abs_diff",
-                    "parity_noise_abs_diff", "parity_matches"]
+                    "parity_noise_abs_diff", "parity_matches", "predicted_sum_ms",
+                    "predicted_speedup"]
 SHAPE_STEP_COLUMNS = ["step", "shape", "bucket", "strategy", "ms"]
 
 # Columns added to a table after runs were written without them: such a run still loads, the
