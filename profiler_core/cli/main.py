@@ -184,14 +184,15 @@ def _strategy_lines(table: pd.DataFrame, head: dict) -> list[str]:
                      ("" if s == "eager" else f"{b:,.0f}"))
                     for s, b in zip(table["strategy"], table["break_even_steps"])],
         parity=[("" if not math.isfinite(m) else "matches" if m else "differs")
-                for m in table["parity_matches"]])
+                for m in table["parity_matches"]],
+        predicted=[f"{v:.2f}x" if math.isfinite(v) else "" for v in table["predicted_speedup"]])
     return ["", f"Every strategy over one sequence of {head.get('shapes_steps', '?')} steps "
                 f"({head.get('shapes_vary', '')}: {head.get('shapes_distribution', '')}; "
                 f"{head.get('shapes_distinct', '?')} distinct; buckets "
                 f"{head.get('shapes_buckets', '')}); ms per step, speedup over eager (sums, "
                 "95% CI), one-time cost, pool",
-            shown[["strategy", "median_ms", "p90_ms", "p99_ms", "sum_ms", "speedup", "padded",
-                   "one_time_ms", "graphs", "pool_mib", "break_even", "parity"]].to_string(
+            shown[["strategy", "median_ms", "p90_ms", "p99_ms", "sum_ms", "speedup", "predicted",
+                   "padded", "one_time_ms", "graphs", "pool_mib", "break_even", "parity"]].to_string(
                 index=False, float_format=lambda v: f"{v:.4g}"),
             *([f"Verdict: {head['shapes_verdict']}."] if head.get("shapes_verdict") else [])]
 
