@@ -382,3 +382,59 @@ def test_the_sidebar_fits_a_1440x900_screen(playwright_api, server):
             context.close()
     finally:
         browser.close()
+
+
+# Every page in the navigation, with its title (the bundled sample opens first: the tour sees the
+# pages as a new user does, then the synthetic run's).
+TOUR = {"Overview": "Overview", "Counters": "Counters: the article's lessons",
+        "Latency": "Latency per training step", "Launch split": "Launch split: CPU launch vs GPU work",
+        "GPU": "GPU telemetry (NVML)", "Kernels": "Kernels", "Runs": "Runs", "Sweep": "Sweep",
+        "Ranks": "Ranks (data parallel)"}
+
+
+def test_a_page_tour_requests_nothing_but_the_apps_own_address(playwright_api, server):
+    """Issue 28: the page icon made the browser fetch an SVG from a public font host on every
+    load. Every request of a tour of every page (the bundled sample, then a run of the runs
+    folder) goes to the app's own address; anything else is recorded and refused, so nothing
+    leaves the machine even while the test fails. The icon itself comes inside the page."""
+    url, _ = server
+    own = url.rstrip("/")
+    browser = playwright_api.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=CHROMIUM_ARGS)
+    elsewhere: list[str] = []
+    seen: list[str] = []
+
+    def guard(route) -> None:
+        address = route.request.url
+        seen.append(address)
+        if address.startswith((own + "/", "data:", "blob:")) or address == own:
+            route.continue_()
+        else:
+            elsewhere.append(address)
+            route.abort()
+
+    try:
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        context.route("**/*", guard)
+        page = context.new_page()
+        sockets: list[str] = []
+        page.on("websocket", lambda socket_: sockets.append(socket_.url))
+        page.set_default_timeout(45_000)
+        page.goto(url)
+        page.get_by_role("heading", name="Overview", exact=True).wait_for()
+        _settle(page)
+        for shown in ("Sample run", "synthetic-seed"):
+            if shown != "Sample run":
+                _show(page, shown)
+            for nav, title in TOUR.items():
+                _open(page, nav, title)
+                page.wait_for_timeout(300)  # late requests: icons, fonts, the favicon
+        assert len(seen) > 20  # the tour did load the app (its scripts, fonts, media)
+        assert elsewhere == [], sorted(set(elsewhere))
+        icon = page.evaluate("() => document.querySelector(\"link[rel='shortcut icon']\").href")
+        assert icon.startswith("data:image/svg+xml"), icon[:80]
+        host = own.split("://", 1)[1]
+        assert sockets and all(s.split("://", 1)[1].startswith(host + "/") for s in sockets), sockets
+        context.close()
+    finally:
+        browser.close()
