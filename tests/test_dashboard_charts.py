@@ -1090,6 +1090,50 @@ def test_log_axes_write_every_tick_in_full():
     assert list(axis.ticktext) == ["1", "2", "5", "10", "20", "50", "100", "200"]
 
 
+def test_one_colour_one_meaning_the_palettes_share_no_colour():
+    """Issue 28: brown was graphed_callables and the preparation phase, green GPU busy and the
+    timed phase, grey GPU idle, a graph's launch, the per-node cost and "waiting on GPU". The
+    palettes (modes, parts of a step, phases) are declared once; no two of their colours, in one
+    palette or across two, look alike, and each reads on both themes."""
+    from dashboard.charts import palette
+
+    every = [(name, meaning, color) for name, colors in palette.PALETTES.items()
+             for meaning, color in colors.items()]
+    assert {name for name, _, _ in every} == {"modes", "parts of a step", "phases"}
+    for i, (name, meaning, color) in enumerate(every):
+        for other_name, other_meaning, other in every[i + 1:]:
+            assert _apart(color, other) >= palette.MIN_APART, (name, meaning, other_name, other_meaning)
+        assert min(_apart(color, "#FFFFFF"), _apart(color, "#0E1117")) >= 25, (meaning, color)
+    for color in palette.SERIES_COLORS:  # lines with no meaning of their own look like none
+        assert min(_apart(color, other) for _, _, other in every) >= palette.MIN_APART, color
+    # the issue's pairs, now told apart
+    assert _apart(MODE_COLORS["graphed_callables"], PHASE_KIND_COLORS["preparation"]) >= 20
+    assert _apart(SPLIT_COLORS["gpu_busy_us"], PHASE_KIND_COLORS["timed"]) >= 20
+    greys = [palette.STEP_PART_COLORS[p] for p in ("gpu_idle", "graph_launch", "per_node",
+                                                   "cpu_waiting")]
+    assert min(_apart(a, b) for i, a in enumerate(greys) for b in greys[i + 1:]) >= 20
+
+
+def test_chart_modules_take_every_colour_from_the_palettes():
+    """Declared once: no chart module writes a colour of its own (a hex literal); they all come
+    from dashboard/charts/palette.py (the modes' from profiler_core/spec/modes.py)."""
+    import re
+
+    charts = Path(__file__).resolve().parent.parent / "dashboard" / "charts"
+    literal = re.compile(r"[\"']#[0-9A-Fa-f]{3,8}[\"']")
+    found = {path.name: literal.findall(path.read_text()) for path in charts.glob("*.py")
+             if path.name != "palette.py"}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+    from dashboard.charts.ranks import STACK_PARTS, percentiles as rank_percentiles
+    from dashboard.charts.palette import SERIES_COLORS, STEP_PART_COLORS
+
+    assert {colour for _, _, colour in STACK_PARTS} <= set(STEP_PART_COLORS.values())
+    ranks = pd.DataFrame({"rank": [0, 0], "mode": "eager", "metric": ["step_p50_ms", "step_p99_ms"],
+                          "value": [1.0, 2.0]})
+    assert [bar.marker.color for bar in rank_percentiles(ranks, "eager").data] == \
+        [SERIES_COLORS[0], SERIES_COLORS[3]]
+
+
 def test_run_colours_never_look_like_a_mode_or_a_part_of_a_step():
     meaning = [*MODE_COLORS.values(), *SPLIT_COLORS.values()]
     for color in SERIES_PALETTE:

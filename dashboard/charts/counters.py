@@ -11,8 +11,9 @@ from dashboard.charts.common import (
     escape,
     finite,
 )
+from dashboard.charts.palette import SERIES_COLORS
 
-COUNTER_COLORS = {"predicted": "#A9B8CC", "observed": "#4F6D8F"}
+COUNTER_COLORS = {"predicted": SERIES_COLORS[5], "observed": SERIES_COLORS[0]}
 
 
 def counter_bars(lessons: pd.DataFrame) -> go.Figure:

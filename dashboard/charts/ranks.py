@@ -11,12 +11,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.charts.common import HEIGHT, apply_layout, empty_figure, escape, mode_color
+from dashboard.charts.palette import SERIES_COLORS, STEP_PART_COLORS
 
 STACK_PARTS = (  # metric (ranks.csv's, or compute_alone_us: see stacked_step), label, colour
-    ("compute_alone_us", "compute (no communication beside it)", "#4c78a8"),
-    ("comm_exposed_us", "communication, exposed", "#e45756"),
-    ("comm_hidden_us", "communication, hidden under compute", "#f2b5b4"),
-    ("host_wait_us", "host wait (device idle)", "#bab0ac"),
+    ("compute_alone_us", "compute (no communication beside it)", STEP_PART_COLORS["gpu_busy"]),
+    ("comm_exposed_us", "communication, exposed", STEP_PART_COLORS["comm_exposed"]),
+    ("comm_hidden_us", "communication, hidden under compute", STEP_PART_COLORS["comm_hidden"]),
+    ("host_wait_us", "host wait (device idle)", STEP_PART_COLORS["gpu_idle"]),
 )
 GRID_BASE_PX, GRID_ROW_PX = 150, 45  # the heatmap's height: a margin, and a row per rank
 SUMMARY_COLUMNS = ["rank", "mode", "step_median_ms", "step_p50_ms", "step_p99_ms", "speedup",
@@ -85,9 +86,10 @@ def percentiles(ranks: pd.DataFrame, mode: str) -> go.Figure:
     table = wide(ranks, mode)
     figure = go.Figure()
     labels = [f"rank {int(r)}" for r in table.get("rank", [])]
-    for metric, label in (("step_p50_ms", "p50"), ("step_p99_ms", "p99")):
+    for metric, label, colour in (("step_p50_ms", "p50", SERIES_COLORS[0]),
+                                  ("step_p99_ms", "p99", SERIES_COLORS[3])):
         if metric in table.columns:
-            figure.add_trace(go.Bar(name=label, x=labels, y=table[metric]))
+            figure.add_trace(go.Bar(name=label, x=labels, y=table[metric], marker_color=colour))
     named = straggler_of(ranks, mode)
     title = f"{escape(mode)}: p50 and p99 per rank" + (
         f" (straggler: rank {named})" if named is not None else " (no straggler named)")
