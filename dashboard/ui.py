@@ -79,6 +79,12 @@ def csv_download(frame: pd.DataFrame, file_name: str, key: str, label: str = "CS
 
 
 ROW_PX, MAX_FIT_ROWS = 35, 40
+MISSING_CELL = ""  # what a table shows for a value not measured (Streamlit's default: "None")
+
+
+def number_columns(columns: list[str], pattern: str) -> dict[str, Any]:
+    """The same number format for each of ``columns`` (a ``column_config``)."""
+    return {column: st.column_config.NumberColumn(format=pattern) for column in columns}
 
 
 def fit_height(rows: int) -> int | str:
@@ -93,7 +99,8 @@ def table(frame: pd.DataFrame, file_name: str, key: str, label: str | None = Non
           column_config: dict[str, Any] | None = None, height: int | str | None = None,
           column_order: list[str] | None = None, empty: str | None = None) -> None:
     """A sortable table with its CSV download (all columns) under it. Every row shows (up to
-    ``MAX_FIT_ROWS``; longer tables scroll) and the table takes the width it is given.
+    ``MAX_FIT_ROWS``; longer tables scroll) and the table takes the width it is given. A value
+    not measured (NaN, None) is an empty cell, never the word "None".
 
     An empty table with an ``empty`` text shows that text instead (say what is missing and why).
     """
@@ -102,7 +109,7 @@ def table(frame: pd.DataFrame, file_name: str, key: str, label: str | None = Non
         return
     st.dataframe(frame, hide_index=True, column_config=column_config, key=f"{key}_table",
                  height=fit_height(len(frame)) if height is None else height,
-                 column_order=column_order, width="stretch")
+                 column_order=column_order, width="stretch", placeholder=MISSING_CELL)
     csv_download(frame, file_name, key=f"{key}_csv", label=label or file_name)
 
 
@@ -119,15 +126,15 @@ def run_header(run: OpenedRun, title: str) -> None:
     """The view's title, which run this is, and any warning that comes with it."""
     st.title(title)
     env = run.environment
-    preset, dtype = escape_md(preset_text(run.config)), escape_md(run.config.dtype)
+    values = escape_md(preset_text(run.config))  # its one label: 'seed step in bf16, every mode'
     if run.source == state.SAMPLE:
         st.caption(f"Bundled sample run, recorded with this tool on "
                    f"**{escape_md(env.get('gpu_name', '?'))}** on "
-                   f"{escape_md(str(env.get('started_at', '?'))[:10])} · preset {preset}, {dtype}")
+                   f"{escape_md(str(env.get('started_at', '?'))[:10])} · {values}")
     else:
         gpu = env.get("gpu_name") or env.get("device_type") or "?"
         st.caption(f"Run **{escape_md(run.name)}** · {escape_md(gpu)} · "
-                   f"{escape_md(rundata._when(env.get('started_at')))} · preset {preset}, {dtype}")
+                   f"{escape_md(rundata._when(env.get('started_at')))} · {values}")
     if not run.complete:
         st.warning(incomplete_text(run), icon=":material/warning:")
 

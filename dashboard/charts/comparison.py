@@ -100,8 +100,10 @@ def compare_speedups(frame: pd.DataFrame, missing: dict[str, str] | None = None,
     missing = dict(missing or {})
     data = finite_frame(frame, ("speedup", "speedup_ci_low", "speedup_ci_high")) \
         .dropna(subset=["speedup"]) if not frame.empty else frame
-    if data.empty and not missing:
-        return empty_figure(title, "none of these runs has a speedup (CPU runs time eager only)")
+    if data.empty:  # an axis with only notes on it says nothing: say why instead
+        reasons = "; ".join(f"{run}: {why}" for run, why in missing.items())
+        return empty_figure(title, "none of these runs has a speedup"
+                            + (f" ({reasons})" if reasons else " (CPU runs time eager only)"))
     order = list(dict.fromkeys([*(str(run) for run in (order or [])),
                                 *(str(run) for run in (data["run"] if len(data) else [])),
                                 *missing]))

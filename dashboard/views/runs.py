@@ -261,6 +261,10 @@ if view == "medians":
     with right:
         ui.chart(split_bars(pd.concat(medians, ignore_index=True),
                                    "no profiled window in any of these runs"), key="compare_split")
+elif view == "speedup" and len(no_speedup) == len(loaded):  # nothing to draw: say why
+    st.info("No speedup to draw: none of these runs timed a graph. "
+            + " ".join(f"{tag}: {ui.escape_md(why)}." for tag, why in no_speedup.items()),
+            icon=":material/info:")
 elif view == "speedup":
     ui.chart(compare_speedups(pd.concat(speedups, ignore_index=True), no_speedup,
                                      order=list(loaded)),

@@ -154,7 +154,7 @@ def format_summary(result: RunResult) -> str:
                              "against the headline's time")
     lines += _every_mode_split(breakdown)
     lines += [""] + [f"Warning: {text}" for text in stability.warnings(
-        stats, head, (pair.speedup_ci_low, pair.speedup_ci_high))]
+        stats, head, (pair.speedup_ci_low, pair.speedup_ci_high), result.environment)]
     lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
 

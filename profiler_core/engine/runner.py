@@ -361,7 +361,13 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
     sampler = (NvmlSamplerProcess(device.index, interval_s=config.nvml_interval_ms / 1e3,
                                   origin_s=origin_s)
                if config.nvml and device.type == "cuda" else None)
+    # a CPU run's threads fitted to the CPUs the host's load leaves free (a count the user set
+    # is kept), before the environment records the count
+    threads = (hostinfo.fit_cpu_threads(torch, pinned=config.cpu_affinity is not None)
+               if device.type == "cpu" else None)
     environment = describe_environment(device, driver_version() if device.type == "cuda" else None)
+    if threads is not None:
+        environment["cpu_threads"] = threads
     environment["device_check_s"] = origin_s - checking_s  # before phases.csv's origin
     counter = ProgressCounter(plan_units(config), progress)
     state = _RunState()

@@ -1,8 +1,9 @@
 """What the host does to an eager step, and pinning the timing process to CPUs.
 
 The host figures that move a host-bound step between fresh processes (CPU model, cores, affinity,
-load, frequency governor), each None where it cannot be read; and the CPU lists ``taskset -c``
-takes, read, written and applied. Standard library only.
+load, frequency governor), each None where it cannot be read; the CPU lists ``taskset -c`` takes,
+read, written and applied; and a CPU run's thread count fitted to the CPUs the load leaves free.
+Standard library only (torch is passed in).
 """
 
 from __future__ import annotations
@@ -168,3 +169,52 @@ def host_environment() -> dict[str, object]:
         "cpu_governor": cpu_governor(cpus),
         "load_avg_start": load_average(),
     }
+
+
+# Environment variables through which a user (or torchrun, which sets OMP_NUM_THREADS=1 for
+# each rank) chooses torch's intra-op thread count: a run never changes a count set this way.
+THREAD_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def free_cpus(cpus: int, load: float | None) -> int:
+    """How many of ``cpus`` CPUs the 1-minute ``load`` average leaves free (at least 1)."""
+    if load is None:
+        return cpus
+    return max(1, min(cpus, cpus - int(round(load))))
+
+
+def fit_cpu_threads(torch_module, environ: dict[str, str] | None = None,
+                    pinned: bool = False) -> dict[str, object]:
+    """For a CPU run: torch's intra-op threads cut to the CPUs the host's load leaves free, so
+    that they do not queue behind other processes (docs/how-it-measures.md says by how much a
+    step slows when they do). A count set by the user
+    (``THREAD_SETTINGS``, or ``pinned``: ``--cpu-affinity``, which caps the threads at its CPUs)
+    is kept as set. Returns what it chose and why, for the run's environment: ``threads``,
+    ``default`` (torch's count before), ``cpus`` (those this process may run on), ``free`` (left
+    free by the load), ``load_1m``, ``set_by`` ("torch default", "this tool", an environment
+    variable or "--cpu-affinity") and ``reason`` (a sentence)."""
+    environ = os.environ if environ is None else environ
+    default = int(torch_module.get_num_threads())
+    allowed = available_cpus()
+    cpus = len(allowed) if allowed else (os.cpu_count() or default)
+    load = load_average()
+    load_1m = load[0] if load else None
+    free = free_cpus(cpus, load_1m)
+    chosen, set_by = default, "torch default"
+    explicit = next((name for name in THREAD_SETTINGS if environ.get(name)), None)
+    load_text = f"load average {load_1m:.1f}" if load_1m is not None else "load unknown"
+    if explicit or pinned:
+        set_by = f"{explicit}={environ[explicit]}" if explicit else "--cpu-affinity"
+        reason = f"{default} thread(s), as set by {set_by} (kept; {load_text} on {cpus} CPU(s))"
+        if default > free:
+            reason += (f": more threads than the {free} CPU(s) the load leaves free, so they "
+                       "wait for one another and for the other processes (slower steps)")
+    elif default > free:
+        torch_module.set_num_threads(free)
+        chosen, set_by = free, "this tool"
+        reason = (f"{free} thread(s) instead of torch's {default}: {load_text} on {cpus} CPU(s) "
+                  f"leaves {free} free (set OMP_NUM_THREADS to choose)")
+    else:
+        reason = f"{default} thread(s), torch's default ({load_text} on {cpus} CPU(s))"
+    return {"threads": chosen, "default": default, "cpus": cpus, "free": free, "load_1m": load_1m,
+            "set_by": set_by, "reason": reason}
