@@ -82,6 +82,27 @@ ROW_PX, MAX_FIT_ROWS = 35, 40
 MISSING_CELL = ""  # what a table shows for a value not measured (Streamlit's default: "None")
 
 
+# A text column is as wide as its longest value (the table's own sizing reads only its first
+# rows, so "graphed_callables" further down was cut to "graphed_callabl"), up to TEXT_MAX_PX.
+CHAR_PX, TEXT_PAD_PX, TEXT_MAX_PX = 8, 28, 560
+
+
+def text_widths(frame: pd.DataFrame, column_config: dict[str, Any] | None) -> dict[str, Any]:
+    """``column_config`` with a width for each text column it does not configure: wide enough
+    for its longest value and its header."""
+    config = dict(column_config or {})
+    for column in frame.columns:
+        if column in config or frame[column].dtype.kind not in "OSUT":
+            continue
+        values = [str(v) for v in frame[column] if isinstance(v, str)]
+        if not values:
+            continue
+        longest = max(len(str(column)), *(len(v) for v in values))
+        config[column] = st.column_config.TextColumn(
+            width=min(TEXT_MAX_PX, CHAR_PX * longest + TEXT_PAD_PX))
+    return config
+
+
 def number_columns(columns: list[str], pattern: str) -> dict[str, Any]:
     """The same number format for each of ``columns`` (a ``column_config``)."""
     return {column: st.column_config.NumberColumn(format=pattern) for column in columns}
@@ -107,6 +128,7 @@ def table(frame: pd.DataFrame, file_name: str, key: str, label: str | None = Non
     if frame.empty and empty:
         st.info(empty, icon=":material/info:")
         return
+    column_config = text_widths(frame, column_config)
     st.dataframe(frame, hide_index=True, column_config=column_config, key=f"{key}_table",
                  height=fit_height(len(frame)) if height is None else height,
                  column_order=column_order, width="stretch", placeholder=MISSING_CELL)

@@ -824,9 +824,12 @@ def test_preset_label_says_custom_when_values_differ():
     assert analysis.preset_label(PRESETS["seed"]) == "seed"
     assert analysis.preset_label(PRESETS["seed"].replace(device="cpu")) == "seed"
     assert analysis.preset_label(PRESETS["seed"].replace(batch=64)) == "custom"
-    assert analysis.preset_text(PRESETS["seed"].replace(dtype="bf16")) == "custom (seed with dtype bf16)"
-    assert analysis.preset_text(PRESETS["lesson3"]) == "lesson3"
-    assert analysis.preset_text(PRESETS["seed"].replace(preset="custom", batch=8)) == "custom"
+    # the seed step in another precision is still the seed step (issue 28: "preset custom, bf16")
+    assert analysis.preset_label(PRESETS["seed"].replace(dtype="bf16")) == "seed"
+    assert analysis.preset_text(PRESETS["seed"].replace(dtype="bf16")) == "seed step in bf16"
+    assert analysis.preset_text(PRESETS["lesson3"]) == "lesson3 preset, fp32"
+    assert analysis.preset_text(PRESETS["seed"].replace(batch=64)) == "custom (seed with batch 64)"
+    assert analysis.preset_text(PRESETS["seed"].replace(preset="custom", batch=8)) == "custom, fp32"
 
 
 def test_the_modes_chart_and_table():

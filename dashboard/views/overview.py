@@ -109,28 +109,24 @@ else:
 modes = run.table("modes")
 if len(modes) > 2:  # more than eager and the article's graph: how each way of graphing compares
     st.subheader("Every mode")
-    left, right = st.columns([3, 2])
-    with left:
-        ui.chart(modes_speedup_bars(modes), key="overview_modes")
-    with right:
-        ui.table(analysis.modes_table(modes, figures), f"{run.name}-modes.csv", key="overview_modes_table",
-                 label="modes CSV",
-                 column_config={"break_even": st.column_config.TextColumn(
-                     "break-even", help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION}.")})
-        st.caption("Every figure per mode, in long form: the Downloads below (metrics.csv).")
+    ui.chart(modes_speedup_bars(modes), key="overview_modes")
+    # under the chart, the whole width: the modes' words and every column show uncut
+    ui.table(analysis.modes_table(modes, figures), f"{run.name}-modes.csv", key="overview_modes_table",
+             label="modes CSV",
+             column_config={"break_even": st.column_config.TextColumn(
+                 "break-even", help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION}.")})
+    st.caption("Every figure per mode, in long form: the Downloads below (metrics.csv).")
 
 repeats_panel.between_processes(run, key="overview_repeats")
 
-left, right = st.columns(2)
-with left:
-    st.subheader("GPU and software")
-    ui.table(run_facts.environment_table(run.environment), f"{run.name}-environment.csv",
-             key="overview_env", label="environment CSV",
-             empty="This run does not say which GPU and software it ran on.")
-with right:
-    st.subheader("Configuration")
-    ui.table(run_facts.config_table(run.config), f"{run.name}-config.csv", key="overview_config",
-             label="config CSV")
+# one above the other, the whole width: long values (the platform, the modes) show uncut
+st.subheader("GPU and software")
+ui.table(run_facts.environment_table(run.environment), f"{run.name}-environment.csv",
+         key="overview_env", label="environment CSV",
+         empty="This run does not say which GPU and software it ran on.")
+st.subheader("Configuration")
+ui.table(run_facts.config_table(run.config), f"{run.name}-config.csv", key="overview_config",
+         label="config CSV")
 
 ui.notes(run)
 st.subheader("Downloads")

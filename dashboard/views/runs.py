@@ -282,7 +282,24 @@ else:
                            for r, t in zip(methods["run"], methods["timed_by"])) + ".")
 st.markdown("**Settings that differ**")
 diff = run_facts.configs_diff({tag: run.config for tag, run in loaded.items()})
+hosts = [compare.host_row(tag, run.environment) for tag, run in loaded.items()]
+host_diff = compare.host_differences(hosts)
 if diff.empty:
-    st.caption("All these runs used the same settings.")
+    st.caption("All these runs used the same settings"
+               + (f", but the host did not run them alike: {ui.escape_md(host_diff)}." if host_diff
+                  else "."))
 else:
     ui.table(diff, "config_diff.csv", key="compare_diff", label="differences CSV")
+    if host_diff:
+        st.caption(f"The host did not run them alike either: {ui.escape_md(host_diff)}.")
+st.markdown("**How the host ran them**")
+ui.table(pd.DataFrame(hosts, columns=compare.HOST_COLUMNS), "compare_hosts.csv", key="compare_hosts",
+         label="host CSV",
+         column_config={"torch_threads": st.column_config.NumberColumn("torch threads", format="%d"),
+                        "cpus": st.column_config.NumberColumn("CPUs", format="%d"),
+                        "load_start": st.column_config.NumberColumn("load at start", format="%.2f"),
+                        "load_end": st.column_config.NumberColumn("load at end", format="%.2f"),
+                        "host": st.column_config.TextColumn(width="large")})
+st.caption("Load: the host's 1-minute load average (runnable processes) against the CPUs the run "
+           "could use; a CPU run fits torch's threads to the CPUs the load leaves free unless "
+           "OMP_NUM_THREADS says otherwise (torchrun sets it to 1 for each rank).")

@@ -13,6 +13,7 @@ import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,7 +258,9 @@ def serve_request(request: RunRequest) -> int:
     jsonl`` of the request's config does, errors reported the same way."""
     from profiler_core.storage.results import check_output
 
-    timings = WallTimings()
+    # from the request, not the process's start: a spare may wait minutes for its run, and that
+    # wait is no part of the run's start-up (its imports and CUDA were done before it)
+    timings = WallTimings(started_s=time.time())
     output = RunOutput(request.out, request.overwrite, "jsonl", 0.0)
 
     def run(stopper: RunStopper) -> int:
