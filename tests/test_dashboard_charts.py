@@ -1127,8 +1127,9 @@ def test_chart_modules_take_every_colour_from_the_palettes():
     found = {path.name: literal.findall(path.read_text()) for path in charts.glob("*.py")
              if path.name != "palette.py"}
     assert {name: hits for name, hits in found.items() if hits} == {}
-    from dashboard.charts.ranks import STACK_PARTS, percentiles as rank_percentiles
     from dashboard.charts.palette import SERIES_COLORS, STEP_PART_COLORS
+    from dashboard.charts.ranks import STACK_PARTS
+    from dashboard.charts.ranks import percentiles as rank_percentiles
 
     assert {colour for _, _, colour in STACK_PARTS} <= set(STEP_PART_COLORS.values())
     ranks = pd.DataFrame({"rank": [0, 0], "mode": "eager", "metric": ["step_p50_ms", "step_p99_ms"],
