@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from profiler_core.spec.errors import ConfigError
@@ -183,7 +183,7 @@ def free_cpus(cpus: int, load: float | None) -> int:
     return max(1, min(cpus, cpus - int(round(load))))
 
 
-def fit_cpu_threads(torch_module, environ: dict[str, str] | None = None,
+def fit_cpu_threads(torch_module, environ: Mapping[str, str] | None = None,
                     pinned: bool = False) -> dict[str, object]:
     """For a CPU run: torch's intra-op threads cut to the CPUs the host's load leaves free, so
     that they do not queue behind other processes (docs/how-it-measures.md says by how much a
@@ -193,7 +193,7 @@ def fit_cpu_threads(torch_module, environ: dict[str, str] | None = None,
     ``default`` (torch's count before), ``cpus`` (those this process may run on), ``free`` (left
     free by the load), ``load_1m``, ``set_by`` ("torch default", "this tool", an environment
     variable or "--cpu-affinity") and ``reason`` (a sentence)."""
-    environ = os.environ if environ is None else environ
+    settings: Mapping[str, str] = os.environ if environ is None else environ
     default = int(torch_module.get_num_threads())
     allowed = available_cpus()
     cpus = len(allowed) if allowed else (os.cpu_count() or default)
@@ -201,10 +201,10 @@ def fit_cpu_threads(torch_module, environ: dict[str, str] | None = None,
     load_1m = load[0] if load else None
     free = free_cpus(cpus, load_1m)
     chosen, set_by = default, "torch default"
-    explicit = next((name for name in THREAD_SETTINGS if environ.get(name)), None)
+    explicit = next((name for name in THREAD_SETTINGS if settings.get(name)), None)
     load_text = f"load average {load_1m:.1f}" if load_1m is not None else "load unknown"
     if explicit or pinned:
-        set_by = f"{explicit}={environ[explicit]}" if explicit else "--cpu-affinity"
+        set_by = f"{explicit}={settings[explicit]}" if explicit else "--cpu-affinity"
         reason = f"{default} thread(s), as set by {set_by} (kept; {load_text} on {cpus} CPU(s))"
         if default > free:
             reason += (f": more threads than the {free} CPU(s) the load leaves free, so they "
