@@ -517,14 +517,17 @@ def _command_trace_stats(args) -> int:
 
 def _command_predict(args) -> int:
     from profiler_core.analysis.predict import trace_report
-    from profiler_core.engine.calibration import measured_costs  # imports torch when called
+    from profiler_core.engine.calibration import (  # import torch when called
+        default_costs,
+        measured_costs,
+    )
 
     bar = cli.LateBar()  # a bar on stderr once reading the trace has taken a second
     try:
         report = trace_report(args.trace, args.launch_us, args.per_node_us,
                               measured_costs if args.calibrate else None,
                               args.steps_per_iteration, args.steps_per_graph, args.copy_us,
-                              args.eager_ms, progress=bar)
+                              args.eager_ms, progress=bar, defaults=default_costs)
     finally:
         bar.close()
     print(report)
