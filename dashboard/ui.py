@@ -82,22 +82,23 @@ ROW_PX, MAX_FIT_ROWS = 35, 40
 MISSING_CELL = ""  # what a table shows for a value not measured (Streamlit's default: "None")
 
 
-# A text column is as wide as its longest value (the table's own sizing reads only its first
-# rows, so "graphed_callables" further down was cut to "graphed_callabl"), up to TEXT_MAX_PX.
-CHAR_PX, TEXT_PAD_PX, TEXT_MAX_PX = 8, 28, 560
+# A text column sized by the table itself fits the values of its first rows only: a longer value
+# further down was cut ("graphed_callables" in row 11 showed as "graphed_callabl"). Such a column
+# is given the width of its longest value (about CHAR_PX a character), up to TEXT_MAX_PX.
+SIZED_ROWS, CHAR_PX, TEXT_PAD_PX, TEXT_MAX_PX = 10, 7, 24, 480
 
 
 def text_widths(frame: pd.DataFrame, column_config: dict[str, Any] | None) -> dict[str, Any]:
-    """``column_config`` with a width for each text column it does not configure: wide enough
-    for its longest value and its header."""
+    """``column_config`` with a width for each text column it does not configure whose longest
+    value lies beyond the first ``SIZED_ROWS`` rows and is longer than theirs."""
     config = dict(column_config or {})
     for column in frame.columns:
         if column in config or frame[column].dtype.kind not in "OSUT":
             continue
-        values = [str(v) for v in frame[column] if isinstance(v, str)]
-        if not values:
+        lengths = [len(v) if isinstance(v, str) else 0 for v in frame[column]]
+        if len(lengths) <= SIZED_ROWS or max(lengths[SIZED_ROWS:]) <= max(lengths[:SIZED_ROWS]):
             continue
-        longest = max(len(str(column)), *(len(v) for v in values))
+        longest = max(len(str(column)), *lengths)
         config[column] = st.column_config.TextColumn(
             width=min(TEXT_MAX_PX, CHAR_PX * longest + TEXT_PAD_PX))
     return config

@@ -82,13 +82,16 @@ def apply_layout(fig: go.Figure, title: str, height: int = HEIGHT, subtitle: str
     return fig
 
 
+EMPTY_LINE_CHARS = 56  # an empty figure's message, in lines that fit a chart half a page wide
+
+
 def empty_figure(title: str, message: str = "no data in this run") -> go.Figure:
     """A figure that says there is nothing to draw (keeps the page layout stable). ``title`` is
     the chart's own title (its run data already escaped by the caller, its markup kept);
-    ``message`` is escaped here."""
+    ``message`` is escaped here, in lines of about ``EMPTY_LINE_CHARS`` characters."""
     fig = go.Figure()
-    fig.add_annotation(text=escape(message), showarrow=False, x=0.5, y=0.5, xref="paper",
-                       yref="paper", font={"size": 14})
+    fig.add_annotation(text=wrap(message, EMPTY_LINE_CHARS), showarrow=False, x=0.5, y=0.5,
+                       xref="paper", yref="paper", font={"size": 14})
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return apply_layout(fig, title, height=220)

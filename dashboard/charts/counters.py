@@ -40,7 +40,7 @@ def counter_bars(lessons: pd.DataFrame) -> go.Figure:
         shown = np.where(values[column] > 0, values[column], np.nan) if log else values[column]
         fig.add_trace(go.Bar(x=phases, y=shown, name=column, marker_color=color,
                              text=[f"{v:,.0f}" if np.isfinite(v) else "" for v in values[column]],
-                             textposition="outside", cliponaxis=False,
+                             textposition="outside", cliponaxis=False, textfont={"size": 10},
                              hovertemplate="%{fullData.name}: %{text}<extra>%{x}</extra>"))
     fig.update_layout(barmode="group")
     if log:

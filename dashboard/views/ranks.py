@@ -24,9 +24,10 @@ eager_ms, slowest = job_step_ms(ranks, "eager")
 bound = headline.get("eager_bound")
 left, middle, right, last = st.columns(4)
 left.metric("Ranks", f"{headline.get('world_size', '?')}")
-middle.metric("Job speedup (slowest rank)", f"{speedup:.2f}x" if speedup == speedup
-              else "n/a (CPU run: no graph)" if analysis.is_cpu_run(run.config, run.environment)
-              else "n/a")
+cpu = analysis.is_cpu_run(run.config, run.environment)
+middle.metric("Job speedup (slowest rank)", f"{speedup:.2f}x" if speedup == speedup else "n/a",
+              delta="CPU run: no graph" if cpu and speedup != speedup else None,
+              delta_color="off", delta_arrow="off")
 right.metric("Straggler", f"rank {int(straggler)}" if isinstance(straggler, float)
              and straggler == straggler else "none named")
 last.metric("Eager step (slowest rank)", ui.fmt(eager_ms, "{:.3f} ms"),

@@ -159,7 +159,11 @@ if everything:
     if unreadable:
         st.warning(f"{unreadable} run folder(s) cannot be opened; the problem column says why.",
                    icon=":material/warning:")
-    ui.table(shown.drop(columns=["path"]), "runs.csv", key="runs_list", label="runs list CSV",
+    listed = shown.drop(columns=["path"])
+    # the problem column shown only where a folder has one (it pushed the others off a 1,400 px
+    # screen); the CSV keeps it
+    ui.table(listed, "runs.csv", key="runs_list", label="runs list CSV",
+             column_order=[c for c in listed.columns if unreadable or c != "problem"],
              column_config={"speedup": st.column_config.NumberColumn(format="%.2fx"),
                             "eager_ms": st.column_config.NumberColumn("eager ms", format="%.3f"),
                             "graph_ms": st.column_config.NumberColumn("graph ms", format="%.3f"),
