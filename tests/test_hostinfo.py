@@ -170,18 +170,18 @@ def test_a_cpu_run_fits_its_threads_to_the_free_cpus_and_keeps_a_users_choice(mo
     monkeypatch.setattr(hostinfo, "load_average", lambda: [1.8, 1.0, 0.5])
     torch = _Torch(2)
     chosen = hostinfo.fit_cpu_threads(torch, environ={})
-    assert torch.threads == 1 and (chosen["threads"], chosen["default"], chosen["free"]) == (1, 2, 1)
-    assert chosen["set_by"] == "this tool"
-    assert chosen["reason"] == ("1 thread(s) instead of torch's 2: load average 1.8 on 2 CPU(s) "
+    assert torch.threads == 1 and (chosen.threads, chosen.default, chosen.free) == (1, 2, 1)
+    assert chosen.set_by == "this tool" and chosen.worth_a_note
+    assert chosen.reason == ("1 thread(s) instead of torch's 2: load average 1.8 on 2 CPU(s) "
                                 "leaves 1 free (set OMP_NUM_THREADS to choose)")
     torch = _Torch(2)  # never silently changed: the user's (or torchrun's) setting is kept, said
     kept = hostinfo.fit_cpu_threads(torch, environ={"OMP_NUM_THREADS": "2"})
-    assert torch.threads == 2 and kept["set_by"] == "OMP_NUM_THREADS=2"
-    assert "more threads than the 1 CPU(s) the load leaves free" in kept["reason"]
-    assert hostinfo.fit_cpu_threads(_Torch(2), environ={}, pinned=True)["set_by"] == "--cpu-affinity"
+    assert torch.threads == 2 and kept.set_by == "OMP_NUM_THREADS=2" and kept.worth_a_note
+    assert "more threads than the 1 CPU(s) the load leaves free" in kept.reason
+    assert hostinfo.fit_cpu_threads(_Torch(2), environ={}, pinned=True).set_by == "--cpu-affinity"
     monkeypatch.setattr(hostinfo, "load_average", lambda: [0.2, 0.1, 0.1])
     idle = hostinfo.fit_cpu_threads(_Torch(2), environ={})
-    assert (idle["threads"], idle["set_by"]) == (2, "torch default")
+    assert (idle.threads, idle.set_by, idle.worth_a_note) == (2, "torch default", False)
     assert [hostinfo.free_cpus(2, load) for load in (None, 0.4, 0.6, 1.4, 9.7)] == [2, 2, 1, 1, 1]
 
 
@@ -202,3 +202,5 @@ def test_a_cpu_run_records_the_threads_it_chose(tmp_path, monkeypatch):
     # no thread setting here: never more threads than the CPUs the load left free
     assert environment["torch_num_threads"] == chosen["threads"] <= chosen["free"]
     assert chosen["set_by"] in ("this tool", "torch default")
+    notes = [n for n in RunResult.load(tmp_path / "run").notes if n.startswith("torch threads: ")]
+    assert notes == ([f"torch threads: {chosen['reason']}"] if chosen["set_by"] == "this tool" else [])

@@ -19,7 +19,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -367,10 +367,12 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
                if device.type == "cpu" else None)
     environment = describe_environment(device, driver_version() if device.type == "cuda" else None)
     if threads is not None:
-        environment["cpu_threads"] = threads
+        environment["cpu_threads"] = asdict(threads)
     environment["device_check_s"] = origin_s - checking_s  # before phases.csv's origin
     counter = ProgressCounter(plan_units(config), progress)
     state = _RunState()
+    if threads is not None and threads.worth_a_note:  # said with the run, as well as recorded
+        state.notes.append(f"torch threads: {threads.reason}")
     failure: BaseException | None = None
     if sampler is not None:
         sampler.start()

@@ -12,6 +12,7 @@ import os
 import platform
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from profiler_core.spec.errors import ConfigError
@@ -183,16 +184,31 @@ def free_cpus(cpus: int, load: float | None) -> int:
     return max(1, min(cpus, cpus - int(round(load))))
 
 
+@dataclass(frozen=True)
+class ThreadChoice:
+    """A CPU run's torch thread count, and why (recorded in its environment as ``cpu_threads``)."""
+
+    threads: int  # torch's intra-op threads for the run
+    default: int  # torch's count before
+    cpus: int  # the CPUs this process may run on
+    free: int  # of them, left free by the load
+    load_1m: float | None  # the 1-minute load average at the start (None: not readable)
+    set_by: str  # "torch default", "this tool", "OMP_NUM_THREADS=2"... or "--cpu-affinity"
+    reason: str  # a sentence
+
+    @property
+    def worth_a_note(self) -> bool:
+        """The tool changed the count, or a count set by the user is more than the free CPUs."""
+        return self.set_by == "this tool" or self.threads > self.free
+
+
 def fit_cpu_threads(torch_module, environ: Mapping[str, str] | None = None,
-                    pinned: bool = False) -> dict[str, object]:
+                    pinned: bool = False) -> ThreadChoice:
     """For a CPU run: torch's intra-op threads cut to the CPUs the host's load leaves free, so
     that they do not queue behind other processes (docs/how-it-measures.md says by how much a
     step slows when they do). A count set by the user
     (``THREAD_SETTINGS``, or ``pinned``: ``--cpu-affinity``, which caps the threads at its CPUs)
-    is kept as set. Returns what it chose and why, for the run's environment: ``threads``,
-    ``default`` (torch's count before), ``cpus`` (those this process may run on), ``free`` (left
-    free by the load), ``load_1m``, ``set_by`` ("torch default", "this tool", an environment
-    variable or "--cpu-affinity") and ``reason`` (a sentence)."""
+    is kept as set. Returns what it chose and why (:class:`ThreadChoice`)."""
     settings: Mapping[str, str] = os.environ if environ is None else environ
     default = int(torch_module.get_num_threads())
     allowed = available_cpus()
@@ -216,5 +232,4 @@ def fit_cpu_threads(torch_module, environ: Mapping[str, str] | None = None,
                   f"leaves {free} free (set OMP_NUM_THREADS to choose)")
     else:
         reason = f"{default} thread(s), torch's default ({load_text} on {cpus} CPU(s))"
-    return {"threads": chosen, "default": default, "cpus": cpus, "free": free, "load_1m": load_1m,
-            "set_by": set_by, "reason": reason}
+    return ThreadChoice(chosen, default, cpus, free, load_1m, set_by, reason)
