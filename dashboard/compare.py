@@ -133,18 +133,18 @@ def overlay_steps(tag: str, latency: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(columns=OVERLAY_STEP_COLUMNS)
 
 
-HOST_COLUMNS = ["tag", "processes", "torch_threads", "cpus", "load_start", "load_end", "host"]
+HOST_COLUMNS = ["tag", "processes", "torch_threads", "cpus", "load_start", "load_end", "loaded"]
 
 
 def host_row(tag: str, environment: dict[str, Any]) -> dict[str, Any]:
     """How the host ran one run (``HOST_COLUMNS``): its processes (data-parallel ranks), torch's
     thread count in each, the CPUs it could use, the 1-minute load average at its start and end
-    (NaN where not recorded), and that in words, loaded or not."""
+    (NaN where not recorded), and whether that was a loaded host (``HostLoad.loaded``)."""
     host = HostLoad.of(environment)
     return {"tag": tag, "processes": host.ranks,
             "torch_threads": host.threads or np.nan, "cpus": host.cpus or np.nan,
             "load_start": host.load_start, "load_end": host.load_end,
-            "host": ("loaded: " if host.loaded else "") + host.summary()}
+            "loaded": host.loaded}
 
 
 def host_differences(rows: list[dict[str, Any]]) -> str:
@@ -159,7 +159,7 @@ def host_differences(rows: list[dict[str, Any]]) -> str:
     said = []
     if len({threads(row) for row in rows}) > 1:
         said.append("threads: " + ", ".join(f"{row['tag']} ran {threads(row)}" for row in rows))
-    loaded = [row["tag"] for row in rows if str(row["host"]).startswith("loaded")]
+    loaded = [row["tag"] for row in rows if row["loaded"]]
     if loaded and len(loaded) < len(rows):
         said.append(f"{' and '.join(loaded)} ran on a loaded host")
     return "; ".join(said)

@@ -180,7 +180,7 @@ def test_compare_names_the_threads_of_runs_with_the_same_settings(tmp_path):
     hosts = next(f.value for f in at.dataframe if list(f.value.columns) == compare.HOST_COLUMNS)
     assert hosts["processes"].tolist() == [2, 1] and hosts["torch_threads"].tolist() == [1, 2]
     assert hosts["load_start"].tolist() == [0.4, 9.7]
-    assert hosts["host"].iloc[1].startswith("loaded: load average 9.7 at the start and 14.5")
+    assert hosts["loaded"].tolist() == [False, True]
 
 
 # ----------------------------------------------------------------------------- item 6: empty or wrong charts

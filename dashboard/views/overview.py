@@ -53,7 +53,7 @@ verdict = analysis.verdict(figures, run.table("attribution"), no_split, "graph",
 box = {"launch-bound": st.success, "gpu-bound": st.info, "mixed": st.info}.get(
     verdict.kind, st.info if cpu else st.warning)
 box(f"**{verdict.title}.**", icon=":material/lightbulb:")  # the verdict in one sentence
-with st.expander("Why: the saving in figures"):
+with st.expander("The figures behind it"):
     st.markdown(verdict.text)
 
 st.caption("The Launch split view draws this saving part by part (timed with no profiler), and "

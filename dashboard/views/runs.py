@@ -303,7 +303,9 @@ ui.table(pd.DataFrame(hosts, columns=compare.HOST_COLUMNS), "compare_hosts.csv",
                         "cpus": st.column_config.NumberColumn("CPUs", format="%d"),
                         "load_start": st.column_config.NumberColumn("load at start", format="%.2f"),
                         "load_end": st.column_config.NumberColumn("load at end", format="%.2f"),
-                        "host": st.column_config.TextColumn(width="large")})
+                        "loaded": st.column_config.CheckboxColumn("loaded host")})
 st.caption("Load: the host's 1-minute load average (runnable processes) against the CPUs the run "
-           "could use; a CPU run fits torch's threads to the CPUs the load leaves free unless "
+           "could use. A loaded host: the run's threads and the processes already running at its "
+           "start wanted more CPUs than there were, or more processes than CPUs were runnable at "
+           "its end. A CPU run fits torch's threads to the CPUs the load leaves free unless "
            "OMP_NUM_THREADS says otherwise (torchrun sets it to 1 for each rank).")
