@@ -135,6 +135,8 @@ def shoot(url: str, out: Path, scratch: Path) -> list[str]:
                 show(page, run)
             page.locator('[data-testid="stSidebarNavLink"]', has_text=nav).first.click()
             page.get_by_role("heading", name=title, exact=True).wait_for()
+            # every page draws a chart (a slow page's first ones come after its heading)
+            page.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for()
             settle(page)
             if start is not None:  # that heading at the top of the picture
                 page.get_by_role("heading", name=start, exact=True).evaluate(
