@@ -29,7 +29,11 @@ from dashboard import binding, controls, rundata, runpanel, state, ui  # noqa: E
 # Streamlit's default sidebar (300 px): the views' tables are sized to fit beside it at 1,400 px,
 # so the sidebar's labels are kept short enough for it instead (issue 20: they were cut).
 LABEL_FITS = 31  # characters the run selector shows whole at that width ("Sample run · H200 · 2026-12-01")
-st.set_page_config(page_title="CUDA Graphs profiler", page_icon=":material/speed:", layout="wide")
+# The icon is a file of this folder, sent inside the page (a data: URL): a Material icon as the
+# page icon made the browser fetch it from a public font host (issue 28). Every asset the page
+# loads comes from this server; tests/test_browser.py records every request of a tour.
+ICON = Path(__file__).resolve().parent / "icon.svg"
+st.set_page_config(page_title="CUDA Graphs profiler", page_icon=str(ICON), layout="wide")
 
 # No login: on a network address nothing is served unless that was chosen (dashboard/binding.py).
 ADDRESS = st.get_option("server.address")

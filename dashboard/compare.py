@@ -1,5 +1,5 @@
 """Comparing runs: the method each is compared by, its rows of timing, its summary row, its
-speedups and its steps to overlay.
+speedups, its steps to overlay, and how the host ran it (load against CPUs, threads, ranks).
 
 Scope: pure functions of DataFrames, configs and figures (no Streamlit, no Plotly).
 """
@@ -23,6 +23,7 @@ from dashboard.analysis import (
 )
 from profiler_core.analysis.figures import Headline
 from profiler_core.spec.config import RunConfig, preset_text
+from profiler_core.timing.stability import HostLoad
 
 COMPARE_COLUMNS = ["run", "mode", "method", "median_ms", "p10_ms", "p90_ms"]
 
@@ -130,3 +131,35 @@ def overlay_steps(tag: str, latency: pd.DataFrame) -> pd.DataFrame:
                                  "ms": part[column].to_numpy(dtype=float),
                                  "timed_by": METHOD_LABELS[series]})[OVERLAY_STEP_COLUMNS]
     return pd.DataFrame(columns=OVERLAY_STEP_COLUMNS)
+
+
+HOST_COLUMNS = ["tag", "processes", "torch_threads", "cpus", "load_start", "load_end", "loaded"]
+
+
+def host_row(tag: str, environment: dict[str, Any]) -> dict[str, Any]:
+    """How the host ran one run (``HOST_COLUMNS``): its processes (data-parallel ranks), torch's
+    thread count in each, the CPUs it could use, the 1-minute load average at its start and end
+    (NaN where not recorded), and whether that was a loaded host (``HostLoad.loaded``)."""
+    host = HostLoad.of(environment)
+    return {"tag": tag, "processes": host.ranks,
+            "torch_threads": host.threads or np.nan, "cpus": host.cpus or np.nan,
+            "load_start": host.load_start, "load_end": host.load_end,
+            "loaded": host.loaded}
+
+
+def host_differences(rows: list[dict[str, Any]]) -> str:
+    """A sentence naming what differs in how the host ran the runs (processes, threads, a loaded
+    host), '' when nothing recorded differs: runs of the same settings can still differ there (a
+    2-rank run under torchrun, which sets one thread per rank, beside a process of 2 threads)."""
+    def threads(row: dict[str, Any]) -> str:
+        count = row["torch_threads"]
+        each = f"{int(count)} torch thread(s)" if count == count else "threads not recorded"
+        return f"{row['processes']} processes of {each} each" if row["processes"] > 1 else each
+
+    said = []
+    if len({threads(row) for row in rows}) > 1:
+        said.append("threads: " + ", ".join(f"{row['tag']} ran {threads(row)}" for row in rows))
+    loaded = [row["tag"] for row in rows if row["loaded"]]
+    if loaded and len(loaded) < len(rows):
+        said.append(f"{' and '.join(loaded)} ran on a loaded host")
+    return "; ".join(said)

@@ -18,12 +18,39 @@ from profiler_core.orchestration import repeats
 from profiler_core.timing import stability
 
 
+def stability_summary(found: list[stability.Instability], modes: int,
+                      host: stability.HostLoad) -> str:
+    """The one line that stands for every unstable mode: which, how far their trials spread, and
+    a loaded host when it was ('Unstable measurement in 4 of 5 modes (eager, ...): trials spread
+    14-28% of their median')."""
+    names = ", ".join(item.mode for item in found)
+    spreads = [item.trial_iqr_pct for item in found if math.isfinite(item.trial_iqr_pct)]
+    spread = ""
+    if spreads:
+        low, high = min(spreads), max(spreads)
+        spread = (f": trials spread {low:.0f}% of their median" if round(low) == round(high) else
+                  f": trials spread {low:.0f}-{high:.0f}% of their median")
+    where = f"{len(found)} of {modes} modes" if modes > 1 else "this run"
+    return (f"Unstable measurement in {where} ({names}){spread}"
+            + ("; the host was loaded" if host.loaded else ""))
+
+
 def stability_warnings(run: OpenedRun) -> None:
-    """A warning per mode whose steady-state timing is unstable (``stability.unstable_timing``),
-    naming both figures and what each means."""
-    for item in stability.unstable_timing(run.table("stats")):
-        st.warning("**Unstable measurement.** " + ui.escape_md(item.text()),
-                   icon=":material/warning:")
+    """One line for every mode whose steady-state timing is unstable
+    (``stability.unstable_timing``), which opens into each mode's figures and what they mean,
+    with the host's load and thread count."""
+    found = stability.unstable_timing(run.table("stats"))
+    if not found:
+        return
+    host = stability.HostLoad.of(run.environment)
+    stats = run.table("stats")
+    modes = int(stats["mode"].nunique()) if "mode" in stats else len(found)
+    with st.expander(ui.escape_md(stability_summary(found, modes, host)),
+                     icon=":material/warning:"):
+        st.markdown("\n".join(f"- {ui.escape_md(item.figures())}" for item in found))
+        st.markdown(ui.escape_md(
+            f"Some steps took much longer than a typical one ({host.cause()}), so each figure "
+            f"depends on when they fell: the measurement is unstable. {stability.ADVICE}"))
 
 
 def _range(low: float, high: float, pattern: str) -> str:

@@ -146,11 +146,38 @@ ENVIRONMENT_KEYS = ("gpu_name", "gpu_index", "device_type", "driver_version", "c
                     "torch_version", "python_version", "started_at", "finished_at")
 
 
+def environment_value(key: str, value: Any) -> str:
+    """One environment value as read: seconds in s or ms ("132.7 s", "1.44 ms"), bytes in GiB,
+    load averages with their windows, the CPU run's thread choice as its sentence, other numbers
+    to 4 significant digits, lists joined; "" for a value not recorded."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and key.endswith("_s"):
+        return f"{value:.1f} s" if abs(value) >= 1 else f"{value * 1e3:.3g} ms"
+    if isinstance(value, (int, float)) and key.endswith("_bytes"):
+        return f"{value / 2 ** 30:,.1f} GiB"
+    if key.startswith("load_avg") and isinstance(value, (list, tuple)) and len(value) == 3:
+        return f"{value[0]:.2f}, {value[1]:.2f}, {value[2]:.2f} (1, 5 and 15 min)"
+    if isinstance(value, dict) and "reason" in value:  # hostinfo.fit_cpu_threads's choice
+        return str(value["reason"])
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(environment_value(key, item) for item in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {environment_value(str(k), v)}" for k, v in value.items())
+    return str(value)
+
+
 def environment_table(environment: dict[str, Any]) -> pd.DataFrame:
-    """The run's environment, one row per item (its numerics flags are in the config table)."""
+    """The run's environment, one row each (item, value), values as read
+    (``environment_value``): the CSV download holds them as shown (its numerics flags are in the
+    config table)."""
     keys = [k for k in ENVIRONMENT_KEYS if k in environment]
     keys += [k for k in environment if k not in keys and k != numerics.ENVIRONMENT_KEY]
-    return pd.DataFrame({"item": keys, "value": [str(environment[k]) for k in keys]})
+    return pd.DataFrame({"item": keys, "value": [environment_value(k, environment[k]) for k in keys]})
 
 
 PHASE_SUMMARY_COLUMNS = ["phase", "blocks", "first_start_s", "last_end_s", "total_s"]

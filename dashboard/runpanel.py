@@ -24,7 +24,7 @@ from profiler_core.orchestration.command import REPO_ROOT
 from profiler_core.orchestration.gpulock import LockState
 from profiler_core.orchestration.launcher import Launcher
 from profiler_core.orchestration.runjob import RunJob, RunSnapshot, run_devices
-from profiler_core.spec.config import PRESETS, RunConfig
+from profiler_core.spec.config import RunConfig, preset_label
 from profiler_core.spec.errors import ConfigError
 
 POLL_S = 0.5
@@ -42,7 +42,7 @@ def new_run_name(config: RunConfig, when: float | None = None) -> str:
     """
     stamp = datetime.fromtimestamp(when or time.time()).strftime("%Y%m%d-%H%M%S")
     device = config.device.replace(":", "")
-    preset = config.preset if config.preset in PRESETS else "custom"
+    preset = preset_label(config)  # the step's one label, as every reader shows it
     session = re.sub(r"[^A-Za-z0-9]", "", state.session_id())[:4] or "s"
     name = f"{stamp}-{preset}-{config.dtype}-{device}-{session}"
     if not RUN_NAME.fullmatch(name) or ".." in name:

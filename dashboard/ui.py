@@ -79,6 +79,34 @@ def csv_download(frame: pd.DataFrame, file_name: str, key: str, label: str = "CS
 
 
 ROW_PX, MAX_FIT_ROWS = 35, 40
+MISSING_CELL = ""  # what a table shows for a value not measured (Streamlit's default: "None")
+
+
+# A text column sized by the table itself fits the values of its first rows only: a longer value
+# further down was cut ("graphed_callables" in row 11 showed as "graphed_callabl"). Such a column
+# is given the width of its longest value (about CHAR_PX a character), up to TEXT_MAX_PX.
+SIZED_ROWS, CHAR_PX, TEXT_PAD_PX, TEXT_MAX_PX = 10, 7, 24, 480
+
+
+def text_widths(frame: pd.DataFrame, column_config: dict[str, Any] | None) -> dict[str, Any]:
+    """``column_config`` with a width for each text column it does not configure whose longest
+    value lies beyond the first ``SIZED_ROWS`` rows and is longer than theirs."""
+    config = dict(column_config or {})
+    for column in frame.columns:
+        if column in config or frame[column].dtype.kind not in "OSUT":
+            continue
+        lengths = [len(v) if isinstance(v, str) else 0 for v in frame[column]]
+        if len(lengths) <= SIZED_ROWS or max(lengths[SIZED_ROWS:]) <= max(lengths[:SIZED_ROWS]):
+            continue
+        longest = max(len(str(column)), *lengths)
+        config[column] = st.column_config.TextColumn(
+            width=min(TEXT_MAX_PX, CHAR_PX * longest + TEXT_PAD_PX))
+    return config
+
+
+def number_columns(columns: list[str], pattern: str) -> dict[str, Any]:
+    """The same number format for each of ``columns`` (a ``column_config``)."""
+    return {column: st.column_config.NumberColumn(format=pattern) for column in columns}
 
 
 def fit_height(rows: int) -> int | str:
@@ -93,16 +121,18 @@ def table(frame: pd.DataFrame, file_name: str, key: str, label: str | None = Non
           column_config: dict[str, Any] | None = None, height: int | str | None = None,
           column_order: list[str] | None = None, empty: str | None = None) -> None:
     """A sortable table with its CSV download (all columns) under it. Every row shows (up to
-    ``MAX_FIT_ROWS``; longer tables scroll) and the table takes the width it is given.
+    ``MAX_FIT_ROWS``; longer tables scroll) and the table takes the width it is given. A value
+    not measured (NaN, None) is an empty cell, never the word "None".
 
     An empty table with an ``empty`` text shows that text instead (say what is missing and why).
     """
     if frame.empty and empty:
         st.info(empty, icon=":material/info:")
         return
+    column_config = text_widths(frame, column_config)
     st.dataframe(frame, hide_index=True, column_config=column_config, key=f"{key}_table",
                  height=fit_height(len(frame)) if height is None else height,
-                 column_order=column_order, width="stretch")
+                 column_order=column_order, width="stretch", placeholder=MISSING_CELL)
     csv_download(frame, file_name, key=f"{key}_csv", label=label or file_name)
 
 
@@ -119,15 +149,15 @@ def run_header(run: OpenedRun, title: str) -> None:
     """The view's title, which run this is, and any warning that comes with it."""
     st.title(title)
     env = run.environment
-    preset, dtype = escape_md(preset_text(run.config)), escape_md(run.config.dtype)
+    values = escape_md(preset_text(run.config))  # its one label: 'seed step in bf16, every mode'
     if run.source == state.SAMPLE:
         st.caption(f"Bundled sample run, recorded with this tool on "
                    f"**{escape_md(env.get('gpu_name', '?'))}** on "
-                   f"{escape_md(str(env.get('started_at', '?'))[:10])} · preset {preset}, {dtype}")
+                   f"{escape_md(str(env.get('started_at', '?'))[:10])} · {values}")
     else:
         gpu = env.get("gpu_name") or env.get("device_type") or "?"
         st.caption(f"Run **{escape_md(run.name)}** · {escape_md(gpu)} · "
-                   f"{escape_md(rundata._when(env.get('started_at')))} · preset {preset}, {dtype}")
+                   f"{escape_md(rundata._when(env.get('started_at')))} · {values}")
     if not run.complete:
         st.warning(incomplete_text(run), icon=":material/warning:")
 

@@ -382,3 +382,100 @@ def test_the_sidebar_fits_a_1440x900_screen(playwright_api, server):
             context.close()
     finally:
         browser.close()
+
+
+# Every page in the navigation, with its title (the bundled sample opens first: the tour sees the
+# pages as a new user does, then the synthetic run's).
+TOUR = {"Overview": "Overview", "Counters": "Counters: the article's lessons",
+        "Latency": "Latency per training step", "Launch split": "Launch split: CPU launch vs GPU work",
+        "GPU": "GPU telemetry (NVML)", "Kernels": "Kernels", "Runs": "Runs", "Sweep": "Sweep",
+        "Ranks": "Ranks (data parallel)"}
+
+
+def test_a_page_tour_requests_nothing_but_the_apps_own_address(playwright_api, server):
+    """Issue 28: the page icon made the browser fetch an SVG from a public font host on every
+    load. Every request of a tour of every page (the bundled sample, then a run of the runs
+    folder) goes to the app's own address; anything else is recorded and refused, so nothing
+    leaves the machine even while the test fails. The icon itself comes inside the page."""
+    url, _ = server
+    own = url.rstrip("/")
+    browser = playwright_api.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=CHROMIUM_ARGS)
+    elsewhere: list[str] = []
+    seen: list[str] = []
+
+    def guard(route) -> None:
+        address = route.request.url
+        seen.append(address)
+        if address.startswith((own + "/", "data:", "blob:")) or address == own:
+            route.continue_()
+        else:
+            elsewhere.append(address)
+            route.abort()
+
+    try:
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        context.route("**/*", guard)
+        page = context.new_page()
+        sockets: list[str] = []
+        page.on("websocket", lambda socket_: sockets.append(socket_.url))
+        page.set_default_timeout(45_000)
+        page.goto(url)
+        page.get_by_role("heading", name="Overview", exact=True).wait_for()
+        _settle(page)
+        for shown in ("Sample run", "synthetic-seed"):
+            if shown != "Sample run":
+                _show(page, shown)
+            for nav, title in TOUR.items():
+                _open(page, nav, title)
+                page.wait_for_timeout(300)  # late requests: icons, fonts, the favicon
+        assert len(seen) > 20  # the tour did load the app (its scripts, fonts, media)
+        assert elsewhere == [], sorted(set(elsewhere))
+        icon = page.evaluate("() => document.querySelector(\"link[rel='shortcut icon']\").href")
+        assert icon.startswith("data:image/svg+xml"), icon[:80]
+        host = own.split("://", 1)[1]
+        assert sockets and all(s.split("://", 1)[1].startswith(host + "/") for s in sockets), sockets
+        context.close()
+    finally:
+        browser.close()
+
+
+def test_the_overviews_first_screen_holds_the_answer(playwright_api, server):
+    """Issue 28: the bundled sample's Overview opened with four stacked "Unstable measurement"
+    warnings that pushed the charts 500 px down. At 1440x900 the first screen holds the speedup
+    with its interval, both medians and the verdict in one sentence, with at most one line of
+    warning (which opens into the details)."""
+    url, _ = server
+    browser = playwright_api.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=CHROMIUM_ARGS)
+    try:
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(45_000)
+        page.goto(url)
+        page.get_by_role("heading", name="Overview", exact=True).wait_for()
+        _settle(page)
+        page.get_by_text("Bundled sample run").first.wait_for()  # the sample, as a new user sees it
+        main = page.locator('[data-testid="stMain"]')
+        main.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for()  # drawn below
+        _settle(page)
+        labels = main.locator('[data-testid="stMetricLabel"]').all_inner_texts()
+        assert [label.strip() for label in labels] == [
+            "Speedup", "Eager median per step", "Graph median per step", "Break-even"]
+        verdict = main.locator('[data-testid="stAlert"]').filter(has_text="speedup")
+        bottoms = [box["y"] + box["height"] for box in
+                   (main.locator('[data-testid="stMetric"]').nth(i).bounding_box() for i in range(4))]
+        box = verdict.first.bounding_box()
+        assert box and max([*bottoms, box["y"] + box["height"]]) <= 900, (bottoms, box)
+        assert verdict.first.inner_text().count(". ") == 0  # one sentence
+        warnings = main.locator('[data-testid="stAlertContentWarning"]')
+        assert warnings.count() == 0
+        lines = main.locator('[data-testid="stExpander"]').filter(has_text="Unstable measurement")
+        assert lines.count() <= 1
+        if lines.count():
+            line = lines.first.locator("summary").bounding_box()
+            assert line and line["height"] < 60 and line["y"] + line["height"] <= 900
+        page.screenshot(path=str(ARTIFACTS / "overview-first-screen-1440x900.png"))
+        context.close()
+    finally:
+        browser.close()

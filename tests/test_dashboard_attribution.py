@@ -47,8 +47,8 @@ def test_the_samples_overview_explains_the_headline_not_the_profiled_window(monk
     monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", SAMPLE)
     at = _app(tmp_path / "runs")
     assert at.session_state[state.OPEN_RUN] == state.SAMPLE and not at.exception
-    verdict = _texts(at.success)
-    assert "Launch-bound" in verdict
+    assert "Launch-bound" in _texts(at.success)  # the verdict in one sentence; its figures under it
+    verdict = _texts(at.success) + "\n" + _texts(at.markdown)
     run = RunResult.load(SAMPLE)
     pair, parts = run.pair, run.table("attribution").set_index(["mode", "component"])
     eager, graph = pair.eager_ms * 1e3, pair.graph_ms * 1e3
@@ -162,8 +162,8 @@ def test_a_graph_that_is_not_faster_says_never_on_the_overview_launch_split_and_
     at.session_state[state.OPEN_RUN] = str(never.resolve())
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    verdict = _texts(at.info)
-    assert "GPU-bound: the graph is not faster (0.99x), so it never pays back" in verdict
+    verdict = _texts(at.info) + "\n" + _texts(at.markdown)
+    assert "GPU-bound: the graph is not faster (0.99x), so it never pays back" in _texts(at.info)
     assert "the graph step is 12 us slower" in verdict and "n/a" not in verdict
     tile = next(m for m in at.metric if m.label == "Break-even")
     assert (tile.value, tile.proto.delta) == ("never", "graph not faster")

@@ -824,9 +824,12 @@ def test_preset_label_says_custom_when_values_differ():
     assert analysis.preset_label(PRESETS["seed"]) == "seed"
     assert analysis.preset_label(PRESETS["seed"].replace(device="cpu")) == "seed"
     assert analysis.preset_label(PRESETS["seed"].replace(batch=64)) == "custom"
-    assert analysis.preset_text(PRESETS["seed"].replace(dtype="bf16")) == "custom (seed with dtype bf16)"
-    assert analysis.preset_text(PRESETS["lesson3"]) == "lesson3"
-    assert analysis.preset_text(PRESETS["seed"].replace(preset="custom", batch=8)) == "custom"
+    # the seed step in another precision is still the seed step (issue 28: "preset custom, bf16")
+    assert analysis.preset_label(PRESETS["seed"].replace(dtype="bf16")) == "seed"
+    assert analysis.preset_text(PRESETS["seed"].replace(dtype="bf16")) == "seed step in bf16"
+    assert analysis.preset_text(PRESETS["lesson3"]) == "lesson3 preset, fp32"
+    assert analysis.preset_text(PRESETS["seed"].replace(batch=64)) == "custom (seed with batch 64)"
+    assert analysis.preset_text(PRESETS["seed"].replace(preset="custom", batch=8)) == "custom, fp32"
 
 
 def test_the_modes_chart_and_table():
@@ -1090,6 +1093,51 @@ def test_log_axes_write_every_tick_in_full():
     assert list(axis.ticktext) == ["1", "2", "5", "10", "20", "50", "100", "200"]
 
 
+def test_one_colour_one_meaning_the_palettes_share_no_colour():
+    """Issue 28: brown was graphed_callables and the preparation phase, green GPU busy and the
+    timed phase, grey GPU idle, a graph's launch, the per-node cost and "waiting on GPU". The
+    palettes (modes, parts of a step, phases) are declared once; no two of their colours, in one
+    palette or across two, look alike, and each reads on both themes."""
+    from dashboard.charts import palette
+
+    every = [(name, meaning, color) for name, colors in palette.PALETTES.items()
+             for meaning, color in colors.items()]
+    assert {name for name, _, _ in every} == {"modes", "parts of a step", "phases"}
+    for i, (name, meaning, color) in enumerate(every):
+        for other_name, other_meaning, other in every[i + 1:]:
+            assert _apart(color, other) >= palette.MIN_APART, (name, meaning, other_name, other_meaning)
+        assert min(_apart(color, "#FFFFFF"), _apart(color, "#0E1117")) >= 25, (meaning, color)
+    for color in palette.SERIES_COLORS:  # lines with no meaning of their own look like none
+        assert min(_apart(color, other) for _, _, other in every) >= palette.MIN_APART, color
+    # the issue's pairs, now told apart
+    assert _apart(MODE_COLORS["graphed_callables"], PHASE_KIND_COLORS["preparation"]) >= 20
+    assert _apart(SPLIT_COLORS["gpu_busy_us"], PHASE_KIND_COLORS["timed"]) >= 20
+    greys = [palette.STEP_PART_COLORS[p] for p in ("gpu_idle", "graph_launch", "per_node",
+                                                   "cpu_waiting")]
+    assert min(_apart(a, b) for i, a in enumerate(greys) for b in greys[i + 1:]) >= 20
+
+
+def test_chart_modules_take_every_colour_from_the_palettes():
+    """Declared once: no chart module writes a colour of its own (a hex literal); they all come
+    from dashboard/charts/palette.py (the modes' from profiler_core/spec/modes.py)."""
+    import re
+
+    charts = Path(__file__).resolve().parent.parent / "dashboard" / "charts"
+    literal = re.compile(r"[\"']#[0-9A-Fa-f]{3,8}[\"']")
+    found = {path.name: literal.findall(path.read_text()) for path in charts.glob("*.py")
+             if path.name != "palette.py"}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+    from dashboard.charts.palette import SERIES_COLORS, STEP_PART_COLORS
+    from dashboard.charts.ranks import STACK_PARTS
+    from dashboard.charts.ranks import percentiles as rank_percentiles
+
+    assert {colour for _, _, colour in STACK_PARTS} <= set(STEP_PART_COLORS.values())
+    ranks = pd.DataFrame({"rank": [0, 0], "mode": "eager", "metric": ["step_p50_ms", "step_p99_ms"],
+                          "value": [1.0, 2.0]})
+    assert [bar.marker.color for bar in rank_percentiles(ranks, "eager").data] == \
+        [SERIES_COLORS[0], SERIES_COLORS[3]]
+
+
 def test_run_colours_never_look_like_a_mode_or_a_part_of_a_step():
     meaning = [*MODE_COLORS.values(), *SPLIT_COLORS.values()]
     for color in SERIES_PALETTE:
@@ -1124,8 +1172,14 @@ def test_the_speedup_overlay_holds_every_marker_and_says_why_a_run_has_none():
     assert fig.data[0].cliponaxis is False
     note = next(a for a in fig.layout.annotations if a.x == "B")
     assert "no speedup: a CPU run times eager only" in note.text.replace("<br>", " ")
-    only_cpu = compare_speedups(frame.iloc[0:0], {"B": "a CPU run times eager only"})
-    assert list(only_cpu.layout.xaxis.categoryarray) == ["B"]
+    # issue 28: runs with no speedup at all drew an empty axis (-0.5 to 1.5, "run") and notes;
+    # the figure says why instead, with no axis
+    only_cpu = compare_speedups(frame.iloc[0:0], {"A": "a CPU run times eager only",
+                                                   "B": "a CPU run times eager only"})
+    assert only_cpu.layout.xaxis.visible is False and not only_cpu.data
+    assert [a.text.replace("<br>", " ") for a in only_cpu.layout.annotations] == [
+        "none of these runs has a speedup (A: a CPU run times eager only; B: a CPU run times "
+        "eager only)"]
 
 
 def test_a_cpu_sweep_draws_eager_medians():

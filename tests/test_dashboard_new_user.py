@@ -136,12 +136,16 @@ def test_a_cpu_runs_overview_counters_and_compare_show_what_ran(cpu_runs):
 # The H200 sample as first recorded: the seed preset with dtype bf16 changed, and its summary
 # says it started from seed (the bundled sample, re-recorded since, says custom)
 SAMPLE = Path(__file__).resolve().parent / "data" / "h200_schema2_sample"
+BUNDLED = Path(__file__).resolve().parent.parent / "dashboard" / "sample_run"
 
 
-def test_the_sample_has_one_label_in_the_index_the_runs_list_and_the_dashboard(tmp_path, capsys):
-    """The bundled sample recorded the seed preset with dtype bf16 changed: its values are not
-    the seed preset's, so every reader labels it custom (the dashboard adds what it started
-    from); its summary keeps the preset it started from."""
+@pytest.mark.parametrize("sample", [SAMPLE, BUNDLED], ids=["schema2", "bundled"])
+def test_the_sample_has_one_label_in_the_index_the_runs_list_and_the_dashboard(tmp_path, capsys,
+                                                                               sample):
+    """The samples run the seed preset's step in bf16 (the bundled one recorded as "custom",
+    with every mode). Issue 20 labelled them custom everywhere, while the README calls the sample
+    the seed step in bf16 (issue 28): every reader now names the step it runs, beside its
+    precision: the index, the runs list, the sidebar, the header and the config table."""
     import shutil
 
     from dashboard import rundata
@@ -151,38 +155,43 @@ def test_the_sample_has_one_label_in_the_index_the_runs_list_and_the_dashboard(t
     from profiler_core.storage.results import RunResult
 
     runs = tmp_path / "runs"
-    shutil.copytree(SAMPLE, runs / "sample")
-    sample = RunResult.load(runs / "sample").config
-    assert (sample.preset, sample.dtype) == ("seed", "bf16")  # what it started from, as recorded
-    assert preset_label(sample) == "custom"
-    assert preset_text(sample) == "custom (seed with dtype bf16)"
+    shutil.copytree(sample, runs / "sample")
+    config = RunResult.load(runs / "sample").config
+    assert config.dtype == "bf16" and preset_label(config) == "seed"
+    text = preset_text(config)
+    assert text.startswith("seed step in bf16")
     assert main(["index", "--runs", str(runs)]) == 0
     header, row = [line.split() for line in capsys.readouterr().out.splitlines()[1:3]]
-    assert row[header.index("preset") + 1] == "custom"  # "started" takes two words
+    assert row[header.index("preset") + 1] == "seed"  # "started" takes two words
+    assert row[header.index("dtype") + 1] == "bf16"
     with index.open_index(runs) as ix:
-        assert [r["folder"] for r in ix.runs([index_query.parse_where("preset=custom")])] == ["sample"]
-        assert ix.runs([index_query.parse_where("preset=seed")]) == []
-    assert list(rundata.list_runs(runs)["preset"]) == ["custom"]
-    assert "custom bf16" in rundata.run_label("sample", {}, sample)
+        assert [r["folder"] for r in ix.runs([index_query.parse_where("preset=seed")])] == ["sample"]
+        assert ix.runs([index_query.parse_where("preset=custom")]) == []
+    assert list(rundata.list_runs(runs)["preset"]) == ["seed"]
+    assert "seed bf16" in rundata.run_label("sample", {}, config)
     at = _app(runs)
     at.session_state[state.OPEN_RUN] = str((runs / "sample").resolve())
     at.switch_page("views/overview.py").run()
     assert not at.exception
-    assert "preset custom (seed with dtype bf16), bf16" in _texts(at.caption)
+    header = next(line for line in _texts(at.caption).splitlines() if line.startswith("Run "))
+    assert header.endswith(f"· {text}") and "custom" not in header
     table = next(frame.value for frame in at.dataframe
                  if list(frame.value.columns) == ["setting", "value"])
-    assert _settings(table)["preset"] == "custom (seed with dtype bf16)"
+    assert _settings(table)["preset"] == text
 
 
 def test_a_run_recorded_by_this_version_keeps_its_label_everywhere():
     from profiler_core.cli import parser as cli
     from profiler_core.spec.config import preset_label
 
-    for argv, label in ((["--preset", "seed", "--dtype", "bf16"], "custom"),
-                        (["--preset", "lesson3"], "lesson3"),
-                        (["--preset", "seed", "--device", "cpu"], "seed")):
+    for argv, recorded, label in ((["--preset", "seed", "--dtype", "bf16"], "custom", "seed"),
+                                  (["--preset", "seed", "--batch", "64"], "custom", "custom"),
+                                  (["--preset", "lesson3"], "lesson3", "lesson3"),
+                                  (["--preset", "seed", "--device", "cpu"], "seed", "seed")):
         config = cli.config_from_args(cli.parse(["run", "--out", "x", *argv]))
-        assert config.preset == preset_label(config) == label
+        # the summary records the preset the values are (custom once changed); every reader
+        # names the step they run, beside the precision
+        assert (config.preset, preset_label(config)) == (recorded, label)
 
 
 # ----------------------------------------------------------------------------- item 6: captions

@@ -999,7 +999,8 @@ def test_run_folders_never_collide_nor_leave_the_runs_folder(tmp_path, monkeypat
     folder.mkdir()
     config = PRESETS["seed"].replace(device="cpu", preset="custom")  # RunConfig refuses other labels
     first = runpanel.new_run_dir(folder, config)
-    assert first.parent == folder.resolve() and "-custom-fp32-cpu-x" in first.name
+    # named by the step it runs, as every reader labels it (the seed step, on the CPU)
+    assert first.parent == folder.resolve() and "-seed-fp32-cpu-x" in first.name
     first.mkdir()
     second = runpanel.new_run_dir(folder, config)
     assert second != first and second.parent == folder.resolve()

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SETUP = ROOT / ".ci" / "setup"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-TOOLS = ("bash", "grep", "sed", "head", "dirname", "cat")
+TOOLS = ("bash", "grep", "sed", "head", "dirname", "cat", "timeout")
 
 
 def _torch_line() -> str:
@@ -38,7 +38,8 @@ def _run(tmp_path: Path, nvidia_smi: str | None, **env: str) -> str:
         fake.chmod(0o755)
     done = subprocess.run([shutil.which("bash"), str(SETUP), "--tests"], capture_output=True,
                           text=True, timeout=60, check=False,
-                          env={"PATH": str(bin_dir), "SETUP_DRY_RUN": "1", **env})
+                          env={"PATH": str(bin_dir), "SETUP_DRY_RUN": "1",
+                               "SETUP_PROBE_S": "0", **env})  # no index asked unless a test says
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -87,3 +88,32 @@ def test_the_readme_and_ci_use_the_same_setup():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "bash .ci/setup --tests" in ci and "pip install" not in ci  # no second way to install
     assert CPU_INDEX in readme and os.access(SETUP, os.X_OK)
+
+
+def test_an_index_that_does_not_answer_is_said_in_one_line_and_asked_once(tmp_path):
+    """Issue 28: with download.pytorch.org unreachable, pip printed five "Retrying" lines per
+    package before it fell back on a local wheel. The setup checks the index first (here a port
+    of this machine nobody listens on, so nothing leaves it) and says in one line what it does
+    and how to skip it; pip then asks it once."""
+    import socket
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # closed again: nobody listens there
+    index = f"http://127.0.0.1:{port}/whl/cpu"
+    out = _run(tmp_path, None, TORCH_INDEX_URL=index, SETUP_PROBE_S="2")
+    said = [line for line in out.splitlines() if "does not answer" in line]
+    assert said == [f"setup: {index} does not answer (offline or firewalled?), so pip asks it once "
+                    "and takes torch from the other indexes and wheel folders of its configuration "
+                    "(pip config list); TORCH_INDEX_URL=<a mirror or a file:// index> skips it"]
+    assert _torch_install(out).endswith(f"--index-url {index} --retries 0 --timeout 2")
+    with socket.socket() as listening:  # an index that answers: no retry option, one line
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        index = f"http://127.0.0.1:{listening.getsockname()[1]}/whl/cpu"
+        out = _run(tmp_path / "up", None, TORCH_INDEX_URL=index, SETUP_PROBE_S="2")
+    assert f"setup: {index} answers; torch comes from it" in out
+    assert _torch_install(out).endswith(f"--index-url {index}")
+    offline = _run(tmp_path / "file", None, TORCH_INDEX_URL="file:///opt/wheels/simple",
+                   SETUP_PROBE_S="2")  # a local index is not checked
+    assert "answer" not in offline and _torch_install(offline).endswith("file:///opt/wheels/simple")

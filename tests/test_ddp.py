@@ -357,3 +357,10 @@ def test_a_launcher_killed_outright_leaves_no_process(tmp_path):
     while time.monotonic() < deadline and _left_running(out.name):
         time.sleep(0.5)
     assert _left_running(out.name) == []
+
+
+def test_a_cpu_run_says_nothing_of_graphs_it_never_captured(straggler_run):
+    """Issue 28: a CPU run printed "0 graph(s) released before destroy_process_group"."""
+    out, result, _ = straggler_run
+    assert "graph(s) released" not in result.stdout
+    assert not [n for n in RunResult.load(out).notes if "graph(s) released" in n]

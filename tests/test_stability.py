@@ -69,3 +69,30 @@ def test_a_spread_between_processes_is_compared_with_the_runs_own_ci():
         cpu, no_ci).text()
     assert stability.spread_beyond_ci({**cpu, "eager_between_max_ms": 0.225}, no_ci) is None
     assert stability.warnings(pd.DataFrame(), {}, no_ci) == []
+
+
+# ----------------------------------------------------------------------------- issue 28: the host named
+
+
+def test_an_unstable_run_on_a_loaded_host_names_the_load_against_the_cpus_and_the_threads():
+    """The issue's host: load 9.7 at the start and 14.5 at the end on 2 logical cores, torch on 2
+    threads; the warning said only "another process on the host"."""
+    stats = _stats([("eager", "steady_trial", 4, 21.0, 0.5), ("eager", "steady_wall", 76, 6.43, 0.3)])
+    loaded = {"logical_cores": 2, "cpu_affinity": "0-1", "load_avg_start": [9.7, 5.0, 2.0],
+              "load_avg_end": [14.5, 8.0, 3.0], "torch_num_threads": 2}
+    [text] = stability.warnings(stats, {}, (math.nan, math.nan), loaded)
+    assert ("(a loaded host: load average 9.7 at the start and 14.5 at the end on 2 CPU(s), 2 torch "
+            "thread(s), so the run's threads waited for the CPUs other processes held)") in text
+    idle = {**loaded, "load_avg_start": [0.1, 0.1, 0.1], "load_avg_end": [0.9, 0.3, 0.1],
+            "torch_num_threads": 1}
+    [text] = stability.warnings(stats, {}, (math.nan, math.nan), idle)
+    assert "(not the host's load (load average 0.1 at the start and 0.9 at the end on 2 CPU(s), 1 torch" in text
+    # two threads on a 2-CPU host already one process busy: loaded, though the load is below 2
+    assert stability.HostLoad.of({**idle, "load_avg_start": [1.0, 1, 1], "torch_num_threads": 2}).loaded
+    # a data-parallel run: rank 0's threads (torchrun sets 1), times its ranks
+    ranks = stability.HostLoad.of({"logical_cores": 2, "load_avg_end": [1.9, 1, 1], "world_size": 2,
+                                   "ranks": [{"torch_num_threads": 1}, {"torch_num_threads": 1}]})
+    assert (ranks.threads, ranks.ranks, ranks.loaded) == (1, 2, False)
+    assert ranks.threads_text() == "2 ranks of 1 torch thread(s) each"
+    assert not stability.HostLoad.of({}).known  # an older run: said as before
+    assert "another process on the host" in stability.unstable_timing(stats)[0].text()

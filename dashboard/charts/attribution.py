@@ -17,9 +17,9 @@ from dashboard import analysis
 from dashboard.analysis import RESIDUAL_COMPONENTS, TIMELINE_OF_COMPONENT, TOTAL_COMPONENT
 from dashboard.charts.common import (
     MODE_COLORS,
-    REST_COLOR,
     SPLIT_COLORS,
     SPLIT_LABELS,
+    STEP_PART_COLORS,
     TIMELINE_KIND_COLORS,
     apply_layout,
     empty_figure,
@@ -28,6 +28,7 @@ from dashboard.charts.common import (
     mode_color,
     number_text,
 )
+from dashboard.charts.palette import REFERENCE_COLOR
 from profiler_core.spec.schema import BREAKDOWN_COMPONENTS
 
 
@@ -127,10 +128,16 @@ def profiled_waterfall_steps(breakdown: pd.DataFrame, other: str = "graph") -> d
     return sides
 
 
+# The rests of a side's span (``analysis.RESIDUAL_COMPONENTS``): each its own part of a step.
+RESIDUAL_COLORS = {RESIDUAL_COMPONENTS["CPU"]: STEP_PART_COLORS["cpu_waiting"],
+                   RESIDUAL_COMPONENTS["GPU"]: STEP_PART_COLORS["not_attributed"]}
+
+
 def _step_color(component: str) -> str:
     if component in MODE_COLORS:
         return MODE_COLORS[component]
-    return SPLIT_COLORS.get(f"{component}_us", REST_COLOR)
+    return SPLIT_COLORS.get(f"{component}_us") or RESIDUAL_COLORS.get(
+        component, STEP_PART_COLORS["not_attributed"])
 
 
 def _waterfall_bars(values: Iterable[float], measures: Iterable[str]) -> tuple[list[float], list[float]]:
@@ -193,7 +200,7 @@ def profiled_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdo
         for i in range(len(heights) - 1):  # connectors at the running level
             end = bases[i] + heights[i]
             fig.add_shape(type="line", x0=i + 0.32, x1=i + 0.68, y0=end, y1=end,
-                          line={"color": "#999999", "width": 1, "dash": "dot"}, row=1, col=col)
+                          line={"color": REFERENCE_COLOR, "width": 1, "dash": "dot"}, row=1, col=col)
     _fit_labels(fig, tops, bottoms)
     fig.update_yaxes(title_text="us per profiled iteration", row=1, col=1)
     fig.update_layout(bargap=0.35)
@@ -203,9 +210,9 @@ def profiled_waterfall(breakdown: pd.DataFrame, empty_message: str = "no breakdo
 
 # The attribution's parts (``profiler_core.analysis.attribution.PARTS``) as waterfall steps: label, colour.
 ATTRIBUTION_STEPS = {
-    "gpu_kernels": ("kernel time changed", SPLIT_COLORS["gpu_busy_us"]),
-    "input_copy": ("batch copy added", TIMELINE_KIND_COLORS["memcpy/memset"]),
-    "gpu_idle": ("GPU idle removed", SPLIT_COLORS["gpu_idle_us"]),
+    "gpu_kernels": ("kernel time changed", STEP_PART_COLORS["gpu_busy"]),
+    "input_copy": ("batch copy added", STEP_PART_COLORS["batch_copy"]),
+    "gpu_idle": ("GPU idle removed", STEP_PART_COLORS["gpu_idle"]),
 }
 
 
@@ -277,7 +284,7 @@ def speedup_waterfall(attribution: pd.DataFrame, empty_message: str = "no attrib
         showlegend=False), row=1, col=1)
     for i in range(len(heights) - 1):  # connectors at the running level
         fig.add_shape(type="line", x0=i + 0.32, x1=i + 0.68, y0=ends[i], y1=ends[i],
-                      line={"color": "#999999", "width": 1, "dash": "dot"}, row=1, col=1)
+                      line={"color": REFERENCE_COLOR, "width": 1, "dash": "dot"}, row=1, col=1)
     tops = [0.0, *np.maximum(bases, ends)]
     bottoms = [0.0, *np.minimum(bases, ends)]
     if beside:
@@ -337,14 +344,15 @@ def iteration_timeline(events: pd.DataFrame, title: str, span_us: float | None =
     if data.empty:
         return empty_figure(title, "no events in this iteration")
     lanes = sorted(dict.fromkeys(data["lane"].astype(str)), key=_lane_order)
+    other_kind = STEP_PART_COLORS["not_attributed"]  # an event of no kind the timeline names
     fig = go.Figure()
     for kind in dict.fromkeys(data["kind"].astype(str)):
         part = data[data["kind"].astype(str) == kind]
         fig.add_trace(go.Bar(
             base=part["start_us"], x=part["dur_us"].clip(lower=0),
             y=[escape(lane) for lane in part["lane"].astype(str)], orientation="h",
-            name=escape(kind), marker_color=TIMELINE_KIND_COLORS.get(kind, REST_COLOR),
-            marker_line={"width": 1, "color": TIMELINE_KIND_COLORS.get(kind, REST_COLOR)},
+            name=escape(kind), marker_color=TIMELINE_KIND_COLORS.get(kind, other_kind),
+            marker_line={"width": 1, "color": TIMELINE_KIND_COLORS.get(kind, other_kind)},
             customdata=np.stack([[escape(n) for n in part["name"].astype(str)],
                                  [f"{v:,.1f}" for v in part["start_us"]],
                                  [f"{v:,.1f}" for v in part["dur_us"]]], axis=1),

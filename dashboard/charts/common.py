@@ -1,10 +1,11 @@
 """What every figure shares: the colours and their meanings, the layout, escaping run text,
 finite numbers, axis ticks and decimation of long series.
 
-Colours mean one thing everywhere: each mode has its colour (``profiler_core.spec.modes``); the
-four parts of a step keep theirs in every chart (CPU launch amber, other CPU work purple, GPU busy
-green, GPU idle grey), so green always means "the GPU was busy", never "a decrease". The colours
-are mid tones that read on Streamlit's light and dark themes alike.
+Colours mean one thing everywhere (``dashboard.charts.palette`` declares them): each mode has its
+colour (``profiler_core.spec.modes``); the parts of a step keep theirs in every chart (CPU launch
+amber, other CPU work purple, GPU busy green, GPU idle grey...), so green always means "the GPU
+was busy", never "a decrease". The colours are mid tones that read on Streamlit's light and dark
+themes alike.
 """
 
 from __future__ import annotations
@@ -16,36 +17,31 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from profiler_core import MODES
+from dashboard.charts.palette import MODE_COLORS, SERIES_COLORS, STEP_PART_COLORS
 
-# One colour per mode (``profiler_core.spec.modes``), none of them the green, orange, purple or
-# grey of the launch split's parts.
-MODE_COLORS = {mode.name: mode.color for mode in MODES}
-
-SPLIT_COLORS = {
-    "cpu_launch_us": "#F2A541", "cpu_other_us": "#9B6FC0",
-    "gpu_busy_us": "#3FA34D", "gpu_idle_us": "#A3ABB8",
-}
+# The palettes (``dashboard.charts.palette``): the modes, and the four parts of a step under their
+# launch-split column names.
+SPLIT_COLORS = {f"{part}_us": STEP_PART_COLORS[part]
+                for part in ("cpu_launch", "cpu_other", "gpu_busy", "gpu_idle")}
 SPLIT_LABELS = {
     "cpu_launch_us": "CPU launch", "cpu_other_us": "CPU other",
     "gpu_busy_us": "GPU busy", "gpu_idle_us": "GPU idle",
 }
-# Parts of a step that are not one of the four (the CPU waiting on the GPU, an unattributed rest).
-REST_COLOR = "#C9CED6"
 # Lines that are neither a mode nor a part of a step (runs of an overlay, sweep series, a mode this
-# dashboard has no colour for): hues at least 25 CIELAB units from every mode and part colour, so
-# orange always means eager and blue the graph, and at least 50 from both themes' backgrounds, so
-# a line reads on light and dark. Runs beyond the palette also change their dash (``run_line``).
-SERIES_PALETTE = ["#3949AB", "#B5BD00", "#00796B", "#8E24AA", "#880E4F", "#827717"]
+# dashboard has no colour for): ``palette.SERIES_COLORS``, kept apart from every mode, part and
+# phase colour, so orange always means eager and blue the graph, and at least 50 from both
+# themes' backgrounds, so a line reads on light and dark. Runs beyond the palette also change
+# their dash (``run_line``).
+SERIES_PALETTE = list(SERIES_COLORS)
 RUN_DASHES = ["solid", "dash", "dot", "dashdot"]
 
 HEIGHT = 380
 # Lanes and event kinds of the one-iteration timeline (``profiler_core.analysis.timeline.iteration_timeline``).
 TIMELINE_KIND_COLORS = {
-    "CPU op": SPLIT_COLORS["cpu_other_us"],
-    "launch call": SPLIT_COLORS["cpu_launch_us"],
-    "kernel": SPLIT_COLORS["gpu_busy_us"],
-    "memcpy/memset": "#8FD19E",
+    "CPU op": STEP_PART_COLORS["cpu_other"],
+    "launch call": STEP_PART_COLORS["cpu_launch"],
+    "kernel": STEP_PART_COLORS["gpu_busy"],
+    "memcpy/memset": STEP_PART_COLORS["batch_copy"],
 }
 
 
@@ -86,13 +82,16 @@ def apply_layout(fig: go.Figure, title: str, height: int = HEIGHT, subtitle: str
     return fig
 
 
+EMPTY_LINE_CHARS = 56  # an empty figure's message, in lines that fit a chart half a page wide
+
+
 def empty_figure(title: str, message: str = "no data in this run") -> go.Figure:
     """A figure that says there is nothing to draw (keeps the page layout stable). ``title`` is
     the chart's own title (its run data already escaped by the caller, its markup kept);
-    ``message`` is escaped here."""
+    ``message`` is escaped here, in lines of about ``EMPTY_LINE_CHARS`` characters."""
     fig = go.Figure()
-    fig.add_annotation(text=escape(message), showarrow=False, x=0.5, y=0.5, xref="paper",
-                       yref="paper", font={"size": 14})
+    fig.add_annotation(text=wrap(message, EMPTY_LINE_CHARS), showarrow=False, x=0.5, y=0.5,
+                       xref="paper", yref="paper", font={"size": 14})
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return apply_layout(fig, title, height=220)

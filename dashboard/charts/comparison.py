@@ -27,6 +27,7 @@ from dashboard.charts.common import (
     tick_name,
     wrap,
 )
+from dashboard.charts.palette import REFERENCE_COLOR
 
 COMPARE_COLUMNS = ["run", "mode", "method", "median_ms", "p10_ms", "p90_ms"]
 
@@ -99,8 +100,10 @@ def compare_speedups(frame: pd.DataFrame, missing: dict[str, str] | None = None,
     missing = dict(missing or {})
     data = finite_frame(frame, ("speedup", "speedup_ci_low", "speedup_ci_high")) \
         .dropna(subset=["speedup"]) if not frame.empty else frame
-    if data.empty and not missing:
-        return empty_figure(title, "none of these runs has a speedup (CPU runs time eager only)")
+    if data.empty:  # an axis with only notes on it says nothing: say why instead
+        reasons = "; ".join(f"{run}: {why}" for run, why in missing.items())
+        return empty_figure(title, "none of these runs has a speedup"
+                            + (f" ({reasons})" if reasons else " (CPU runs time eager only)"))
     order = list(dict.fromkeys([*(str(run) for run in (order or [])),
                                 *(str(run) for run in (data["run"] if len(data) else [])),
                                 *missing]))
@@ -121,8 +124,8 @@ def compare_speedups(frame: pd.DataFrame, missing: dict[str, str] | None = None,
             hovertemplate="%{x}, %{fullData.name}: %{y:.2f}x<extra></extra>"))
     for run, why in missing.items():  # said where its marker would be, not left out in silence
         fig.add_annotation(x=escape(run), y=1.0, yshift=18, text=wrap(f"no speedup: {why}", 28),
-                           showarrow=False, font={"size": 11, "color": "#888"})
-    fig.add_hline(y=1.0, line_dash="dot", line_color="#888", annotation_text="eager (1x)",
+                           showarrow=False, font={"size": 11, "color": REFERENCE_COLOR})
+    fig.add_hline(y=1.0, line_dash="dot", line_color=REFERENCE_COLOR, annotation_text="eager (1x)",
                   annotation_position="bottom right")
     top = 1.0
     if len(data):

@@ -20,24 +20,24 @@ from dashboard.charts.common import (
     finite_frame,
     minmax_decimate,
 )
+from dashboard.charts.palette import (
+    OTHER_PHASES_COLOR,
+    PHASE_COLORS,
+    PHASE_EXTRA_COLORS,
+    REFERENCE_COLOR,
+    SERIES_COLORS,
+)
 
 # The GPU chart's phase bands: at most this many shapes, and legend entries for this many kinds
 # of phase (the others share one grey entry). A run has about 70 blocks and 15 phase names, of
 # about 10 kinds.
 MAX_PHASE_BANDS = 400
 MAX_PHASE_LEGEND = 24
-OTHER_PHASES_COLOR = "#BAB0AC"
 # A phase is named "<mode> <kind>" ("eager timed", "graph warm-up") or by its kind alone
-# ("setup", "capture", "parity"): its band is coloured by its kind, every kind its own hue (the
-# mode is the lane it is drawn in, under the panels). Kinds not listed take PHASE_EXTRA_PALETTE.
-PHASE_KIND_COLORS = {
-    "setup": "#BAB0AC", "warm-up": "#EDC948", "capture": "#B07AA1", "preparation": "#9C755F",
-    "timed": "#59A14F", "cold start": "#76B7B2", "article loop": "#FF9DA7",
-    "input copy": "#8FD19E", "profiled": "#A0CBE8", "parity": "#D37295",
-    "capture twin profiled": "#6B6ECF",
-}
-PHASE_EXTRA_PALETTE = ["#B6992D", "#FFBE7D", "#499894", "#D7B5A6", "#F1CE63", "#86BCB6",
-                       "#FABFD2", "#79706E"]
+# ("setup", "capture", "parity"): its band is coloured by its kind (``palette.PHASE_COLORS``),
+# every kind its own hue (the mode is the lane it is drawn in, under the panels). Kinds not
+# listed take ``palette.PHASE_EXTRA_COLORS``, then ``palette.OTHER_PHASES_COLOR``.
+PHASE_KIND_COLORS = PHASE_COLORS
 PHASE_BAND_OPACITY = 0.22
 NVML_PANELS = (
     ("gpu_util_pct", "GPU util (%)"),
@@ -45,14 +45,14 @@ NVML_PANELS = (
     ("power_w", "power (W)"),
     ("mem_used_mib", "memory (MiB)"),
 )
-NVML_POLL_COLOR = "#17A2B8"
-NVML_DRIVER_COLOR = "#C2185B"
+NVML_POLL_COLOR = SERIES_COLORS[2]
+NVML_DRIVER_COLOR = SERIES_COLORS[4]
 
 # A gap between polled samples longer than this many typical intervals (and than
 # NVML_MIN_GAP_S) is a pause: the line breaks there instead of ramping across it.
 NVML_GAP_FACTOR = 5.0
 NVML_MIN_GAP_S = 0.2
-NVML_PAUSE_COLOR = "#7F7F7F"
+NVML_PAUSE_COLOR = REFERENCE_COLOR
 # A panel whose readings barely move (an SM clock locked at 1,980 MHz) spans at least this many
 # units, so its ticks are whole numbers and a flat line looks flat.
 NVML_MIN_SPAN = 10.0
@@ -121,11 +121,11 @@ def phase_kind(name: str, modes: Iterable[str] = ()) -> tuple[str, str]:
 
 
 def phase_kind_colors(kinds: Sequence[str]) -> dict[str, str]:
-    """A colour per kind of phase (``PHASE_KIND_COLORS``, then ``PHASE_EXTRA_PALETTE`` in order
+    """A colour per kind of phase (``PHASE_KIND_COLORS``, then ``PHASE_EXTRA_COLORS`` in order
     for kinds it does not list), for at most ``MAX_PHASE_LEGEND`` kinds: the others are left to
     ``OTHER_PHASES_COLOR``."""
     colors: dict[str, str] = {}
-    extra = iter(PHASE_EXTRA_PALETTE)
+    extra = iter(PHASE_EXTRA_COLORS)
     for kind in list(dict.fromkeys(kinds))[:MAX_PHASE_LEGEND]:
         colors[kind] = PHASE_KIND_COLORS.get(kind) or next(extra, OTHER_PHASES_COLOR)
     return colors

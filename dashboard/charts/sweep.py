@@ -22,8 +22,9 @@ from dashboard.charts.common import (
     finite_frame,
     log_ticks,
 )
+from dashboard.charts.palette import REFERENCE_COLOR
 
-SWEEP_THRESHOLD_COLOR = "#A3ABB8"
+SWEEP_THRESHOLD_COLOR = REFERENCE_COLOR
 SWEEP_FLOOR_COLOR = SPLIT_COLORS["gpu_busy_us"]  # the GPU-busy floor is green, as everywhere
 
 

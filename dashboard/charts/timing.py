@@ -17,7 +17,6 @@ from dashboard.charts.common import (
     HEIGHT,
     MODE_COLORS,
     SPLIT_COLORS,
-    TIMELINE_KIND_COLORS,
     apply_layout,
     empty_figure,
     escape,
@@ -29,6 +28,7 @@ from dashboard.charts.common import (
     tick_name,
     wrap,
 )
+from dashboard.charts.palette import REFERENCE_COLOR, SERIES_COLORS, STEP_PART_COLORS
 
 LATENCY_LABELS = {"gpu_ms": "ms per step (CUDA events)", "wall_ms": "ms per step (wall clock)"}
 
@@ -261,23 +261,26 @@ def modes_speedup_bars(modes: pd.DataFrame) -> go.Figure:
                              data["one_time_ms"].to_numpy(dtype=float)], axis=1),
         hovertemplate="%{x}: %{y:.2f}x, %{customdata[0]:.4f} ms per step<br>one-time cost "
                       "%{customdata[1]:,.1f} ms<extra></extra>"))
-    fig.add_hline(y=1.0, line_dash="dot", line_color="#888", annotation_text="eager",
-                  annotation_position="bottom right")
+    fig.add_hline(y=1.0, line_dash="dot", line_color=REFERENCE_COLOR)
+    # the 1x line's label right of the plot, where no bar stands (on it, it sat on the last bar)
+    fig.add_annotation(xref="paper", x=1.0, xanchor="left", y=1.0, yanchor="middle",
+                       text="eager (1x)", showarrow=False, font={"color": REFERENCE_COLOR})
     # each speedup written under its bar, never on it, where its CI whisker runs
     fig.update_xaxes(tickvals=names, tickangle=0,
                      ticktext=[f"{tick_name(str(mode))}<br><b>{value:.2f}x</b>"
                                for mode, value in zip(data["mode"], speedup)])
     fig.update_yaxes(title_text="speedup over eager (x)", rangemode="tozero")
-    return apply_layout(fig, title, showlegend=False)
+    return apply_layout(fig, title, showlegend=False, margin={"l": 60, "r": 80, "t": 76, "b": 50})
 
 # ----------------------------------------------------------------------------- prediction before capture
 
-# The predicted parts keep the dashboard's meanings: GPU busy green, the GPU's gaps (a graph's
-# launch and per-node costs) in idle greys, the batch copy in the timeline's memcpy colour; the
-# measured graph time in the graph's mode colour.
-PREDICTION_PART_COLORS = {"GPU busy (eager)": SPLIT_COLORS["gpu_busy_us"], "launch": "#7F8C9A",
-                          "per-node cost": SPLIT_COLORS["gpu_idle_us"],
-                          "batch copy": TIMELINE_KIND_COLORS["memcpy/memset"],
+# The predicted parts keep the dashboard's meanings (``palette.STEP_PART_COLORS``): GPU busy green,
+# a graph's launch and per-node costs each in its own colour, the batch copy in the timeline's
+# memcpy colour; the measured graph time in the graph's mode colour.
+PREDICTION_PART_COLORS = {"GPU busy (eager)": STEP_PART_COLORS["gpu_busy"],
+                          "launch": STEP_PART_COLORS["graph_launch"],
+                          "per-node cost": STEP_PART_COLORS["per_node"],
+                          "batch copy": STEP_PART_COLORS["batch_copy"],
                           "graph, steady state": MODE_COLORS["graph"]}
 
 
@@ -306,8 +309,8 @@ def prediction_bars(parts: pd.DataFrame) -> go.Figure:
 
 # ----------------------------------------------------------------------------- repeats
 
-SHOWN_COLOR = "#2E86AB"  # the process whose tables the run folder holds
-OTHER_PROCESS_COLOR = "#8A94A6"
+SHOWN_COLOR = SERIES_COLORS[0]  # the process whose tables the run folder holds
+OTHER_PROCESS_COLOR = SERIES_COLORS[1]
 
 
 def repeats_chart(repeats: pd.DataFrame) -> go.Figure:
@@ -346,7 +349,7 @@ def repeats_chart(repeats: pd.DataFrame) -> go.Figure:
             hovertemplate=("process %{x}: %{y:.2f}x<extra></extra>" if with_speedup
                            else "process %{x}: %{y:.4f} ms per step<extra></extra>")))
     middle = float(np.median(value))
-    fig.add_hline(y=middle, line_dash="dot", line_color="#888",
+    fig.add_hline(y=middle, line_dash="dot", line_color=REFERENCE_COLOR,
                   annotation_text=f"median {middle:.2f}x" if with_speedup else f"median {middle:.4f} ms",
                   annotation_position="top left")
     fig.update_xaxes(title_text="fresh process, in the order they ran", type="category",

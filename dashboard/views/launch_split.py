@@ -126,7 +126,8 @@ ui.table(medians, f"{run.name}-launch_split_medians_under_the_profiler.csv", key
          label="medians under the profiler CSV", empty=f"No profiled window in this run: {reason}.",
          column_config={**{c: st.column_config.NumberColumn(format="%.1f")
                            for c in analysis.SPLIT_MEDIAN_COLUMNS[2:]},
-                        "span_us": st.column_config.NumberColumn("span_us (under the profiler)",
+                        "launch_delay_us": st.column_config.NumberColumn(format="%.2f"),
+                        "span_us": st.column_config.NumberColumn("span_us (profiled)",
                                                                  format="%.1f")})
 st.subheader("Under the profiler: the profiled iteration decomposed, per timeline")
 st.caption("Each timeline's parts add up to the whole saving of a profiled iteration, so the shares "

@@ -10,12 +10,9 @@ from dashboard.charts.timing import median_bars, modes_speedup_bars, prediction_
 from profiler_core.analysis import predict
 
 gpus, no_gpu_reason = state.device_list()
-if gpus.empty:
-    st.info(f"**No CUDA GPU was found on this machine** ({no_gpu_reason}). CUDA Graphs are an NVIDIA "
-            "GPU feature, so this machine cannot measure them: a new run here can only time the "
-            "eager step on the CPU. Every view still works on recorded runs: the bundled H200 "
-            "sample, the runs folder, or a zip uploaded on the Runs page.",
-            icon=":material/info:")
+if gpus.empty:  # one line: the first screen is the answer's (the reason: the GPU box's help)
+    st.info("**No CUDA GPU was found on this machine**: the views show recorded runs; a run here "
+            "times only the eager step on the CPU.", icon=":material/info:")
 
 run = ui.require_run()
 ui.run_header(run, "Overview")
@@ -27,7 +24,7 @@ ci = f"95% CI {ui.fmt(low, '{:.2f}')}-{ui.fmt(high, '{:.2f}')}x" if analysis.fin
 method = analysis.headline_method(pair.timing_method, run.table("stats"))
 method_label = analysis.method_label(method, cpu)
 pay = analysis.pay_back(figures, run.table("modes"), "graph")
-cols = st.columns(5)
+cols = st.columns(4)
 cols[0].metric("Speedup", ui.fmt(speedup, "{:.2f}x"), delta=ci if not cpu else "CPU run: no graph",
                delta_color="off", delta_arrow="off",
                help=f"Median eager step / median graph step, timed by {method_label}, with its "
@@ -37,23 +34,27 @@ cols[1].metric("Eager median per step", ui.fmt(pair.eager_ms, "{:.3f} ms"),
 cols[2].metric("Graph median per step", ui.fmt(pair.graph_ms, "{:.3f} ms"),
                help=f"Timed by {method_label}; includes copying each new batch into the graph's "
                     "static inputs.")
-cols[3].metric("The article's 'speedup' (no sync)", ui.fmt(figures.get("graph", "article_no_sync_speedup"), "{:.2f}x"),
-               help="perf_counter around the loop without torch.cuda.synchronize(): CPU enqueue "
-                    "time, not training time. See the Latency view.")
-cols[4].metric("Break-even", pay.short if not cpu else "n/a",
+cols[3].metric("Break-even", pay.short if not cpu else "n/a",
                delta=pay.note if not cpu else "CPU run: no graph", delta_color="off",
                delta_arrow="off",
                help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION} (one-time cost: "
                     f"{pay.cost_text}).")
+article_says = figures.get("graph", "article_no_sync_speedup")
 st.caption(f"Every time on this page is per training step, timed by {method_label}: "
-           f"{analysis.METHOD_MEANING.get(method, '')}. The Latency view shows the other methods.")
+           f"{analysis.METHOD_MEANING.get(method, '')}."
+           + (f" The article's own timing (a clock around a loop that never waits for the GPU) "
+              f"would say {ui.fmt(article_says, '{:.2f}x')}: CPU enqueue time, not training time "
+              "(the Latency view shows it beside the others)." if analysis.finite(article_says)
+              else " The Latency view shows the other methods."))
 repeats_panel.stability_warnings(run)
 
 no_split = analysis.no_profile_reason(run.config, run.environment, run.complete)
 verdict = analysis.verdict(figures, run.table("attribution"), no_split, "graph", pay)
 box = {"launch-bound": st.success, "gpu-bound": st.info, "mixed": st.info}.get(
     verdict.kind, st.info if cpu else st.warning)
-box(f"**{verdict.title}.** {verdict.text}", icon=":material/lightbulb:")
+box(f"**{verdict.title}.**", icon=":material/lightbulb:")  # the verdict in one sentence
+with st.expander("The figures behind it"):
+    st.markdown(verdict.text)
 
 st.caption("The Launch split view draws this saving part by part (timed with no profiler), and "
            "beside it, labelled, what the profiled window saw.")
@@ -115,28 +116,24 @@ else:
 modes = run.table("modes")
 if len(modes) > 2:  # more than eager and the article's graph: how each way of graphing compares
     st.subheader("Every mode")
-    left, right = st.columns([3, 2])
-    with left:
-        ui.chart(modes_speedup_bars(modes), key="overview_modes")
-    with right:
-        ui.table(analysis.modes_table(modes, figures), f"{run.name}-modes.csv", key="overview_modes_table",
-                 label="modes CSV",
-                 column_config={"break_even": st.column_config.TextColumn(
-                     "break-even", help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION}.")})
-        st.caption("Every figure per mode, in long form: the Downloads below (metrics.csv).")
+    ui.chart(modes_speedup_bars(modes), key="overview_modes")
+    # under the chart, the whole width: the modes' words and every column show uncut
+    ui.table(analysis.modes_table(modes, figures), f"{run.name}-modes.csv", key="overview_modes_table",
+             label="modes CSV",
+             column_config={"break_even": st.column_config.TextColumn(
+                 "break-even", help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION}.")})
+    st.caption("Every figure per mode, in long form: the Downloads below (metrics.csv).")
 
 repeats_panel.between_processes(run, key="overview_repeats")
 
-left, right = st.columns(2)
-with left:
-    st.subheader("GPU and software")
-    ui.table(run_facts.environment_table(run.environment), f"{run.name}-environment.csv",
-             key="overview_env", label="environment CSV",
-             empty="This run does not say which GPU and software it ran on.")
-with right:
-    st.subheader("Configuration")
-    ui.table(run_facts.config_table(run.config, run.environment), f"{run.name}-config.csv", key="overview_config",
-             label="config CSV")
+# one above the other, the whole width: long values (the platform, the modes) show uncut
+st.subheader("GPU and software")
+ui.table(run_facts.environment_table(run.environment), f"{run.name}-environment.csv",
+         key="overview_env", label="environment CSV",
+         empty="This run does not say which GPU and software it ran on.")
+st.subheader("Configuration")
+ui.table(run_facts.config_table(run.config, run.environment), f"{run.name}-config.csv", key="overview_config",
+         label="config CSV")
 
 ui.notes(run)
 st.subheader("Downloads")

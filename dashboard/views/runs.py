@@ -159,7 +159,11 @@ if everything:
     if unreadable:
         st.warning(f"{unreadable} run folder(s) cannot be opened; the problem column says why.",
                    icon=":material/warning:")
-    ui.table(shown.drop(columns=["path"]), "runs.csv", key="runs_list", label="runs list CSV",
+    listed = shown.drop(columns=["path"])
+    # the problem column shown only where a folder has one (it pushed the others off a 1,400 px
+    # screen); the CSV keeps it
+    ui.table(listed, "runs.csv", key="runs_list", label="runs list CSV",
+             column_order=[c for c in listed.columns if unreadable or c != "problem"],
              column_config={"speedup": st.column_config.NumberColumn(format="%.2fx"),
                             "eager_ms": st.column_config.NumberColumn("eager ms", format="%.3f"),
                             "graph_ms": st.column_config.NumberColumn("graph ms", format="%.3f"),
@@ -261,6 +265,10 @@ if view == "medians":
     with right:
         ui.chart(split_bars(pd.concat(medians, ignore_index=True),
                                    "no profiled window in any of these runs"), key="compare_split")
+elif view == "speedup" and len(no_speedup) == len(loaded):  # nothing to draw: say why
+    st.info("No speedup to draw: none of these runs timed a graph. "
+            + " ".join(f"{tag}: {ui.escape_md(why)}." for tag, why in no_speedup.items()),
+            icon=":material/info:")
 elif view == "speedup":
     ui.chart(compare_speedups(pd.concat(speedups, ignore_index=True), no_speedup,
                                      order=list(loaded)),
@@ -279,7 +287,26 @@ else:
 st.markdown("**Settings that differ**")
 diff = run_facts.configs_diff({tag: run.config for tag, run in loaded.items()},
                               {tag: run.environment for tag, run in loaded.items()})
+hosts = [compare.host_row(tag, run.environment) for tag, run in loaded.items()]
+host_diff = compare.host_differences(hosts)
 if diff.empty:
-    st.caption("All these runs used the same settings.")
+    st.caption("All these runs used the same settings"
+               + (f", but the host did not run them alike: {ui.escape_md(host_diff)}." if host_diff
+                  else "."))
 else:
     ui.table(diff, "config_diff.csv", key="compare_diff", label="differences CSV")
+    if host_diff:
+        st.caption(f"The host did not run them alike either: {ui.escape_md(host_diff)}.")
+st.markdown("**How the host ran them**")
+ui.table(pd.DataFrame(hosts, columns=compare.HOST_COLUMNS), "compare_hosts.csv", key="compare_hosts",
+         label="host CSV",
+         column_config={"torch_threads": st.column_config.NumberColumn("torch threads", format="%d"),
+                        "cpus": st.column_config.NumberColumn("CPUs", format="%d"),
+                        "load_start": st.column_config.NumberColumn("load at start", format="%.2f"),
+                        "load_end": st.column_config.NumberColumn("load at end", format="%.2f"),
+                        "loaded": st.column_config.CheckboxColumn("loaded host")})
+st.caption("Load: the host's 1-minute load average (runnable processes) against the CPUs the run "
+           "could use. A loaded host: the run's threads and the processes already running at its "
+           "start wanted more CPUs than there were, or more processes than CPUs were runnable at "
+           "its end. A CPU run fits torch's threads to the CPUs the load leaves free unless "
+           "OMP_NUM_THREADS says otherwise (torchrun sets it to 1 for each rank).")

@@ -12,6 +12,7 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -368,8 +369,15 @@ else:
 st.subheader("Break-even")
 st.caption("Per point and mode: the one-time cost (capture with its warm-up, or compilation) and "
            "the memory it kept, against the saving per training step.")
-ui.table(break_even_table(table, axis_names), f"{data.name}-break-even.csv",
-         key="sweep_break_even", label="break-even CSV",
+break_even = break_even_table(table, axis_names)
+# one word for a mode that never pays back, as everywhere ("never (graph not faster)" in
+# pays_back): the steps column shows an empty cell there, not "Infinity"
+shown_steps = break_even["break_even_steps"].astype(float)
+ui.table(break_even.assign(break_even_steps=shown_steps.where(np.isfinite(shown_steps))),
+         f"{data.name}-break-even.csv", key="sweep_break_even", label="break-even CSV",
+         column_config={"break_even_steps": st.column_config.NumberColumn(
+                            "break-even (steps)", format="%.0f"),
+                        "pays_back": st.column_config.TextColumn("pays back")},
          empty=("A CPU sweep has no graph, so nothing to pay back." if cpu_sweep else
                 "No measured point with a graph timing yet."))
 

@@ -24,6 +24,7 @@ from profiler_core.analysis.trace import (
     GRAPH_LAUNCH_API_NAMES,
     TraceAnalysis,
     analyse_trace,
+    cut_iterations,
 )
 from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.spec.errors import ConfigError, RunFormatError, shown
@@ -56,13 +57,9 @@ class GraphCosts:
     per_node_us: float  # per kernel node
     source: str  # how they were obtained, shown beside every prediction
 
-
-# The constants measured on an H200 by the GPU test (tests/test_predict.py, 2026-12-01): the
-# in-run calibrations of the seed bf16, seed fp32 and launch-bound runs gave launch 1.03, 1.08 and
-# 1.20 us and per node 0.067, 0.068 and 0.067 us (their median here). Used by ``predict`` when
-# neither constants nor --calibrate are given, and named as such beside every prediction.
-H200_DEFAULT_COSTS = GraphCosts(1.08, 0.067, "H200 defaults (launch 1.08 us, 0.067 us per node), "
-                                             "measured 2026-12-01 by tests/test_predict.py")
+    def fixed(self) -> GraphCosts:
+        """These costs, as a source of constants that measures nothing."""
+        return self
 
 
 @dataclass(frozen=True)
@@ -169,6 +166,67 @@ def eager_step_from_trace(path: str | Path, steps_per_iteration: int | None = No
     return eager_step_from_analysis(analysis, steps_per_iteration, f"trace {shown(path)}")
 
 
+# torch.optim marks each optimizer step in a profiled trace ("Optimizer.step#AdamW.step"). Adam
+# and AdamW are captured only with capturable=True, which computes their bias corrections on the
+# GPU (torch.pow of the step count there): an eager step without that ran fewer kernels than the
+# graph will.
+OPTIMIZER_MARK = "Optimizer.step#"
+CAPTURABLE_ONLY = ("Adam", "AdamW")
+DEVICE_STEP_OPS = ("aten::pow", "aten::_foreach_pow")
+# What that left out was measured on an H200 (docs/h200-2026-12-01.md): the capturable twin
+# against the eager window of the same steps.
+CAPTURABLE_MEASURED = ("on an H200 (2026-12-01, docs/h200-2026-12-01.md) the capturable AdamW "
+                       "ran 37 more kernels and 187 us more GPU time per step than the eager "
+                       "one in a 6-layer MLP step, 122 kernels and 201 us in a 4-layer "
+                       "transformer's")
+
+
+@dataclass(frozen=True)
+class OptimizerStep:
+    """The optimizer's part of an eager trace, per training step (medians over iterations)."""
+
+    name: str  # as torch.optim names it: "AdamW", "SGD"...
+    capturable: bool  # it ran its step count's arithmetic on the GPU
+    kernels: float  # kernels launched inside its steps
+    busy_us: float  # their summed run time
+
+    @property
+    def misses_kernels(self) -> bool:
+        """Whether a graph of this step runs optimizer kernels the trace lacks."""
+        return self.name in CAPTURABLE_ONLY and not self.capturable
+
+
+def optimizer_step(trace: Any, steps_per_iteration: int = 1) -> OptimizerStep | None:
+    """The trace's optimizer steps (``OPTIMIZER_MARK``): its name, whether it is capturable, and
+    its kernels per training step (those whose launch call starts inside a step's mark); None
+    when the trace marks none."""
+    events, _, gpu_events, _, _ = cut_iterations(trace)
+    names = events["name"].astype(str)
+    marks = events[names.str.startswith(OPTIMIZER_MARK).to_numpy()
+                   & (events["cat"].astype(str) == "user_annotation").to_numpy()]
+    if marks.empty:
+        return None
+    name = str(marks["name"].iloc[0])[len(OPTIMIZER_MARK):].split(".")[0]
+    starts, ends = marks["ts"].to_numpy(dtype=float), marks["end"].to_numpy(dtype=float)
+
+    def inside(times: np.ndarray) -> np.ndarray:
+        return ((times[:, None] >= starts[None, :]) & (times[:, None] <= ends[None, :])).any(axis=1)
+
+    ops = events[names.isin(DEVICE_STEP_OPS).to_numpy()]
+    capturable = bool(len(ops) and inside(ops["ts"].to_numpy(dtype=float)).any())
+    kernels = gpu_events[(gpu_events["cat"].astype(str) == "kernel").to_numpy()
+                         & (gpu_events["iteration"] >= 0).to_numpy()]
+    mine = kernels[inside(kernels["call_ts"].to_numpy(dtype=float))] if len(kernels) else kernels
+    iterations = max(1, int(gpu_events.loc[gpu_events["iteration"] >= 0, "iteration"].nunique()))
+    per_iteration = mine.groupby("iteration")["dur"].agg(["size", "sum"]) if len(mine) else None
+    if per_iteration is None:
+        count = busy = 0.0
+    else:
+        per_iteration = per_iteration.reindex(range(iterations), fill_value=0)
+        count, busy = float(per_iteration["size"].median()), float(per_iteration["sum"].median())
+    return OptimizerStep(name, capturable, count / steps_per_iteration, busy / steps_per_iteration)
+
+
 def check_constant(field: str, value: float | None) -> None:
     """A constant given on the command line: finite, from 0 to ``MAX_CONSTANT_US``."""
     if value is not None and not (math.isfinite(value) and 0 <= value <= MAX_CONSTANT_US):
@@ -176,8 +234,9 @@ def check_constant(field: str, value: float | None) -> None:
                                  f"got {shown(value)}", OPTION_HINT)
 
 
-def given_costs(launch_us: float | None, per_node_us: float | None) -> GraphCosts:
-    """The constants to use without calibrating: both options, else the H200's defaults."""
+def given_costs(launch_us: float | None, per_node_us: float | None) -> GraphCosts | None:
+    """The constants given on the command line: both options, or neither (None: the defaults,
+    ``engine.calibration.default_costs``)."""
     check_constant("launch_us", launch_us)
     check_constant("per_node_us", per_node_us)
     if launch_us is not None and per_node_us is not None:
@@ -186,7 +245,7 @@ def given_costs(launch_us: float | None, per_node_us: float | None) -> GraphCost
         missing = "launch_us" if launch_us is None else "per_node_us"
         raise ConfigError(missing, "pass --launch-us and --per-node-us together",
                           "or use --calibrate to measure both on this GPU")
-    return H200_DEFAULT_COSTS
+    return None
 
 
 # ------------------------------------------------------------------------------ a run's headline
@@ -361,11 +420,13 @@ def trace_report(path: str | Path, launch_us: float | None = None,
                  calibrate_here: Callable[[], GraphCosts] | None = None,
                  steps_per_iteration: int | None = None, steps_per_graph: int = 1,
                  copy_us: float | None = None, eager_ms: float | None = None,
-                 progress: ProgressCallback | None = None) -> str:
+                 progress: ProgressCallback | None = None,
+                 defaults: Callable[[], GraphCosts] | None = None) -> str:
     """``python -m profiler_core predict``: options checked, then the trace read (refused in
     one line when it cannot be an eager window; ``progress`` hears how the reading goes), then
-    the constants (given, the H200 defaults, or measured here by ``calibrate_here``:
-    ``engine.calibration.measured_costs``), then the report."""
+    the constants (given; measured here by ``calibrate_here``: ``engine.calibration
+    .measured_costs``; else ``defaults``: ``engine.calibration.default_costs``, this machine's
+    calibration cache or the bundled sample's recorded calibration), then the report."""
     check_count("steps_per_iteration", steps_per_iteration)
     check_count("steps_per_graph", steps_per_graph)
     check_constant("copy_us", copy_us)
@@ -377,10 +438,16 @@ def trace_report(path: str | Path, launch_us: float | None = None,
         raise ConfigError("calibrate", "--calibrate measures the constants, so it cannot be "
                                        "combined with --launch-us or --per-node-us",
                           "use one or the other")
-    if calibrate_here is None:
-        given = given_costs(launch_us, per_node_us)  # refused before the trace is read
-    step = eager_step_from_trace(path, steps_per_iteration, progress)
-    costs = given if calibrate_here is None else calibrate_here()
+    # the constants' options refused before the trace is read
+    given = given_costs(launch_us, per_node_us) if calibrate_here is None else None
+    constants = calibrate_here or (given.fixed if given is not None else defaults)
+    if constants is None:
+        raise ConfigError("launch_us", "no constants to predict with", OPTION_HINT)
+    trace = load_trace(path, progress)
+    step = eager_step_from_analysis(analyse_trace(trace, mode="eager"), steps_per_iteration,
+                                    f"trace {shown(path)}")
+    optimizer = optimizer_step(trace, step.steps_per_iteration)
+    costs = constants()
     prediction = predict_graph(step, costs, steps_per_graph,
                                math.nan if copy_us is None else copy_us)
     if eager_ms is not None:
@@ -389,34 +456,46 @@ def trace_report(path: str | Path, launch_us: float | None = None,
         eager_us, eager_source = step.span_us, (
             "the trace's median iteration span: profiled, so slower than your loop runs; pass "
             "--eager-ms with the unprofiled time")
-    return format_prediction(step, prediction, costs, eager_us, eager_source, shown(path))
+    return format_prediction(step, prediction, costs, eager_us, eager_source, shown(path),
+                             optimizer)
 
 
 # ------------------------------------------------------------------------------ the report
 
 
 def format_prediction(step: EagerStep, prediction: Prediction, costs: GraphCosts,
-                      eager_us: float, eager_source: str, where: str) -> str:
+                      eager_us: float, eager_source: str, where: str,
+                      optimizer: OptimizerStep | None = None) -> str:
     """The ``predict`` command's report: inputs, constants (with their source), the parts of the
-    predicted graph time per step, the predicted speedup, and what the model leaves out."""
+    predicted graph time per step, the predicted speedup, and what the model leaves out (a
+    non-capturable Adam or AdamW's extra kernels, when ``optimizer`` is one)."""
     source = {"profiler_steps": "its ProfilerStep# markers",
               "whole_trace": "the whole trace (no ProfilerStep# markers)"}.get(
         step.iteration_source, step.iteration_source)
     copy_line = (f"  + batch copy           {prediction.copy_us:>10.2f} us" if prediction.copy_included
                  else "  + batch copy                 n/a    (not included: pass --copy-us)")
     speedup = eager_us / prediction.graph_us if prediction.graph_us > 0 else math.nan
+    left_out = [] if optimizer is None or not optimizer.misses_kernels else [
+        "",
+        f"Left out: this trace's {optimizer.name} is not capturable (its steps ran "
+        f"{optimizer.kernels:g} kernels, {optimizer.busy_us:.1f} us of GPU time per training "
+        "step, with the step count's arithmetic on the host). A graph captures it only with "
+        "capturable=True, which runs more kernels on the GPU than this trace holds, so the "
+        "graph will be slower than predicted: " + CAPTURABLE_MEASURED + ". To include them, "
+        "profile the step with capturable=True and predict from that trace.",
+    ]
     return "\n".join([
         f"Prediction before capture, from the eager trace {where}",
         f"Iterations: {step.iterations}, from {source}; {step.steps_per_iteration} training "
         "step(s) per iteration",
-        f"Constants: launch {costs.launch_us:.3f} us per graph, {costs.per_node_us:.3f} us per node "
-        f"({costs.source})",
+        f"Constants: launch {costs.launch_us:.4g} us per graph, {costs.per_node_us:.4g} us per "
+        f"node ({costs.source})",
         "",
         "Predicted graph time per training step:",
         f"    GPU busy (eager)     {prediction.busy_us:>10.2f} us",
         f"  + launch               {prediction.launch_us:>10.2f} us",
         f"  + nodes                {prediction.nodes_us:>10.2f} us ({step.kernels:g} kernels x "
-        f"{costs.per_node_us:.3f} us)",
+        f"{costs.per_node_us:.4g} us)",
         copy_line,
         f"  = graph                {prediction.graph_us:>10.2f} us",
         f"Eager time per step:     {eager_us:>10.2f} us ({eager_source})",
@@ -424,4 +503,5 @@ def format_prediction(step: EagerStep, prediction: Prediction, costs: GraphCosts
         "",
         "The model assumes the GPU is the bottleneck once graphed: a replay also costs the host "
         "about 10-25 us, so a step with less GPU work than that will be slower than predicted.",
+        *left_out,
     ])

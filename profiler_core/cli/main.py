@@ -13,6 +13,7 @@ import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,7 +165,7 @@ def format_summary(result: RunResult) -> str:
                              "against the headline's time")
     lines += _every_mode_split(breakdown)
     lines += [""] + [f"Warning: {text}" for text in stability.warnings(
-        stats, head, (pair.speedup_ci_low, pair.speedup_ci_high))]
+        stats, head, (pair.speedup_ci_low, pair.speedup_ci_high), result.environment)]
     lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
 
@@ -295,7 +296,9 @@ def serve_request(request: RunRequest) -> int:
     jsonl`` of the request's config does, errors reported the same way."""
     from profiler_core.storage.results import check_output
 
-    timings = WallTimings()
+    # from the request, not the process's start: a spare may wait minutes for its run, and that
+    # wait is no part of the run's start-up (its imports and CUDA were done before it)
+    timings = WallTimings(started_s=time.time())
     output = RunOutput(request.out, request.overwrite, "jsonl", 0.0)
 
     def run(stopper: RunStopper) -> int:
@@ -584,14 +587,17 @@ def _command_trace_stats(args) -> int:
 
 def _command_predict(args) -> int:
     from profiler_core.analysis.predict import trace_report
-    from profiler_core.engine.calibration import measured_costs  # imports torch when called
+    from profiler_core.engine.calibration import (  # import torch when called
+        default_costs,
+        measured_costs,
+    )
 
     bar = cli.LateBar()  # a bar on stderr once reading the trace has taken a second
     try:
         report = trace_report(args.trace, args.launch_us, args.per_node_us,
                               measured_costs if args.calibrate else None,
                               args.steps_per_iteration, args.steps_per_graph, args.copy_us,
-                              args.eager_ms, progress=bar)
+                              args.eager_ms, progress=bar, defaults=default_costs)
     finally:
         bar.close()
     print(report)

@@ -3,7 +3,9 @@
 Scope: :func:`calibrate` times replays of trivial CUDA graphs and one profiled window of them to
 fit the launch and per-node costs, and times the run's batch copy; :func:`cached_calibration`
 keeps the fitted graph costs per (GPU, driver, torch, CUDA) in ``calibration_cache`` so later runs
-time only the batch copy. The method is described in docs/how-it-measures.md.
+time only the batch copy; :func:`default_costs` gives ``predict`` its constants when none are given
+(the cache's for this GPU, else the bundled sample run's recorded calibration). The method is
+described in docs/how-it-measures.md.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 
 from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.predict import (
+    MAX_CONSTANT_US,
+    OPTION_HINT,
     Calibration,
     GraphCosts,
     calibrated_prediction,
@@ -26,7 +30,7 @@ from profiler_core.analysis.predict import (
 )
 from profiler_core.engine.calibration_cache import CalibrationCache, GraphFit, cache_path
 from profiler_core.engine.telemetry import driver_version
-from profiler_core.spec.errors import NoCudaError
+from profiler_core.spec.errors import ConfigError, NoCudaError, ProfilerError
 
 # Calibration: graphs of this many dependent add kernels (at least two distinct counts).
 CALIBRATION_NODE_COUNTS = (1, 32, 256)
@@ -254,3 +258,69 @@ def _held_mean_us(action: Callable[[], None], count: int, clock: Any,
     hold_device = (lambda: hold(CALIBRATION_HOLD_CYCLES)) if hold is not None else None
     return held_mean_ms(action, count, clock, hold_device) * 1e3
 
+
+
+# The run that ships with the dashboard: its recorded calibration is the constants ``predict``
+# uses where this machine's calibration cache has none for its GPU.
+SAMPLE_RUN = Path(__file__).resolve().parents[2] / "dashboard" / "sample_run"
+
+
+def default_costs(sample_run: Path | None = None, cache: CalibrationCache | None = None) -> GraphCosts:
+    """``predict`` without constants or ``--calibrate``: the graph costs this machine's
+    calibration cache holds for its current CUDA device (GPU, driver, torch and CUDA), else the
+    calibration recorded with the bundled sample run; each says which it is, and when and where
+    it was measured. ``ConfigError`` when there is neither."""
+    cached = _cached_costs(cache if cache is not None else CalibrationCache(cache_path()))
+    if cached is not None:
+        return cached
+    sample_run = SAMPLE_RUN if sample_run is None else sample_run
+    recorded = sample_costs(sample_run)
+    if recorded is None:
+        raise ConfigError("launch_us", "no constants to predict with: this machine's calibration "
+                          f"cache has none for its GPU and the bundled sample run ({sample_run}) "
+                          "is missing or records none", OPTION_HINT)
+    return recorded
+
+
+def sample_costs(sample_run: Path = SAMPLE_RUN) -> GraphCosts | None:
+    """The launch and per-node costs recorded by the run in ``sample_run`` (its in-run
+    calibration), named with its GPU and date; None when it has none or cannot be read."""
+    from profiler_core.storage.runfolder import read_summary
+
+    try:
+        summary = read_summary(sample_run)
+    except ProfilerError:
+        return None
+    head, env = summary.headline, summary.environment
+    launch, per_node = head.get("prediction_launch_us"), head.get("prediction_per_node_us")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               and 0 <= v <= MAX_CONSTANT_US for v in (launch, per_node)):
+        return None
+    gpu = str(env.get("gpu_name") or "its GPU")
+    when = str(env.get("started_at") or "")[:10] or "an unrecorded date"
+    return GraphCosts(float(launch), float(per_node),  # type: ignore[arg-type]  # checked above
+                      f"the calibration recorded with the bundled sample run ({sample_run}: "
+                      f"{gpu}, {when}), as this machine's calibration cache holds none for a GPU "
+                      "here; --calibrate on the GPU you will use measures its own")
+
+
+def _cached_costs(cache: CalibrationCache) -> GraphCosts | None:
+    """The cached graph costs for this machine's current CUDA device; None without a cache
+    file, a CUDA device, a driver version or an entry (torch is imported only when the file
+    exists)."""
+    if not cache.path.is_file():
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    device = torch.device("cuda", torch.cuda.current_device())
+    key = cache_key(torch, device)
+    fit = cache.read(key, CALIBRATION_NODE_COUNTS) if key is not None else None
+    if fit is None:
+        return None
+    return GraphCosts(fit.launch_us, fit.per_node_us,
+                      f"this machine's calibration cache ({cache.path}): measured on "
+                      f"{fit.device_name} at {fit.measured_at} with this driver, torch and CUDA; "
+                      "launch is the fitted intercept (a run's own calibration also times the "
+                      "replay after a batch copy, which can raise it)")

@@ -21,7 +21,7 @@ import pandas as pd
 
 from profiler_core.analysis import metrics
 from profiler_core.analysis import ranks as rank_analysis
-from profiler_core.spec import schema
+from profiler_core.spec import hostinfo, schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.storage.results import SCRATCH_PREFIX, RunResult, coerce_table
 from profiler_core.timing import stats
@@ -163,6 +163,11 @@ def build_result(config: RunConfig, payloads: list[dict], started_at: str) -> Ru
         "gpu_name": first.get("gpu_name"), "nccl_version": first.get("nccl_version"),
         "nccl_settings": first.get("nccl_settings"),
         "hosts": sorted({p["environment"]["host"] for p in payloads}),
+        # rank 0's threads (torchrun sets OMP_NUM_THREADS=1 for each rank) and its host's figures
+        "torch_num_threads": first.get("torch_num_threads"),
+        **{key: value for key, value in hostinfo.host_environment().items()
+           if key != "load_avg_start"},
+        "load_avg_end": hostinfo.load_average(),
         "ranks": [p["environment"] for p in payloads],
         "started_at": started_at,
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -171,7 +176,8 @@ def build_result(config: RunConfig, payloads: list[dict], started_at: str) -> Ru
     if config.nvml:
         notes.append("NVML is not sampled in a data-parallel run (every rank's step is timed, "
                      "with no sampler beside it)")
-    notes.append("rank 0, capture and teardown: " + "; ".join(payloads[0]["capture_log"]))
+    if payloads[0]["capture_log"]:  # an empty log (a CPU run captures nothing) says nothing
+        notes.append("rank 0, capture and teardown: " + "; ".join(payloads[0]["capture_log"]))
     if not math.isnan(headline["straggler_rank"]):
         notes.append(f"straggler: rank {int(headline['straggler_rank'])} arrives last at the "
                      "all-reduce (the other ranks wait for it)")

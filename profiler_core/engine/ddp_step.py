@@ -408,7 +408,8 @@ def _process_group(ctx: RankContext, graphs: list) -> Iterator[None]:
 def _environment(ctx: RankContext) -> dict[str, Any]:
     environment: dict[str, Any] = {"rank": ctx.env.rank, "local_rank": ctx.env.local_rank,
                                    "host": socket.gethostname(), "device": str(ctx.device),
-                                   "torch_version": torch.__version__}
+                                   "torch_version": torch.__version__,
+                                   "torch_num_threads": torch.get_num_threads()}
     if ctx.device.type == "cuda":
         environment["nccl_settings"] = {name: os.environ.get(name) for name in NCCL_CAPTURE_SETTINGS}
         environment["gpu_name"] = torch.cuda.get_device_name(ctx.device)
@@ -474,7 +475,8 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float],
                        environment=_environment(ctx), delay_ms=ctx.delay_ms)
         prepared.clear()
         released = _release(graphs, device)
-        ctx.capture_log.append(f"{released} graph(s) released before destroy_process_group")
+        if released:  # a CPU run (or one without graph modes) captured none: nothing to say
+            ctx.capture_log.append(f"{released} graph(s) released before destroy_process_group")
         ctx.phase("gather")
         gathered: list | None = [None] * env.world_size if env.rank == 0 else None
         payload["notes"], payload["capture_log"] = ctx.notes, ctx.capture_log

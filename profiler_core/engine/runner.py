@@ -17,6 +17,7 @@ import traceback
 import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -165,11 +166,19 @@ def run_experiment(config: RunConfig, progress: ProgressCallback = ignore_progre
     sampler = (NvmlSamplerProcess(device.index, interval_s=config.nvml_interval_ms / 1e3,
                                   origin_s=origin_s)
                if config.nvml and device.type == "cuda" else None)
+    # a CPU run's threads fitted to the CPUs the host's load leaves free (a count the user set
+    # is kept), before the environment records the count
+    threads = (hostinfo.fit_cpu_threads(torch, pinned=config.cpu_affinity is not None)
+               if device.type == "cpu" else None)
     environment = describe_environment(device, driver_version() if device.type == "cuda" else None)
+    if threads is not None:
+        environment["cpu_threads"] = asdict(threads)
     environment["device_check_s"] = origin_s - checking_s  # before phases.csv's origin
     counter = ProgressCounter(shaped_units(config) if config.vary is not None
                               else pipeline.plan_units(config), progress)
     state = pipeline.RunState()
+    if threads is not None and threads.worth_a_note:  # said with the run, as well as recorded
+        state.notes.append(f"torch threads: {threads.reason}")
     failure: BaseException | None = None
     if sampler is not None:
         sampler.start()

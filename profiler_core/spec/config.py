@@ -417,36 +417,59 @@ NOT_PRESET_FIELDS = ("device", "preset")
 HOW_MEASURED_FIELDS = ("repeats", "cpu_affinity", "nproc_per_node")
 
 
-def changed_from_preset(config: RunConfig) -> list[str]:
-    """The fields whose values differ from the preset ``config`` names (all of them: no preset)."""
-    base = PRESETS.get(config.preset)
+def changed_from_preset(config: RunConfig, base: RunConfig | None = None) -> list[str]:
+    """The fields whose values differ from ``base``, by default the preset ``config`` names (all
+    of them: no preset)."""
+    base = PRESETS.get(config.preset) if base is None else base
     names = [f for f in config.to_dict() if f not in NOT_PRESET_FIELDS + HOW_MEASURED_FIELDS]
     if base is None:
         return names
     return [f for f in names if getattr(config, f) != getattr(base, f)]
 
 
+# Fields that say how a step is run and timed, not which step it is: the seed step in bf16 with
+# every mode timed is still the seed step (its label says the precision and the modes beside it).
+STEP_VARIANT_FIELDS = ("dtype", "modes")
+
+
+def step_preset(config: RunConfig) -> str | None:
+    """The preset whose step ``config`` runs: the preset it names, or else the first preset whose
+    every value it has, the precision and the modes apart (``STEP_VARIANT_FIELDS``); None when
+    none (a custom step)."""
+    names = ([config.preset] if config.preset in PRESETS else []) + list(PRESETS)
+    for name in dict.fromkeys(names):
+        if not set(changed_from_preset(config, PRESETS[name])) - set(STEP_VARIANT_FIELDS):
+            return name
+    return None
+
+
 def preset_label(config: RunConfig) -> str:
     """The one label of a run's values, in every reader (the dashboard, ``index``, the runs
-    list): the preset it names when every setting equals that preset's, else "custom" (a run
-    whose values were changed from a preset, even if its summary names the preset it started
-    from, as the bundled sample's does: seed, with dtype bf16)."""
-    if config.preset not in PRESETS or changed_from_preset(config):
-        return "custom"
-    return config.preset
+    list), always shown beside its precision: the preset whose step it runs (``step_preset``:
+    the seed preset in bf16, as the bundled sample, is "seed"), else "custom"."""
+    return step_preset(config) or "custom"
 
 
 def preset_text(config: RunConfig, limit: int = 3) -> str:
-    """The label with what changed, where the run recorded the preset it started from: 'seed',
-    'custom (seed with dtype bf16)', 'custom'."""
-    label = preset_label(config)
-    base = PRESETS.get(config.preset)
-    if label != "custom" or base is None:
-        return label
-    changed = [f"{f} {getattr(config, f)}" for f in changed_from_preset(config)]
-    shown = ", ".join(changed[:limit]) + (f" and {len(changed) - limit} more"
-                                          if len(changed) > limit else "")
-    return f"custom ({config.preset} with {shown})"
+    """What a run's values are, in words: 'seed preset, fp32'; 'seed step in bf16, every mode'
+    (the preset's step, run in another precision or with other modes); 'custom (seed with
+    batch 64, dtype bf16)' (the preset it recorded, changed); 'custom, fp32'."""
+    name = step_preset(config)
+    if name is None:
+        base = PRESETS.get(config.preset)
+        if base is None:
+            return f"custom, {config.dtype}"
+        changed = [f"{f} {getattr(config, f)}" for f in changed_from_preset(config)]
+        shown = ", ".join(changed[:limit]) + (f" and {len(changed) - limit} more"
+                                              if len(changed) > limit else "")
+        return f"custom ({config.preset} with {shown})"
+    base = PRESETS[name]
+    if config.dtype == base.dtype and tuple(config.modes) == tuple(base.modes):
+        return f"{name} preset, {config.dtype}"
+    modes = ("every mode" if set(config.modes) == set(MODE_NAMES) else
+             "modes " + ", ".join(config.modes))
+    return f"{name} step in {config.dtype}" + (
+        "" if tuple(config.modes) == tuple(base.modes) else f", {modes}")
 
 
 def preset(name: str, **overrides: Any) -> RunConfig:

@@ -1,8 +1,9 @@
 """What the host does to an eager step, and pinning the timing process to CPUs.
 
 The host figures that move a host-bound step between fresh processes (CPU model, cores, affinity,
-load, frequency governor), each None where it cannot be read; and the CPU lists ``taskset -c``
-takes, read, written and applied. Standard library only.
+load, frequency governor), each None where it cannot be read; the CPU lists ``taskset -c`` takes,
+read, written and applied; and a CPU run's thread count fitted to the CPUs the load leaves free.
+Standard library only (torch is passed in).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from profiler_core.spec.errors import ConfigError
@@ -168,3 +170,66 @@ def host_environment() -> dict[str, object]:
         "cpu_governor": cpu_governor(cpus),
         "load_avg_start": load_average(),
     }
+
+
+# Environment variables through which a user (or torchrun, which sets OMP_NUM_THREADS=1 for
+# each rank) chooses torch's intra-op thread count: a run never changes a count set this way.
+THREAD_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def free_cpus(cpus: int, load: float | None) -> int:
+    """How many of ``cpus`` CPUs the 1-minute ``load`` average leaves free (at least 1)."""
+    if load is None:
+        return cpus
+    return max(1, min(cpus, cpus - int(round(load))))
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """A CPU run's torch thread count, and why (recorded in its environment as ``cpu_threads``)."""
+
+    threads: int  # torch's intra-op threads for the run
+    default: int  # torch's count before
+    cpus: int  # the CPUs this process may run on
+    free: int  # of them, left free by the load
+    load_1m: float | None  # the 1-minute load average at the start (None: not readable)
+    set_by: str  # "torch default", "this tool", "OMP_NUM_THREADS=2"... or "--cpu-affinity"
+    reason: str  # a sentence
+
+    @property
+    def worth_a_note(self) -> bool:
+        """The tool changed the count, or a count set by the user is more than the free CPUs."""
+        return self.set_by == "this tool" or self.threads > self.free
+
+
+def fit_cpu_threads(torch_module, environ: Mapping[str, str] | None = None,
+                    pinned: bool = False) -> ThreadChoice:
+    """For a CPU run: torch's intra-op threads cut to the CPUs the host's load leaves free, so
+    that they do not queue behind other processes (docs/how-it-measures.md says by how much a
+    step slows when they do). A count set by the user
+    (``THREAD_SETTINGS``, or ``pinned``: ``--cpu-affinity``, which caps the threads at its CPUs)
+    is kept as set. Returns what it chose and why (:class:`ThreadChoice`)."""
+    settings: Mapping[str, str] = os.environ if environ is None else environ
+    default = int(torch_module.get_num_threads())
+    allowed = available_cpus()
+    cpus = len(allowed) if allowed else (os.cpu_count() or default)
+    load = load_average()
+    load_1m = load[0] if load else None
+    free = free_cpus(cpus, load_1m)
+    chosen, set_by = default, "torch default"
+    explicit = next((name for name in THREAD_SETTINGS if settings.get(name)), None)
+    load_text = f"load average {load_1m:.1f}" if load_1m is not None else "load unknown"
+    if explicit or pinned:
+        set_by = f"{explicit}={settings[explicit]}" if explicit else "--cpu-affinity"
+        reason = f"{default} thread(s), as set by {set_by} (kept; {load_text} on {cpus} CPU(s))"
+        if default > free:
+            reason += (f": more threads than the {free} CPU(s) the load leaves free, so they "
+                       "wait for one another and for the other processes (slower steps)")
+    elif default > free:
+        torch_module.set_num_threads(free)
+        chosen, set_by = free, "this tool"
+        reason = (f"{free} thread(s) instead of torch's {default}: {load_text} on {cpus} CPU(s) "
+                  f"leaves {free} free (set OMP_NUM_THREADS to choose)")
+    else:
+        reason = f"{default} thread(s), torch's default ({load_text} on {cpus} CPU(s))"
+    return ThreadChoice(chosen, default, cpus, free, load_1m, set_by, reason)

@@ -2,7 +2,8 @@
 
 Pure functions over a run's stats table, headline facts and speedup CI (no torch, no I/O, no
 UI), for the command line's summary and the dashboard: :func:`unstable_timing` and
-:func:`spread_beyond_ci`.
+:func:`spread_beyond_ci`, and :class:`HostLoad` (the host's load and thread count, from a run's
+environment, that the warnings name).
 """
 
 from __future__ import annotations
@@ -35,17 +36,108 @@ class Instability:
         """How far the headline's figure is from the median single step, in % of the latter."""
         return 100.0 * (self.trial_median_ms - self.step_median_ms) / self.step_median_ms
 
-    def text(self) -> str:
-        """One paragraph naming both figures and what each means."""
+    def figures(self) -> str:
+        """Both figures and the trials' spread, in a sentence without the advice."""
         what = (f"{self.mode}: the headline's {self.trial_median_ms:.4g} ms per step is the median "
                 f"of the {self.trials} trials' mean step times, while the median single step is "
                 f"{self.step_median_ms:.4g} ms ({self.gap_pct:+.0f}%)")
         if math.isfinite(self.trial_iqr_pct):
             what += f"; the trials spread over {self.trial_iqr_pct:.0f}% of their median (IQR)"
-        return (what + ". Some steps took much longer than a typical one (another process on the "
-                "host, or a step whose time varies), so the figure depends on when they fell: the "
-                "measurement is unstable. Run it again with more trials, pin it to CPUs "
-                "(--cpu-affinity) or measure it in several fresh processes (--repeats).")
+        return what + "."
+
+    def text(self, host: HostLoad | None = None) -> str:
+        """One paragraph naming both figures, what each means and, from the run's ``host``
+        figures (``HostLoad.of``), whether the host was loaded."""
+        cause = host.cause() if host is not None else (
+            "another process on the host, or a step whose time varies")
+        return (self.figures()[:-1] + f". Some steps took much longer than a typical one "
+                f"({cause}), so the figure depends on when they fell: the measurement is unstable. "
+                f"{ADVICE}")
+
+
+ADVICE = ("Run it again with more trials, pin it to CPUs (--cpu-affinity) or measure it in several "
+          "fresh processes (--repeats).")
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """What the host was doing around a run, from its environment: the load averages (1 minute)
+    at its start and end against the CPUs it could use, and torch's thread count."""
+
+    cpus: int  # the CPUs the run could use (its affinity), else the logical cores; 0: unknown
+    load_start: float  # NaN where not recorded
+    load_end: float
+    threads: int  # torch's intra-op threads (rank 0's in a data-parallel run); 0: unknown
+    ranks: int  # processes of the run (data-parallel ranks), 1 otherwise
+
+    @classmethod
+    def of(cls, environment: Mapping[str, Any]) -> HostLoad:
+        def first(value: Any) -> float:
+            return _float(value[0]) if isinstance(value, (list, tuple)) and value else math.nan
+
+        affinity = str(environment.get("cpu_affinity") or "")
+        cpus = _whole(environment.get("logical_cores"))
+        if affinity:
+            try:
+                from profiler_core.spec.hostinfo import parse_cpu_list
+
+                cpus = len(parse_cpu_list(affinity)) or cpus
+            except ValueError:
+                pass
+        threads = _whole(environment.get("torch_num_threads"))
+        if not threads:
+            ranks = environment.get("ranks")
+            if isinstance(ranks, list) and ranks and isinstance(ranks[0], Mapping):
+                threads = _whole(ranks[0].get("torch_num_threads"))
+        return cls(cpus, first(environment.get("load_avg_start")),
+                   first(environment.get("load_avg_end")), threads,
+                   max(1, _whole(environment.get("world_size"))))
+
+    @property
+    def known(self) -> bool:
+        return self.cpus > 0 and (math.isfinite(self.load_start) or math.isfinite(self.load_end))
+
+    @property
+    def loaded(self) -> bool:
+        """The run's threads and the processes already running at its start (the load then,
+        rounded) wanted more CPUs than there were, or more processes than CPUs were runnable by
+        its end."""
+        if not self.known:
+            return False
+        before = math.floor(self.load_start + 0.5) if math.isfinite(self.load_start) else 0
+        wanted = before + max(self.threads, 1) * self.ranks
+        return wanted > self.cpus or (math.isfinite(self.load_end) and self.load_end > self.cpus + 0.5)
+
+    def load_text(self) -> str:
+        """'load average 9.7 at the start and 14.5 at the end on 2 CPUs'."""
+        if not self.known:
+            return "the host's load was not recorded"
+        parts = []
+        if math.isfinite(self.load_start):
+            parts.append(f"{self.load_start:.1f} at the start")
+        if math.isfinite(self.load_end):
+            parts.append(f"{self.load_end:.1f} at the end")
+        return f"load average {' and '.join(parts)} on {self.cpus} CPU(s)"
+
+    def threads_text(self) -> str:
+        if not self.threads:
+            return "torch's thread count not recorded"
+        each = f"{self.threads} torch thread(s)"
+        return f"{self.ranks} ranks of {each} each" if self.ranks > 1 else each
+
+    def summary(self) -> str:
+        """'load average 9.7 at the start and 14.5 at the end on 2 CPUs, 2 torch thread(s)'."""
+        return f"{self.load_text()}, {self.threads_text()}"
+
+    def cause(self) -> str:
+        """The likely cause of slow steps, in words with the figures."""
+        if self.loaded:
+            return (f"a loaded host: {self.summary()}, so the run's threads waited for the CPUs "
+                    "other processes held")
+        if self.known:
+            return (f"not the host's load ({self.summary()}): rather a step whose time varies, "
+                    "or another process for a moment")
+        return "another process on the host, or a step whose time varies"
 
 
 def _row(stats: pd.DataFrame, mode: str, method: str) -> pd.Series | None:
@@ -158,9 +250,12 @@ def spread_beyond_ci(headline: Mapping[str, Any],
 
 
 def warnings(stats: pd.DataFrame, headline: Mapping[str, Any],
-             speedup_ci: tuple[float, float]) -> list[str]:
-    """Every stability warning of a run, as text (the command line prints them)."""
-    texts = [item.text() for item in unstable_timing(stats)]
+             speedup_ci: tuple[float, float],
+             environment: Mapping[str, Any] | None = None) -> list[str]:
+    """Every stability warning of a run, as text (the command line prints them); with the run's
+    ``environment``, an unstable timing names the host's load and thread count."""
+    host = HostLoad.of(environment) if environment is not None else None
+    texts = [item.text(host) for item in unstable_timing(stats)]
     between = spread_beyond_ci(headline, speedup_ci)
     if between is not None:
         texts.append(between.text())

@@ -3,7 +3,7 @@
 #   pytest    the gpu-marked engine tests (tests/test_gpu.py)
 #   dashboard the gpu-marked dashboard test and the render timing (needs streamlit: see README)
 #   cli       the CLI on the presets, the broken workloads and a config too large for the GPU
-#   sample    re-records the dashboard's bundled sample run (seed, bf16) into $OUT/sample_run.tgz
+#   sample    re-records the dashboard's bundled sample run (seed, bf16, every mode) into $OUT/sample_run.tgz
 #   modes     every mode on seed bf16, the transformer and the conv presets (modes.csv printed)
 #   bench     python -m profiler_core bench (the tool's default run vs a bare loop, fresh processes;
 #             BENCH_QUIET=1 adds the tool with profiler/NVML off as a fourth process per round)
@@ -56,7 +56,8 @@ log=$OUT/session.log
         done ;;
       sample)
         rm -rf "$work/sample_run"
-        timeout 120 python3 -m profiler_core run --preset seed --dtype bf16 --out "$work/sample_run" --progress none \
+        timeout 120 python3 -m profiler_core run --preset seed --dtype bf16 \
+          --modes eager,graph,graphed_callables,compile,compile_ro --out "$work/sample_run" --progress none \
           && tar -czf "$OUT/sample_run.tgz" -C "$work" sample_run ;;
       bench)
         timeout "${BENCH_TIMEOUT:-560}" python3 -m profiler_core bench --rounds "${BENCH_ROUNDS:-6}" \
