@@ -95,14 +95,19 @@ def test_the_command_line_offers_every_declared_field_and_nothing_undeclared():
 # kind from the build function's signature, ``user_workload.check_settings``).
 OWN_STEP_SETTINGS = RunConfig(workload="profiler_core.examples.user_step:build", preset="custom",
                               workload_args=(("batch", "8"), ("bf16", "on")))
+# Shapes that change from step to step (not with data parallelism, which the first config has).
+SHAPED = RunConfig(workload="transformer", preset="custom", vary="seq_len=lognormal:128:0.6:512",
+                   buckets="quantiles:3")
 
 
 def test_every_field_survives_the_worker_command_line():
     default = RunConfig()  # its preset label is custom too: a changed run keeps that label
-    # every field but the own step's settings (only an own step has them: tested below)
+    # every field but the own step's settings and the shapes (tested below: only an own step has
+    # settings, and shapes cannot vary in a data-parallel run)
     assert [n for n in _config_field_names()
-            if getattr(EVERY_FIELD_CHANGED, n) == getattr(default, n)] == ["preset", "workload_args"]
-    for config in (EVERY_FIELD_CHANGED, RunConfig(), OWN_STEP_SETTINGS,
+            if getattr(EVERY_FIELD_CHANGED, n) == getattr(default, n)] == [
+        "preset", "workload_args", "vary", "buckets"]
+    for config in (EVERY_FIELD_CHANGED, RunConfig(), OWN_STEP_SETTINGS, SHAPED,
                    RunConfig(workload="profiler_core.examples.user_step:build", preset="custom")):
         argv = config_to_argv(config)
         assert cli.config_from_args(cli.parse(["run", "--out", "x", *argv])) == config
@@ -111,13 +116,13 @@ def test_every_field_survives_the_worker_command_line():
     argv = config_to_argv(EVERY_FIELD_CHANGED)
     assert [a for a in argv if a.startswith("--")] == [
         o if specs[0].kind != fields.BOOL else "--no-" + o[2:] for o, specs in fields.options().items()
-        if specs[0].kind != fields.SETTINGS]
+        if specs[0].kind != fields.SETTINGS and specs[0].name != "vary"]
     assert config_to_argv(OWN_STEP_SETTINGS).count("--workload-arg") == 2
 
 
 @pytest.mark.parametrize("name", _config_field_names())
 def test_parse_value_reads_back_what_format_value_writes(name):
-    for config in (EVERY_FIELD_CHANGED, RunConfig(), OWN_STEP_SETTINGS):
+    for config in (EVERY_FIELD_CHANGED, RunConfig(), OWN_STEP_SETTINGS, SHAPED):
         value = getattr(config, name)
         assert fields.parse_value(name, fields.format_value(name, value)) == value
 
@@ -196,12 +201,14 @@ def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_
         widgets = _sidebar_widgets(at)
         for spec in fields.FIELDS:
             shown = controls.key(spec.name) in widgets
-            assert shown == spec.applies_to(workload), (workload, spec.name)
+            assert shown == (spec.applies_to(workload)
+                             and spec.section != fields.COMMAND_LINE_ONLY), (workload, spec.name)
             if shown:
                 assert widgets[controls.key(spec.name)].label == spec.label_with_unit
                 drawn.add(spec.name)
     command_line_only = {s.name for s in fields.FIELDS if s.section == fields.COMMAND_LINE_ONLY}
-    assert command_line_only == {"workload_args"}  # an own step's settings (no built-in has them)
+    # an own step's settings (no built-in has them) and the shapes (their page is the Shapes view)
+    assert command_line_only == {"workload_args", "vary", "buckets"}
     assert drawn == set(_config_field_names()) - command_line_only
     assert [e.label for e in at.sidebar.expander
             if not e.label.startswith("Runs folder")] == list(fields.SECTIONS)
