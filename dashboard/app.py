@@ -52,6 +52,7 @@ VIEWS = [
     st.Page("views/runs.py", title="Runs", icon=":material/folder_open:"),
     st.Page("views/sweep.py", title="Sweep", icon=":material/stacked_line_chart:"),
     st.Page("views/ranks.py", title="Ranks", icon=":material/lan:"),
+    st.Page("views/shapes.py", title="Shapes", icon=":material/width:"),
 ]
 page = st.navigation(VIEWS)
 

@@ -165,6 +165,7 @@ VIEWS = {
     "views/kernels.py": ([["bar", "bar"], ["bar"], ["bar"]],
                          [kernel_tables.KERNEL_DIFF_COLUMNS, kernel_tables.KERNEL_TABLE_COLUMNS]),
     "views/runs.py": ([], [[c for c in rundata.RUN_LIST_COLUMNS if c != "path"]]),
+    "views/shapes.py": ([], []),  # a run of fixed shapes: it says how to start one
 }
 
 

@@ -5,7 +5,11 @@ the answer, and an own step given its shapes."""
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,16 +21,26 @@ from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError
 from profiler_core.storage.results import RunResult
 
+REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--device", "cpu", "--preset", "transformer", "--dtype", "fp32", "--batch", "2",
          "--hidden", "16", "--heads", "2", "--hidden-layers", "1", "--d-out", "4",
          "--replays", "24", "--progress", "none"]
 
 
-def test_a_cpu_run_of_changing_shapes_times_every_cpu_strategy_and_reads_back(tmp_path, capsys):
-    out = tmp_path / "shapes"
-    assert main(["run", *SMALL, "--vary", "seq_len=6,12,20:2", "--buckets", "pow2",
-                 "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+@pytest.fixture(scope="module")
+def shaped_run(tmp_path_factory):
+    """One CPU run of changing shapes (its compile strategy takes most of a minute), and what
+    the command printed."""
+    out = tmp_path_factory.mktemp("shaped") / "runs" / "shapes"
+    done = subprocess.run([sys.executable, "-m", "profiler_core", "run", *SMALL, "--vary",
+                           "seq_len=6,12,20:2", "--buckets", "pow2", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return out, done.stdout
+
+
+def test_a_cpu_run_of_changing_shapes_times_every_cpu_strategy_and_reads_back(shaped_run):
+    out, printed = shaped_run
     assert "Every strategy over one sequence of 24 steps" in printed and "Verdict: " in printed
     run = RunResult.load(out)
     strategies = run.table("strategies").set_index("strategy")
@@ -106,3 +120,30 @@ def test_an_own_step_whose_batch_takes_no_such_keyword_says_so(tmp_path, capsys)
 def test_a_bad_shape_setting_is_refused_in_one_line(changes, said):
     with pytest.raises(ConfigError, match=said):
         RunConfig(**changes)
+
+
+@pytest.mark.usefixtures("fresh_app_state")
+def test_every_page_reads_a_run_of_changing_shapes_and_the_shapes_page_draws_it(shaped_run):
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard import state
+
+    out, _ = shaped_run
+    at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=90)
+    at.session_state[state.RUNS_DIR] = str(out.parent)
+    at.run()
+    at.session_state[state.OPEN_RUN] = str(out.resolve())
+    for page in ("overview", "counters", "latency", "launch_split", "gpu", "kernels", "runs",
+                 "ranks", "shapes"):
+        at.switch_page(f"views/{page}.py").run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+    charts = {element.key: json.loads(element.proto.spec) for element in at.get("plotly_chart")}
+    assert {"shapes_distribution", "shapes_times", "shapes_padded", "shapes_steps"} <= set(charts)
+    lines = [shape for shape in charts["shapes_distribution"]["layout"]["shapes"]
+             if shape.get("type") == "line"]
+    assert sorted(round(line["x0"]) for line in lines) == [4, 8, 16, 32]  # the buckets
+    names = {trace.get("name") for trace in charts["shapes_steps"]["data"]}
+    assert {"eager", "pad_max", "buckets", "compile_dynamic", "seq_len"} <= names
+    assert any("pays most" in s.value or "No strategy beats eager" in s.value for s in at.success)
+    table = next(df.value for df in at.dataframe if "strategy" in df.value.columns)
+    assert list(table["strategy"]) == list(shaped.CPU_STRATEGIES)
