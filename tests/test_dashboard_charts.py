@@ -531,7 +531,8 @@ def test_config_diff_and_tables():
 def test_schema_tables_all_have_a_chart_or_table():
     # Every table of the run directory is shown somewhere (guards against a new table nobody draws).
     shown = {"counters", "latency", "stats", "launch_split", "breakdown", "kernels", "nvml", "phases",
-             "modes", "metrics", "repeats", "attribution", "rank_latency", "ranks"}
+             "modes", "metrics", "repeats", "attribution", "rank_latency", "ranks", "strategies",
+             "shape_steps"}
     assert shown == set(TABLE_FILES)
 
 

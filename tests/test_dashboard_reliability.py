@@ -46,6 +46,7 @@ from dashboard import (
     worker,
 )
 from dashboard.charts import ranks as rank_charts
+from dashboard.charts import shapes as shape_charts
 from dashboard.charts.attribution import (
     launch_count_bars,
     profiled_waterfall,
@@ -494,8 +495,8 @@ def _damage(run: Path, how: str) -> str:
         (run / "summary.json").write_text("[1, 2, 3]")
         return "does not hold a JSON object"
     if how == "wrong_version":
-        (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 5}))
-        return "has schema_version 5, so it is not a run summary of a version this tool reads (1, 2, 3, 4)"
+        (run / "summary.json").write_text(json.dumps({**summary, "schema_version": 6}))
+        return "has schema_version 6, so it is not a run summary of a version this tool reads (1, 2, 3, 4, 5)"
     if how == "bad_config":
         (run / "summary.json").write_text(json.dumps({**summary, "config": {"batch": -1}}))
         return "invalid config"
@@ -655,6 +656,12 @@ def test_property_any_damage_to_a_run_folder_is_refused_or_opens_never_crashes(
                                   rank_charts.all_reduce_share(opened.table("ranks")),
                                   rank_charts.summary_table(opened.table("ranks"))),
             "rank_latency.csv": lambda: rundata.table_csv_bytes(opened.table("rank_latency")),
+            "strategies.csv": lambda: (shape_charts.times_and_memory(opened.table("strategies")),
+                                       shape_charts.padded_share(opened.table("strategies"))),
+            "shape_steps.csv": lambda: (shape_charts.distribution(opened.table("shape_steps"),
+                                                                  [8, 16], "seq_len"),
+                                        shape_charts.steps_in_order(opened.table("shape_steps"),
+                                                                    "seq_len")),
         }
         draw[file.name]()
         assert isinstance(opened.complete, bool)

@@ -25,7 +25,8 @@ TINY = ["--device", "cpu", "--batch", "8", "--d-in", "16", "--hidden", "32", "--
 def fast_compile(monkeypatch):
     compile_ = torch.compile
     monkeypatch.setattr(modes.torch, "compile",
-                        lambda model, mode=None: compile_(model, backend="eager", mode=None))
+                        lambda model, mode=None, dynamic=None: compile_(model, backend="eager",
+                                                                        mode=None, dynamic=dynamic))
 
 
 def test_modes_are_chosen_after_eager_and_graph():
@@ -126,7 +127,7 @@ def test_every_mode_is_prepared_through_the_registry_with_its_phases_and_one_tim
 def test_skip_reasons_are_collected_from_inductors_log():
     import logging
 
-    watcher = modes._SkipReasons()
+    watcher = modes.SkipReasons()
     log = logging.getLogger("torch._inductor.cudagraph_utils.__anything")
     logging.getLogger("torch._inductor").addHandler(watcher)
     try:
@@ -137,7 +138,7 @@ def test_skip_reasons_are_collected_from_inductors_log():
         logging.getLogger("torch._inductor").removeHandler(watcher)
     assert watcher.reasons == ["skipping cudagraphs due to mutated inputs (1 instances)"]
     # without CUDA (or a torch that does not say) the count is a number or NaN, never an error
-    assert isinstance(modes._graphs_recorded(torch.device("cuda", 0)), float)
+    assert isinstance(modes.cuda_graphs_recorded(torch.device("cuda", 0)), float)
 
 
 def test_what_torch_warns_while_a_mode_is_prepared_becomes_a_note_of_the_run(monkeypatch):

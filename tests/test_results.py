@@ -137,7 +137,7 @@ def test_a_schema_1_run_still_opens_as_cold_start_timing(tmp_path):
     assert any("schema 1" in note and "cold start" in note for note in loaded.notes)
 
 
-@pytest.mark.parametrize("version", [0, 5, 1.0, 3.0, 4.0, True, "4", None])
+@pytest.mark.parametrize("version", [0, 6, 1.0, 3.0, 4.0, 5.0, True, "5", None])
 def test_unknown_schema_versions_are_refused(tmp_path, version):
     saved = _result(tmp_path).save(tmp_path / "run")
     summary = json.loads((saved / "summary.json").read_text())
