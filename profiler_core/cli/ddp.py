@@ -10,13 +10,21 @@ only), and every rank's error said on a line the launcher reads.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiler_core.cli import parser as cli
 from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.distributed import ERROR_MARK, RankEnv, announce, rank_env
-from profiler_core.spec.errors import ConfigError, ProfilerError, kind_and_exit_code
+from profiler_core.spec import hostinfo
+from profiler_core.spec.errors import (
+    ConfigError,
+    GpuMemoryError,
+    NoCudaError,
+    ProfilerError,
+    kind_and_exit_code,
+)
 from profiler_core.spec.progress import ignore_progress
 
 if TYPE_CHECKING:  # the run's reader is imported when a command needs it
@@ -50,6 +58,71 @@ def _refuse_combinations(config: RunConfig) -> None:
                           "leave --cpu-affinity out; torchrun places the ranks")
 
 
+# A rank's own process before its step (Python, torch, gloo or NCCL, DDP): its imports alone took
+# 377 MiB of resident memory on the 2-core CPU machine (torch 2.13), rounded up for DDP's buckets.
+RANK_PROCESS_BYTES = 512 * 2**20
+
+
+def check_delays(config: RunConfig, delays: Sequence[tuple[int, float]]) -> None:
+    """``--inject-delay-ms`` slows a rank of a data-parallel run: refused (``ConfigError``) for a
+    run without ranks, and for a rank the run started here will not have."""
+    if not delays:
+        return
+    if not is_data_parallel(config):
+        raise ConfigError("inject_delay_ms", "it delays a rank of a data-parallel run, and this "
+                                             "run has no ranks",
+                          "add --nproc-per-node N, or leave --inject-delay-ms out")
+    ranks = config.nproc_per_node
+    missing = sorted({rank for rank, _ in delays if ranks is not None and rank >= ranks})
+    if missing and rank_env() is None:
+        raise ConfigError("inject_delay_ms", f"rank {missing[0]} is not one of this run's {ranks} "
+                                             f"rank(s), 0 to {ranks - 1}",
+                          "name a rank below --nproc-per-node")
+
+
+def _gib(value: float) -> str:
+    return f"{value / 2**30:.1f} GiB"
+
+
+def check_ranks_fit(config: RunConfig) -> None:
+    """Before torchrun starts ``--nproc-per-node`` ranks on this machine: each needs a GPU of its
+    own (a CUDA run; ``ConfigError``, or ``NoCudaError`` with none), or a CPU core of its own (gloo
+    ranks; ``ConfigError``), and all of them the host memory of a rank's process and its step
+    (``GpuMemoryError``, as the single-process estimate refuses a run)."""
+    from profiler_core.engine import memory
+    from profiler_core.spec.workload_kinds import workload_of
+
+    ranks = config.nproc_per_node or 1
+    if config.is_cuda:
+        import torch
+
+        gpus = torch.cuda.device_count()
+        if gpus == 0:
+            raise NoCudaError("a data-parallel CUDA run needs a GPU per rank, and this machine has "
+                              "no CUDA device", "pass --device cpu for gloo ranks on the CPU")
+        if ranks > gpus:
+            raise ConfigError("nproc_per_node", f"{ranks} ranks need a GPU each, and this machine "
+                                                f"has {gpus} GPU{'s' if gpus > 1 else ''}",
+                              f"pass --nproc-per-node {gpus} or fewer")
+    else:
+        cpus = hostinfo.available_cpus()
+        if cpus is not None and ranks > len(cpus):
+            raise ConfigError("nproc_per_node", f"{ranks} gloo ranks need a CPU core each, and this "
+                                                f"process may use {len(cpus)} "
+                                                f"CPU{'s' if len(cpus) > 1 else ''}",
+                              f"pass --nproc-per-node {len(cpus)} or fewer: ranks sharing a core "
+                              "time each other")
+    step = (memory.cpu_estimate(config).total_bytes
+            if not config.is_cuda and workload_of(config) is not None else 0)
+    needed = ranks * (RANK_PROCESS_BYTES + step)
+    available = memory.host_memory_available()
+    if available is not None and needed > available:
+        raise GpuMemoryError(f"{ranks} ranks need about {_gib(needed)} of the host's memory "
+                             f"({_gib(needed / ranks)} each: the rank's process and its step), and "
+                             f"this machine has about {_gib(available)} available",
+                             "pass a smaller --nproc-per-node, or a smaller step")
+
+
 def rank_argv(config: RunConfig, args: Any) -> list[str]:
     """The ``run`` command every rank gets: the same settings (the config written out in full,
     so every rank builds exactly it), the same folder, no time limit of its own (the launcher
@@ -69,6 +142,8 @@ def launch(config: RunConfig, args: Any) -> int:
     from profiler_core.storage.results import check_output
 
     _refuse_combinations(config)
+    check_delays(config, args.inject_delay_ms)
+    check_ranks_fit(config)
     check_output(args.out, args.overwrite)  # before anything runs
     nproc = config.nproc_per_node or 1
     return run_torchrun(nproc, ["-m", "profiler_core", *rank_argv(config, args)],

@@ -227,6 +227,7 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
     from profiler_core.storage.results import check_output
 
     config = cli.config_from_args(args)
+    ddp.check_delays(config, args.inject_delay_ms)
     small = cli.cpu_small_step(args, config)
     env = rank_env()  # a rank of a data-parallel run: only rank 0 writes, and checks the folder
     if env is None:

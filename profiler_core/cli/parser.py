@@ -76,7 +76,7 @@ def read_delay(text: str) -> tuple[int, float]:
     """``RANK:MS`` (``--inject-delay-ms``) as (rank, milliseconds)."""
     rank_text, _, ms_text = text.partition(":")
     try:
-        rank, ms = int(rank_text), float(ms_text)
+        rank, ms = fields.read_whole_number(rank_text), fields.read_number(ms_text)
     except ValueError:
         raise ValueError(f"expected RANK:MS such as 1:2, got {shown(text)!r}") from None
     if rank < 0 or not 0 <= ms <= MAX_INJECTED_DELAY_MS:
