@@ -218,3 +218,37 @@ def _cuda_version() -> str:
     import torch
 
     return str(torch.version.cuda)
+
+
+def _stored(tmp_path, **changes):
+    """A cache holding one entry written by the tool, then edited by ``changes`` (entry fields,
+    or ``file_format``: the file's own format field); returns the cache and the entry's key."""
+    path = tmp_path / "calibration.json"
+    cache = CalibrationCache(path)
+    key = {"gpu": "Fake GPU", "driver": "1", "torch": "2", "cuda": "3"}
+    assert cache.write(key, _some_fit())
+    content = json.loads(path.read_text())
+    if "file_format" in changes:
+        content["format"] = changes.pop("file_format")
+    next(iter(content["entries"].values())).update(changes)
+    path.write_text(json.dumps(content))
+    return cache, key
+
+
+@pytest.mark.parametrize("changes", [
+    {"launch_us": 10**400}, {"per_node_us": -(10**400)}, {"replay_us": [10**400, 4.2, 26.6]},
+    {"busy_us": [10**400, 1.0, 1.0]}, {"elements": 10**400}, {"timed": [10**400, 100, 25]},
+    {"launch_us": -1e6}, {"per_node_us": -0.5}, {"replay_us": [-1.1, 4.2, 26.6]},
+    {"busy_us": [-1.0, math.nan, math.nan]},
+])
+def test_an_entry_out_of_range_is_read_as_missing_and_reading_never_raises(tmp_path, changes):
+    """A 400-digit number overflowed a float in the range check (OverflowError); negative
+    constants, which the options refuse, gave a negative predicted graph time."""
+    cache, key = _stored(tmp_path, **changes)
+    assert cache.read(key, (1, 32, 256)) is None
+
+
+@pytest.mark.parametrize("file_format", [True, 1.0, "1", None])
+def test_a_file_whose_format_is_not_the_whole_number_1_is_not_read(tmp_path, file_format):
+    cache, key = _stored(tmp_path, file_format=file_format)
+    assert cache.read(key, (1, 32, 256)) is None
