@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from types import SimpleNamespace
 
 import pytest
@@ -252,3 +253,30 @@ def test_an_entry_out_of_range_is_read_as_missing_and_reading_never_raises(tmp_p
 def test_a_file_whose_format_is_not_the_whole_number_1_is_not_read(tmp_path, file_format):
     cache, key = _stored(tmp_path, file_format=file_format)
     assert cache.read(key, (1, 32, 256)) is None
+
+
+def test_a_cache_folder_that_is_a_link_is_neither_read_nor_written_through(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    CalibrationCache(elsewhere / CACHE_FILE_NAME).write({"gpu": "x"}, _some_fit())
+    before = (elsewhere / CACHE_FILE_NAME).read_bytes()
+    (tmp_path / "xdg").mkdir()
+    linked = tmp_path / "xdg" / CACHE_FOLDER_NAME
+    linked.symlink_to(elsewhere)
+    cache = CalibrationCache(linked / CACHE_FILE_NAME)
+    assert cache.read({"gpu": "x"}, (1, 32, 256)) is None
+    assert cache.write({"gpu": "y"}, _some_fit()) is False
+    assert os.listdir(elsewhere) == [CACHE_FILE_NAME]
+    assert (elsewhere / CACHE_FILE_NAME).read_bytes() == before
+
+
+def test_a_cache_folder_others_may_write_to_is_neither_read_nor_written(tmp_path):
+    folder = tmp_path / "xdg" / CACHE_FOLDER_NAME
+    cache = CalibrationCache(folder / CACHE_FILE_NAME)
+    assert cache.write({"gpu": "x"}, _some_fit())
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # made private
+    before = (folder / CACHE_FILE_NAME).read_bytes()
+    folder.chmod(0o777)
+    assert cache.read({"gpu": "x"}, (1, 32, 256)) is None  # another user may have written it
+    assert cache.write({"gpu": "y"}, _some_fit()) is False
+    assert (folder / CACHE_FILE_NAME).read_bytes() == before

@@ -1,7 +1,8 @@
 """The calibration cache: the prediction's graph costs per (GPU, driver, torch, CUDA), kept in one
 small JSON file in the user's cache folder so a later run on the same setup need not measure
 them again. A damaged file is ignored (and replaced by the next measurement); nothing but that
-one file is ever written, and nothing is deleted.
+one file is ever written, and nothing is deleted. The folder is used only when it is this user's
+alone (``bytecode.private_folder``: no link, writable by no one else).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from profiler_core.spec.bytecode import tool_cache_folder
+from profiler_core.spec.bytecode import private_folder, tool_cache_folder
 from profiler_core.storage.outputs import is_version, replace_file
 
 CACHE_FILE_NAME = "calibration.json"
@@ -71,9 +72,11 @@ class CalibrationCache:
     def write(self, key: dict[str, str], fit: GraphFit) -> bool:
         """Store ``fit`` under ``key`` (other setups' entries kept, a damaged file replaced).
         The file is written beside itself and renamed over it; a path that is a link or not a
-        regular file is left alone. Returns whether it was written."""
+        regular file is left alone, and so is a folder that is not this user's alone (made with
+        mode 0700 where missing). Returns whether it was written."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if private_folder(self.path.parent, self.path.parent) is not None:
+                return False
             if os.path.lexists(self.path) and not stat.S_ISREG(os.lstat(self.path).st_mode):
                 return False
             entries = self._entries()
@@ -87,7 +90,11 @@ class CalibrationCache:
         return True
 
     def _entries(self) -> dict[str, Any]:
-        """The file's entries ({} when it is missing, unreadable, too large or not ours)."""
+        """The file's entries ({} when it is missing, unreadable, too large or not ours, or its
+        folder is not this user's alone)."""
+        folder = self.path.parent
+        if not os.path.lexists(folder) or private_folder(folder, folder) is not None:
+            return {}
         try:
             info = os.lstat(self.path)
             if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_CACHE_BYTES:
