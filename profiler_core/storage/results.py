@@ -8,6 +8,7 @@ one through ``runfolder``, checking every table and upgrading older schemas. No 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -108,12 +109,14 @@ def run_files(path: Path) -> Owned:
     The rule: ``path`` is a real folder holding one of this tool's runs (:func:`is_tool_run`) and
     nothing else: every entry is a regular file (no links, no subfolders) named as this tool
     names a run's files (:func:`is_run_file_name`) or ``manifest.json``. A run saved with a
-    manifest (this version on) must also match it: every file listed there, with the size it was
-    written with, so a file edited since is refused too. A run saved by an earlier version has no
-    manifest, and the names alone decide."""
+    manifest (this version on) must also match it: every file listed there, with the size and
+    content hash it was written with, so a file edited since is refused too. A run saved by an
+    earlier version has no manifest, and the names alone decide: exactly the names the tool
+    wrote then (no rank traces)."""
     if not is_tool_run(path):
         raise NotOwned("", "is not a run folder of this tool")
-    return owned_folder(Path(path), RUN_KIND, is_run_file_name)
+    return owned_folder(Path(path), RUN_KIND, functools.partial(is_run_file_name, listed=True),
+                        unlisted_ok=is_run_file_name)
 
 
 def _not_replaced(shown: str, why: NotOwned | OSError) -> ConfigError:
