@@ -456,6 +456,10 @@ def _command_bench(args) -> int:
     if not names or unknown:
         raise ConfigError("configs", f"configs must name some of {', '.join(BENCH_CONFIGS)}; got "
                                      f"{args.configs!r}", "separate several with commas")
+    from profiler_core.storage.bench_output import check_bench_output, write_bench_tables
+
+    if args.out is not None:
+        check_bench_output(args.out, args.overwrite)  # before it runs: nothing is lost at the end
     import torch
 
     if not torch.cuda.is_available():
@@ -466,12 +470,8 @@ def _command_bench(args) -> int:
                            quiet_tool=args.quiet_tool)
     bar.close()
     print(format_benchmark(tables))
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, frame in tables.items():
-            frame.to_csv(out / f"bench_{name}.csv", index=False)
-        print(f"\nWrote {out}")
+    if args.out is not None:
+        print(f"\nWrote {write_bench_tables(tables, args.out, args.overwrite)}")
     return 0
 
 

@@ -207,7 +207,11 @@ def build_parser() -> _Parser:
     bench.add_argument("--quiet-tool", action="store_true",
                        help="a fourth process per round: the tool with the profiler, NVML and "
                             "parity off, to tell where a gap to the bare loop comes from")
-    bench.add_argument("--out", help="write the benchmark tables (CSV) into this folder")
+    bench.add_argument("--out", help="write the benchmark tables (CSV) into this folder: a new "
+                                     "folder, or one of this tool's benchmarks with --overwrite")
+    bench.add_argument("--overwrite", action="store_true",
+                       help="replace the benchmark already in --out (only ever a benchmark folder "
+                            "of this tool)")
     add_serve_command(commands)
     add_sweep_command(commands)
     stats = commands.add_parser("trace-stats", help="graph-aware launch split of a Chrome trace")

@@ -60,6 +60,35 @@ def output_path(directory: str | os.PathLike) -> Path:
     return Path(os.path.normpath(os.path.expanduser(text)))
 
 
+def folder_target(directory: str | os.PathLike, what: str, example: str,
+                  refuse: Callable[[str, str], Exception]) -> Path:
+    """The folder ``directory`` names for ``what`` (:func:`output_path`), or ``refuse(message,
+    hint)`` raised when it cannot name a new folder: empty, ``.`` or ``..``, a character no file
+    name can hold, or a name with no room left for a staging name beside it (``example``: a
+    folder name to suggest)."""
+    text = os.fspath(directory)
+    shown = repr(text)
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate (a serve request can carry one)
+        raise refuse(f"out {shown} holds a character no file name can hold",
+                     "choose a folder name of ordinary text") from None
+    last = os.path.basename(text.rstrip(os.sep))
+    target = output_path(text)
+    if not text.strip() or last in ("", ".", "..") or Path(text).name in ("", ".", "..") or \
+            target.name in ("", ".", ".."):
+        raise refuse(f"out must name a new folder for {what}; got {shown}",
+                     f"give a folder name such as {example}")
+    try:
+        limit = os.pathconf(target.parent if target.parent.is_dir() else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if len(target.name.encode("utf-8", "surrogateescape")) > limit - 16:  # room for a staging name
+        raise refuse(f"the folder name {shown} is too long (over {limit - 16} bytes)",
+                     "choose a shorter name")
+    return target
+
+
 def shown_name(name: str) -> str:
     """A file name for a message: quoted, escaped, at most about 60 characters."""
     return repr(name if len(name) <= _SHOWN_NAME_CHARS else name[:_SHOWN_NAME_CHARS - 3] + "...")

@@ -32,7 +32,6 @@ from profiler_core.storage.outputs import (
     NotOwned,
     Owned,
     make_parents,
-    output_path,
     owned_folder,
     remove_made,
     replace_folder,
@@ -138,19 +137,8 @@ def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
     else (:func:`run_files`). Anything else is refused with ``ConfigError`` on ``out`` and left
     untouched. The path is taken as :func:`outputs.output_path` reads it (``~`` expanded, ``..``
     taken lexically); nothing is created (the parents made to probe the location are removed)."""
-    text = os.fspath(directory)
-    shown = repr(text)
-    try:
-        os.fsencode(text)
-    except UnicodeEncodeError:  # a lone surrogate (a serve request can carry one)
-        raise _refused_output(f"out {shown} holds a character no file name can hold",
-                              "choose a folder name of ordinary text") from None
-    last = os.path.basename(text.rstrip(os.sep))
-    target = output_path(text)
-    if not text.strip() or last in ("", ".", "..") or Path(text).name in ("", ".", "..") or \
-            target.name in ("", ".", ".."):
-        raise _refused_output(f"out must name a new folder for the run; got {shown}",
-                              "give a folder name such as runs/seed")
+    shown = repr(os.fspath(directory))
+    target = outputs.folder_target(directory, "the run", "runs/seed", _refused_output)
     if os.path.lexists(target):
         try:
             run_files(target)
@@ -159,13 +147,6 @@ def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
         if not overwrite:
             raise _refused_output(f"{shown} already holds a run",
                                   "choose a new folder, or pass --overwrite to replace that run")
-    try:
-        limit = os.pathconf(target.parent if target.parent.is_dir() else ".", "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = 255
-    if len(target.name.encode("utf-8", "surrogateescape")) > limit - 16:  # room for a staging name
-        raise _refused_output(f"the folder name {shown} is too long (over {limit - 16} bytes)",
-                              "choose a shorter name")
     check_writable(target, f"the run folder {shown}")
     return target
 
