@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 from profiler_core.cli import parser as cli
 from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec.config import RunConfig
-from profiler_core.spec.distributed import ERROR_MARK, RankEnv, announce, rank_env
+from profiler_core.spec.distributed import (
+    ERROR_MARK,
+    RANK_ENV_NAMES,
+    RankEnv,
+    announce,
+    missing_rendezvous,
+    rank_env,
+)
 from profiler_core.spec import hostinfo
 from profiler_core.spec.errors import (
     ConfigError,
@@ -38,9 +45,26 @@ def run_data_parallel(config: RunConfig, output: Any, stopper: Any) -> int:
     env = rank_env()
     if env is None:
         return launch(config, output)
+    check_rendezvous(env)
     stopper.limit(output.timeout)
     progress = cli.JsonlProgress() if output.progress == "jsonl" and env.rank == 0 else None
     return run_rank(config, output, env, progress)
+
+
+def check_rendezvous(env: RankEnv) -> None:
+    """A rank needs torchrun's rendezvous (MASTER_ADDR and MASTER_PORT): RANK, LOCAL_RANK and
+    WORLD_SIZE alone (a SLURM or torchrun shell) are refused with ``ConfigError``, before
+    ``init_process_group`` would fail with a traceback."""
+    missing = missing_rendezvous()
+    if missing:
+        given = ", ".join(f"{name}={value}" for name, value in zip(
+            RANK_ENV_NAMES, (env.rank, env.local_rank, env.world_size)))
+        raise ConfigError("nproc_per_node",
+                          f"this process has {given}, as a rank of a data-parallel job, but "
+                          f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
+                          "set as torchrun sets them, so it was not started by torchrun",
+                          f"start it under torchrun, or unset {', '.join(RANK_ENV_NAMES)} to run "
+                          "one process (--nproc-per-node N starts the ranks itself)")
 
 
 def is_data_parallel(config: RunConfig) -> bool:

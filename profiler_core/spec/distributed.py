@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 RANK_ENV_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+# Where the ranks meet (``init_process_group``'s env:// rendezvous): torchrun sets both for its
+# ranks; a shell that merely has RANK and WORLD_SIZE (SLURM's, one torchrun started in) has not.
+RENDEZVOUS_ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT")
 # Each mark is followed by one JSON object on the same line: {"rank", "phase", "t"} for a phase,
 # {"rank", "kind", "message", "hint", "exit_code"} for an error.
 PHASE_MARK = "profiler_core-rank-phase"
@@ -44,6 +47,17 @@ def rank_env(environ: Mapping[str, str] = os.environ) -> RankEnv | None:
     except ValueError:
         return None
     return RankEnv(rank, local, world) if 0 <= rank < world and local >= 0 else None
+
+
+def missing_rendezvous(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The rendezvous variables (``RENDEZVOUS_ENV_NAMES``) a rank lacks, or holds unusable (an
+    empty address, a port that is not a whole number from 1 to 65535)."""
+    address = environ.get("MASTER_ADDR", "").strip()
+    port = environ.get("MASTER_PORT", "").strip()
+    missing = [] if address else ["MASTER_ADDR"]
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        missing.append("MASTER_PORT")
+    return missing
 
 
 def announce(mark: str, record: Mapping[str, Any]) -> None:
