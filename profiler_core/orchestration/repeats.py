@@ -27,8 +27,9 @@ from profiler_core.spec import errors, fields, schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError, ProfilerError, TimeLimitReached
 from profiler_core.spec.progress import Progress, ProgressCallback, ignore_progress
+from profiler_core.storage import leftovers
 from profiler_core.storage.outputs import make_parents, remove_made
-from profiler_core.storage.results import RunResult, check_output, coerce_table
+from profiler_core.storage.results import RunResult, check_output, coerce_table, run_files
 
 CONFIDENCE = 0.95
 UNITS_PER_REPEAT = 1000  # progress units of one repeat (its child's fraction, scaled)
@@ -265,8 +266,9 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
 
     1. each repeat is an ordinary run of the same config (``repeats=1``) in a fresh process, started
        through ``launcher.Launcher`` (``python -m profiler_core run ... --progress jsonl``, its own
-       process group) into a private staging folder beside the output (``.<name>.rXXXXXXXX``), one
-       after another, never two at once;
+       process group) into a private staging folder beside the output (``.<name>.r<owner>.XXXXXXXX``,
+       its owner tag naming this process, so that a later run removes it should this one be
+       killed: ``storage.leftovers``), one after another, never two at once;
     2. progress is relayed as "repeat k of N: <the child's phase>", the whole run's fraction counting
        every repeat;
     3. the saved run folder is the repeat whose speedup is the median over the processes
@@ -280,13 +282,15 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
        running repeat's process group at once and keep the finished ones the same way.
     """
     target = check_output(out, overwrite)
+    leftovers.remove_stale(target.parent, run_files)  # a killed repeats run's staging folder
     if launcher is None:
         launcher = Launcher(warm=False, python=python)
     total = config.repeats
     child = config.replace(repeats=1)
     made = make_parents(target)  # the output check made nothing: the staging folder needs them
     try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.r", dir=target.parent))
+        staging = Path(tempfile.mkdtemp(prefix=leftovers.tagged(
+            f".{target.name}.{leftovers.REPEATS_STAGING}"), dir=target.parent))
     except OSError:
         remove_made(made)
         raise

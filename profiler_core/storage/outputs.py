@@ -30,6 +30,9 @@ _MAX_MANIFEST_BYTES = 4 * 2**20
 _SHOWN_NAME_CHARS = 60
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _HASH_CHUNK_BYTES = 2**20
+# Bytes of a folder's name kept free for the staging names beside it (``.<name>.r<owner tag>.
+# XXXXXXXX`` is the longest: 41 more).
+STAGING_NAME_BYTES = 48
 
 
 def is_version(value: Any, allowed: Collection[int]) -> bool:
@@ -83,9 +86,9 @@ def folder_target(directory: str | os.PathLike, what: str, example: str,
         limit = os.pathconf(target.parent if target.parent.is_dir() else ".", "PC_NAME_MAX")
     except (OSError, ValueError):
         limit = 255
-    if len(target.name.encode("utf-8", "surrogateescape")) > limit - 16:  # room for a staging name
-        raise refuse(f"the folder name {shown} is too long (over {limit - 16} bytes)",
-                     "choose a shorter name")
+    if len(target.name.encode("utf-8", "surrogateescape")) > limit - STAGING_NAME_BYTES:
+        raise refuse(f"the folder name {shown} is too long (over {limit - STAGING_NAME_BYTES} "
+                     "bytes)", "choose a shorter name")
     return target
 
 

@@ -26,7 +26,7 @@ from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec import schema
 from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig
 from profiler_core.spec.errors import ConfigError, RunFormatError, SaveError, shown
-from profiler_core.storage import outputs
+from profiler_core.storage import leftovers, outputs
 from profiler_core.storage.index import record_run
 from profiler_core.storage.outputs import (
     NotOwned,
@@ -298,6 +298,7 @@ class RunResult:
         disk...), the run is written under the system's temporary folder instead and
         ``SaveError`` says where, or that nothing could be saved and why."""
         target = check_output(directory, overwrite)
+        leftovers.remove_stale(target.parent, run_files)  # what killed runs of the tool left there
         try:
             self._save_at(target, overwrite)
         except OSError as error:
