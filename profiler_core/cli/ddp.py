@@ -4,32 +4,37 @@ ours or the user's: RANK, LOCAL_RANK and WORLD_SIZE set; ``engine.ddp_step``).
 
 Scope: the command line's part only: which side to take, the argv handed to the ranks, rank 0
 saving the run and printing its summary (or, with ``--progress jsonl``, reporting progress: rank 0
-only), and every rank's error said on a line the launcher reads.
+only), a stopped run's ranks keeping what they measured, and every rank's error said on a line the
+launcher reads (under the tool's own launcher, that line only: the launcher reports it).
 """
 
 from __future__ import annotations
 
 import math
+import sys
+import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiler_core.cli import parser as cli
 from profiler_core.orchestration.command import config_to_argv
+from profiler_core.spec import hostinfo
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.distributed import (
     ERROR_MARK,
     RANK_ENV_NAMES,
     RankEnv,
     announce,
+    launched_by_the_tool,
     missing_rendezvous,
     rank_env,
 )
-from profiler_core.spec import hostinfo
 from profiler_core.spec.errors import (
     ConfigError,
     GpuMemoryError,
     NoCudaError,
     ProfilerError,
+    TimeLimitReached,
     kind_and_exit_code,
 )
 from profiler_core.spec.progress import ignore_progress
@@ -45,10 +50,11 @@ def run_data_parallel(config: RunConfig, output: Any, stopper: Any) -> int:
     env = rank_env()
     if env is None:
         return launch(config, output)
+    stopper.cooperate()  # the ranks stop together, where they agree (engine.ddp_step)
     check_rendezvous(env)
     stopper.limit(output.timeout)
     progress = cli.JsonlProgress() if output.progress == "jsonl" and env.rank == 0 else None
-    return run_rank(config, output, env, progress)
+    return run_rank(config, output, env, progress, stopper)
 
 
 def check_rendezvous(env: RankEnv) -> None:
@@ -97,8 +103,10 @@ def check_delays(config: RunConfig, delays: Sequence[tuple[int, float]]) -> None
                                              "run has no ranks",
                           "add --nproc-per-node N, or leave --inject-delay-ms out")
     ranks = config.nproc_per_node
-    missing = sorted({rank for rank, _ in delays if ranks is not None and rank >= ranks})
-    if missing and rank_env() is None:
+    if ranks is None or rank_env() is not None:  # a rank: the job's size is torchrun's
+        return
+    missing = sorted({rank for rank, _ in delays if rank >= ranks})
+    if missing:
         raise ConfigError("inject_delay_ms", f"rank {missing[0]} is not one of this run's {ranks} "
                                              f"rank(s), 0 to {ranks - 1}",
                           "name a rank below --nproc-per-node")
@@ -188,17 +196,47 @@ def _error_record(env: RankEnv, error: BaseException) -> dict[str, Any]:
         message, hint = str(error) or "interrupted", ""
     else:
         text = str(error).strip().splitlines()
-        message, hint = f"{type(error).__name__}: {text[0] if text else ''}", ""
+        frames = traceback.extract_tb(error.__traceback__)
+        where = f" (at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})" \
+            if frames else ""
+        message, hint = f"{type(error).__name__}: {text[0] if text else ''}{where}", ""
     return {"rank": env.rank, "kind": kind, "message": message[:2000], "hint": hint[:500],
             "exit_code": code, "field": field}
 
 
+def _stop_error(stopper: Any, stopped: str) -> KeyboardInterrupt:
+    """What a rank that stopped early raises once what it measured is kept: its time limit
+    (``run --timeout`` under a torchrun of the user's), or Ctrl-C."""
+    if stopper.reason == "time limit":
+        return TimeLimitReached(f"no result within the time limit of {stopper.time_limit_s:g} s "
+                                f"(--timeout); the ranks stopped during {stopped}")
+    return KeyboardInterrupt()
+
+
+def _as_reported(config: RunConfig, error: BaseException) -> BaseException:
+    """A rank's error as the command line reports it: one raised through the user's own code
+    (``--workload``) names their file, line and function (``WorkloadError``, as in one process);
+    one that did not pass through it (a collective failing when another rank ended) is as it is."""
+    from profiler_core.engine.user_workload import user_code_error, user_frame
+    from profiler_core.spec.config import is_user_spec
+
+    if isinstance(error, (KeyboardInterrupt, ProfilerError)) or not is_user_spec(config.workload) \
+            or user_frame(error) is None:
+        return error
+    return user_code_error(config.workload, error)
+
+
 def run_rank(config: RunConfig, args: Any, env: RankEnv,
-             progress: cli.JsonlProgress | None) -> int:
+             progress: cli.JsonlProgress | None, stopper: Any) -> int:
     """This process as one rank; rank 0 saves the run and prints (or emits) its summary.
     ``progress``: rank 0's JSON-lines reporter with ``--progress jsonl`` (its phases and the
-    ``done`` record reach the launcher's stdout through torchrun), None on every other rank. Any
-    error is said on a line the launcher reads, then raised as usual."""
+    ``done`` record reach the launcher's stdout through torchrun), None on every other rank.
+
+    Told to stop (``stopper``, cooperating: Ctrl-C, SIGTERM, the time limit), the ranks stop
+    together where they agree; rank 0 keeps what they measured, marked incomplete, then each
+    raises the stop. Any error is said on a line the launcher reads (:func:`_as_reported`); under
+    the tool's own launcher that line is all the rank says, and it returns the error's exit code
+    (the launcher reports it in one line); elsewhere it is raised as usual."""
     from profiler_core.storage.results import check_output
 
     try:
@@ -209,18 +247,37 @@ def run_rank(config: RunConfig, args: Any, env: RankEnv,
         from profiler_core.engine.ddp_step import measure_rank
 
         started = started_now()
-        gathered = measure_rank(config, env, dict(args.inject_delay_ms),
-                                progress if progress is not None else ignore_progress)
-        if gathered is None:
+        outcome = measure_rank(config, env, dict(args.inject_delay_ms),
+                               progress if progress is not None else ignore_progress,
+                               should_stop=lambda: stopper.reason is not None)
+        stopped = outcome.stopped
+        if outcome.payloads is None:
+            if stopped and env.rank == 0:
+                print(f"The ranks stopped during {stopped}, before any timed step: no run folder "
+                      "was written.", file=sys.stderr)
+            if stopped:
+                raise _stop_error(stopper, stopped)
             return 0
-        result = build_result(config, gathered, started)
+        why = ("no result within its time limit" if stopper.reason == "time limit" else
+               "interrupted (Ctrl-C, or SIGTERM: the dashboard's Cancel or its time limit)")
+        result = build_result(config, outcome.payloads, started,
+                              f"{stopped}: {why}" if stopped else "")
+        stopper.saving()
         try:
             out = result.save(args.out, overwrite=args.overwrite)
         finally:
             result.release_scratch()
+        if stopped:
+            print(f"The incomplete run was kept in {out} (marked incomplete).", file=sys.stderr)
+            raise _stop_error(stopper, stopped)
     except BaseException as error:
-        announce(ERROR_MARK, _error_record(env, error))
-        raise
+        reported = _as_reported(config, error)
+        announce(ERROR_MARK, _error_record(env, reported))
+        if launched_by_the_tool():
+            return kind_and_exit_code(reported)[1]
+        if reported is error:
+            raise
+        raise reported from None
     if progress is not None:
         progress.emit({"event": "done", "out": str(out)})
     else:

@@ -22,9 +22,16 @@ RANK_ENV_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 # ranks; a shell that merely has RANK and WORLD_SIZE (SLURM's, one torchrun started in) has not.
 RENDEZVOUS_ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT")
 # Each mark is followed by one JSON object on the same line: {"rank", "phase", "t"} for a phase,
-# {"rank", "kind", "message", "hint", "exit_code"} for an error.
+# {"rank", "kind", "message", "hint", "exit_code"} for an error; torchrun's own, as the tool starts
+# it (``orchestration.torchrun_main``), {"rank": the first to fail, "exit_codes": {rank: code}} for
+# the ranks that ended with an error.
 PHASE_MARK = "profiler_core-rank-phase"
 ERROR_MARK = "profiler_core-rank-error"
+FAILURE_MARK = "profiler_core-torchrun-failure"
+_MARKS = (PHASE_MARK, ERROR_MARK, FAILURE_MARK)
+# Set by the tool's launcher for the ranks it starts: a rank says its error on its mark line only
+# (the launcher reports it, in one line), with no traceback or error line of its own.
+LAUNCHED_ENV = "PROFILER_CORE_LAUNCHED_RANK"
 # A rank's phases in the order it goes through them (a hung rank is the one furthest behind).
 RANK_PHASES = ("prepare", "timed trials", "profiled windows", "checks", "gather", "done")
 
@@ -70,6 +77,11 @@ def announce(mark: str, record: Mapping[str, Any]) -> None:
         pass
 
 
+def launched_by_the_tool(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this rank was started by the tool's own launcher (``LAUNCHED_ENV``)."""
+    return environ.get(LAUNCHED_ENV) == "1"
+
+
 def announce_phase(rank: int, phase: str) -> None:
     announce(PHASE_MARK, {"rank": rank, "phase": phase, "t": time.time()})
 
@@ -79,7 +91,7 @@ def read_marks(line: str) -> list[tuple[str, dict[str, Any]]]:
     prefix lines with the rank, and lines of two ranks may run together); empty for any other
     line."""
     found: list[tuple[int, str, dict[str, Any]]] = []
-    for mark in (PHASE_MARK, ERROR_MARK):
+    for mark in _MARKS:
         at = line.find(mark + " ")
         while at >= 0:
             start = at + len(mark) + 1
