@@ -106,3 +106,23 @@ def test_a_data_parallel_run_at_its_time_limit_keeps_what_it_measured(tmp_path):
     assert error.startswith("error: no result within the time limit of 25 s") and "rank" in error
     run = RunResult.load(out)
     assert run.complete is False and len(run.table("rank_latency")) > 0
+
+
+GLOO_PEER_LOST = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+                  "[127.0.0.1]:1965: Connection reset by peer. This is typically caused by a remote "
+                  "worker hanging or bugs in the application.")
+
+
+def test_a_rank_whose_collective_lost_its_peer_is_not_what_failed():
+    """Rank 1 killed outright (SIGKILL, the OOM killer): rank 0's all-reduce then fails with
+    gloo's 'Connection reset by peer', which names rank 1, not rank 0."""
+    from profiler_core.orchestration.torchrun import RankWatch
+    from profiler_core.spec.distributed import ERROR_MARK, FAILURE_MARK, is_peer_lost
+
+    assert is_peer_lost(GLOO_PEER_LOST) and not is_peer_lost("ValueError: rank 1 cannot go on")
+    watch = RankWatch()
+    watch.hear(f"{ERROR_MARK} " + json.dumps({"rank": 0, "kind": "RankError", "exit_code": 8,
+                                               "message": GLOO_PEER_LOST, "peer_lost": True}))
+    watch.hear(f"{FAILURE_MARK} " + json.dumps({"rank": 0, "exit_codes": {"0": 8, "1": -9}}))
+    assert str(watch.failure(1)).startswith("rank 1 of the data-parallel run ended (exit code -9) "
+                                            "without saying why; then rank(s) 0 stopped")

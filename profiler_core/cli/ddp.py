@@ -25,6 +25,7 @@ from profiler_core.spec.distributed import (
     RANK_ENV_NAMES,
     RankEnv,
     announce,
+    is_peer_lost,
     launched_by_the_tool,
     missing_rendezvous,
     rank_env,
@@ -184,8 +185,9 @@ def launch(config: RunConfig, args: Any) -> int:
 
 def _error_record(env: RankEnv, error: BaseException) -> dict[str, Any]:
     """The line a rank says its error on: kind and exit code as the command line reports them
-    (``errors.kind_and_exit_code``), and a refused setting's field (the launcher names its
-    option, as for its own refusals)."""
+    (``errors.kind_and_exit_code``), a refused setting's field (the launcher names its option,
+    as for its own refusals), and whether it only says that another rank had ended
+    (``peer_lost``: a collective failing then)."""
     kind, code = kind_and_exit_code(error)
     field = None
     if isinstance(error, ConfigError):
@@ -201,7 +203,8 @@ def _error_record(env: RankEnv, error: BaseException) -> dict[str, Any]:
             if frames else ""
         message, hint = f"{type(error).__name__}: {text[0] if text else ''}{where}", ""
     return {"rank": env.rank, "kind": kind, "message": message[:2000], "hint": hint[:500],
-            "exit_code": code, "field": field}
+            "exit_code": code, "field": field,
+            "peer_lost": not isinstance(error, ProfilerError) and is_peer_lost(message)}
 
 
 def _stop_error(stopper: Any, stopped: str) -> KeyboardInterrupt:

@@ -53,10 +53,8 @@ KILL_GRACE_S = 3.0  # from SIGTERM to SIGKILL (within the dashboard launcher's o
 STOP_GRACE_S = 25.0
 POLL_S = 0.1
 STOPPED_KINDS = (INTERRUPTED, TimeLimitReached.kind)  # a rank ended by the launcher
-# The exit codes of a rank that was stopped (its own for Ctrl-C and the time limit, torchrun's
-# signals): a rank that ended with any other without saying why is what failed.
-STOPPED_EXIT_CODES = frozenset({130, TimeLimitReached.exit_code, -signal.SIGTERM, -signal.SIGKILL,
-                                -signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGKILL})
+# The exit codes of a rank of the tool's that stopped when told (Ctrl-C, the time limit).
+STOPPED_EXIT_CODES = frozenset({130, TimeLimitReached.exit_code})
 TORCHRUN = (sys.executable, "-m", "profiler_core.orchestration.torchrun_main")
 
 
@@ -115,12 +113,12 @@ class RankWatch:
             return bool(marks)
 
     def failure(self, exit_code: int) -> ProfilerError:
-        """The error of a run whose torchrun exited with ``exit_code``. A rank that ended with an
-        exit code of its own (not one of a stopped rank's) without saying anything failed first:
-        the others only went on until torchrun stopped them (their collectives failing, or
-        interrupted). Otherwise the first rank that said it failed, with its own message (a rank
-        stopped by torchrun after another failed says it was interrupted: it is named only when
-        none said more); torchrun's first failure where no rank said anything."""
+        """The error of a run whose torchrun exited with ``exit_code``: the first rank that said
+        it failed, with its own message. A rank stopped by torchrun after another failed says it
+        was interrupted, or that its collective lost a peer (``peer_lost``): neither is what
+        failed. Where no rank said an error of its own, a rank that ended without a word (torchrun
+        reports its exit code: a crash, a kill, the OOM killer) is named, torchrun's first failure
+        among them; then any rank that said anything; else torchrun's first failure."""
         with self.lock:
             errors = list(self.errors)
             codes = dict(self.exit_codes)
@@ -128,8 +126,9 @@ class RankWatch:
         said = {e["rank"] for e in errors}
         silent = sorted(r for r, code in codes.items() if r not in said and code not in
                         STOPPED_EXIT_CODES)
-        failed = [e for e in errors if e.get("kind") not in STOPPED_KINDS] or errors
-        if silent or not failed:
+        own = [e for e in errors if e.get("kind") not in STOPPED_KINDS and not e.get("peer_lost")]
+        failed = own or ([] if silent else errors)
+        if not failed:
             who = rank if rank in silent or not silent else silent[0]
             code = codes.get(who) if who is not None else None
             how = f" (exit code {code})" if code is not None else ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -29,6 +30,10 @@ PHASE_MARK = "profiler_core-rank-phase"
 ERROR_MARK = "profiler_core-rank-error"
 FAILURE_MARK = "profiler_core-torchrun-failure"
 _MARKS = (PHASE_MARK, ERROR_MARK, FAILURE_MARK)
+# What a collective raises on a rank whose peer has ended (gloo's socket errors, NCCL's abort): the
+# consequence of another rank's failure, not a failure of its own.
+_PEER_LOST = re.compile(r"connection (closed|reset) by peer|broken pipe|remote process exited|"
+                        r"communicator was aborted", re.IGNORECASE)
 # Set by the tool's launcher for the ranks it starts: a rank says its error on its mark line only
 # (the launcher reports it, in one line), with no traceback or error line of its own.
 LAUNCHED_ENV = "PROFILER_CORE_LAUNCHED_RANK"
@@ -75,6 +80,11 @@ def announce(mark: str, record: Mapping[str, Any]) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):  # stderr closed: the launcher is gone
         pass
+
+
+def is_peer_lost(message: str) -> bool:
+    """Whether a rank's error message says a peer rank had ended (``_PEER_LOST``)."""
+    return _PEER_LOST.search(message) is not None
 
 
 def launched_by_the_tool(environ: Mapping[str, str] = os.environ) -> bool:
