@@ -8,6 +8,7 @@ starts torchrun (seconds)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -75,10 +76,13 @@ def _started_timing(process: subprocess.Popen) -> None:
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_data_parallel_run_keeps_what_its_ranks_measured(stop, tmp_path):
     out = tmp_path / f"stopped-{stop.name}"
+    temporary = tmp_path / "tmp"  # the run's temporary folder: torchrun's logs, the ranks' scratch
+    temporary.mkdir()
     process = subprocess.Popen([sys.executable, "-m", "profiler_core", "run", *SMALL,
                                 "--no-profile", "--replays", "100000", "--trials", "20",
                                 "--nproc-per-node", "2", "--progress", "jsonl", "--out", str(out)],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "TMPDIR": str(temporary)})
     _started_timing(process)
     time.sleep(3.0)  # some blocks timed
     process.send_signal(stop)
@@ -95,6 +99,7 @@ def test_a_stopped_data_parallel_run_keeps_what_its_ranks_measured(stop, tmp_pat
                for note in run.notes), run.notes
     time.sleep(0.5)
     assert _left_running(out.name) == []
+    assert os.listdir(temporary) == []  # torchrun's own log folder is not left behind either
 
 
 def test_a_data_parallel_run_at_its_time_limit_keeps_what_it_measured(tmp_path):

@@ -158,3 +158,40 @@ def test_index_files_not_named_by_the_tool_for_an_ended_owner_stay(name, tmp_pat
     _age(path, OLD_S)
     leftovers.remove_stale(tmp_path)
     assert path.exists()
+
+
+def test_a_killed_launchers_torchrun_log_folder_is_removed_by_the_next_launch(tmp_path):
+    ended = tmp_path / f"{leftovers.TORCHRUN_LOGS}{_dead_owner_tag()}.abcd_123"
+    (ended / "run_1" / "attempt_0" / "0").mkdir(parents=True)
+    (ended / "run_1" / "attempt_0" / "0" / "error.json").write_text("{}")
+    live = tmp_path / f"{leftovers.TORCHRUN_LOGS}{leftovers.owner_tag()}.abcd_123"
+    live.mkdir()
+    torchelastic = tmp_path / "torchelastic_abcd1234"  # torch's own name: not the tool's
+    torchelastic.mkdir()
+    for path in (ended, live, torchelastic):
+        _age(path, OLD_S)
+    leftovers.remove_stale(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, torchelastic.name])
+
+
+def test_a_stopped_repeats_run_leaves_nothing_in_the_temporary_folder(tmp_path):
+    """The running repeat is stopped with SIGTERM first (SIGKILL after a grace): it removes its
+    own temporary files, as a run stopped on its own does."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    runs = tmp_path / "runs"
+    parent = subprocess.Popen([sys.executable, "-m", "profiler_core", "run", *TINY[:-2],
+                               "--progress", "jsonl", "--replays", "100000", "--repeats", "3",
+                               "--timeout", "0", "--out", str(runs / "three")], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "TMPDIR": str(temporary)})
+    assert parent.stdout is not None
+    for line in parent.stdout:
+        if "repeat 1 of 3: timed trials" in line:
+            break
+    parent.send_signal(signal.SIGTERM)
+    _, err = parent.communicate(timeout=60)
+    assert parent.returncode == 130, err[-2000:]
+    # torch's own compile cache (torchinductor_<user>) is kept and reused by every later run
+    assert [p for p in os.listdir(temporary) if not p.startswith("torchinductor_")] == []
+    assert not runs.exists()

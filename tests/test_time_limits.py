@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from test_repeats import TINY, FakeLauncher, FakeProcess
 
@@ -25,6 +26,8 @@ class _Hangs(FakeProcess):
         self.started = time.monotonic()
 
     def wait(self, timeout=None):
+        if self.stopped:
+            return SimpleNamespace(status="cancelled", error=None, message="", stderr_tail="")
         if time.monotonic() - self.started > NEVER_S:
             raise AssertionError("the run did not stop at its time limit")
         time.sleep(timeout or 0.0)
@@ -55,7 +58,7 @@ def test_repeats_stop_at_the_time_limit_and_keep_the_finished_processes(tmp_path
     assert main(["run", "--out", str(out), "--device", "cpu", "--progress", "jsonl", *TINY,
                  "--repeats", "3", "--timeout", "1.5"]) == 124
     assert time.monotonic() - started < NEVER_S
-    assert launcher.processes[-1].killed  # the running repeat's process was ended
+    assert launcher.processes[-1].stopped  # the running repeat's process was ended
     printed = capsys.readouterr()
     record = json.loads(printed.out.strip().splitlines()[-1])
     assert record["kind"] == "TimeLimit"

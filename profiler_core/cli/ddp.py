@@ -224,7 +224,7 @@ def _as_reported(config: RunConfig, error: BaseException) -> BaseException:
     from profiler_core.spec.config import is_user_spec
 
     if isinstance(error, (KeyboardInterrupt, ProfilerError)) or not is_user_spec(config.workload) \
-            or user_frame(error) is None:
+            or is_peer_lost(str(error)) or user_frame(error) is None:
         return error
     return user_code_error(config.workload, error)
 

@@ -33,6 +33,9 @@ from profiler_core.storage.results import RunResult, check_output, coerce_table,
 
 CONFIDENCE = 0.95
 UNITS_PER_REPEAT = 1000  # progress units of one repeat (its child's fraction, scaled)
+# From SIGTERM to SIGKILL for the running repeat's process on a stop: time to remove its own
+# temporary files (what it measured is thrown away with the staging folder).
+STOP_GRACE_S = 5.0
 # The between-process figures of the headline, per figure: (headline key prefix, repeats.csv
 # column, unit suffix).
 _FIGURES = (("speedup", "speedup", ""), ("eager", "eager_median_ms", "_ms"),
@@ -278,8 +281,9 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
        figures in its headline (:func:`between_headline`); the staging folder is removed;
     4. a repeat that fails ends the run: with none finished, the run fails with that repeat's error
        (same kind, same exit code); with some finished, those are kept as a run marked incomplete
-       that says so, and the error is raised after. Ctrl-C (SIGTERM) and the time limit kill the
-       running repeat's process group at once and keep the finished ones the same way.
+       that says so, and the error is raised after. Ctrl-C (SIGTERM) and the time limit stop the
+       running repeat's process group (SIGTERM, SIGKILL after ``STOP_GRACE_S``) and keep the
+       finished ones the same way.
     """
     target = check_output(out, overwrite)
     leftovers.remove_stale(target.parent, run_files)  # a killed repeats run's staging folder
@@ -332,8 +336,9 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
                 stopped = f"repeat {repeat} of {total}: {_one_line(failure)}"
                 break
         except KeyboardInterrupt as stop:
-            if process is not None:
-                process.kill()  # its partial run would be thrown away: no grace period needed
+            if process is not None:  # its partial run is thrown away; its own temporary files go
+                process.cancel(STOP_GRACE_S)
+                process.wait(STOP_GRACE_S + 5.0)
             where = f"repeat {len(finished) + 1} of {total}"
             failure = KeyboardInterrupt()
             if isinstance(stop, TimeLimitReached):
@@ -355,6 +360,7 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
         return combined
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        remove_made(made)  # the folders made for the staging folder, where nothing was saved
 
 
 def _one_line(error: BaseException) -> str:

@@ -4,7 +4,9 @@ Scope: the processes. ``run --nproc-per-node N`` becomes torchrun (``torchrun_ma
 own, quieter) ``--nproc-per-node N --rdzv-backend c10d --rdzv-endpoint localhost:0 -m
 profiler_core run ...`` (port 0: rendezvous picks a free port, so parallel runs never clash),
 started in its own session, with SIGTERM as its death signal (it ends its ranks on SIGTERM, so a
-launcher killed outright leaves nothing either). torchrun starts every rank in a session of its
+launcher killed outright leaves nothing either), and a log folder of the tool's own in the
+temporary folder (torchrun would leave one of its own behind every run), removed after it ends
+(a killed launcher's by the next launch: ``storage.leftovers``). torchrun starts every rank in a session of its
 own too, so the ranks are tracked as they appear. On cancel (Ctrl-C, SIGTERM) or the time limit
 the ranks are asked to stop (SIGTERM: they agree where to stop, and rank 0 keeps what they
 measured) and given ``STOP_GRACE_S`` to do so; then, as after a failed rank, torchrun's group and
@@ -20,13 +22,16 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from profiler_core.spec.distributed import (
@@ -45,6 +50,7 @@ from profiler_core.spec.errors import (
     RankError,
     TimeLimitReached,
 )
+from profiler_core.storage import leftovers
 
 KILL_GRACE_S = 3.0  # from SIGTERM to SIGKILL (within the dashboard launcher's own 5 s)
 # From asking the ranks to stop to ending them: the time to agree where to stop and for rank 0 to
@@ -75,12 +81,15 @@ def rank_error(record: dict[str, Any], then: str = "") -> ProfilerError:
     return RankError(message, hint)
 
 
-def torchrun_argv(nproc_per_node: int, target: Sequence[str]) -> list[str]:
+def torchrun_argv(nproc_per_node: int, target: Sequence[str], log_dir: Path | None = None
+                  ) -> list[str]:
     """torchrun on this node for ``target`` (``["-m", "profiler_core", "run", ...]`` or a script
-    and its arguments): one node, rendezvous on a free local port, no restarts."""
+    and its arguments): one node, rendezvous on a free local port, no restarts; its log folder
+    ``log_dir`` (torchrun makes one in the temporary folder otherwise, and never removes it)."""
+    logs = ["--log-dir", str(log_dir)] if log_dir is not None else []
     return [*TORCHRUN, "--nproc-per-node", str(nproc_per_node), "--nnodes", "1",
             "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--max-restarts", "0",
-            *target]
+            *logs, *target]
 
 
 @dataclass
@@ -305,7 +314,20 @@ def run_torchrun(nproc_per_node: int, target: Sequence[str], timeout_s: float = 
     they measured; when they finish the run instead, it returns 0); in every case torchrun and
     all its ranks are ended before it returns or raises."""
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    process = subprocess.Popen(torchrun_argv(nproc_per_node, target), stdout=subprocess.PIPE,
+    temporary = Path(tempfile.gettempdir())
+    leftovers.remove_stale(temporary)  # a killed launcher's torchrun logs
+    logs = Path(tempfile.mkdtemp(prefix=leftovers.tagged(leftovers.TORCHRUN_LOGS), dir=temporary))
+    try:
+        return _run_and_watch(torchrun_argv(nproc_per_node, target, logs), nproc_per_node,
+                              timeout_s, out, err)
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)  # ours, made just now
+
+
+def _run_and_watch(argv: list[str], nproc_per_node: int, timeout_s: float, out: IO[str],
+                   err: IO[str]) -> int:
+    """:func:`run_torchrun`'s work, once its log folder is made."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, errors="replace",
                                start_new_session=True, preexec_fn=_death_signal(),
                                env={**os.environ, LAUNCHED_ENV: "1"})
