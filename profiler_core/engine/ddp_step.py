@@ -23,9 +23,10 @@ steady-state blocks interleaved ABBA, with no profiler or NVML in the process un
 is done. A rank told to stop (``should_stop``: Ctrl-C, SIGTERM, a time limit) stops where every
 rank does: after each mode's preparation, timed block and profiled window the ranks combine
 their wishes (one all-reduce, outside the timed blocks), so they all leave the loop at the same
-point and still gather what they measured (``RankOutcome.stopped`` says where). Checks made every time: the all-reduce kernels in every profiled replay, parameters
-across ranks after the timed steps, the graph against eager, and the graphs released before
-``destroy_process_group`` (NCCL 2.26+ can hang otherwise).
+point and still gather what they measured (``RankOutcome.stopped`` says where). Checks made
+every time: the all-reduce kernels in every profiled replay, parameters across ranks after the
+timed steps, the graph against eager, and the graphs released before ``destroy_process_group``
+(NCCL 2.26+ can hang otherwise).
 """
 
 from __future__ import annotations
