@@ -2118,8 +2118,6 @@ BENCH_OUTS = ["new", "nested-new", "file", "dev-null", "link-to-folder", "link-t
 def gen_bench(fixtures: Fixtures, root: Path, rng: random.Random) -> Spec:
     import pandas as pd
 
-    from profiler_core.storage.bench_output import write_bench_tables
-
     cwd = root / "cwd"
     kind = rng.choice(BENCH_OUTS)
     overwrite = rng.random() < 0.5
@@ -2150,6 +2148,8 @@ def gen_bench(fixtures: Fixtures, root: Path, rng: random.Random) -> Spec:
         (cwd / "b").mkdir()
         allowed = []
     elif kind.startswith("own"):
+        from profiler_core.storage.bench_output import write_bench_tables
+
         write_bench_tables(tables, cwd / "b")
         allowed = ["cwd/b"] if kind == "own" and overwrite else []
         if kind == "own-with-user-file":
