@@ -9,7 +9,11 @@ from profiler_core.spec.bytecode import keep_bytecode
 
 end_with_parent()
 bytecode = keep_bytecode()
-if bytecode.first_use:
+if bytecode.refused:
+    print(f"note: {bytecode.reason}. Modules without installed bytecode are compiled from source "
+          "in every process (PROFILER_CORE_BYTECODE_CACHE=0 turns the cache and this note off)",
+          file=sys.stderr)
+elif bytecode.first_use:
     print(f"note: Python here writes no bytecode and torch ships none, so this first command "
           f"compiles torch's modules once into {bytecode.folder} (10-20 s on the H200 VM where "
           "this was measured); later commands reuse them", file=sys.stderr)

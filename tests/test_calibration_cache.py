@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from types import SimpleNamespace
 
 import pytest
@@ -218,3 +219,64 @@ def _cuda_version() -> str:
     import torch
 
     return str(torch.version.cuda)
+
+
+def _stored(tmp_path, **changes):
+    """A cache holding one entry written by the tool, then edited by ``changes`` (entry fields,
+    or ``file_format``: the file's own format field); returns the cache and the entry's key."""
+    path = tmp_path / "calibration.json"
+    cache = CalibrationCache(path)
+    key = {"gpu": "Fake GPU", "driver": "1", "torch": "2", "cuda": "3"}
+    assert cache.write(key, _some_fit())
+    content = json.loads(path.read_text())
+    if "file_format" in changes:
+        content["format"] = changes.pop("file_format")
+    next(iter(content["entries"].values())).update(changes)
+    path.write_text(json.dumps(content))
+    return cache, key
+
+
+@pytest.mark.parametrize("changes", [
+    {"launch_us": 10**400}, {"per_node_us": -(10**400)}, {"replay_us": [10**400, 4.2, 26.6]},
+    {"busy_us": [10**400, 1.0, 1.0]}, {"elements": 10**400}, {"timed": [10**400, 100, 25]},
+    {"launch_us": -1e6}, {"per_node_us": -0.5}, {"replay_us": [-1.1, 4.2, 26.6]},
+    {"busy_us": [-1.0, math.nan, math.nan]},
+])
+def test_an_entry_out_of_range_is_read_as_missing_and_reading_never_raises(tmp_path, changes):
+    """A 400-digit number overflowed a float in the range check (OverflowError); negative
+    constants, which the options refuse, gave a negative predicted graph time."""
+    cache, key = _stored(tmp_path, **changes)
+    assert cache.read(key, (1, 32, 256)) is None
+
+
+@pytest.mark.parametrize("file_format", [True, 1.0, "1", None])
+def test_a_file_whose_format_is_not_the_whole_number_1_is_not_read(tmp_path, file_format):
+    cache, key = _stored(tmp_path, file_format=file_format)
+    assert cache.read(key, (1, 32, 256)) is None
+
+
+def test_a_cache_folder_that_is_a_link_is_neither_read_nor_written_through(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    CalibrationCache(elsewhere / CACHE_FILE_NAME).write({"gpu": "x"}, _some_fit())
+    before = (elsewhere / CACHE_FILE_NAME).read_bytes()
+    (tmp_path / "xdg").mkdir()
+    linked = tmp_path / "xdg" / CACHE_FOLDER_NAME
+    linked.symlink_to(elsewhere)
+    cache = CalibrationCache(linked / CACHE_FILE_NAME)
+    assert cache.read({"gpu": "x"}, (1, 32, 256)) is None
+    assert cache.write({"gpu": "y"}, _some_fit()) is False
+    assert os.listdir(elsewhere) == [CACHE_FILE_NAME]
+    assert (elsewhere / CACHE_FILE_NAME).read_bytes() == before
+
+
+def test_a_cache_folder_others_may_write_to_is_neither_read_nor_written(tmp_path):
+    folder = tmp_path / "xdg" / CACHE_FOLDER_NAME
+    cache = CalibrationCache(folder / CACHE_FILE_NAME)
+    assert cache.write({"gpu": "x"}, _some_fit())
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # made private
+    before = (folder / CACHE_FILE_NAME).read_bytes()
+    folder.chmod(0o777)
+    assert cache.read({"gpu": "x"}, (1, 32, 256)) is None  # another user may have written it
+    assert cache.write({"gpu": "y"}, _some_fit()) is False
+    assert (folder / CACHE_FILE_NAME).read_bytes() == before

@@ -297,9 +297,11 @@ def test_the_time_limit_stops_a_run_and_keeps_what_it_measured(tmp_path, capsys)
     assert time.monotonic() - started < 60
     printed = capsys.readouterr()
     record = json.loads(printed.out.strip().splitlines()[-1])
+    message = record.pop("message")
     assert record == {"event": "error", "kind": "TimeLimit", "field": None,
-                      "message": "no result within the time limit of 2.5 s (--timeout)",
                       "hint": "pass a larger --timeout, or --timeout 0 for no limit"}
+    assert message.startswith("no result within the time limit of 2.5 s (--timeout); it stopped "
+                              "during ")  # the phase: tests/test_time_limits.py
     assert ERROR_KINDS["TimeLimit"] == 124
     assert f"The incomplete run was kept in {out}" in printed.err
     run = RunResult.load(out)

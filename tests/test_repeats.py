@@ -65,15 +65,16 @@ def test_repeats_3_end_to_end_through_the_cli(tmp_path, capsys):
 
 class FakeProcess:
     def __init__(self, ending, pid, interrupt=False):
-        self._ending, self.pid, self._interrupt, self.killed = ending, pid, interrupt, False
+        self._ending, self.pid, self._interrupt, self.stopped = ending, pid, interrupt, False
 
     def wait(self, timeout=None):
         if self._interrupt:
             raise KeyboardInterrupt
         return self._ending
 
-    def kill(self):
-        self.killed = True
+    def cancel(self, grace_s=None):
+        """SIGTERM, then SIGKILL after ``grace_s``: the process ends (no second interrupt)."""
+        self.stopped, self._interrupt = True, False
 
 
 class FakeLauncher:
@@ -199,7 +200,7 @@ def test_ctrl_c_kills_the_running_repeat_and_keeps_the_finished_ones(tmp_path):
     launcher = FakeLauncher([5.0, "interrupt"])
     with pytest.raises(KeyboardInterrupt) as caught:
         repeats.run_repeats(GPU_CONFIG, tmp_path / "r", launcher=launcher)
-    assert launcher.processes[1].killed and caught.value.kept == tmp_path / "r"
+    assert launcher.processes[1].stopped and caught.value.kept == tmp_path / "r"
     result = RunResult.load(tmp_path / "r")
     assert not result.complete and result.headline["repeats"] == 1
     assert "between_interval" not in result.headline  # one process: no spread to describe

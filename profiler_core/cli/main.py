@@ -37,6 +37,7 @@ from profiler_core.spec.errors import (
 )
 from profiler_core.spec.numerics import ENVIRONMENT_KEY as NUMERICS_KEY
 from profiler_core.spec.numerics import summary_line as numerics_summary_line
+from profiler_core.spec.progress import LastPhase, ignore_progress
 from profiler_core.spec.workload_kinds import workload_of
 
 if TYPE_CHECKING:  # pandas and the run's reader are imported when a command needs them
@@ -266,6 +267,7 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
     from profiler_core.storage.results import check_output
 
     config = cli.config_from_args(args)
+    ddp.check_delays(config, args.inject_delay_ms)
     small = cli.cpu_small_step(args, config)
     env = rank_env()  # a rank of a data-parallel run: only rank 0 writes, and checks the folder
     if env is None:
@@ -319,7 +321,7 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimin
     if config.repeats > 1:
         if says_time:
             _say_cpu_time(config, config.repeats)
-        return _command_repeats(config, args)
+        return _command_repeats(config, args, stopper)
     if config.cpu_affinity is not None:
         hostinfo.pin(config.cpu_affinity)  # before torch is imported: its threads follow it
     from profiler_core.engine.runner import run_experiment
@@ -329,6 +331,7 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimin
     reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
         cli.BarProgress() if args.progress == "bar" else None)
     loading = True
+    reported = LastPhase(reporter or ignore_progress)  # where it was, should it stop
     try:
         if user_step:
             config = _check_user_step(config)
@@ -336,7 +339,7 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimin
         if says_time:
             _say_cpu_time(config)
         timings.mark("run start")
-        result = run_experiment(config, progress=reporter or (lambda progress: None))
+        result = run_experiment(config, progress=reported)
         timings.mark("run end")
         timings.record(result.environment)
     except BaseException as error:
@@ -347,7 +350,7 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimin
         if partial is not None:
             stopper.saving()
             _keep_partial(partial, args)
-        explained = _explained(error, config, loading)
+        explained = _explained(error, config, loading, reported.phase)
         if explained is error:
             raise
         raise explained from None
@@ -389,23 +392,32 @@ def _say_cpu_time(config, processes: int = 1) -> None:
         print(estimate_line(estimate, processes), file=sys.stderr, flush=True)
 
 
-def _command_repeats(config, args) -> int:
+def _command_repeats(config, args, stopper: RunStopper) -> int:
     """``run --repeats N``: N fresh processes of the config, the median one saved with every
-    process's figures (``profiler_core.orchestration.repeats``)."""
+    process's figures (``profiler_core.orchestration.repeats``); ``--timeout`` counts for the
+    whole (each process gets none of its own), and a stop keeps the processes that finished."""
     from profiler_core.orchestration.repeats import run_repeats, summary_lines
 
     if config.cpu_affinity is not None:
         hostinfo.check_cpus(config.cpu_affinity)  # refused here, before any process starts
     reporter = cli.JsonlProgress() if args.progress == "jsonl" else (
         cli.BarProgress() if args.progress == "bar" else None)
+    stopper.limit(args.timeout)
     try:
         result = run_repeats(config, args.out, overwrite=args.overwrite,
-                             progress=reporter or (lambda progress: None))
+                             progress=reporter or ignore_progress, on_saving=stopper.saving)
     except BaseException as error:
         kept = getattr(error, "kept", None)
+        if reporter is not None:
+            reporter.close()  # the bar's line ends before the messages
+            reporter = None
         if kept is not None:
             print(f"The processes that finished were kept in {kept} (marked incomplete).",
                   file=sys.stderr)
+        if isinstance(error, TimeLimitReached):
+            during = getattr(error, "during", "")
+            raise TimeLimitReached(f"{error} (--timeout)" + (f"; it stopped during {during}"
+                                                             if during else "")) from None
         raise
     finally:
         if reporter is not None:
@@ -419,8 +431,9 @@ def _command_repeats(config, args) -> int:
     return 0
 
 
-def _explained(error: BaseException, config, loading: bool) -> BaseException:
-    """The error to report for a run that failed: the time limit says where it stopped; anything
+def _explained(error: BaseException, config, loading: bool, phase: str = "") -> BaseException:
+    """The error to report for a run that failed: the time limit says where it stopped (the
+    ``phase`` last reported, or the user's code it was in); anything
     the user's own step raised (an exception, ``sys.exit``, any ``BaseException``) becomes one
     line naming their file, line and function (exit 2), never a traceback or an exit code that
     means something else. Ctrl-C and the tool's own errors are reported as they are."""
@@ -429,7 +442,8 @@ def _explained(error: BaseException, config, loading: bool) -> BaseException:
     user_step = is_user_spec(config.workload)
     if isinstance(error, TimeLimitReached):
         where = user_frame(error) if user_step else None
-        doing = (f"; it was loading your step {config.workload}" if loading and user_step else "")
+        doing = (f"; it was loading your step {config.workload}" if loading and user_step else
+                 f"; it stopped during {phase}" if phase else "")
         inside = f"; it was in your code at {where}" if where else ""
         return TimeLimitReached(f"{error} (--timeout){doing}{inside}")
     if isinstance(error, (KeyboardInterrupt, ProfilerError)) or not user_step:
@@ -504,6 +518,10 @@ def _command_bench(args) -> int:
     from profiler_core.orchestration.bench import BENCH_CONFIGS
 
     configs = _bench_configs(args, BENCH_CONFIGS)
+    from profiler_core.storage.bench_output import check_bench_output, write_bench_tables
+
+    if args.out is not None:
+        check_bench_output(args.out, args.overwrite)  # before it runs: nothing is lost at the end
     import torch
 
     if not torch.cuda.is_available():
@@ -513,12 +531,8 @@ def _command_bench(args) -> int:
     tables = run_benchmark(args.rounds, configs, progress=bar, quiet_tool=args.quiet_tool)
     bar.close()
     print(format_benchmark(tables))
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, frame in tables.items():
-            frame.to_csv(out / f"bench_{name}.csv", index=False)
-        print(f"\nWrote {out}")
+    if args.out is not None:
+        print(f"\nWrote {write_bench_tables(tables, args.out, args.overwrite)}")
     return 0
 
 

@@ -76,7 +76,7 @@ def read_delay(text: str) -> tuple[int, float]:
     """``RANK:MS`` (``--inject-delay-ms``) as (rank, milliseconds)."""
     rank_text, _, ms_text = text.partition(":")
     try:
-        rank, ms = int(rank_text), float(ms_text)
+        rank, ms = fields.read_whole_number(rank_text), fields.read_number(ms_text)
     except ValueError:
         raise ValueError(f"expected RANK:MS such as 1:2, got {shown(text)!r}") from None
     if rank < 0 or not 0 <= ms <= MAX_INJECTED_DELAY_MS:
@@ -218,7 +218,11 @@ def build_parser() -> _Parser:
     bench.add_argument("--quiet-tool", action="store_true",
                        help="a fourth process per round: the tool with the profiler, NVML and "
                             "parity off, to tell where a gap to the bare loop comes from")
-    bench.add_argument("--out", help="write the benchmark tables (CSV) into this folder")
+    bench.add_argument("--out", help="write the benchmark tables (CSV) into this folder: a new "
+                                     "folder, or one of this tool's benchmarks with --overwrite")
+    bench.add_argument("--overwrite", action="store_true",
+                       help="replace the benchmark already in --out (only ever a benchmark folder "
+                            "of this tool)")
     add_serve_command(commands)
     add_sweep_command(commands)
     stats = commands.add_parser("trace-stats", help="graph-aware launch split of a Chrome trace")

@@ -1,7 +1,8 @@
 """The calibration cache: the prediction's graph costs per (GPU, driver, torch, CUDA), kept in one
 small JSON file in the user's cache folder so a later run on the same setup need not measure
 them again. A damaged file is ignored (and replaced by the next measurement); nothing but that
-one file is ever written, and nothing is deleted.
+one file is ever written, and nothing is deleted. The folder is used only when it is this user's
+alone (``bytecode.private_folder``: no link, writable by no one else).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from profiler_core.spec.bytecode import tool_cache_folder
-from profiler_core.storage.outputs import replace_file
+from profiler_core.spec.bytecode import private_folder, tool_cache_folder
+from profiler_core.storage.outputs import is_version, replace_file
 
 CACHE_FILE_NAME = "calibration.json"
 # The file's format, and the calibration method it caches: a change to either reads older
@@ -23,7 +24,8 @@ CACHE_FILE_NAME = "calibration.json"
 CACHE_FORMAT = 1
 MAX_CACHE_BYTES = 1 << 20  # a larger file is not read (damaged, or not ours)
 MAX_CACHE_ENTRIES = 16  # setups kept; the oldest measurement is dropped beyond this
-MAX_COST_US = 1e6  # a cached cost beyond one second is damage
+MAX_COST_US = 1e6  # a cached cost beyond one second (or below zero) is damage
+MAX_CACHED_COUNT = 2**40  # replays timed or tensor elements beyond this are damage
 
 
 @dataclass(frozen=True)
@@ -70,9 +72,11 @@ class CalibrationCache:
     def write(self, key: dict[str, str], fit: GraphFit) -> bool:
         """Store ``fit`` under ``key`` (other setups' entries kept, a damaged file replaced).
         The file is written beside itself and renamed over it; a path that is a link or not a
-        regular file is left alone. Returns whether it was written."""
+        regular file is left alone, and so is a folder that is not this user's alone (made with
+        mode 0700 where missing). Returns whether it was written."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if private_folder(self.path.parent, self.path.parent) is not None:
+                return False
             if os.path.lexists(self.path) and not stat.S_ISREG(os.lstat(self.path).st_mode):
                 return False
             entries = self._entries()
@@ -86,7 +90,11 @@ class CalibrationCache:
         return True
 
     def _entries(self) -> dict[str, Any]:
-        """The file's entries ({} when it is missing, unreadable, too large or not ours)."""
+        """The file's entries ({} when it is missing, unreadable, too large or not ours, or its
+        folder is not this user's alone)."""
+        folder = self.path.parent
+        if not os.path.lexists(folder) or private_folder(folder, folder) is not None:
+            return {}
         try:
             info = os.lstat(self.path)
             if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_CACHE_BYTES:
@@ -95,7 +103,7 @@ class CalibrationCache:
                 content = json.loads(handle.read(MAX_CACHE_BYTES + 1))
         except (OSError, ValueError, RecursionError):
             return {}
-        if not (isinstance(content, dict) and content.get("format") == CACHE_FORMAT
+        if not (isinstance(content, dict) and is_version(content.get("format"), (CACHE_FORMAT,))
                 and isinstance(content.get("entries"), dict)):
             return {}
         return {name: entry for name, entry in content["entries"].items()
@@ -115,8 +123,8 @@ def _fit_from(entry: dict[str, Any], node_counts: tuple[int, ...]) -> GraphFit |
         timed, replay_us, busy_us = (tuple(entry[name]) for name in ("timed", "replay_us", "busy_us"))
         if not (len(timed) == len(replay_us) == len(busy_us) == len(counts)):
             return None
-        if not (all(type(t) is int and t > 0 for t in timed) and type(entry["elements"]) is int
-                and entry["elements"] > 0 and type(entry["recorded"]) is bool):
+        if not (all(_is_count(t) for t in timed) and _is_count(entry["elements"])
+                and type(entry["recorded"]) is bool):
             return None
         texts = [entry["held"], entry["device_name"], entry["measured_at"]]
         if not all(isinstance(text, str) and len(text) < 1000 for text in texts):
@@ -127,14 +135,24 @@ def _fit_from(entry: dict[str, Any], node_counts: tuple[int, ...]) -> GraphFit |
                         busy_us=tuple(float(v) for v in busy_us), recorded=entry["recorded"],
                         elements=entry["elements"], held=entry["held"],
                         device_name=entry["device_name"], measured_at=entry["measured_at"])
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
 
 
 def _in_range(value: object) -> bool:
-    """A finite number (not a bool) of at most ``MAX_COST_US`` in size."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and abs(value) <= MAX_COST_US)
+    """A number (not a bool) from 0 to ``MAX_COST_US`` (an integer too large for a float is
+    not; the options refuse negative constants too)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return 0.0 <= float(value) <= MAX_COST_US
+    except OverflowError:
+        return False
+
+
+def _is_count(value: object) -> bool:
+    """A whole number (not a bool) from 1 to ``MAX_CACHED_COUNT``."""
+    return type(value) is int and 0 < value <= MAX_CACHED_COUNT
 
 
 def _is_nan(value: object) -> bool:

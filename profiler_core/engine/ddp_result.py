@@ -144,8 +144,10 @@ def _traces(payloads: list[dict]) -> tuple[dict[str, Path | None], Path | None]:
     return paths, scratch
 
 
-def build_result(config: RunConfig, payloads: list[dict], started_at: str) -> RunResult:
-    """The run folder's content from every rank's payload (rank order)."""
+def build_result(config: RunConfig, payloads: list[dict], started_at: str,
+                 stopped: str = "") -> RunResult:
+    """The run folder's content from every rank's payload (rank order); ``stopped`` (where and
+    why the ranks stopped early, in words) marks it incomplete."""
     payloads = sorted(payloads, key=lambda payload: payload["rank"])
     rank_latency = _rank_latency(payloads)
     table = ranks_table(payloads, rank_latency)
@@ -178,6 +180,9 @@ def build_result(config: RunConfig, payloads: list[dict], started_at: str) -> Ru
                      "with no sampler beside it)")
     if payloads[0]["capture_log"]:  # an empty log (a CPU run captures nothing) says nothing
         notes.append("rank 0, capture and teardown: " + "; ".join(payloads[0]["capture_log"]))
+    if stopped:
+        notes.append(f"incomplete: the run stopped during {stopped}; every rank's timed steps "
+                     "until then are kept")
     if not math.isnan(headline["straggler_rank"]):
         notes.append(f"straggler: rank {int(headline['straggler_rank'])} arrives last at the "
                      "all-reduce (the other ranks wait for it)")
@@ -189,7 +194,7 @@ def build_result(config: RunConfig, payloads: list[dict], started_at: str) -> Ru
                                                                rank_analysis.job_figures(table))),
               "rank_latency": rank_latency, "ranks": table}
     return RunResult(config=config, environment=environment, headline=headline, tables=tables,
-                     notes=notes, trace_paths=traces, scratch_dir=scratch)
+                     notes=notes, complete=not stopped, trace_paths=traces, scratch_dir=scratch)
 
 
 def started_now() -> str:

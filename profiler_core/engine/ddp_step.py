@@ -20,9 +20,13 @@ bar). The modes, as PyTorch's CUDA notes ("Usage with DistributedDataParallel") 
 
 Timing follows the single-process run (``timing.trials``): untimed iterations first, then
 steady-state blocks interleaved ABBA, with no profiler or NVML in the process until every trial
-is done. Checks made every time: the all-reduce kernels in every profiled replay, parameters
-across ranks after the timed steps, the graph against eager, and the graphs released before
-``destroy_process_group`` (NCCL 2.26+ can hang otherwise).
+is done. A rank told to stop (``should_stop``: Ctrl-C, SIGTERM, a time limit) stops where every
+rank does: after each mode's preparation, timed block and profiled window the ranks combine
+their wishes (one all-reduce, outside the timed blocks), so they all leave the loop at the same
+point and still gather what they measured (``RankOutcome.stopped`` says where). Checks made
+every time: the all-reduce kernels in every profiled replay, parameters across ranks after the
+timed steps, the graph against eager, and the graphs released before ``destroy_process_group``
+(NCCL 2.26+ can hang otherwise).
 """
 
 from __future__ import annotations
@@ -94,6 +98,17 @@ class RankContext:
     collective_nodes: float = math.nan  # NCCL kernel nodes in the last graph captured
     phase_name: str = ""
     progress: ProgressCounter = field(default_factory=lambda: ProgressCounter(1))
+    should_stop: Callable[[], bool] = lambda: False  # whether this rank was told to stop
+    stopped: str = ""  # where every rank agreed to stop ("" while they go on)
+
+    def agreed_stop(self, where: str) -> bool:
+        """Whether any rank was told to stop, every rank's wish combined (one all-reduce: every
+        rank calls this at the same points); when so, ``stopped`` is ``where``."""
+        wish = torch.tensor([1.0 if self.should_stop() else 0.0], device=self.device)
+        dist.all_reduce(wish, op=dist.ReduceOp.MAX)
+        if float(wish.item()) > 0:
+            self.stopped = where
+        return bool(self.stopped)
 
     def phase(self, name: str, message: str = "") -> None:
         """Enter a phase: said to the launcher (``RANK_PHASES``) and to the progress callback."""
@@ -291,12 +306,16 @@ def _timed_trials(ctx: RankContext, prepared: dict[str, RankMode]) -> tuple[list
     rows: list[tuple] = []
     host_issue: list[tuple] = []
     next_index = dict.fromkeys(iterations, 0)
-    for trial, mode in timing.interleaved(modes, trials):
+    blocks = list(timing.interleaved(modes, trials))
+    for number, (trial, mode) in enumerate(blocks, 1):
         count = sizes[mode.name][trial]
         issue_ms = timing.steady_block(mode, next_index[mode.name], count, trial, clock, rows)
         host_issue.append((mode.name, trial, issue_ms))
         next_index[mode.name] += count
         ctx.progress.advance(message=f"{mode.name}: block {trial + 1} of {trials}")
+        if number < len(blocks) and ctx.agreed_stop(f"timed trials (after block {number} of "
+                                                    f"{len(blocks)})"):
+            break
     return rows, host_issue
 
 
@@ -316,6 +335,8 @@ def _profiled(ctx: RankContext, prepared: dict[str, RankMode], folder: Path) -> 
                          "trace_name": window.trace_path.name,
                          "trace": window.trace_path.read_bytes()}
         ctx.progress.advance(message=f"{name} profiled")
+        if ctx.agreed_stop(f"profiled windows (after {name}'s)"):
+            break
     return windows
 
 
@@ -427,11 +448,23 @@ def progress_units(config: RunConfig) -> int:
     return len(modes) * (1 + config.trial_count + (1 if config.profile else 0)) + 1 + parity + 1
 
 
+@dataclass(frozen=True)
+class RankOutcome:
+    """What :func:`measure_rank` ends with: every rank's payload on rank 0 (rank order; None on
+    the other ranks, and everywhere when the ranks stopped before any timed block), and where
+    the ranks agreed to stop ("" for a whole run)."""
+
+    payloads: list[dict] | None
+    stopped: str = ""
+
+
 def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float],
-                 progress: ProgressCallback = ignore_progress) -> list[dict] | None:
-    """Everything this rank measures, gathered on rank 0: the list of every rank's payload
-    there (rank order), None on the other ranks. ``progress`` hears the rank's phases and work
-    units (the launcher gives it to rank 0 only)."""
+                 progress: ProgressCallback = ignore_progress,
+                 should_stop: Callable[[], bool] = lambda: False) -> RankOutcome:
+    """Everything this rank measures, gathered on rank 0. ``progress`` hears the rank's phases
+    and work units (the launcher gives it to rank 0 only); ``should_stop`` says whether this
+    rank was told to stop (the ranks stop together, keeping what they measured: see the module
+    docstring)."""
     freeze_startup_objects()
     device = _device(config, env)
     if device.type == "cuda" and "graph" in config.modes:
@@ -442,7 +475,8 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float],
     ctx = RankContext(config, env, device,
                       make_batches(config.replace(seed=batch_seed), BATCHES, device),
                       delay_ms=float(delays.get(env.rank, 0.0)),
-                      progress=ProgressCounter(progress_units(config), progress))
+                      progress=ProgressCounter(progress_units(config), progress),
+                      should_stop=should_stop)
     graphs: list = []
     payload: dict[str, Any] = {"rank": env.rank}
     with _process_group(ctx, graphs):
@@ -452,11 +486,13 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float],
             prepared[name] = PREPARE[name](ctx)
             graphs.extend(prepared[name].graphs)
             ctx.progress.advance(message=f"{name} ready")
+            if ctx.agreed_stop(f"prepare (after {name})"):
+                return RankOutcome(None, ctx.stopped)  # nothing timed: nothing to keep
         graph_nodes = ctx.collective_nodes  # the timed graph's (parity captures one more)
         ctx.phase("timed trials")
         rows, host_issue = _timed_trials(ctx, prepared)
         windows: dict[str, Any] = {}
-        if config.profile:
+        if config.profile and not ctx.stopped:
             ctx.phase("profiled windows")
             with tempfile.TemporaryDirectory(prefix="profiler_core_ddp_") as folder:
                 windows = _profiled(ctx, prepared, Path(folder))
@@ -467,12 +503,13 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float],
             checks["graph_nodes"]["graph"] = graph_nodes
             checks["captured"]["graph"] = _capture_check(ctx, graph_nodes, windows)
         ctx.progress.advance(message="parameters compared across ranks")
-        if "graph" in prepared and config.parity_steps:
+        if "graph" in prepared and config.parity_steps and not (
+                ctx.stopped or ctx.agreed_stop("checks (before the parity check)")):
             checks["parity"] = {"graph": _parity(ctx, graphs)}
             ctx.progress.advance(message="graph against eager compared")
         payload.update(rows=rows, host_issue=host_issue, windows=windows, checks=checks,
                        one_time_ms={name: ready.one_time_ms for name, ready in prepared.items()},
-                       environment=_environment(ctx), delay_ms=ctx.delay_ms)
+                       environment=_environment(ctx), delay_ms=ctx.delay_ms, stopped=ctx.stopped)
         prepared.clear()
         released = _release(graphs, device)
         if released:  # a CPU run (or one without graph modes) captured none: nothing to say
@@ -483,4 +520,4 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float],
         dist.gather_object(payload, gathered, dst=0)
         ctx.progress.advance(message="every rank's measurements gathered")
     ctx.phase("done", "measured; rank 0 saves the run" if env.rank == 0 else "measured")
-    return gathered
+    return RankOutcome(gathered, ctx.stopped)

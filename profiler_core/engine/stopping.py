@@ -2,7 +2,8 @@
 
 The signal handling of ``python -m profiler_core run`` while it runs and saves (a
 :class:`RunStopper` around both): the first stop raises in the main thread, a later one waits
-until the run's folder is written.
+until the run's folder is written. A rank of a data-parallel run is only told (``cooperate``):
+its ranks must stop at the same point, which they agree on.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ _STOP_SIGNALS = ("SIGINT", "SIGTERM")
 class RunStopper:
     """The stop signals of one run (a context manager: SIGINT and SIGTERM are handled inside it,
     restored on exit); :meth:`limit` sets the time limit. ``reason`` is None, "interrupt" or
-    "time limit" once the run was told to stop; ``deferred`` counts the stops that came later."""
+    "time limit" once the run was told to stop; ``deferred`` counts the stops that came later.
+    After :meth:`cooperate` the first stop only sets ``reason`` (nothing is raised)."""
 
     def __init__(self, stream: IO[str] | None = None, backstop_s: float = BACKSTOP_S) -> None:
         self.stream = stream
@@ -36,6 +38,7 @@ class RunStopper:
         self.reason: str | None = None
         self.deferred = 0
         self._saving = False
+        self._cooperative = False
         self._previous: dict[int, SignalHandler] = {}
         self._backstop: threading.Timer | None = None
         self._active = False
@@ -70,6 +73,12 @@ class RunStopper:
         self._backstop.daemon = True
         self._backstop.start()
 
+    def cooperate(self) -> None:
+        """From now on the first stop (a signal, the time limit) sets ``reason`` and raises
+        nothing: the run asks ``reason`` where it may stop (a data-parallel rank, whose ranks stop
+        together at the next point they all reach)."""
+        self._cooperative = True
+
     def saving(self) -> None:
         """The run is over and its folder is being written: from now on, stops wait (said once)
         and the time limit is off."""
@@ -89,6 +98,8 @@ class RunStopper:
         limit = signum == getattr(signal, "SIGALRM", None)
         if self.reason is None and not self._saving:
             self.reason = "time limit" if limit else "interrupt"
+            if self._cooperative:
+                return
             if limit:
                 raise TimeLimitReached(f"no result within the time limit of "
                                        f"{self.time_limit_s:g} s")

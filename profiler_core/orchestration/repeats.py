@@ -25,13 +25,17 @@ from profiler_core.analysis.figures import Headline
 from profiler_core.orchestration.launcher import Ending, Launcher
 from profiler_core.spec import errors, fields, schema
 from profiler_core.spec.config import RunConfig
-from profiler_core.spec.errors import ConfigError, ProfilerError
+from profiler_core.spec.errors import ConfigError, ProfilerError, TimeLimitReached
 from profiler_core.spec.progress import Progress, ProgressCallback, ignore_progress
+from profiler_core.storage import leftovers
 from profiler_core.storage.outputs import make_parents, remove_made
-from profiler_core.storage.results import RunResult, check_output, coerce_table
+from profiler_core.storage.results import RunResult, check_output, coerce_table, run_files
 
 CONFIDENCE = 0.95
 UNITS_PER_REPEAT = 1000  # progress units of one repeat (its child's fraction, scaled)
+# From SIGTERM to SIGKILL for the running repeat's process on a stop: time to remove its own
+# temporary files (what it measured is thrown away with the staging folder).
+STOP_GRACE_S = 5.0
 # The between-process figures of the headline, per figure: (headline key prefix, repeats.csv
 # column, unit suffix).
 _FIGURES = (("speedup", "speedup", ""), ("eager", "eager_median_ms", "_ms"),
@@ -169,12 +173,14 @@ class _Finished:
     result: RunResult
 
 
-def _relay(progress: ProgressCallback, repeat: int, total: int, guard: threading.Lock
-           ) -> Callable[[dict], None]:
-    """A launcher ``on_event`` turning a child's progress records into the whole run's."""
+def _relay(progress: ProgressCallback, repeat: int, total: int, guard: threading.Lock,
+           heard: dict[str, str]) -> Callable[[dict], None]:
+    """A launcher ``on_event`` turning a child's progress records into the whole run's (the
+    child's last phase kept in ``heard["phase"]``)."""
     def on_event(record: dict) -> None:
         if not isinstance(record, dict) or record.get("event") != "progress":
             return
+        heard["phase"] = str(record.get("phase", ""))[:60]
         try:
             fraction = min(1.0, max(0.0, float(record.get("fraction", 0.0))))
         except (TypeError, ValueError):
@@ -250,17 +256,22 @@ def combine(config: RunConfig, finished: list[_Finished], requested: int,
 
 def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
                 progress: ProgressCallback = ignore_progress, launcher: Launcher | None = None,
-                python: str = sys.executable) -> RunResult:
+                python: str = sys.executable, on_saving: Callable[[], None] = lambda: None
+                ) -> RunResult:
     """Measure ``config`` in ``config.repeats`` fresh processes and save the combined run into
     ``out`` (steps below). Returns the saved result. A failure raises the failed
     repeat's error; when some repeats had finished, the error carries ``kept``: the folder where
-    they were saved, marked incomplete. ``launcher``: an object with ``launcher.Launcher``'s
-    ``start`` (tests pass a stand-in); by default one of fresh processes only.
+    they were saved, marked incomplete. A time limit (``TimeLimitReached``, raised in this
+    thread) ends the run like Ctrl-C, and is raised as such with ``during``: the repeat and the
+    phase it stopped in. ``on_saving`` is called just before the run is saved (the caller's
+    stopper stops raising then). ``launcher``: an object with ``launcher.Launcher``'s ``start``
+    (tests pass a stand-in); by default one of fresh processes only.
 
     1. each repeat is an ordinary run of the same config (``repeats=1``) in a fresh process, started
        through ``launcher.Launcher`` (``python -m profiler_core run ... --progress jsonl``, its own
-       process group) into a private staging folder beside the output (``.<name>.rXXXXXXXX``), one
-       after another, never two at once;
+       process group) into a private staging folder beside the output (``.<name>.r<owner>.XXXXXXXX``,
+       its owner tag naming this process, so that a later run removes it should this one be
+       killed: ``storage.leftovers``), one after another, never two at once;
     2. progress is relayed as "repeat k of N: <the child's phase>", the whole run's fraction counting
        every repeat;
     3. the saved run folder is the repeat whose speedup is the median over the processes
@@ -270,17 +281,20 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
        figures in its headline (:func:`between_headline`); the staging folder is removed;
     4. a repeat that fails ends the run: with none finished, the run fails with that repeat's error
        (same kind, same exit code); with some finished, those are kept as a run marked incomplete
-       that says so, and the error is raised after. Ctrl-C (SIGTERM) kills the running repeat's
-       process group at once and keeps the finished ones the same way.
+       that says so, and the error is raised after. Ctrl-C (SIGTERM) and the time limit stop the
+       running repeat's process group (SIGTERM, SIGKILL after ``STOP_GRACE_S``) and keep the
+       finished ones the same way.
     """
     target = check_output(out, overwrite)
+    leftovers.remove_stale(target.parent, run_files)  # a killed repeats run's staging folder
     if launcher is None:
         launcher = Launcher(warm=False, python=python)
     total = config.repeats
     child = config.replace(repeats=1)
     made = make_parents(target)  # the output check made nothing: the staging folder needs them
     try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.r", dir=target.parent))
+        staging = Path(tempfile.mkdtemp(prefix=leftovers.tagged(
+            f".{target.name}.{leftovers.REPEATS_STAGING}"), dir=target.parent))
     except OSError:
         remove_made(made)
         raise
@@ -288,6 +302,7 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
     finished: list[_Finished] = []
     failure: BaseException | None = None
     stopped = ""
+    heard = {"phase": ""}  # the running repeat's last phase
     try:
         process = None
         try:
@@ -298,8 +313,9 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
                                       "a fresh process"))
                 folder = staging / f"repeat-{repeat}"
                 started = time.monotonic()
+                heard["phase"] = ""
                 process = launcher.start(child, folder,
-                                         on_event=_relay(progress, repeat, total, guard))
+                                         on_event=_relay(progress, repeat, total, guard, heard))
                 pid = process.pid
                 ending = None
                 while ending is None:
@@ -319,14 +335,21 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
                     failure = _child_error(ending, repeat, total)
                 stopped = f"repeat {repeat} of {total}: {_one_line(failure)}"
                 break
-        except KeyboardInterrupt:
-            if process is not None:
-                process.kill()  # its partial run would be thrown away: no grace period needed
+        except KeyboardInterrupt as stop:
+            if process is not None:  # its partial run is thrown away; its own temporary files go
+                process.cancel(STOP_GRACE_S)
+                process.wait(STOP_GRACE_S + 5.0)
+            where = f"repeat {len(finished) + 1} of {total}"
             failure = KeyboardInterrupt()
-            stopped = f"repeat {len(finished) + 1} of {total}: {_one_line(failure)}"
+            if isinstance(stop, TimeLimitReached):
+                failure = TimeLimitReached(str(stop))
+                failure.during = where + (f", in its {heard['phase']}"  # type: ignore[attr-defined]
+                                          if process is not None and heard["phase"] else "")
+            stopped = f"{where}: {_one_line(failure)}"
         if not finished:
             raise failure or ProfilerError("no repeat ran")
         combined = combine(config, finished, total, stopped if failure is not None else "")
+        on_saving()
         combined.save(target, overwrite=overwrite)  # copies the shown repeat's traces
         if failure is not None:
             failure.kept = target  # type: ignore[attr-defined]  # any error kind carries it
@@ -337,10 +360,11 @@ def run_repeats(config: RunConfig, out: str | Path, *, overwrite: bool = False,
         return combined
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        remove_made(made)  # the folders made for the staging folder, where nothing was saved
 
 
 def _one_line(error: BaseException) -> str:
-    if isinstance(error, KeyboardInterrupt):
+    if isinstance(error, KeyboardInterrupt) and not str(error):  # a time limit says what it is
         return "interrupted (Ctrl-C, or SIGTERM: the dashboard's Cancel or its time limit)"
     text = str(getattr(error, "message", "") or error).strip()
     return text.splitlines()[0] if text else type(error).__name__

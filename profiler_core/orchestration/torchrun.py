@@ -1,34 +1,47 @@
 """Launching a data-parallel run on this node under torchrun, and ending it whole.
 
-Scope: the processes. ``run --nproc-per-node N`` becomes ``python -m torch.distributed.run
---nproc-per-node N --rdzv-backend c10d --rdzv-endpoint localhost:0 -m profiler_core run ...``
-(port 0: rendezvous picks a free port, so parallel runs never clash), started in its own
-session, with SIGTERM as its death signal (it ends its ranks on SIGTERM, so a launcher killed
-outright leaves nothing either). torchrun starts every rank in a session of its own too, so the
-ranks are tracked as they appear and, on cancel, time limit or a failed rank, torchrun's group
-and every rank's group are ended (SIGTERM, then SIGKILL after ``KILL_GRACE_S``): nothing is left
+Scope: the processes. ``run --nproc-per-node N`` becomes torchrun (``torchrun_main``: torch's
+own, quieter) ``--nproc-per-node N --rdzv-backend c10d --rdzv-endpoint localhost:0 -m
+profiler_core run ...`` (port 0: rendezvous picks a free port, so parallel runs never clash),
+started in its own session, with SIGTERM as its death signal (it ends its ranks on SIGTERM, so a
+launcher killed outright leaves nothing either), and a log folder of the tool's own in the
+temporary folder (torchrun would leave one of its own behind every run), removed after it ends
+(a killed launcher's by the next launch: ``storage.leftovers``). torchrun starts every rank in a session of its
+own too, so the ranks are tracked as they appear. On cancel (Ctrl-C, SIGTERM) or the time limit
+the ranks are asked to stop (SIGTERM: they agree where to stop, and rank 0 keeps what they
+measured) and given ``STOP_GRACE_S`` to do so; then, as after a failed rank, torchrun's group and
+every rank's group are ended (SIGTERM, then SIGKILL after ``KILL_GRACE_S``): nothing is left
 running. The ranks' output passes through line by line (rank 0's ``--progress jsonl`` records
 reach the launcher's stdout as they are written: torchrun redirects nothing without --tee or
---log-dir), less the ranks' marks, which it reads: a failed rank is named from its error line
-(``spec.distributed``) or torchrun's "Root Cause"; a hung one from the phase each rank last
-reported.
+--log-dir), less the marks (``spec.distributed``), which it reads: a failed rank is named from
+its error line, or, where it said nothing, from the exit codes torchrun reports; a hung one from
+the phase each rank last reported.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
-from profiler_core.spec.distributed import ERROR_MARK, PHASE_MARK, RANK_PHASES, read_marks
+from profiler_core.spec.distributed import (
+    ERROR_MARK,
+    FAILURE_MARK,
+    LAUNCHED_ENV,
+    PHASE_MARK,
+    RANK_PHASES,
+    read_marks,
+)
 from profiler_core.spec.errors import (
     ERROR_CLASSES,
     INTERRUPTED,
@@ -37,13 +50,18 @@ from profiler_core.spec.errors import (
     RankError,
     TimeLimitReached,
 )
+from profiler_core.storage import leftovers
 
 KILL_GRACE_S = 3.0  # from SIGTERM to SIGKILL (within the dashboard launcher's own 5 s)
+# From asking the ranks to stop to ending them: the time to agree where to stop and for rank 0 to
+# save (torchrun gives its ranks 30 s after its own SIGTERM: a launcher killed meanwhile, as the
+# dashboard does 5 s after its SIGTERM, still leaves them that).
+STOP_GRACE_S = 25.0
 POLL_S = 0.1
 STOPPED_KINDS = (INTERRUPTED, TimeLimitReached.kind)  # a rank ended by the launcher
-TORCHRUN = (sys.executable, "-m", "torch.distributed.run")
-_ROOT_CAUSE_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank")
-_ROOT_CAUSE_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
+# The exit codes of a rank of the tool's that stopped when told (Ctrl-C, the time limit).
+STOPPED_EXIT_CODES = frozenset({130, TimeLimitReached.exit_code})
+TORCHRUN = (sys.executable, "-m", "profiler_core.orchestration.torchrun_main")
 
 
 # The tool's error kinds, as a rank reports them: the launcher raises the same kind.
@@ -63,61 +81,76 @@ def rank_error(record: dict[str, Any], then: str = "") -> ProfilerError:
     return RankError(message, hint)
 
 
-def torchrun_argv(nproc_per_node: int, target: Sequence[str]) -> list[str]:
+def torchrun_argv(nproc_per_node: int, target: Sequence[str], log_dir: Path | None = None
+                  ) -> list[str]:
     """torchrun on this node for ``target`` (``["-m", "profiler_core", "run", ...]`` or a script
-    and its arguments): one node, rendezvous on a free local port, no restarts."""
+    and its arguments): one node, rendezvous on a free local port, no restarts; its log folder
+    ``log_dir`` (torchrun makes one in the temporary folder otherwise, and never removes it)."""
+    logs = ["--log-dir", str(log_dir)] if log_dir is not None else []
     return [*TORCHRUN, "--nproc-per-node", str(nproc_per_node), "--nnodes", "1",
             "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--max-restarts", "0",
-            *target]
+            *logs, *target]
 
 
 @dataclass
 class RankWatch:
     """What the ranks said while running: each one's last phase (and when), their errors in the
-    order they came, and torchrun's root cause."""
+    order they came, and, from torchrun, the exit code of every rank that ended with an error and
+    the first of them (its root cause)."""
 
     phases: dict[int, tuple[str, float]] = field(default_factory=dict)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    exit_codes: dict[int, int] = field(default_factory=dict)
     root_cause_rank: int | None = None
-    root_cause_exit: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def hear(self, line: str) -> bool:
-        """Take in one output line; True when it held ranks' marks only (not to be shown)."""
+        """Take in one output line; True when it held marks only (not to be shown)."""
         marks = read_marks(line)
         with self.lock:
-            if not marks:
-                if (match := _ROOT_CAUSE_RANK.search(line)) and self.root_cause_rank is None:
-                    self.root_cause_rank = int(match.group(1))
-                elif (match := _ROOT_CAUSE_EXIT.search(line)) and self.root_cause_exit is None:
-                    self.root_cause_exit = int(match.group(1))
-                return False
             for mark, record in marks:
                 if mark == PHASE_MARK:
                     self.phases[record["rank"]] = (str(record.get("phase", "")), time.time())
                 elif mark == ERROR_MARK:
                     self.errors.append(record)
-            return True
+                elif mark == FAILURE_MARK:
+                    self.root_cause_rank = record["rank"]
+                    codes = record.get("exit_codes")
+                    self.exit_codes.update({int(rank): code for rank, code in codes.items()
+                                            if str(rank).isdigit() and type(code) is int}
+                                           if isinstance(codes, dict) else {})
+            return bool(marks)
 
     def failure(self, exit_code: int) -> ProfilerError:
-        """The error of a run whose torchrun exited with ``exit_code``: the first rank that
-        said it failed, with its own message (a rank stopped by torchrun after another failed
-        says it was interrupted: it is named only when none said more); torchrun's root cause
-        where no rank said anything (its order is by second, so it may name a rank that was
-        only stopped)."""
+        """The error of a run whose torchrun exited with ``exit_code``: the first rank that said
+        it failed, with its own message. A rank stopped by torchrun after another failed says it
+        was interrupted, or that its collective lost a peer (``peer_lost``): neither is what
+        failed. Where no rank said an error of its own, a rank that ended without a word (torchrun
+        reports its exit code: a crash, a kill, the OOM killer) is named, torchrun's first failure
+        among them; then any rank that said anything; else torchrun's first failure."""
         with self.lock:
             errors = list(self.errors)
+            codes = dict(self.exit_codes)
             rank = self.root_cause_rank
-        failed = [e for e in errors if e.get("kind") not in STOPPED_KINDS] or errors
-        first = failed[0] if failed else None
-        if first is None:
-            who = f"rank {rank}" if rank is not None else "a rank"
-            code = self.root_cause_exit
+        said = {e["rank"] for e in errors}
+        silent = sorted(r for r, code in codes.items() if r not in said and code not in
+                        STOPPED_EXIT_CODES)
+        own = [e for e in errors if e.get("kind") not in STOPPED_KINDS and not e.get("peer_lost")]
+        failed = own or ([] if silent else errors)
+        if not failed:
+            who = rank if rank in silent or not silent else silent[0]
+            code = codes.get(who) if who is not None else None
             how = f" (exit code {code})" if code is not None else ""
-            return RankError(f"{who} of the data-parallel run ended{how} without saying why; "
-                                   f"torchrun exited with code {exit_code}",
-                                   "see the ranks' output above")
-        others = sorted({e["rank"] for e in errors} - {first["rank"]})
+            others = sorted((set(codes) | said) - {who})
+            then = f"; then rank(s) {', '.join(map(str, others))} stopped" if others else ""
+            return RankError(f"{f'rank {who}' if who is not None else 'a rank'} of the "
+                             f"data-parallel run ended{how} without saying why{then}; torchrun "
+                             f"exited with code {exit_code}",
+                             "a rank that ends without an error of its own was killed or crashed "
+                             "(out of memory, a fault in native code): see its output above, if "
+                             "any, and the system log")
+        first = failed[0]
+        others = sorted(said - {first["rank"]})
         then = f" (then rank(s) {', '.join(map(str, others))} stopped too)" if others else ""
         return rank_error(first, then)
 
@@ -191,6 +224,11 @@ class ProcessTree:
         return [pid for pid, started in self.known.items()
                 if started is not None and _start_time(pid) == started]
 
+    def ranks(self) -> list[int]:
+        """The live processes torchrun started itself: its ranks."""
+        children = set(_children().get(self.root, []))
+        return [pid for pid in self.alive() if pid in children]
+
     def signal(self, number: int) -> None:
         for pid in self.alive():
             for send in (os.killpg, os.kill):  # the group of each rank's session, then itself
@@ -248,17 +286,51 @@ def _pump(stream: IO[str], out: IO[str], watch: RankWatch) -> None:
                 pass
 
 
+def ask_ranks_to_stop(process: subprocess.Popen, tree: ProcessTree,
+                      grace_s: float = STOP_GRACE_S) -> int | None:
+    """Send every rank SIGTERM (a rank of the tool's agrees with the others where to stop, and
+    rank 0 keeps what they measured) and wait up to ``grace_s`` for torchrun to end; its exit
+    code, or None when it did not end in time."""
+    tree.refresh()
+    for pid in tree.ranks():
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace_s
+    while process.poll() is None and time.monotonic() < deadline:
+        tree.refresh()
+        time.sleep(POLL_S)
+    return process.poll()
+
+
 def run_torchrun(nproc_per_node: int, target: Sequence[str], timeout_s: float = 0.0,
                  stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Run ``target`` under torchrun with ``nproc_per_node`` ranks; returns 0 when every rank
     exited 0. Raises ``RankError`` naming the failed rank, ``TimeLimitReached`` (naming
     the rank that held the run up) after ``timeout_s`` (0: no limit), and passes on
-    ``KeyboardInterrupt`` (Ctrl-C, SIGTERM through ``stopping.RunStopper``); in every case
-    torchrun and all its ranks are ended first."""
+    ``KeyboardInterrupt`` (Ctrl-C, SIGTERM through ``stopping.RunStopper``). At the time limit
+    or on Ctrl-C the ranks are first asked to stop (:func:`ask_ranks_to_stop`: they keep what
+    they measured; when they finish the run instead, it returns 0); in every case torchrun and
+    all its ranks are ended before it returns or raises."""
     out, err = stdout or sys.stdout, stderr or sys.stderr
-    process = subprocess.Popen(torchrun_argv(nproc_per_node, target), stdout=subprocess.PIPE,
+    temporary = Path(tempfile.gettempdir())
+    leftovers.remove_stale(temporary)  # a killed launcher's torchrun logs
+    logs = Path(tempfile.mkdtemp(prefix=leftovers.tagged(leftovers.TORCHRUN_LOGS), dir=temporary))
+    try:
+        return _run_and_watch(torchrun_argv(nproc_per_node, target, logs), nproc_per_node,
+                              timeout_s, out, err)
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)  # ours, made just now
+
+
+def _run_and_watch(argv: list[str], nproc_per_node: int, timeout_s: float, out: IO[str],
+                   err: IO[str]) -> int:
+    """:func:`run_torchrun`'s work, once its log folder is made."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, errors="replace",
-                               start_new_session=True, preexec_fn=_death_signal())
+                               start_new_session=True, preexec_fn=_death_signal(),
+                               env={**os.environ, LAUNCHED_ENV: "1"})
     tree, watch = ProcessTree(process.pid), RankWatch()
     pumps = [threading.Thread(target=_pump, args=(process.stdout, out, watch), daemon=True),
              threading.Thread(target=_pump, args=(process.stderr, err, watch), daemon=True)]
@@ -272,6 +344,14 @@ def run_torchrun(nproc_per_node: int, target: Sequence[str], timeout_s: float = 
                 raise TimeLimitReached(f"no result within the time limit of {timeout_s:g} s: "
                                        + watch.stuck_text(nproc_per_node))
             time.sleep(POLL_S)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or the time limit: the ranks keep what they measured
+        try:
+            ended = ask_ranks_to_stop(process, tree)
+        finally:
+            end_tree(process, tree)
+        if ended == 0:
+            return 0  # they had finished: the run is complete and saved
+        raise
     except BaseException:
         end_tree(process, tree)
         raise

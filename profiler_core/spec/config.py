@@ -333,7 +333,7 @@ def _validate(config: RunConfig) -> None:
             raise ConfigError(name, f"{name} must be true or false; got {quoted(getattr(config, name))}")
     device = config.device
     if not isinstance(device, str) or not (
-        device == "cpu" or (device.startswith("cuda:") and device[5:].isdigit() and len(device) < 9)
+        device == "cpu" or (device.startswith("cuda:") and device[5:].isascii() and device[5:].isdigit() and len(device) < 9)
     ):
         raise ConfigError("device", f"device must be 'cpu' or a CUDA index such as 0; got {quoted(device)}")
     if config.dtype == "fp16" and config.capture_iters > 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -18,10 +19,24 @@ from dataclasses import dataclass
 from typing import Any
 
 RANK_ENV_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+# Where the ranks meet (``init_process_group``'s env:// rendezvous): torchrun sets both for its
+# ranks; a shell that merely has RANK and WORLD_SIZE (SLURM's, one torchrun started in) has not.
+RENDEZVOUS_ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT")
 # Each mark is followed by one JSON object on the same line: {"rank", "phase", "t"} for a phase,
-# {"rank", "kind", "message", "hint", "exit_code"} for an error.
+# {"rank", "kind", "message", "hint", "exit_code"} for an error; torchrun's own, as the tool starts
+# it (``orchestration.torchrun_main``), {"rank": the first to fail, "exit_codes": {rank: code}} for
+# the ranks that ended with an error.
 PHASE_MARK = "profiler_core-rank-phase"
 ERROR_MARK = "profiler_core-rank-error"
+FAILURE_MARK = "profiler_core-torchrun-failure"
+_MARKS = (PHASE_MARK, ERROR_MARK, FAILURE_MARK)
+# What a collective raises on a rank whose peer has ended (gloo's socket errors, NCCL's abort): the
+# consequence of another rank's failure, not a failure of its own.
+_PEER_LOST = re.compile(r"connection (closed|reset) by peer|broken pipe|remote process exited|"
+                        r"communicator was aborted", re.IGNORECASE)
+# Set by the tool's launcher for the ranks it starts: a rank says its error on its mark line only
+# (the launcher reports it, in one line), with no traceback or error line of its own.
+LAUNCHED_ENV = "PROFILER_CORE_LAUNCHED_RANK"
 # A rank's phases in the order it goes through them (a hung rank is the one furthest behind).
 RANK_PHASES = ("prepare", "timed trials", "profiled windows", "checks", "gather", "done")
 
@@ -46,6 +61,17 @@ def rank_env(environ: Mapping[str, str] = os.environ) -> RankEnv | None:
     return RankEnv(rank, local, world) if 0 <= rank < world and local >= 0 else None
 
 
+def missing_rendezvous(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The rendezvous variables (``RENDEZVOUS_ENV_NAMES``) a rank lacks, or holds unusable (an
+    empty address, a port that is not a whole number from 1 to 65535)."""
+    address = environ.get("MASTER_ADDR", "").strip()
+    port = environ.get("MASTER_PORT", "").strip()
+    missing = [] if address else ["MASTER_ADDR"]
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        missing.append("MASTER_PORT")
+    return missing
+
+
 def announce(mark: str, record: Mapping[str, Any]) -> None:
     """One line for the launcher on stderr: ``mark`` and a JSON object, written in one call (the
     ranks share torchrun's stderr: two writes per line could interleave with another rank's)."""
@@ -54,6 +80,16 @@ def announce(mark: str, record: Mapping[str, Any]) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):  # stderr closed: the launcher is gone
         pass
+
+
+def is_peer_lost(message: str) -> bool:
+    """Whether a rank's error message says a peer rank had ended (``_PEER_LOST``)."""
+    return _PEER_LOST.search(message) is not None
+
+
+def launched_by_the_tool(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this rank was started by the tool's own launcher (``LAUNCHED_ENV``)."""
+    return environ.get(LAUNCHED_ENV) == "1"
 
 
 def announce_phase(rank: int, phase: str) -> None:
@@ -65,7 +101,7 @@ def read_marks(line: str) -> list[tuple[str, dict[str, Any]]]:
     prefix lines with the rank, and lines of two ranks may run together); empty for any other
     line."""
     found: list[tuple[int, str, dict[str, Any]]] = []
-    for mark in (PHASE_MARK, ERROR_MARK):
+    for mark in _MARKS:
         at = line.find(mark + " ")
         while at >= 0:
             start = at + len(mark) + 1

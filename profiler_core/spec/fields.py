@@ -352,15 +352,21 @@ _FALSE_WORDS = ("off", "false", "no", "0")
 
 
 def read_whole_number(text: str) -> int:
-    """"1024" or "1_024"; ``ValueError`` saying what was expected."""
+    """"1024" or "1_024", in ASCII digits (Python's ``int`` would also take "\u0663" as 3);
+    ``ValueError`` saying what was expected."""
     try:
+        if not text.isascii():
+            raise ValueError
         return int(text.replace("_", ""))
     except ValueError:
         raise ValueError(f"expected a whole number, got {quoted(text)}") from None
 
 
 def read_number(text: str) -> float:
+    """A number in ASCII ("2.5", "1e-3"); ``ValueError`` saying what was expected."""
     try:
+        if not text.isascii():
+            raise ValueError
         return float(text)
     except ValueError:
         raise ValueError(f"expected a number, got {quoted(text)}") from None
@@ -372,7 +378,7 @@ def read_device(text: str) -> str:
     if text == "cpu":
         return "cpu"
     index = text[5:] if text.startswith("cuda:") else ("0" if text == "cuda" else text)
-    if not index.isdigit() or len(index) > 4 or int(index) > MAX_CUDA_INDEX:
+    if not (index.isascii() and index.isdigit()) or len(index) > 4 or int(index) > MAX_CUDA_INDEX:
         raise ValueError(f"expected 'cpu' or a CUDA index from 0 to {MAX_CUDA_INDEX}, got "
                          f"{quoted(text)}")
     return f"cuda:{int(index)}"
@@ -403,8 +409,12 @@ def read_text(field: FieldSpec, text: str) -> Any:
         if unknown:
             raise ValueError(f"expected modes among {', '.join(MODE_NAMES)}, got {quoted(unknown[0])}")
         return tuple(dict.fromkeys([*ALWAYS_MEASURED, *names]))
-    if field.kind == CPUS:
-        return format_cpu_list(parse_cpu_list(text)) or None
+    if field.kind == CPUS:  # empty text is "not pinned" only where the field may be empty
+        cpus = parse_cpu_list(text)
+        if not cpus:
+            raise ValueError(f"expected CPU numbers such as {CPU_LIST_EXAMPLE}, got {quoted(text)}, "
+                             "which names no CPU")
+        return format_cpu_list(cpus)
     if field.kind == SHAPES:
         text = text.strip()
         if field.name == "vary":

@@ -26,14 +26,15 @@ _CPU_SYSFS = Path("/sys/devices/system/cpu")
 
 
 def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """The CPUs of a taskset-style list ("3", "2-5", "0,2,4", "0-1,6"), sorted and unique; ()
-    for empty text. ``ValueError`` saying what was expected for anything else."""
+    """The CPUs of a taskset-style list ("3", "2-5", "0,2,4", "0-1,6"), in ASCII digits, sorted
+    and unique; () for text naming none ("", ","). ``ValueError`` saying what was expected for
+    anything else."""
     cpus: set[int] = set()
     for part in str(text).replace(" ", "").split(","):
         if not part:
             continue
         low_text, dash, high_text = part.partition("-")
-        if not low_text.isdigit() or (dash and not high_text.isdigit()):
+        if not _is_cpu_number(low_text) or (dash and not _is_cpu_number(high_text)):
             raise ValueError(f"expected CPU numbers such as {CPU_LIST_EXAMPLE}, got {text!r}")
         low, high = int(low_text), int(high_text) if dash else int(low_text)
         if low > high:
@@ -42,6 +43,11 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
             raise ValueError(f"CPU {high} is beyond any machine (at most {MAX_CPU})")
         cpus.update(range(low, high + 1))
     return tuple(sorted(cpus))
+
+
+def _is_cpu_number(text: str) -> bool:
+    """ASCII digits only ("\u0660", "\uff11" or "\u00b2" are digits to ``str.isdigit``)."""
+    return text.isascii() and text.isdigit()
 
 
 def format_cpu_list(cpus: Iterable[int]) -> str:

@@ -29,6 +29,19 @@ def ignore_progress(progress: Progress) -> None:
     """The default callback: report nothing."""
 
 
+class LastPhase:
+    """A progress callback that passes each report on to ``callback`` and keeps the phase of the
+    last one (``phase``: "" before any), to say where a run was when it stopped."""
+
+    def __init__(self, callback: ProgressCallback = ignore_progress) -> None:
+        self.callback = callback
+        self.phase = ""
+
+    def __call__(self, progress: Progress) -> None:
+        self.phase = progress.phase
+        self.callback(progress)
+
+
 class ProgressCounter:
     """Counts work units against a planned total and reports at most every ``min_step`` units."""
 

@@ -22,6 +22,7 @@ SCHEMA_VERSION = 5
 READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 
 SUMMARY_FILE = "summary.json"
+INDEX_FILE = ".profiler_index.sqlite"  # a runs folder's run index (``storage.index``)
 
 # Per timed iteration. ``method`` is "steady" (back to back, a CUDA event between consecutive
 # iterations: time in ``gpu_ms``, or in ``wall_ms`` on the CPU) or "cold" (a synchronise before

@@ -22,7 +22,8 @@ from typing import Any
 
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError, quoted, shown
-from profiler_core.spec.schema import clean_text
+from profiler_core.spec.schema import INDEX_FILE, clean_text
+from profiler_core.storage import leftovers
 from profiler_core.storage.index_query import (
     ALWAYS_FILTERABLE,
     DATE_FIELD,
@@ -52,7 +53,6 @@ from profiler_core.storage.index_rows import (
     stored_path,
 )
 
-INDEX_FILE = ".profiler_index.sqlite"
 INDEX_SCHEMA_VERSION = 5  # PRAGMA user_version of an index this code reads (4: preset is the
 #                           run's label, custom when its values differ from the preset it names;
 #                           5: every mode's figures from metrics.csv, under their filter names)
@@ -549,8 +549,11 @@ def _in_memory(folder: Path, found: tuple[dict[str, str], dict[str, str]], note:
 def _rebuild(folder: Path, found: tuple[dict[str, str], dict[str, str]],
              progress: Callable[[int, int], None] | None) -> None:
     """Write a fresh index into a temporary file of the folder, then rename it over the index
-    (only if what is there now is missing or ours). The temporary file is removed on failure."""
-    handle, temporary = tempfile.mkstemp(prefix=INDEX_FILE + ".", suffix=".tmp", dir=folder)
+    (only if what is there now is missing or ours). The temporary file is removed on failure; its
+    name tags this process as its owner, so that a later run removes it if this one is killed
+    (``leftovers``)."""
+    handle, temporary = tempfile.mkstemp(prefix=leftovers.tagged(INDEX_FILE + "."), suffix=".tmp",
+                                         dir=folder)
     os.close(handle)
     try:
         connection = _connect(temporary, BUSY_TIMEOUT_S)
@@ -576,7 +579,8 @@ def open_index(folder: str | os.PathLike, rebuild: bool = False,
     cheaply: names and the ``stat`` of each summary.json, sweep.json and points.csv; only what
     changed is read). A missing or damaged index of ours (not readable as SQLite, another schema
     version, truncated) is rebuilt into a temporary file of the folder and renamed over it;
-    nothing else is ever written or removed. Writers use SQLite transactions with a busy
+    nothing else is ever written or removed, but the temporary file of a rebuild that was killed
+    (``leftovers.remove_stale``). Writers use SQLite transactions with a busy
     timeout. Never raises for a bad index or folder: a folder that does not exist gives an
     empty index; an index that cannot be used (not ours, locked, read-only folder, a file there
     that is not recognisably ours, which is left exactly as it is) gives one in memory with
@@ -593,6 +597,7 @@ def open_index(folder: str | os.PathLike, rebuild: bool = False,
         is_folder = False
     if not is_folder:
         return _in_memory(folder, found, "", progress)
+    leftovers.remove_stale(folder)  # a killed rebuild's temporary file
     kind = inspect_file(path)
     if kind == "missing" and not (found[0] or found[1]):  # nothing to index: write nothing
         return _in_memory(folder, found, "", progress)

@@ -72,7 +72,10 @@ def check_filters(filters: Sequence[FieldFilter]) -> None:
 
 
 def parse_number(text: str) -> float | None:
+    """A finite number written in ASCII ("1_024", "2.5"); None otherwise."""
     try:
+        if not str(text).isascii():
+            return None
         number = float(str(text).replace("_", ""))
     except ValueError:
         return None

@@ -2,15 +2,18 @@
 
 Every command that writes a folder (``run``, ``sweep``, ``trace-stats``) follows these rules: an
 ``--out`` path is resolved before anything is created (:func:`output_path`); the tool lists what
-it wrote in ``manifest.json`` (:func:`write_manifest`); a folder is replaced only when every entry
-is recognisably the tool's own (:func:`owned_folder`, :func:`replace_folder`), links never
-followed; single files are replaced through a rename (:func:`replace_file`). Standard library only.
+it wrote in ``manifest.json`` with their sizes and content hashes (:func:`write_manifest`); a
+folder is replaced only when every entry is recognisably the tool's own, unchanged
+(:func:`owned_folder`, :func:`replace_folder`), links never followed; single files are replaced
+through a rename (:func:`replace_file`). Standard library only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable, Collection, Iterable
@@ -25,6 +28,11 @@ MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 _MAX_MANIFEST_BYTES = 4 * 2**20
 _SHOWN_NAME_CHARS = 60
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_HASH_CHUNK_BYTES = 2**20
+# Bytes of a folder's name kept free for the staging names beside it (``.<name>.r<owner tag>.
+# XXXXXXXX`` is the longest: 41 more).
+STAGING_NAME_BYTES = 48
 
 
 def is_version(value: Any, allowed: Collection[int]) -> bool:
@@ -53,6 +61,35 @@ def output_path(directory: str | os.PathLike) -> Path:
     if not text.strip():
         return Path(text)
     return Path(os.path.normpath(os.path.expanduser(text)))
+
+
+def folder_target(directory: str | os.PathLike, what: str, example: str,
+                  refuse: Callable[[str, str], Exception]) -> Path:
+    """The folder ``directory`` names for ``what`` (:func:`output_path`), or ``refuse(message,
+    hint)`` raised when it cannot name a new folder: empty, ``.`` or ``..``, a character no file
+    name can hold, or a name with no room left for a staging name beside it (``example``: a
+    folder name to suggest)."""
+    text = os.fspath(directory)
+    shown = repr(text)
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate (a serve request can carry one)
+        raise refuse(f"out {shown} holds a character no file name can hold",
+                     "choose a folder name of ordinary text") from None
+    last = os.path.basename(text.rstrip(os.sep))
+    target = output_path(text)
+    if not text.strip() or last in ("", ".", "..") or Path(text).name in ("", ".", "..") or \
+            target.name in ("", ".", ".."):
+        raise refuse(f"out must name a new folder for {what}; got {shown}",
+                     f"give a folder name such as {example}")
+    try:
+        limit = os.pathconf(target.parent if target.parent.is_dir() else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if len(target.name.encode("utf-8", "surrogateescape")) > limit - STAGING_NAME_BYTES:
+        raise refuse(f"the folder name {shown} is too long (over {limit - STAGING_NAME_BYTES} "
+                     "bytes)", "choose a shorter name")
+    return target
 
 
 def shown_name(name: str) -> str:
@@ -106,11 +143,21 @@ def check_writable(target: Path, described: str, refuse: Callable[[str], Excepti
 # ----------------------------------------------------------------------------- manifests
 
 
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the file at ``path`` (read a mebibyte at a time), in hex."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def write_manifest(folder: Path, kind: str, files: Iterable[str],
                    folders: Iterable[str] = ()) -> None:
     """Write ``folder/manifest.json`` (through a temporary file and a rename): ``kind``, each of
-    ``files`` that is there with its size, and the subfolders the tool may write (``folders``)."""
-    sizes = {}
+    ``files`` that is there with its size (``files``) and its content's SHA-256 (``sha256``), and
+    the subfolders the tool may write (``folders``)."""
+    sizes, hashes = {}, {}
     for name in dict.fromkeys(files):
         try:
             info = os.lstat(folder / name)
@@ -118,26 +165,42 @@ def write_manifest(folder: Path, kind: str, files: Iterable[str],
             continue
         if stat.S_ISREG(info.st_mode):
             sizes[name] = info.st_size
+            hashes[name] = file_sha256(folder / name)
     content = {"tool": TOOL_NAME, "kind": kind, "manifest_version": MANIFEST_VERSION,
-               "files": sizes, "folders": sorted(dict.fromkeys(folders))}
+               "files": sizes, "sha256": hashes, "folders": sorted(dict.fromkeys(folders))}
     replace_file(folder / MANIFEST_FILE, json.dumps(content, indent=1).encode("utf-8"))
 
 
-def _read_manifest(folder: Path, kind: str) -> tuple[dict[str, int], set[str]] | None:
-    """(file -> size, subfolder names) of a manifest of ``kind`` in ``folder``; None when it is
-    not one this tool wrote."""
+@dataclass(frozen=True)
+class _Manifest:
+    """A manifest as read: each listed file's size and SHA-256 (None in a manifest written
+    before hashes were recorded: its sizes alone are compared), and the listed subfolders."""
+
+    sizes: dict[str, int]
+    hashes: dict[str, str | None]
+    folders: set[str]
+
+
+def _read_manifest(folder: Path, kind: str) -> _Manifest | None:
+    """The manifest of ``kind`` in ``folder``; None when it is not one this tool wrote."""
     content = read_folder_json(folder, MANIFEST_FILE, _MAX_MANIFEST_BYTES)
     if not isinstance(content, dict) or content.get("tool") != TOOL_NAME or \
             content.get("kind") != kind or not is_version(content.get("manifest_version"),
                                                           (MANIFEST_VERSION,)):
         return None
     files, folders = content.get("files"), content.get("folders", [])
-    if not isinstance(files, dict) or not isinstance(folders, list):
+    hashes = content.get("sha256", dict.fromkeys(files) if isinstance(files, dict) else None)
+    if not isinstance(files, dict) or not isinstance(folders, list) or \
+            not isinstance(hashes, dict) or set(hashes) != set(files):
         return None
     if not all(isinstance(name, str) and is_version(size, range(0, 2**63))
                for name, size in files.items()) or not all(isinstance(n, str) for n in folders):
         return None
-    return dict(files), set(folders)
+    if not all(digest is None or (isinstance(digest, str) and _SHA256.fullmatch(digest))
+               for digest in hashes.values()) or (
+            "sha256" in content and None in hashes.values()):
+        return None
+    return _Manifest(dict(files), dict(hashes), set(folders))
 
 
 # ----------------------------------------------------------------------------- ownership
@@ -167,25 +230,26 @@ class Owned:
 
 def owned_folder(folder: Path, kind: str, file_ok: Callable[[str], bool],
                  subfolder: Callable[[Path], Owned] | None = None,
-                 folder_ok: Callable[[str], bool] = lambda name: False) -> Owned:
+                 folder_ok: Callable[[str], bool] = lambda name: False,
+                 unlisted_ok: Callable[[str], bool] | None = None) -> Owned:
     """The entries of ``folder`` when every one of them was written by the tool; ``NotOwned``
     naming the first that was not.
 
     Every entry must be a regular file (never a link) whose name ``file_ok`` accepts, or the
     manifest; or a real folder whose name ``folder_ok`` accepts and that ``subfolder`` accepts in
-    turn. With a manifest of ``kind``, a file must also be listed there with its size unchanged,
-    and a folder listed among its folders. Without one (a folder written before manifests
-    existed) the names alone decide. A manifest of another kind, or not of this tool, refuses."""
+    turn. With a manifest of ``kind``, a file must also be listed there with its size and content
+    (SHA-256) unchanged, and a folder listed among its folders. Without one (a folder written
+    before manifests existed) the names alone decide, by ``unlisted_ok`` where given (the names
+    the tool wrote then). A manifest of another kind, or not of this tool, refuses."""
     if folder.is_symlink() or not folder.is_dir():
         raise NotOwned("", "is not a folder")
-    listed: dict[str, int] | None = None
-    listed_folders: set[str] | None = None
-    has_manifest = os.path.lexists(folder / MANIFEST_FILE)
-    if has_manifest:
+    manifest: _Manifest | None = None
+    if os.path.lexists(folder / MANIFEST_FILE):
         manifest = _read_manifest(folder, kind)
         if manifest is None:
             raise NotOwned(MANIFEST_FILE, f"is not a manifest of a {kind} written by this tool")
-        listed, listed_folders = manifest
+    elif unlisted_ok is not None:
+        file_ok = unlisted_ok
     with os.scandir(folder) as scan:
         entries = sorted(scan, key=lambda entry: entry.name)
     files, subfolders = [], []
@@ -195,7 +259,7 @@ def owned_folder(folder: Path, kind: str, file_ok: Callable[[str], bool],
             raise NotOwned(name, "is a link, which this tool never writes")
         if entry.is_dir(follow_symlinks=False):
             if subfolder is None or not folder_ok(name) or (
-                    listed_folders is not None and name not in listed_folders):
+                    manifest is not None and name not in manifest.folders):
                 raise NotOwned(name, "is a folder this tool did not write")
             try:
                 subfolders.append(subfolder(Path(entry.path)))
@@ -207,12 +271,21 @@ def owned_folder(folder: Path, kind: str, file_ok: Callable[[str], bool],
         if name == MANIFEST_FILE:
             files.append(name)
             continue
-        if not file_ok(name) or (listed is not None and name not in listed):
+        if not file_ok(name) or (manifest is not None and name not in manifest.sizes):
             raise NotOwned(name, "is not a file this tool wrote")
-        if listed is not None and entry.stat(follow_symlinks=False).st_size != listed[name]:
+        if manifest is not None and _changed(Path(entry.path), manifest.sizes[name],
+                                             manifest.hashes[name]):
             raise NotOwned(name, "was changed after this tool wrote it")
         files.append(name)
     return Owned(folder, tuple(files), tuple(subfolders))
+
+
+def _changed(path: Path, size: int, digest: str | None) -> bool:
+    """Whether the file at ``path`` is not the one a manifest lists: another size, or (where the
+    manifest has it) another content hash."""
+    if os.lstat(path).st_size != size:
+        return True
+    return digest is not None and file_sha256(path) != digest
 
 
 def remove_owned(owned: Owned) -> bool:

@@ -8,6 +8,7 @@ one through ``runfolder``, checking every table and upgrading older schemas. No 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -25,13 +26,12 @@ from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec import schema
 from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig
 from profiler_core.spec.errors import ConfigError, RunFormatError, SaveError, shown
-from profiler_core.storage import outputs
+from profiler_core.storage import leftovers, outputs
 from profiler_core.storage.index import record_run
 from profiler_core.storage.outputs import (
     NotOwned,
     Owned,
     make_parents,
-    output_path,
     owned_folder,
     remove_made,
     replace_folder,
@@ -108,12 +108,14 @@ def run_files(path: Path) -> Owned:
     The rule: ``path`` is a real folder holding one of this tool's runs (:func:`is_tool_run`) and
     nothing else: every entry is a regular file (no links, no subfolders) named as this tool
     names a run's files (:func:`is_run_file_name`) or ``manifest.json``. A run saved with a
-    manifest (this version on) must also match it: every file listed there, with the size it was
-    written with, so a file edited since is refused too. A run saved by an earlier version has no
-    manifest, and the names alone decide."""
+    manifest (this version on) must also match it: every file listed there, with the size and
+    content hash it was written with, so a file edited since is refused too. A run saved by an
+    earlier version has no manifest, and the names alone decide: exactly the names the tool
+    wrote then (no rank traces)."""
     if not is_tool_run(path):
         raise NotOwned("", "is not a run folder of this tool")
-    return owned_folder(Path(path), RUN_KIND, is_run_file_name)
+    return owned_folder(Path(path), RUN_KIND, functools.partial(is_run_file_name, listed=True),
+                        unlisted_ok=is_run_file_name)
 
 
 def _not_replaced(shown: str, why: NotOwned | OSError) -> ConfigError:
@@ -135,19 +137,8 @@ def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
     else (:func:`run_files`). Anything else is refused with ``ConfigError`` on ``out`` and left
     untouched. The path is taken as :func:`outputs.output_path` reads it (``~`` expanded, ``..``
     taken lexically); nothing is created (the parents made to probe the location are removed)."""
-    text = os.fspath(directory)
-    shown = repr(text)
-    try:
-        os.fsencode(text)
-    except UnicodeEncodeError:  # a lone surrogate (a serve request can carry one)
-        raise _refused_output(f"out {shown} holds a character no file name can hold",
-                              "choose a folder name of ordinary text") from None
-    last = os.path.basename(text.rstrip(os.sep))
-    target = output_path(text)
-    if not text.strip() or last in ("", ".", "..") or Path(text).name in ("", ".", "..") or \
-            target.name in ("", ".", ".."):
-        raise _refused_output(f"out must name a new folder for the run; got {shown}",
-                              "give a folder name such as runs/seed")
+    shown = repr(os.fspath(directory))
+    target = outputs.folder_target(directory, "the run", "runs/seed", _refused_output)
     if os.path.lexists(target):
         try:
             run_files(target)
@@ -156,13 +147,6 @@ def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
         if not overwrite:
             raise _refused_output(f"{shown} already holds a run",
                                   "choose a new folder, or pass --overwrite to replace that run")
-    try:
-        limit = os.pathconf(target.parent if target.parent.is_dir() else ".", "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = 255
-    if len(target.name.encode("utf-8", "surrogateescape")) > limit - 16:  # room for a staging name
-        raise _refused_output(f"the folder name {shown} is too long (over {limit - 16} bytes)",
-                              "choose a shorter name")
     check_writable(target, f"the run folder {shown}")
     return target
 
@@ -314,6 +298,7 @@ class RunResult:
         disk...), the run is written under the system's temporary folder instead and
         ``SaveError`` says where, or that nothing could be saved and why."""
         target = check_output(directory, overwrite)
+        leftovers.remove_stale(target.parent, run_files)  # what killed runs of the tool left there
         try:
             self._save_at(target, overwrite)
         except OSError as error:

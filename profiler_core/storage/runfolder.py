@@ -39,7 +39,9 @@ MAX_TABLE_BYTES = 256 * 2**20
 MAX_TRACE_BYTES = 2**30
 TABLE_OF_FILE = {file: name for name, (file, _) in schema.TABLE_FILES.items()}
 TRACE_SUFFIXES = ("", ".gz")  # a trace is packed (.gz) when large
-_TRACE_NAME = re.compile(r"trace_[a-z][a-z0-9_+-]{0,39}\.json(\.gz)?")
+# A data-parallel rank's trace (``schema.rank_trace_key``): written only by versions that write a
+# manifest listing it.
+_RANK_TRACE_NAME = re.compile(r"trace_(?P<mode>[a-z_]+)_rank(0|[1-9][0-9]{0,5})\.json(\.gz)?")
 
 
 def trace_names(modes: Iterable[str]) -> list[str]:
@@ -51,10 +53,15 @@ def trace_names(modes: Iterable[str]) -> list[str]:
 KNOWN_FILES = frozenset({SUMMARY_FILE, *TABLE_OF_FILE, *trace_names(MODE_NAMES)})
 
 
-def is_run_file_name(name: str) -> bool:
+def is_run_file_name(name: str, listed: bool = False) -> bool:
     """Whether this tool writes a file of that name into a run folder: summary.json, a table of
-    ``schema.TABLE_FILES`` or a trace (``trace_<mode>.json``, ``.json.gz``)."""
-    return name == SUMMARY_FILE or name in TABLE_OF_FILE or _TRACE_NAME.fullmatch(name) is not None
+    ``schema.TABLE_FILES`` or the trace of a mode it knows (``trace_<mode>.json``, ``.json.gz``);
+    with ``listed`` (the run's manifest lists it) also a data-parallel rank's trace
+    (``trace_<mode>_rank<R>.json``, ``.json.gz``), which only runs with a manifest hold."""
+    if name in KNOWN_FILES:
+        return True
+    rank_trace = _RANK_TRACE_NAME.fullmatch(name)
+    return listed and rank_trace is not None and rank_trace["mode"] in MODE_NAMES
 
 
 def size_limit(name: str) -> int:

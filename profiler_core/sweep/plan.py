@@ -26,7 +26,7 @@ from profiler_core.spec.config import (
     is_user_spec,
 )
 from profiler_core.spec.errors import ConfigError, RunFormatError, quoted, shown, shown_int
-from profiler_core.spec.fields import read_text, read_whole_number, spec
+from profiler_core.spec.fields import read_number, read_text, read_whole_number, spec
 from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.shapes import MAX_BUCKETS
 from profiler_core.spec.workload_kinds import workload_named
@@ -124,7 +124,7 @@ def _range_values(name: str, text: str) -> list[int]:
     _within(name, start), _within(name, stop)
     if step[:1] in ("x", "*"):
         try:
-            factor = float(step[1:])
+            factor = read_number(step[1:])
         except ValueError:
             raise _refuse(name, f"the step {quoted(step)} must be x followed by a number, "
                                 "e.g. x2") from None

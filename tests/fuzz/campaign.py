@@ -4,7 +4,8 @@ Usage: python tests/fuzz/campaign.py [--seed N] [--scale K] [--only CATEGORY[,CA
                                      [--case N] [--keep DIR] [--log FILE]
 
 Per category (``--only``: cli, trace-stats, sweep, predict, index, loader, uploads, dashboard,
-workload, serve) it generates bad inputs from the seed, the cases of issue 18 among them, and
+workload, serve, and issue 27's caches, manifests, bench, repeats, ddp) it generates bad inputs
+from the seed, the cases of issues 18 and 27 among them, and
 feeds each to the real entry point in a fresh process: ``python -m profiler_core ...``; the
 dashboard's pages through Streamlit's AppTest in a process per hostile runs folder
 (``children.py dashboard``); the run-folder loader and uploads in a forked process per case
@@ -13,7 +14,7 @@ runs under a 4 GiB address-space limit (RLIMIT_AS) and a time limit, in a sessio
 with a marker in its environment, inside a folder of its own (its working directory, $HOME and
 $TMPDIR are in it). It counts, per case:
 
-- clean: exit 0, or a refusal with an exit code the README documents (0, 2-7, 124, 130; a sweep
+- clean: exit 0, or a refusal with an exit code the README documents (0, 2-8, 124, 130; a sweep
   also 1) whose stderr ends in its one ``error: `` line;
 - traceback: a Python traceback on stdout or stderr, or an exception shown by a page;
 - hang: over the time limit (killed);
@@ -68,7 +69,7 @@ CHILDREN = str(REPO / "tests" / "fuzz" / "children.py")
 STUB = ("import os, resource, sys; limit = int(sys.argv[1]); "
         "resource.setrlimit(resource.RLIMIT_AS, (limit, limit)); os.execv(sys.argv[2], sys.argv[2:])")
 READ_ONLY = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]  # root obeys modes
-RUN_CODES = frozenset({0, 2, 3, 4, 5, 6, 7, 124, 130})
+RUN_CODES = frozenset({0, 2, 3, 4, 5, 6, 7, 8, 124, 130})
 SWEEP_CODES = RUN_CODES | {1}
 MEMORY_WORDS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "can't allocate memory")
 
@@ -83,6 +84,11 @@ CATEGORIES = {  # key: (name in the table, cases at scale 1)
     "dashboard": ("dashboard pages", 40),  # hostile runs folders, 8 pages each
     "workload": ("`--workload`", 50),
     "serve": ("serve / launcher", 36),
+    "caches": ("bytecode and calibration caches", 60),
+    "manifests": ("`--overwrite`, tampered manifests", 80),
+    "bench": ("`bench --out`", 60),
+    "repeats": ("`--repeats`: time limit, stops, kills", 24),
+    "ddp": ("data-parallel: stops, kills, failing ranks", 24),
 }
 PAGES = ["views/overview.py", "views/counters.py", "views/latency.py", "views/launch_split.py",
          "views/gpu.py", "views/kernels.py", "views/runs.py", "views/sweep.py"]
@@ -166,9 +172,9 @@ def outside_changes(before: dict, after: dict, allowed: list[str]) -> tuple[list
     and whether any of them existed before (destroyed or changed)."""
     allowed = [os.path.normpath(a) for a in allowed]
 
-    def inside(key: str) -> bool:
-        return any(key.startswith(a[:-1]) if a.endswith("*") else key == a or key.startswith(a + os.sep)
-                   for a in allowed)
+    def inside(key: str) -> bool:  # "x*": names starting so; "x$": that entry alone; "x": and below
+        return any(key.startswith(a[:-1]) if a.endswith("*") else key == a[:-1] if a.endswith("$")
+                   else key == a or key.startswith(a + os.sep) for a in allowed)
 
     def on_the_way(key: str) -> bool:
         return key not in before and after.get(key, "").startswith("dir") and any(
@@ -1813,9 +1819,579 @@ class _Forced(random.Random):
         return super().choice(seq)
 
 
+# ----------------------------------------------------------------------------- issue 27's surfaces
+# The bytecode and calibration caches, --overwrite on tampered manifests, bench --out, --repeats
+# (its time limit, its stops and a SIGKILLed parent's staging folder) and data-parallel runs
+# stopped or killed.
+
+ATTACKER = 65534  # the other user of the cache cases (nobody), where the campaign runs as root
+TWO_USERS = os.geteuid() == 0 and shutil.which("setpriv") is not None
+CACHE_STEP = '''import torch
+from torch import nn
+
+
+def build(device):
+    def batch(generator):
+        return (torch.randn(8, 16, device=device, generator=generator),
+                torch.randn(8, 4, device=device, generator=generator))
+    return {"model": nn.Linear(16, 4).to(device), "batch": batch}
+'''
+# python -B -c: the command line exactly as ``python -m profiler_core`` runs it, with the package
+# whose missing bytecode turns the cache on being the case's own step (torch here ships its
+# bytecode, so the cache would otherwise stay off).
+CACHE_DRIVER = ("import runpy; from profiler_core.spec import bytecode; "
+                "bytecode.HEAVIEST_PACKAGE = 'cache_step'; "
+                "runpy.run_module('profiler_core', run_name='__main__')")
+CACHE_KINDS = ["clean", "link-top", "link-bytecode", "group-writable", "others-writable",
+               "loose-parent", "file-at-top", "fifo-bytecode", "own-unchecked-pyc"] + (
+    ["shared-planted-unchecked", "shared-planted-stamped", "shared-planted-unchecked",
+     "shared-planted-stamped", "shared-top-of-another-user"] if TWO_USERS else [])
+CALIBRATION_DAMAGE = ["400-digits", "negative", "format-true", "format-float", "nan-text", "nested",
+                      "huge", "not-utf8", "entries-list", "link-file", "fifo", "folder", "link-folder",
+                      "group-writable-folder", "many-entries", "empty"]
+
+
+def _as_attacker(script: str, data: bytes = b"") -> None:
+    """A shell ``script`` run as the other user (uid and gid 65534, no groups, umask 000)."""
+    subprocess.run(["setpriv", "--reuid", str(ATTACKER), "--regid", str(ATTACKER), "--clear-groups",
+                    "/bin/sh", "-c", f"umask 000; {script}"], input=data, check=True, timeout=30)
+
+
+def _planted_pyc(root: Path, source: Path, stamped: bool) -> bytes:
+    """A pyc of code that writes ``home/PLANTED-CODE-RAN`` for ``source``: an unchecked-hash one
+    (Python loads it without looking at the source), or one stamped with the source's own
+    modification time and size (as Python's timestamp check expects)."""
+    import importlib._bootstrap_external as external
+    import py_compile
+
+    marker = root / "home" / "PLANTED-CODE-RAN"
+    evil = root / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').write('planted')\n" + CACHE_STEP)
+    if stamped:
+        code = compile(evil.read_text(), str(source), "exec")
+        info = source.stat()
+        return bytes(external._code_to_timestamp_pyc(code, int(info.st_mtime), info.st_size))
+    compiled = root / "evil.pyc"
+    py_compile.compile(str(evil), cfile=str(compiled), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    return compiled.read_bytes()
+
+
+def _pyc_path(cache: Path, source: Path) -> Path:
+    """Where a pycache prefix of ``cache/bytecode`` keeps ``source``'s compiled module."""
+    return (cache / "bytecode" / source.parent.relative_to("/")
+            / f"{source.stem}.{sys.implementation.cache_tag}.pyc")
+
+
+def gen_caches(fixtures: Fixtures, root: Path, rng: random.Random) -> Spec:
+    cwd = root / "cwd"
+    if rng.random() < 0.4:  # the calibration cache, read and written in a forked child
+        damage = rng.choice(CALIBRATION_DAMAGE)
+        folder = root / "xdg" / "cuda-graph-profiler"
+        folder.mkdir(parents=True, mode=0o700)
+        folder.chmod(0o700)
+        path = folder / "calibration.json"
+        entry = {"launch_us": 1.0, "per_node_us": 0.07, "node_counts": [1, 32, 256],
+                 "timed": [100, 100, 25], "replay_us": [1.1, 3.3, 18.0], "busy_us": [0.5, 1.0, 2.0],
+                 "recorded": True, "elements": 1024, "held": "back to back", "device_name": "Fuzz GPU",
+                 "measured_at": "2026-12-02T00:00:00+00:00"}
+        name = json.dumps({"cuda": "12", "driver": "580.1", "gpu": "Fuzz GPU", "sms": "132",
+                           "torch": "2"}, ensure_ascii=True)
+        content: dict = {"format": 1, "entries": {name: entry}}
+        field_name = rng.choice(["launch_us", "per_node_us", "replay_us", "busy_us", "elements", "timed"])
+        listed = field_name in ("replay_us", "busy_us", "timed")
+        allowed = ["xdg/cuda-graph-profiler/calibration.json"]
+        if damage == "400-digits":
+            entry[field_name] = [10**400, 1, 2] if listed else rng.choice([10**400, -(10**400)])
+        elif damage == "negative":
+            entry[field_name] = [-1e6, 1.0, 2.0] if listed else -1e6
+        elif damage in ("format-true", "format-float"):
+            content["format"] = True if damage == "format-true" else 1.0
+        elif damage == "nan-text":
+            entry[field_name] = "NaN"
+        elif damage == "many-entries":
+            content["entries"] = {f"k{n}": entry for n in range(5000)}
+        elif damage == "entries-list":
+            content["entries"] = [entry]
+        text = json.dumps(content)
+        if damage == "nested":
+            text = "[" * 200_000
+        elif damage == "huge":
+            text = json.dumps({**content, "pad": "x" * (2 * 2**20)})
+        elif damage == "empty":
+            text = ""
+        if damage == "not-utf8":
+            path.write_bytes(b"\xff\xfe" + text.encode())
+        elif damage == "link-file":
+            (root / "precious.json").write_text("keep\n")
+            path.symlink_to(root / "precious.json")
+            allowed = []
+        elif damage == "fifo":
+            os.mkfifo(path)
+            allowed = []
+        elif damage == "folder":
+            path.mkdir()
+            allowed = []
+        elif damage in ("link-folder", "group-writable-folder"):
+            shutil.rmtree(folder)
+            (root / "elsewhere").mkdir()
+            if damage == "link-folder":
+                folder.symlink_to(root / "elsewhere")
+            else:
+                folder.mkdir()
+                folder.chmod(0o775)
+                (folder / "calibration.json").write_text(text)
+            path = folder / "calibration.json"
+            allowed = []
+        else:
+            path.write_text(text)
+        return Spec(kind="fork", call=("calibration", [str(path)]), allowed=allowed, timeout=60,
+                    label=f"calibration cache: {damage}" + (f" in {field_name}" if damage in (
+                        "400-digits", "negative", "nan-text") else ""))
+    kind = rng.choice(CACHE_KINDS)
+    xdg = root / "xdg"
+    xdg.mkdir()
+    cache = xdg / "cuda-graph-profiler"
+    step = cwd / "cache_step.py"
+    step.write_text(CACHE_STEP)
+    allowed = ["cwd/out"]
+    if kind == "clean":
+        allowed.append("xdg/cuda-graph-profiler")
+    elif kind in ("link-top", "link-bytecode"):
+        (root / "elsewhere").mkdir()
+        if kind == "link-top":
+            cache.symlink_to(root / "elsewhere")
+        else:
+            cache.mkdir(mode=0o700)
+            (cache / "bytecode").symlink_to(root / "elsewhere")
+    elif kind in ("group-writable", "others-writable"):
+        (cache / "bytecode").mkdir(parents=True)
+        for folder in (cache, cache / "bytecode"):
+            folder.chmod(0o770 if kind == "group-writable" else 0o757)
+    elif kind == "loose-parent":
+        xdg.chmod(0o777)
+    elif kind == "file-at-top":
+        cache.write_text("not a folder\n")
+    elif kind == "fifo-bytecode":
+        cache.mkdir(mode=0o700)
+        os.mkfifo(cache / "bytecode")
+    elif kind == "own-unchecked-pyc":  # the user's own private cache, holding a planted pyc
+        planted = _pyc_path(cache, step)
+        planted.parent.mkdir(parents=True, mode=0o700)
+        for folder in [cache, *[p for p in planted.parents if cache in p.parents]]:
+            folder.chmod(0o700)
+        planted.write_bytes(_planted_pyc(root, step, stamped=False))
+        allowed.append("xdg/cuda-graph-profiler")  # the cache may recompile it
+    else:  # another user's: a shared XDG_CACHE_HOME that everyone may write to, as /tmp
+        xdg.chmod(0o1777)
+        if kind == "shared-top-of-another-user":
+            _as_attacker(f"mkdir -m 700 '{cache}'")
+        else:
+            planted = _pyc_path(cache, step)
+            _as_attacker(f"mkdir -p '{planted.parent}' && cat > '{planted}'",
+                         _planted_pyc(root, step, stamped=kind.endswith("stamped")))
+    argv = ["-B", "-c", CACHE_DRIVER, "run", "--workload", "cache_step:build", "--device", "cpu",
+            "--replays", "8", "--trials", "2", "--parity-steps", "0", "--progress", "none",
+            "--out", str(cwd / "out")]
+    return Spec(argv, env={"XDG_CACHE_HOME": str(xdg)}, allowed=allowed, timeout=120,
+                label=f"bytecode cache: {kind}")
+
+
+MANIFEST_TAMPERING = ["size+1", "size-1", "hash-changed", "hash-removed", "hashes-removed",
+                      "hashes-not-a-map", "hash-not-text", "lists-user-file", "lists-user-file-hashed",
+                      "lists-rank-trace-wrong-hash", "lists-user-folder", "kind-sweep", "kind-bench",
+                      "tool-other", "version-2", "version-true", "files-list", "size-400-digits",
+                      "size-negative", "size-nan", "not-json", "nested", "huge", "bom", "link",
+                      "missing", "folder", "same-size-table-edit", "untouched"]
+USER_FILES = ["notes.txt", "trace_mine.json", "trace_eager_rank7.json.gz", "plots/", "thesis.tex", None,
+              None]
+
+
+def _tamper(rng: random.Random, folder: Path, how: str, user_file: str | None) -> None:
+    manifest_path = folder / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    files = manifest["files"]
+    name = rng.choice(sorted(files))
+    hashes = manifest.setdefault("sha256", {})
+    if how in ("size+1", "size-1"):
+        files[name] += 1 if how == "size+1" else -1
+    elif how == "hash-changed":
+        hashes[name] = "0" * 64
+    elif how == "hash-removed":
+        del hashes[name]
+    elif how == "hashes-removed":
+        del manifest["sha256"]
+    elif how == "hashes-not-a-map":
+        manifest["sha256"] = sorted(hashes.values())
+    elif how == "hash-not-text":
+        hashes[name] = rng.choice([None, 5, ["x"], True])
+    elif how.startswith("lists-user-file") and user_file and not user_file.endswith("/"):
+        data = (folder / user_file).read_bytes()
+        files[user_file] = len(data)
+        # its true hash only for a name the tool never writes (listing a rank trace's name with its
+        # hash would be saying that the tool wrote it)
+        hashed = how.endswith("hashed") and "rank" not in user_file
+        hashes[user_file] = hashlib.sha256(data).hexdigest() if hashed else "1" * 64
+    elif how == "lists-rank-trace-wrong-hash":
+        (folder / "trace_eager_rank7.json.gz").write_bytes(b"mine")
+        files["trace_eager_rank7.json.gz"], hashes["trace_eager_rank7.json.gz"] = 4, "2" * 64
+    elif how == "lists-user-folder":
+        (folder / "plots").mkdir(exist_ok=True)
+        manifest["folders"] = ["plots"]
+    elif how.startswith("kind-"):
+        manifest["kind"] = how[5:]
+    elif how == "tool-other":
+        manifest["tool"] = "other"
+    elif how in ("version-2", "version-true"):
+        manifest["manifest_version"] = 2 if how == "version-2" else True
+    elif how == "files-list":
+        manifest["files"] = sorted(files)
+    elif how.startswith("size-"):
+        files[name] = {"size-400-digits": 10**400, "size-negative": -5, "size-nan": float("nan")}[how]
+    elif how == "same-size-table-edit":
+        table = rng.choice([p for p in folder.iterdir() if p.suffix == ".csv"])
+        data = bytearray(table.read_bytes())
+        digits = [i for i, byte in enumerate(data) if chr(byte).isdigit()]
+        if digits:
+            at = rng.choice(digits)
+            data[at] = ord("7") if data[at] != ord("7") else ord("3")
+            table.write_bytes(bytes(data))
+    text = json.dumps(manifest)
+    if how == "not-json":
+        text = text[: len(text) // 2]
+    elif how == "nested":
+        text = "[" * 200_000
+    elif how == "huge":
+        text = json.dumps({**manifest, "pad": "x" * (5 * 2**20)})
+    elif how == "bom":
+        text = "\ufeff" + text
+    if how == "link":
+        manifest_path.unlink()
+        (folder.parent / "elsewhere.json").write_text(text)
+        manifest_path.symlink_to(folder.parent / "elsewhere.json")
+    elif how == "missing":
+        manifest_path.unlink()
+    elif how == "folder":
+        manifest_path.unlink()
+        manifest_path.mkdir()
+    elif how != "untouched":
+        manifest_path.write_text(text)
+
+
+def gen_manifests(fixtures: Fixtures, root: Path, rng: random.Random) -> Spec:
+    cwd = root / "cwd"
+    what = rng.choice(["run", "run", "sweep"])
+    folder = copy_run(fixtures.real_run if what == "run" else fixtures.sweep, cwd / "own")
+    user_file = rng.choice(USER_FILES)
+    if user_file:
+        if user_file.endswith("/"):
+            (folder / user_file).mkdir()
+            (folder / user_file / "figure.png").write_bytes(b"\x89PNG mine")
+        else:
+            (folder / user_file).write_bytes(b'{"traceEvents": []} mine')
+    how = rng.choice(MANIFEST_TAMPERING)
+    _tamper(rng, folder, how, user_file)
+    # the tool's own files may be replaced; a file or folder of the user's never
+    own = [p.name for p in fixtures.real_run.iterdir()] if what == "run" else [
+        p.name for p in fixtures.sweep.iterdir()]
+    allowed = [f"cwd/own/{name}" for name in own if name != user_file] + ["cwd/own$", "cwd/elsewhere.json$"]
+    if what == "run":
+        argv = ["-m", "profiler_core", "run", "--out", str(folder), *TINY, "--no-profile",
+                "--parity-steps", "0", "--overwrite"]
+        codes = RUN_CODES
+    else:
+        argv = ["-m", "profiler_core", "sweep", *SWEEP_BASE, "--param", "batch=8", "--out", str(folder),
+                "--overwrite"]
+        codes = SWEEP_CODES
+    if how == "link":  # the link's target is the user's: it stays as it was
+        allowed.remove("cwd/elsewhere.json$")
+    return Spec(argv, allowed=allowed, codes=codes, timeout=150,
+                label=f"{what} --overwrite, manifest {how}" + (f", user's {user_file}" if user_file else ""))
+
+
+BENCH_OUTS = ["new", "nested-new", "file", "dev-null", "link-to-folder", "link-to-file", "run-folder",
+              "users-tables", "empty", "own", "own", "own-with-user-file", "own-same-size-edit",
+              "own-linked-table", "own-manifest-tampered", "own-without-manifest", "blank", "dot",
+              "dotdot", "long", "odd-name"]  # (a forked child runs as the campaign: no ~ of its own)
+
+
+def gen_bench(fixtures: Fixtures, root: Path, rng: random.Random) -> Spec:
+    import pandas as pd
+
+    cwd = root / "cwd"
+    kind = rng.choice(BENCH_OUTS)
+    overwrite = rng.random() < 0.5
+    out: str = str(cwd / "b")
+    allowed = ["cwd/b"]
+    tables = {"rounds": pd.DataFrame({"config": ["x"], "eager": [1.5]}),
+              "fidelity": pd.DataFrame({"config": ["x"], "tool_over_bare": [1.25]})}
+    if kind == "nested-new":
+        out, allowed = str(cwd / "a" / "b" / "c"), ["cwd/a"]
+    elif kind == "file":
+        (cwd / "b").write_text("mine\n")
+        allowed = []
+    elif kind == "dev-null":
+        out, allowed = "/dev/null", []
+    elif kind.startswith("link-to-"):
+        target = cwd / ("folder" if kind.endswith("folder") else "file.csv")
+        target.mkdir() if kind.endswith("folder") else target.write_text("mine\n")
+        (cwd / "b").symlink_to(target)
+        allowed = []
+    elif kind == "run-folder":
+        copy_run(fixtures.real_run, cwd / "b")
+        allowed = []
+    elif kind == "users-tables":
+        (cwd / "b").mkdir()
+        (cwd / "b" / "bench_fidelity.csv").write_text("config,mine\nx,1\n")
+        allowed = []
+    elif kind == "empty":
+        (cwd / "b").mkdir()
+        allowed = []
+    elif kind.startswith("own"):
+        from profiler_core.storage.bench_output import write_bench_tables
+
+        write_bench_tables(tables, cwd / "b")
+        allowed = ["cwd/b"] if kind == "own" and overwrite else []
+        if kind == "own-with-user-file":
+            (cwd / "b" / "notes.txt").write_text("mine\n")
+        elif kind == "own-same-size-edit":
+            path = cwd / "b" / "bench_rounds.csv"
+            path.write_text(path.read_text().replace("1.5", "2.5"))
+        elif kind == "own-linked-table":
+            (cwd / "precious.csv").write_text("keep\n")
+            (cwd / "b" / "bench_rounds.csv").unlink()
+            (cwd / "b" / "bench_rounds.csv").symlink_to(cwd / "precious.csv")
+        elif kind == "own-manifest-tampered":
+            manifest = json.loads((cwd / "b" / "manifest.json").read_text())
+            manifest[rng.choice(["kind", "tool", "files", "sha256"])] = rng.choice(["run", None, 5, []])
+            (cwd / "b" / "manifest.json").write_text(json.dumps(manifest))
+        elif kind == "own-without-manifest":
+            (cwd / "b" / "manifest.json").unlink()
+    elif kind in ("blank", "dot", "dotdot"):
+        out, allowed = {"blank": "", "dot": ".", "dotdot": ".."}[kind], []
+    elif kind == "long":
+        out, allowed = str(cwd / ("d" * 255)), []
+    elif kind == "odd-name":
+        name = rng.choice(["a\nb", " lead", "-rf", "x;y", "\u202etxt"])
+        out, allowed = str(cwd / name), [f"cwd/{name}"]
+    return Spec(kind="fork", call=("bench", [out, overwrite]), allowed=allowed, timeout=60,
+                label=f"bench --out {kind}" + (" --overwrite" if overwrite else ""))
+
+
+def _running_with(case_id: str, variable: str) -> list[int]:
+    """The case's live processes whose environment holds ``variable`` (``RANK=1``...)."""
+    found = []
+    for pid in marked_processes(case_id):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if f"\0{variable}\0".encode() in b"\0" + handle.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def _after_line(words: str, then: Callable[[subprocess.Popen, Path, str], None], wait_s: float,
+                limit_s: float = 150.0) -> Callable:
+    """Wait for a stdout line holding ``words`` (a progress record), run ``then``, and wait for
+    the process at most ``wait_s`` more."""
+    def interact(proc: subprocess.Popen, root: Path, case_id: str):
+        deadline = time.monotonic() + limit_s
+        seen = b""
+        while words.encode() not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if ready:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                seen = line
+        then(proc, root, case_id)
+        code, out, err, hang = collect(proc, None, wait_s)
+        return (None if hang else code), out, err, hang, ""
+    return interact
+
+
+def _signal(signum: int, delay_s: float) -> Callable[[subprocess.Popen, Path, str], None]:
+    def send(proc: subprocess.Popen, root: Path, case_id: str) -> None:
+        time.sleep(delay_s)
+        try:
+            proc.send_signal(signum)
+        except OSError:
+            pass
+    return send
+
+
+def _kill_rank(rank: int, delay_s: float) -> Callable[[subprocess.Popen, Path, str], None]:
+    def kill(proc: subprocess.Popen, root: Path, case_id: str) -> None:
+        time.sleep(delay_s)
+        for pid in _running_with(case_id, f"RANK={rank}"):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    return kill
+
+
+def _killed_then_next_run(delay_s: float, next_argv: list[str], words: str = "") -> Callable:
+    """SIGKILL a parent (``delay_s`` after its stdout shows ``words``), wait for the processes it
+    started to end, make whatever the tool left in the case's folder a few minutes old, then run
+    ``next_argv``: the next run must clear the leftovers of the killed one (what is still there
+    counts as changed outside). Judged by the next run."""
+    def interact(proc: subprocess.Popen, root: Path, case_id: str):
+        deadline = time.monotonic() + 150
+        seen = b""
+        while words and words.encode() not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            seen = proc.stdout.readline() if ready else seen
+        time.sleep(delay_s)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 45  # torchrun gives its ranks 30 s after its death signal
+        while marked_processes(case_id) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        old = time.time() - 600
+        left = 0
+        for folder in (root / "cwd", root / "tmp"):
+            for path in folder.iterdir():
+                if path.name.startswith((".out.r", "profiler_core_torchrun_")):
+                    left += 1
+                    for item in [path, *path.rglob("*")]:
+                        os.utime(item, (old, old), follow_symlinks=False)
+        command = [PY, "-S", "-c", STUB, str(LIMIT_AS), PY, *next_argv]
+        nxt = subprocess.Popen(command, cwd=root / "cwd", env=case_env(root, case_id, {}),
+                               start_new_session=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        code, out, err, hang = collect(nxt, None, 120)
+        return (None if hang else code), out, err, hang, f"{left} leftover(s) after the kill"
+    return interact
+
+
+def gen_repeats(fixtures: Fixtures, root: Path, rng: random.Random) -> Spec:
+    cwd = root / "cwd"
+    family = rng.choice(["plain", "timeout", "timeout", "timeout", "interrupt", "interrupt", "sigkill",
+                         "sigkill", "values", "out"])
+    base = ["-m", "profiler_core", "run", *TINY[:-2], "--progress", "jsonl", "--out", str(cwd / "out")]
+    long = ["--replays", "100000"]
+    if family == "plain":
+        n = rng.choice([2, 3])
+        return Spec([*base, "--repeats", str(n)], allowed=["cwd/out"], timeout=150,
+                    label=f"--repeats {n}")
+    if family == "timeout":
+        limit = rng.choice(["0.5", "1", "2", "4", "6"])
+        return Spec([*base, *long, "--repeats", rng.choice(["2", "3", "15"]), "--timeout", limit],
+                    allowed=["cwd/out"], timeout=60, label=f"--repeats with --timeout {limit} (hangs)")
+    if family == "interrupt":
+        how = rng.choice([signal.SIGINT, signal.SIGTERM])
+        delay = rng.uniform(1.0, 10.0)
+        return Spec([*base, *long, "--repeats", "3", "--timeout", "0"], allowed=["cwd/out"], timeout=90,
+                    interact=_interrupt_after(delay, [how] * rng.choice([1, 2])),
+                    label=f"--repeats 3, {how.name} after {delay:.1f} s")
+    if family == "sigkill":
+        delay = rng.uniform(3.0, 8.0)
+        after = ["-m", "profiler_core", "run", *TINY, "--out", str(cwd / "next")]
+        return Spec([*base, *long, "--repeats", "3", "--timeout", "0"], allowed=["cwd/out", "cwd/next"],
+                    timeout=150, grace=12.0, interact=_killed_then_next_run(delay, after),
+                    label=f"--repeats parent SIGKILLed after {delay:.1f} s, then the next run")
+    if family == "values":
+        value = rng.choice(["\u0663", "0", "16", "-1", "1e3", "3.0", " 3", "\uff13", ""])
+        return Spec([*base, "--repeats", value], allowed=["cwd/out"], timeout=60,
+                    label=f"--repeats {value!r}")
+    out, allowed, overwrite, kind = out_destination(rng, fixtures, root)
+    argv = ["-m", "profiler_core", "run", *TINY, "--repeats", "2", "--out", out]
+    return Spec(argv + (["--overwrite"] if overwrite else []), allowed=allowed, timeout=150,
+                label=f"--repeats 2 --out {kind}")
+
+
+DDP_STEP = '''import os
+import torch
+from torch import nn
+
+
+class OnRankOne(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer, self.steps = nn.Linear(16, 4), 0
+
+    def forward(self, x):
+        self.steps += 1
+        if os.environ.get("RANK") == "1" and self.steps > 5:
+            {action}
+        return self.layer(x)
+
+
+def build(device):
+    def batch(generator):
+        return (torch.randn(8, 16, device=device, generator=generator),
+                torch.randn(8, 4, device=device, generator=generator))
+    return {{"model": OnRankOne().to(device), "batch": batch}}
+'''
+DDP_SMALL = ["--device", "cpu", "--batch", "32", "--d-in", "64", "--hidden", "64", "--d-out", "16",
+             "--no-profile", "--trials", "20"]
+
+
+def gen_ddp(fixtures: Fixtures, root: Path, rng: random.Random) -> Spec:
+    cwd = root / "cwd"
+    family = rng.choice(["stop-timed", "stop-timed", "stop-early", "timeout", "kill-launcher",
+                         "kill-rank", "kill-rank", "user-step", "user-step", "refused"])
+    base = ["-m", "profiler_core", "run", *DDP_SMALL, "--replays", "100000", "--nproc-per-node", "2",
+            "--progress", "jsonl", "--out", str(cwd / "out")]
+    if family == "stop-timed":
+        how, delay = rng.choice([signal.SIGINT, signal.SIGTERM]), rng.uniform(0.0, 5.0)
+        return Spec(base, allowed=["cwd/out"], timeout=150, grace=35.0,
+                    interact=_after_line('"timed trials"', _signal(how, delay), 90),
+                    label=f"data-parallel, {how.name} {delay:.1f} s into the timed trials")
+    if family == "stop-early":
+        how, delay = rng.choice([signal.SIGINT, signal.SIGTERM]), rng.uniform(0.5, 6.0)
+        return Spec(base, allowed=["cwd/out"], timeout=150, grace=35.0,
+                    interact=_interrupt_after(delay, [how] * rng.choice([1, 1, 2]), 90),
+                    label=f"data-parallel, {how.name} {delay:.1f} s after the start")
+    if family == "timeout":
+        limit = rng.choice(["10", "20", "30"])
+        return Spec([*base, "--timeout", limit], allowed=["cwd/out"], timeout=150, grace=35.0,
+                    label=f"data-parallel --timeout {limit}")
+    if family == "kill-launcher":
+        delay = rng.uniform(0.0, 4.0)
+        after = ["-m", "profiler_core", "run", *DDP_SMALL, "--replays", "40", "--trials", "4",
+                 "--nproc-per-node", "2", "--progress", "none", "--out", str(cwd / "next")]
+        return Spec(base, allowed=["cwd/out", "cwd/next"], timeout=240, grace=10.0,
+                    interact=_killed_then_next_run(delay, after, '"timed trials"'),
+                    label=f"data-parallel launcher SIGKILLed {delay:.1f} s into the timed trials, "
+                          "then the next run")
+    if family == "kill-rank":
+        rank, delay = rng.choice([0, 1]), rng.uniform(0.0, 4.0)
+        return Spec(base, allowed=["cwd/out"], timeout=150, grace=35.0,
+                    interact=_after_line('"timed trials"', _kill_rank(rank, delay), 90),
+                    label=f"data-parallel, rank {rank} SIGKILLed {delay:.1f} s into the timed trials")
+    if family == "user-step":
+        action = rng.choice(["os._exit(3)", "raise ValueError('rank 1 cannot go on')",
+                             "import time; time.sleep(3600)", "os.kill(os.getpid(), 11)",
+                             "raise SystemExit(5)", "raise KeyboardInterrupt"])
+        (cwd / "ddp_step.py").write_text(DDP_STEP.format(action=action))
+        argv = ["-m", "profiler_core", "run", "--workload", "ddp_step:build", "--device", "cpu",
+                "--replays", "40", "--trials", "4", "--nproc-per-node", "2", "--timeout", "40",
+                "--out", str(cwd / "out")]
+        return Spec(argv, allowed=["cwd/out"], timeout=150, grace=35.0,
+                    label=f"data-parallel, your step on rank 1: {action}")
+    case = rng.choice(["rank-env", "too-many", "digits", "delay-alone", "delay-rank"])
+    argv = ["-m", "profiler_core", "run", *DDP_SMALL, "--out", str(cwd / "out")]
+    env: dict[str, str] = {}
+    if case == "rank-env":
+        env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
+    elif case == "too-many":
+        argv += ["--nproc-per-node", rng.choice(["3", "64"])]
+    elif case == "digits":
+        argv += ["--nproc-per-node", rng.choice(["\u0662", "\uff12"])]
+    elif case == "delay-alone":
+        argv += ["--inject-delay-ms", "0:5"]
+    else:
+        argv += ["--nproc-per-node", "2", "--inject-delay-ms", "5:1"]
+    return Spec(argv, env=env, allowed=["cwd/out"], timeout=90, label=f"data-parallel refused: {case}")
+
+
 GENERATORS = {"cli": gen_cli, "trace-stats": gen_trace_stats, "sweep": gen_sweep, "predict": gen_predict,
               "index": gen_index, "loader": gen_loader, "uploads": gen_uploads, "dashboard": gen_dashboard,
-              "workload": gen_workload, "serve": gen_serve}
+              "workload": gen_workload, "serve": gen_serve, "caches": gen_caches,
+              "manifests": gen_manifests, "bench": gen_bench, "repeats": gen_repeats, "ddp": gen_ddp}
 
 
 # ----------------------------------------------------------------------------- the campaign
@@ -1844,8 +2420,8 @@ def campaign(seed: int, scale: float, only: list[str], jobs: int, case: int | No
             numbers = [case] if case is not None else range(count)
             cases += [Case(key, number, functools.partial(GENERATORS[key], fixtures)) for number in numbers]
         # the slowest categories first, so the two workers finish together
-        order = ["dashboard", "serve", "sweep", "workload", "cli", "index", "trace-stats", "predict",
-                 "uploads", "loader"]
+        order = ["ddp", "dashboard", "repeats", "serve", "sweep", "manifests", "caches", "workload",
+                 "cli", "index", "trace-stats", "predict", "bench", "uploads", "loader"]
         cases.sort(key=lambda c: order.index(c.category))
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             futures = {pool.submit(execute, c, sandbox, seed, keep): c for c in cases}

@@ -8,7 +8,9 @@ takes the process down is known by name.
 ``python tests/fuzz/children.py forks``: read calls as JSON lines on stdin, run each in a forked
 child (a new process with this one's imports already done, which is what makes thousands of cases
 affordable) under the campaign's address-space limit, and answer one JSON line per call: its
-outcome (ok, refused in one line, refused in several, traceback, memory, hang, killed).
+outcome (ok, refused in one line, refused in several, traceback, memory, hang, killed). The calls:
+the run-folder loaders, an upload, the calibration cache, and ``bench --out`` with its benchmark
+stood in for.
 """
 
 from __future__ import annotations
@@ -117,7 +119,59 @@ def call_upload(data_file: str, name: str, base: str, times: int) -> str:
     return f"kept {len(session.paths())}"
 
 
-CALLS = {"load": call_load, "load_sweep": call_load_sweep, "upload": call_upload}
+def call_calibration(path: str) -> str:
+    """The calibration cache at ``path`` (its folder and file as the case left them): read, a
+    measurement written, read again; reading must never raise, writing neither."""
+    from profiler_core.engine.calibration_cache import CalibrationCache, GraphFit
+
+    key = {"gpu": "Fuzz GPU", "sms": "132", "driver": "580.1", "torch": "2", "cuda": "12"}
+    counts = (1, 32, 256)
+    cache = CalibrationCache(Path(path))
+    before = cache.read(key, counts)
+    fit = GraphFit(launch_us=1.0, per_node_us=0.07, node_counts=counts, timed=(100, 100, 25),
+                   replay_us=(1.1, 3.3, 18.0), busy_us=(0.5, 1.0, 2.0), recorded=True,
+                   elements=1024, held="back to back", device_name="Fuzz GPU",
+                   measured_at="2026-12-02T00:00:00+00:00")
+    written = cache.write(key, fit)
+    after = cache.read(key, counts)
+    if written and after != fit:
+        raise AssertionError(f"written, then read back as {after!r}")
+    if before is not None and not (0 <= before.launch_us <= 1e6):
+        raise AssertionError(f"read a cost out of range: {before!r}")
+    return f"read {before is not None}, written {written}"
+
+
+def call_bench(out: str, overwrite: bool) -> str:
+    """``bench --out OUT`` as the command line runs it, with a GPU and the benchmark stood in
+    for (one round's tables at once): the exit code must be a documented one and a refusal one
+    closing line."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    import pandas as pd
+    import torch
+
+    from profiler_core.cli.main import main
+    from profiler_core.orchestration import bench
+
+    torch.cuda.is_available = lambda: True
+    bench.run_benchmark = lambda rounds, configs, progress, quiet_tool: {
+        "rounds": pd.DataFrame({"config": ["seed-fp32"], "eager": [1.0], "graph": [0.2]}),
+        "fidelity": pd.DataFrame({"config": ["seed-fp32"], "tool_over_bare": [1.01]}),
+        "tool": pd.DataFrame({"config": ["seed-fp32"], "speedup": [5.0]})}
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        code = main(["bench", "--rounds", "1", "--configs", "seed-fp32", "--out", out,
+                     *(["--overwrite"] if overwrite else [])])
+    lines = [line for line in err.getvalue().splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    if code not in (0, 2, 7) or (code and errors != lines[-1:]):
+        raise AssertionError(f"exit {code}, stderr: {err.getvalue()[-1500:]}")
+    return f"exit {code}"
+
+
+CALLS = {"load": call_load, "load_sweep": call_load_sweep, "upload": call_upload,
+         "calibration": call_calibration, "bench": call_bench}
 
 
 def _child(request: dict, write_end: int) -> None:
@@ -178,6 +232,8 @@ def _serve_one(request: dict) -> dict:
 def forks() -> int:
     # warm the imports once: every forked child starts with them done
     from dashboard import rundata, uploads  # noqa: F401
+    from profiler_core.cli import main  # noqa: F401
+    from profiler_core.engine import calibration_cache  # noqa: F401
     from profiler_core.storage.results import RunResult  # noqa: F401
     from profiler_core.sweep import store  # noqa: F401
 
