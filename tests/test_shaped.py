@@ -103,6 +103,27 @@ def test_an_own_step_is_given_its_shapes_and_the_pad_length(tmp_path):
     assert math.isfinite(strategies.at["buckets", "sum_ms"])
 
 
+def test_a_run_stopped_after_its_timing_keeps_every_strategy_timed(tmp_path, monkeypatch):
+    """On an H200 a shaped run stopped in its prediction kept an empty strategies.csv: what was
+    timed is in the run from the end of the timed trials on, and the verdict with it."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shaped, "parity_checks", interrupted)
+    out = tmp_path / "stopped"
+    assert main(["run", "--workload", "tests.own_steps:shaped", "--device", "cpu", "--replays", "8",
+                 "--vary", "seq_len=uniform:3:20", "--buckets", "8,16,24", "--progress", "none",
+                 "--out", str(out)]) == 130
+    run = RunResult.load(out)
+    assert not run.complete and any("stopped during parity" in note for note in run.notes), run.notes
+    strategies = run.table("strategies").set_index("strategy")
+    assert {"eager", "pad_max", "buckets"} <= set(strategies.index)
+    assert strategies["sum_ms"].map(math.isfinite).all()
+    assert strategies["parity_matches"].isna().all()  # never checked, not "differs"
+    assert len(run.table("shape_steps")) == 8 * len(strategies)
+    assert run.headline["shapes_steps"] == 8
+
+
 def test_an_own_step_whose_batch_takes_no_such_keyword_says_so(tmp_path, capsys):
     assert main(["run", "--workload", "tests.own_steps:accumulating", "--device", "cpu",
                  "--replays", "8", "--vary", "seq_len=4,8", "--progress", "none",

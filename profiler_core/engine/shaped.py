@@ -490,8 +490,9 @@ def units(config: RunConfig) -> int:
 def run_shaped(config: RunConfig, device: torch.device, phases: Any, progress: ProgressCounter,
                state: Any) -> None:
     """A run of changing shapes into ``state`` (``pipeline.RunState``): the plan, every strategy
-    prepared (each its phase), the sequence timed, the replicas released, the parity check, and
-    the tables (``shaped_tables``)."""
+    prepared (each its phase), the sequence timed, the replicas released, the tables
+    (``shaped_tables``) from the timing, then again with each bucket's prediction (CUDA) and with
+    the parity check, so that a run stopped after its timing keeps it."""
     from profiler_core.engine.numerics import read_flags
 
     shape_plan = plan(config)
@@ -515,22 +516,36 @@ def run_shaped(config: RunConfig, device: torch.device, phases: Any, progress: P
     with phases.phase("shapes timed"):
         timing = time_strategies(strategies, len(shape_plan.sequence), config.trial_count,
                                  clock_for(device), progress)
-    predictions: dict[int, float] = {}
-    if device.type == "cuda" and config.profile:
-        progress.start_phase("prediction", "an eager profiled window per bucket")
-        with phases.phase("bucket prediction"):
-            predictions = bucket_predictions(config, shape_plan, device, preparer.source)
-    # the figures stay; the replicas and graphs go before the parity check's
+    # the figures stay; the replicas and graphs go before the prediction's and parity's own
     costs = [dataclasses.replace(s, run=_no_step, step=None, pre_steps=[]) for s in strategies]
+    source = preparer.source
     del strategies, preparer
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    predictions: dict[int, float] = {}
     checks: dict[str, parity.ParityCheck] = {}
+    # what was timed is in the run from here on: a run stopped later keeps it
+    _record(state, config, shape_plan, costs, timing, checks, predictions)
+    if device.type == "cuda" and config.profile:
+        progress.start_phase("prediction", "an eager profiled window per bucket")
+        with phases.phase("bucket prediction"):
+            predictions = bucket_predictions(config, shape_plan, device, source)
+        _record(state, config, shape_plan, costs, timing, checks, predictions)
     if config.parity_steps:
         progress.start_phase("parity", f"{config.parity_steps} steps per strategy")
         with phases.phase("parity"):
             checks = parity_checks(config, shape_plan, device, names)
         state.notes.extend(f"parity: {check.verdict()}" for check in checks.values())
+        _record(state, config, shape_plan, costs, timing, checks, predictions)
+
+
+def _record(state: Any, config: RunConfig, shape_plan: ShapePlan, costs: list[Strategy],
+            timing: ShapedTiming, checks: dict[str, parity.ParityCheck],
+            predictions: dict[int, float]) -> None:
+    """The run's tables and shape facts from what is measured so far (written again as the
+    prediction and the parity check add theirs)."""
+    for key in [key for key in state.headline if key.startswith("shapes_")]:
+        del state.headline[key]  # a verdict the parity check overturned is not kept
     state.tables.update(shaped_tables(config, shape_plan, costs, timing, checks, predictions))
     state.headline.update(shaped_headline(config, shape_plan, state.tables["strategies"]))
 
