@@ -45,7 +45,10 @@ def test_a_bad_distribution_is_one_line_saying_what_to_write(text, said):
 
 def test_buckets_cover_the_largest_value_and_padding_is_counted():
     dist = shapes.parse_distribution("uniform:70:500")
-    assert shapes.bucket_edges("pow2", dist) == (64, 128, 256, 512)
+    assert shapes.bucket_edges("pow2", dist) == (128, 256, 512)  # none below every value
+    lognormal = shapes.parse_distribution("lognormal:32:0.5:96")
+    assert shapes.bucket_edges("pow2", lognormal, [10, 33, 96]) == (16, 32, 64, 128)
+    assert shapes.bucket_edges("pow2", shapes.parse_distribution("64,128")) == (64, 128)
     assert shapes.bucket_edges("128,256,512", dist) == (128, 256, 512)
     sample = dist.sample(1_000, 0)
     quantiles = shapes.bucket_edges("quantiles:4", dist, sample)

@@ -76,7 +76,10 @@ def times_and_memory(strategies: pd.DataFrame) -> go.Figure:
     fig.add_trace(go.Scatter(x=ticks, y=finite(strategies["peak_bytes"]) / 2**20, mode="markers",
                              marker={"symbol": "diamond-open", "size": 11, "color": REFERENCE_COLOR},
                              name="peak allocated"), row=1, col=2)
-    return apply_layout(fig, title, height=400)
+    fig = apply_layout(fig, title, height=420)
+    # under the plots: above them the legend ran over the two subplots' titles
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0})
+    return fig
 
 
 def padded_share(strategies: pd.DataFrame) -> go.Figure:

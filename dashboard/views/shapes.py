@@ -27,8 +27,12 @@ edges = [int(e) for e in str(head.get("shapes_buckets", "")).split(",") if e.str
 best = strategies.set_index("strategy")
 left, middle, right, last = st.columns(4)
 name = head.get("shapes_best")
-left.metric("Pays most", str(name) if name else "n/a",
-            delta=ui.fmt(head.get("shapes_best_speedup"), "{:.2f}x eager"), delta_color="off",
+best_speedup = head.get("shapes_best_speedup")
+beats_eager = isinstance(best_speedup, (int, float)) and best_speedup > 1  # NaN is not
+left.metric("Pays most", (str(name) if beats_eager else "eager (none beats it)") if name else "n/a",
+            delta=ui.fmt(head.get("shapes_best_speedup"),
+                         "{:.2f}x eager" if beats_eager else "best other: {:.2f}x"),
+            delta_color="off",
             delta_arrow="off", help="The largest speedup over eager on the whole sequence (the sums' "
                                     "ratio), among the strategies whose answer padding did not "
                                     "change.")

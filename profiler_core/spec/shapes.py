@@ -231,14 +231,16 @@ def check_buckets(text: str) -> None:
 
 
 def bucket_edges(spec: str, distribution: Distribution, sample: Sequence[int] = ()) -> tuple[int, ...]:
-    """The bucket sizes a batch is padded up to: ``pow2`` (powers of two from the smallest value
-    up to the first at or above the largest), ``quantiles:N`` (N edges at the sample's quantiles,
+    """The bucket sizes a batch is padded up to: ``pow2`` (powers of two from the first at or
+    above the smallest value, the sample's when one is given, up to the first at or above the
+    largest: a bucket below every value would never be used), ``quantiles:N`` (N edges at the sample's quantiles,
     the last the distribution's maximum), or a list (``128,256,512``, the last at or above the
     maximum). Sorted, distinct; the last edge always holds the largest value."""
     spec = str(spec).strip().lower()
     top = distribution.maximum
     if spec == "pow2":
-        low = max(1, 2 ** math.floor(math.log2(max(1, distribution.minimum))))
+        smallest = min(sample) if sample else distribution.minimum
+        low = max(1, 2 ** math.ceil(math.log2(max(1, smallest))))
         powers: list[int] = []
         value = low
         while True:
