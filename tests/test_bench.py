@@ -101,3 +101,51 @@ def test_the_tools_process_is_the_default_run_with_the_bare_loops_options(monkey
                     *bench.BENCH_CONFIGS["launch-bound-fp32"], "--out", out, "--progress", "none"]
     assert timeout_s == 60 and "--timeout" not in argv
     assert figures["eager"] > figures["graph"] > 0  # read back from the run it wrote
+
+
+def test_a_benchmark_of_changing_shapes_compares_every_padding_strategy():
+    """bench --workload ... --vary: the tool's eager, pad_max and buckets (``graph``) against
+    the bare loop's, each with its interval and the bare loop's own noise."""
+    def tool(options):
+        return {"eager": 2.0, "graph": 0.5, "pad_max": 0.8}
+
+    def bare(options):
+        return {"eager": 2.0, "graph": 0.49, "pad_max": 0.8}
+
+    tables = bench.run_benchmark(3, {"own": ["--workload", "m:build", "--vary", "seq_len=4,8"]},
+                                 tool=tool, bare=bare)
+    fidelity = tables["fidelity"].set_index("quantity")
+    assert list(fidelity.index) == ["eager", "graph", "speedup", "pad_max"]
+    assert fidelity.loc["graph", "tool_over_bare"] == pytest.approx(0.5 / 0.49)
+    assert fidelity.loc["pad_max", "bare_over_bare"] == pytest.approx(1.0)
+    assert fidelity.loc["speedup", "tool"] == pytest.approx(4.0)
+
+
+def test_the_bare_loop_is_given_the_sequence_and_buckets_the_tools_run_times(tmp_path):
+    """The bare loop pads the same seeded sequence into the same buckets, in as many blocks and
+    after as many warm-up steps as the tool's run of the same options (a real CPU run here)."""
+    import subprocess
+
+    from profiler_core.storage.results import RunResult
+
+    options = ["--workload", "tests.own_steps:shaped", "--workload-arg", "width=8",
+               "--device", "cpu", "--replays", "12", "--vary", "seq_len=uniform:3:20",
+               "--buckets", "pow2"]
+    argv = bench.shaped_bare_options(options, tmp_path / "sequence.txt")
+    given = dict(zip(argv[::2], argv[1::2]))
+    assert given["--workload"] == "tests.own_steps:shaped" and given["--workload-arg"] == "width=8"
+    assert given["--dimension"] == "seq_len" and given["--device"] == "cpu"
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "profiler_core", "run", "--preset", "seed",
+                           *options, "--progress", "none", "--parity-steps", "0", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=root)
+    assert done.returncode == 0, done.stderr
+    run = RunResult.load(out)
+    steps = run.table("shape_steps")
+    eager = steps[steps["strategy"] == "eager"].sort_values("step")
+    sequence = [int(v) for v in (tmp_path / "sequence.txt").read_text().split()]
+    assert sequence == [int(v) for v in eager["shape"]] and len(sequence) == 12
+    assert given["--buckets"] == run.headline["shapes_buckets"]
+    assert given["--blocks"] == str(run.config.trial_count)
+    assert given["--warmup-iters"] == str(run.config.warmup_iters)

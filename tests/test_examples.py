@@ -68,3 +68,22 @@ def test_a_missing_library_is_one_line_saying_how_to_install_it(spec, tmp_path, 
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"this example needs {LIBRARY[spec]}: pip install {LIBRARY[spec]}" in err
     assert f"install {LIBRARY[spec]} in this Python environment" in err
+
+
+def test_the_causal_lm_examples_lengths_can_vary_and_padding_keeps_its_loss(tmp_path):
+    """A GPT-style own step over lengths from a file (as from a user's dataset): every CPU
+    strategy runs, and a graph per bucket's padding matches eager on the exact lengths."""
+    _require("transformers")
+    lengths = tmp_path / "lengths.txt"
+    lengths.write_text("5\n9\n12\n16\n7\n")
+    out = tmp_path / "run"
+    settings = [part for setting in TINY[CAUSAL_LM] if not setting.startswith("bf16")
+                for part in ("--workload-arg", setting)]
+    assert main(["run", "--workload", CAUSAL_LM, *settings, "--workload-arg", "positions=32",
+                 "--vary", f"seq_len=file:{lengths}", "--buckets", "8,16", "--out", str(out),
+                 *CPU, "--replays", "6", "--parity-steps", "3"]) == 0
+    run = RunResult.load(out)
+    strategies = run.table("strategies").set_index("strategy")
+    assert {"eager", "pad_max", "buckets"} <= set(strategies.index)
+    assert strategies.at["buckets", "parity_matches"] == 1.0, run.notes
+    assert strategies.at["pad_max", "padded_share"] > strategies.at["buckets", "padded_share"] > 0

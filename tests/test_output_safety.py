@@ -251,6 +251,10 @@ def test_echoed_line_breaks_never_split_the_message(argv, capsys):
 def test_bench_checks_its_input_before_looking_for_a_gpu(capsys):
     assert main(["bench", "--rounds", "-5"]) == 2
     assert "rounds must be a whole number" in capsys.readouterr().err
+    assert main(["bench", "--vary", "seq_len=4,8"]) == 2  # the shapes come from your batch function
+    assert "bench --vary takes your own step" in capsys.readouterr().err
+    assert main(["bench", "--workload", "tests.own_steps:shaped", "--vary", "seq_len=gamma:1"]) == 2
+    assert "unknown distribution" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- loader values

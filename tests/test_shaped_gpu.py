@@ -37,3 +37,26 @@ def test_every_strategy_on_a_lognormal_sequence_of_lengths(tmp_path, capsys):
     print("predicted / measured:", (predicted / measured).round(3).to_dict())
     assert ((predicted / measured - 1).abs() < 0.25).all()
     assert strategies.at["compile_ro", "graphs"] >= 1
+
+
+def test_the_bare_loop_pads_an_own_step_over_the_tools_sequence(tmp_path):
+    """bench's bare loop over a sequence of shapes (``bare_loop.py --sequence``): the user's
+    step eager on the exact shapes, one graph at the largest bucket and a graph per bucket,
+    each a time per step; a tiny launch-bound step, so the graphs are faster than eager."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from profiler_core.orchestration import bench
+
+    options = ["--workload", "tests.own_steps:shaped", "--replays", "60",
+               "--vary", "seq_len=uniform:3:40", "--buckets", "pow2"]
+    argv = bench.shaped_bare_options(options, tmp_path / "sequence.txt")
+    done = subprocess.run([sys.executable, str(bench.BARE_LOOP), *argv], capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    print(figures)
+    assert all(figures[f"{name}_ms"] > 0 for name in ("eager", "pad_max", "buckets"))
+    assert figures["buckets_ms"] < figures["eager_ms"]

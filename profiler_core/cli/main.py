@@ -552,7 +552,18 @@ def _bench_configs(args, known: dict[str, list[str]]) -> dict[str, list[str]]:
         for name, value in settings:
             options += ["--workload-arg", f"{name}={value}"]
         label = " ".join([args.workload, *(f"{name}={value}" for name, value in settings)])
+        if args.vary is not None:
+            from profiler_core.spec.config import RunConfig
+
+            RunConfig(workload=args.workload, workload_args=tuple(settings), vary=args.vary,
+                      buckets=args.buckets)  # the shape settings checked before anything runs
+            options += ["--vary", args.vary, "--buckets", args.buckets]
+            label += f" vary {args.vary} buckets {args.buckets}"
         return {label: options}
+    if args.vary is not None:
+        raise ConfigError("vary", "bench --vary takes your own step (--workload "
+                                  "package.module:function): its batch function draws the shapes",
+                          "add --workload, or run --vary for a built-in workload")
     names = [name.strip() for name in args.configs.split(",") if name.strip()]
     unknown = [name for name in names if name not in known]
     if not names or unknown:

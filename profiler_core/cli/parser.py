@@ -215,6 +215,12 @@ def build_parser() -> _Parser:
                        type=_argparse_type(fields.read_setting),
                        help="a setting of your own step (a keyword parameter of its build "
                             "function); repeat for several")
+    bench.add_argument("--vary", metavar="NAME=DIST",
+                       help="with --workload: your step over a seeded sequence of shapes (as run "
+                            "--vary), the tool's eager, pad_max and buckets strategies against a "
+                            "bare loop padding the same way")
+    bench.add_argument("--buckets", default="pow2",
+                       help="with --vary: the sizes a graph per bucket pads up to (default: pow2)")
     bench.add_argument("--quiet-tool", action="store_true",
                        help="a fourth process per round: the tool with the profiler, NVML and "
                             "parity off, to tell where a gap to the bare loop comes from")

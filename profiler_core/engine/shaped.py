@@ -225,7 +225,9 @@ class Preparer:
         if name == "eager":
             step = TrainingStep(self.config, self.device, graphed=False)
             source = self.source
-            return Strategy(name, lambda i: step.eager_step(*source.exact(i)), step)
+            warm = self._warmed(step, source.exact)
+            return Strategy(name, lambda i: step.eager_step(*source.exact(i)), step,
+                            pre_steps=warm)
         if name in GRAPHED:
             edges = (self.plan.top,) if name == "pad_max" else self.plan.edges
             if self.device.type != "cuda":
@@ -237,8 +239,20 @@ class Preparer:
         """On a CPU: the padded batches, run eagerly (what padding costs, without graphs)."""
         step = TrainingStep(self.config, self.device, graphed=False)
         source, sequence = self.source, self.plan.sequence
-        return Strategy(name, lambda i: step.eager_step(
-            *source.padded(i, bucket_of(sequence[i], edges))), step)
+
+        def padded(i: int) -> Batch:
+            return source.padded(i, bucket_of(sequence[i], edges))
+        warm = self._warmed(step, padded)
+        return Strategy(name, lambda i: step.eager_step(*padded(i)), step, pre_steps=warm)
+
+    def _warmed(self, step: TrainingStep, batch_of: Callable[[int], Batch]) -> list[Batch]:
+        """An eager strategy's untimed warm-up, as any loop has (the first steps load kernels
+        and make handles): ``warmup_iters`` steps on the sequence's first batches, returned."""
+        warm = [batch_of(i) for i in range(min(self.config.warmup_iters, len(self.plan.sequence)))]
+        for batch in warm:
+            step.eager_step(*batch, count=False)
+        _synchronize(self.device)
+        return warm
 
     def _graphs(self, name: str, edges: tuple[int, ...], shared: bool) -> Strategy:
         """One replica, a graph per bucket: warmed up on a side stream and captured as the

@@ -36,6 +36,8 @@ ROLES = ("tool", "bare", "bare_again")
 QUIET_ROLE = "tool_quiet"
 QUIET_OPTIONS = ["--no-profile", "--no-nvml", "--parity-steps", "0"]
 QUANTITIES = ("eager", "graph", "speedup")
+# A run of changing shapes: the quantity -> the strategy it is (eager/graph stays the speedup).
+SHAPED_STRATEGIES = {"eager": "eager", "graph": "buckets", "pad_max": "pad_max"}
 BARE_LOOP = Path(__file__).resolve().parent.parent / "timing" / "bare_loop.py"
 # Two-sided 95% Student-t quantiles by degrees of freedom (1-30); 1.96 beyond.
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -89,12 +91,18 @@ def _run_process(argv: Sequence[str], timeout_s: float) -> str:
 
 def tool_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, float]:
     """The tool's default run in a fresh process (``run --preset seed <options>``, as users run
-    it: its own default time limit, no progress shown); its headline figures."""
+    it: its own default time limit, no progress shown); its headline figures. A run of changing
+    shapes (``--vary`` in ``options``): each compared strategy's mean time per step over the
+    sequence (``graph``: a graph per bucket)."""
     with tempfile.TemporaryDirectory(prefix="profiler_core_bench_") as folder:
         out = Path(folder) / "run"
         _run_process(run_options_argv(["--preset", "seed", *options], out, progress="none"),
                      timeout_s)
         run = RunResult.load(out)
+    if "--vary" in options:
+        strategies = run.table("strategies").set_index("strategy")
+        return {quantity: float(strategies.at[name, "sum_ms"] / strategies.at[name, "steps"])
+                for quantity, name in SHAPED_STRATEGIES.items()}
     figures, pair = run.figures, run.pair
     busy_ms = figures.get("graph", "gpu_busy_us") / 1e3
     return {"eager": pair.eager_ms, "graph": pair.graph_ms,
@@ -105,10 +113,39 @@ def tool_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, 
 
 
 def bare_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, float]:
-    """The bare loop in a fresh process; its medians."""
-    output = _run_process([sys.executable, str(BARE_LOOP), *options], timeout_s)
+    """The bare loop in a fresh process; its medians (over a sequence of shapes: each strategy's
+    mean per step, on the sequence and buckets the tool's run of ``options`` has)."""
+    if "--vary" not in options:
+        output = _run_process([sys.executable, str(BARE_LOOP), *options], timeout_s)
+        figures = json.loads(output.strip().splitlines()[-1])
+        return {"eager": float(figures["eager_ms"]), "graph": float(figures["graph_ms"])}
+    with tempfile.TemporaryDirectory(prefix="profiler_core_bench_") as folder:
+        output = _run_process([sys.executable, str(BARE_LOOP),
+                               *shaped_bare_options(options, Path(folder) / "sequence.txt")],
+                              timeout_s)
     figures = json.loads(output.strip().splitlines()[-1])
-    return {"eager": float(figures["eager_ms"]), "graph": float(figures["graph_ms"])}
+    return {quantity: float(figures[f"{name}_ms"]) for quantity, name in SHAPED_STRATEGIES.items()}
+
+
+def shaped_bare_options(options: Sequence[str], sequence_file: Path) -> list[str]:
+    """The bare loop's options for the tool's run of ``options`` (an own step with ``--vary``):
+    its workload and settings, the same seeded sequence of shapes (written to ``sequence_file``),
+    buckets, warm-up steps and blocks (the run's trials)."""
+    from profiler_core.cli import parser as cli
+    from profiler_core.engine.shaped import plan
+
+    config = cli.config_from_args(cli.parse(["run", "--preset", "seed", *options,
+                                             "--out", str(sequence_file)]))
+    shape_plan = plan(config)
+    sequence_file.write_text("".join(f"{value}\n" for value in shape_plan.sequence), "utf-8")
+    argv = ["--workload", str(config.workload), "--sequence", str(sequence_file),
+            "--dimension", shape_plan.vary.dimension,
+            "--buckets", ",".join(str(edge) for edge in shape_plan.edges),
+            "--warmup-iters", str(config.warmup_iters), "--blocks", str(config.trial_count),
+            "--seed", str(config.seed), "--device", config.device]
+    for name, value in config.workload_args:
+        argv += ["--workload-arg", f"{name}={value}"]
+    return argv
 
 
 def run_benchmark(rounds: int = 6, configs: dict[str, list[str]] | None = None,
@@ -160,7 +197,8 @@ def fidelity_table(rounds: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for name, group in rounds.groupby("config", sort=False):
         by_role = {role: part.set_index("round") for role, part in group.groupby("role")}
-        for quantity in QUANTITIES:
+        shaped = "pad_max" in group.columns and bool(group["pad_max"].notna().any())
+        for quantity in (*QUANTITIES, "pad_max") if shaped else QUANTITIES:
             tool, bare, again = (by_role[r][quantity] for r in ROLES)
             tool_vs_bare = ratio_interval((tool / bare).dropna())
             bare_vs_bare = ratio_interval((again / bare).dropna())

@@ -7,6 +7,10 @@ article's MLP step, or the user's own (``--workload package.module:function`` wi
 ``--workload-arg NAME=VALUE``): their whole ``step(batch)`` as it is, or their model, loss and
 optimizer in the loop a user writes. It sets no numerics flag but what ``--dtype`` names for the
 MLP (tf32: TF32 on; fp32-ieee: off): PyTorch's defaults, or whatever the user's module sets.
+
+With ``--sequence FILE`` (one value a line) and ``--buckets 16,32,64`` it runs the user's step over
+that sequence of shapes instead, as a user would pad it (:func:`shaped_main`): eager on each
+exact shape, one graph at the largest bucket, and a graph per bucket in one shared memory pool.
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--blocks", type=int, default=10, help="blocks per mode, alternating")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--sequence", help="a file of the varying dimension's values, one a line")
+    parser.add_argument("--dimension", default="seq_len",
+                        help="with --sequence: the keyword of the user's batch function it sets")
+    parser.add_argument("--buckets", help="with --sequence: the sizes a batch is padded up to")
     return parser.parse_args(argv)
 
 
@@ -139,19 +147,112 @@ def mlp_step(args: argparse.Namespace, device: torch.device):
     return replica, data
 
 
+def zero(parts) -> None:
+    if parts.get("zero_grad") and parts.get("optimizer") is not None:
+        parts["optimizer"].zero_grad(set_to_none=True)
+
+
+def after(parts) -> None:
+    if parts.get("after_step") is not None:
+        parts["after_step"]()
+
+
+def captured(step, parts, static, device: torch.device, warmup_iters: int, pool=None):
+    """The article's capture: warm-up on a side stream, grads to None, capture; the graph."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(warmup_iters):
+            zero(parts)
+            step(static)
+            after(parts)
+    torch.cuda.current_stream(device).wait_stream(side)
+    if parts.get("optimizer") is not None:
+        parts["optimizer"].zero_grad(set_to_none=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        step(static)
+    return graph
+
+
+def shaped_main(args: argparse.Namespace) -> int:
+    """The user's step over ``--sequence``, each step's batch drawn as the profiler draws it
+    (``batch(generator, NAME=value)``, or ``pad_to=P`` for a padded one, with a generator seeded
+    ``seed + value``, once per shape): ``eager`` on the exact shapes (its first ``--warmup-iters``
+    steps run untimed first), ``pad_max`` one graph at the largest bucket, ``buckets`` a graph
+    per bucket in one shared pool. The sequence is split into ``--blocks`` blocks; in each, every
+    strategy runs the block's steps back to back from an idle GPU, in an order reversed every
+    block; prints each strategy's mean time per step over the whole sequence."""
+    device = torch.device(args.device)
+    torch.cuda.set_device(device)
+    replica, _ = users_step(args, device)
+    with open(args.sequence, encoding="utf-8") as handle:
+        sequence = [int(line) for line in handle if line.strip()]
+    edges = sorted(int(edge) for edge in args.buckets.split(","))
+    draw = replica()[1]["batch"]
+    drawn_batches: dict[tuple[int, int | None], Any] = {}
+
+    def drawn(value: int, pad_to: int | None = None):
+        if (value, pad_to) not in drawn_batches:
+            generator = torch.Generator(device=device).manual_seed(args.seed + value)
+            extra = {} if pad_to is None else {"pad_to": pad_to}
+            drawn_batches[(value, pad_to)] = draw(generator, **{args.dimension: value}, **extra)
+        return drawn_batches[(value, pad_to)]
+
+    eager_step, eager_parts = replica()
+
+    def eager(i: int) -> None:
+        zero(eager_parts)
+        eager_step(drawn(sequence[i]))
+        after(eager_parts)
+
+    for i in range(min(args.warmup_iters, len(sequence))):
+        eager(i)
+
+    def padded(chosen: list[int]):
+        step, parts = replica()
+        pool = torch.cuda.graph_pool_handle()
+        graphs = {}
+        for edge in chosen:
+            static = clone(drawn(min(sequence), edge))
+            graphs[edge] = (captured(step, parts, static, device, args.warmup_iters, pool), static)
+
+        def run(i: int) -> None:
+            size = next(edge for edge in chosen if edge >= sequence[i])
+            graph, static = graphs[size]
+            copy_into(static, drawn(sequence[i], size))
+            graph.replay()
+            after(parts)
+        return run
+
+    loops = {"eager": eager, "pad_max": padded([edges[-1]]), "buckets": padded(edges)}
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    bounds = [round(len(sequence) * b / args.blocks) for b in range(args.blocks + 1)]
+    total_ms = dict.fromkeys(loops, 0.0)
+    for block in range(args.blocks):
+        names = list(loops) if block % 2 == 0 else list(loops)[::-1]
+        for name in names:
+            start.record()
+            for i in range(bounds[block], bounds[block + 1]):
+                loops[name](i)
+            end.record()
+            end.synchronize()
+            total_ms[name] += start.elapsed_time(end)
+    result: dict[str, float | str] = {f"{name}_ms": ms / len(sequence)
+                                      for name, ms in total_ms.items()}
+    result["torch_version"] = str(torch.__version__)
+    print(json.dumps(result))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = parse(argv)
+    if args.sequence:
+        return shaped_main(args)
     device = torch.device(args.device)
     torch.cuda.set_device(device)
     replica, data = users_step(args, device) if args.workload else mlp_step(args, device)
-
-    def zero(parts) -> None:
-        if parts.get("zero_grad") and parts.get("optimizer") is not None:
-            parts["optimizer"].zero_grad(set_to_none=True)
-
-    def after(parts) -> None:
-        if parts.get("after_step") is not None:
-            parts["after_step"]()
 
     # Eager.
     eager_step, eager_parts = replica()
