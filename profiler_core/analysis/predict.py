@@ -158,14 +158,6 @@ def eager_step_from_analysis(analysis: TraceAnalysis, steps_per_iteration: int |
                      iteration_source=analysis.iteration_source)
 
 
-def eager_step_from_trace(path: str | Path, steps_per_iteration: int | None = None,
-                          progress: ProgressCallback | None = None) -> EagerStep:
-    """Read and analyse an eager torch.profiler trace (refusals and ``progress`` as
-    ``trace_reading.load_trace``)."""
-    analysis = analyse_trace(load_trace(path, progress), mode="eager")
-    return eager_step_from_analysis(analysis, steps_per_iteration, f"trace {shown(path)}")
-
-
 # torch.optim marks each optimizer step in a profiled trace ("Optimizer.step#AdamW.step"). Adam
 # and AdamW are captured only with capturable=True, which computes their bias corrections on the
 # GPU (torch.pow of the step count there): an eager step without that ran fewer kernels than the
