@@ -162,3 +162,20 @@ def test_a_size_field_declared_in_one_place_only_stops_the_import_saying_what_to
     monkeypatch.delitem(workload_kinds.KNOWN, "deeper")
     with pytest.raises(TypeError, match="SIZES lists depth, which no workload declares"):
         workload_kinds.check_size_declarations()
+
+
+def test_the_dimensions_a_workload_can_vary_are_declared_with_it():
+    assert {name: w.varying for name, w in workload_kinds.BUILT_IN.items()} == {
+        "mlp": ("batch",), "transformer": ("batch", "seq_len"), "conv": ("batch",)}
+    for name, workload in workload_kinds.KNOWN.items():
+        assert set(workload.varying) <= set(workload.size_fields), name
+        for size in workload.sizes:
+            if not size.whole:
+                continue
+            vary = f"{size.name}=uniform:4:8"
+            if size.name in workload.varying:
+                assert config.RunConfig(workload=name, vary=vary).vary == vary
+            else:
+                with pytest.raises(errors.ConfigError, match=f"the {name} workload cannot vary "
+                                                             f"{size.name}"):
+                    config.RunConfig(workload=name, vary=vary)

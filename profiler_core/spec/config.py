@@ -293,10 +293,6 @@ def _check_settings(config: RunConfig) -> None:
                                                f"{type(value).__name__}")
 
 
-# The dimensions a built-in workload can vary per step (an own step: any keyword of its batch).
-VARYING_DIMENSIONS = {"mlp": ("batch",), "transformer": ("batch", "seq_len"), "conv": ("batch",)}
-
-
 def _check_shapes(config: RunConfig) -> None:
     """``vary`` and ``buckets``: their grammar (``spec.shapes``; a lengths file is read when the
     run starts), a dimension the workload has, and no data-parallel or repeated run."""
@@ -309,7 +305,8 @@ def _check_shapes(config: RunConfig) -> None:
         raise ConfigError("vary", f"vary must be NAME=DIST; got {quoted(config.vary)}")
     check_vary(config.vary)
     dimension = config.vary.partition("=")[0].strip()
-    allowed = VARYING_DIMENSIONS.get(config.workload)
+    declared = workload_of(config)
+    allowed = declared.varying if declared is not None else None
     if not is_user_spec(config.workload) and dimension not in (allowed or ()):
         raise ConfigError("vary", f"the {config.workload} workload cannot vary {shown(dimension)}",
                           f"vary {' or '.join(allowed) if allowed else 'nothing'} (an own step: "

@@ -115,6 +115,8 @@ class Workload:
     # A sweep's size parameters (``sweep --param width=...``) and the fields each one sets; a
     # parameter absent here changes nothing for this workload.
     sweep_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The dimensions ``--vary`` may change from step to step (none: its shapes stay fixed).
+    varying: tuple[str, ...] = ()
 
     @property
     def size_fields(self) -> tuple[str, ...]:
@@ -295,7 +297,7 @@ _MLP_SWEEP_AXES = (("batch", ("batch",)), ("width", ("d_in", "hidden", "d_out"))
 # The workloads the dashboard offers, in its order.
 BUILT_IN: dict[str, Workload] = {
     "mlp": Mlp("mlp", _MLP_SIZES, "the article's MLP", cpu_step=_MLP_CPU_STEP,
-               sweep_axes=_MLP_SWEEP_AXES),
+               sweep_axes=_MLP_SWEEP_AXES, varying=("batch",)),
     "transformer": Transformer(
         "transformer", (HIDDEN, HEADS, SEQ_LEN, *COMMON_FIELDS, DROPOUT1),
         "a stack of transformer encoder layers",
@@ -304,14 +306,16 @@ BUILT_IN: dict[str, Workload] = {
                   ("trials", None)),
         sweep_axes=(("batch", ("batch",)), ("width", ("hidden", "d_out")), ("hidden", ("hidden",)),
                     ("d_out", ("d_out",)), ("hidden_layers", ("hidden_layers",)),
-                    ("seq_len", ("seq_len",)))),
+                    ("seq_len", ("seq_len",))),
+        varying=("batch", "seq_len")),
     "conv": ConvClassifier(
         "conv", (CHANNELS, IMAGE_SIZE, *COMMON_FIELDS, DROPOUT2),
         "a small convolutional classifier",
         cpu_step=(("batch", 16), ("channels", 16), ("image_size", 16), ("hidden_layers", 2),
                   ("d_out", 10), ("eager_iters", 100), ("replays", 100), ("trials", None)),
         sweep_axes=(("batch", ("batch",)), ("width", ("channels",)), ("d_out", ("d_out",)),
-                    ("hidden_layers", ("hidden_layers",)))),
+                    ("hidden_layers", ("hidden_layers",))),
+        varying=("batch",)),
 }
 # Deliberately broken steps that cannot be captured, for the tests and the command line (the
 # dashboard never offers them); each is the MLP, with its sizes, CPU step and sweep axes (its
