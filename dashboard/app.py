@@ -27,10 +27,11 @@ from streamlit import config as st_config  # noqa: E402
 from dashboard import binding, controls, rundata, runpanel, state, ui  # noqa: E402
 
 # Streamlit's default sidebar (300 px): the views' tables are sized to fit beside it at 1,400 px,
-# so the sidebar's labels are kept short enough for it instead (issue 20: they were cut).
-LABEL_FITS = 31  # characters the run selector shows whole at that width ("Sample run · H200 · 2026-12-01")
+# so the sidebar's labels are kept short enough for it instead (longer ones were cut).
+LABEL_FITS = 31  # characters the run selector shows whole at that width (the sample's label,
+#                  "Sample run", its GPU and its date)
 # The icon is a file of this folder, sent inside the page (a data: URL): a Material icon as the
-# page icon made the browser fetch it from a public font host (issue 28). Every asset the page
+# page icon made the browser fetch it from a public font host. Every asset the page
 # loads comes from this server; tests/test_browser.py records every request of a tour.
 ICON = Path(__file__).resolve().parent / "icon.svg"
 st.set_page_config(page_title="CUDA Graphs profiler", page_icon=str(ICON), layout="wide")

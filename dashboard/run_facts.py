@@ -137,11 +137,6 @@ def configs_diff(configs: dict[str, RunConfig],
     return pd.DataFrame(rows, columns=["setting", *values])
 
 
-def config_diff(a: RunConfig, b: RunConfig) -> pd.DataFrame:
-    """Settings that differ between two configs (columns: setting, a, b), as ``configs_diff``."""
-    return configs_diff({"a": a, "b": b})
-
-
 ENVIRONMENT_KEYS = ("gpu_name", "gpu_index", "device_type", "driver_version", "cuda_version",
                     "torch_version", "python_version", "started_at", "finished_at")
 

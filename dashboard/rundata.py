@@ -267,7 +267,7 @@ def open_run(path: Path, source: str, name: str = "") -> OpenedRun:
         result = load_result(path)
     except ProfilerError:
         raise
-    except Exception as exc:  # noqa: BLE001 - whatever a damaged file raises, say so, never crash
+    except Exception as exc:  # whatever a damaged file raises, say so, never crash
         raise RunFormatError(f"{path.name} cannot be opened: {type(exc).__name__}: {str(exc)[:300]}",
                              "the run files are damaged or were edited by hand") from None
     return OpenedRun(path=path, source=source, result=result, name=name)
@@ -356,7 +356,7 @@ def list_runs(folder: Path) -> pd.DataFrame:
             row.update(problem=str(exc), started="", gpu="", preset="", dtype="", complete=False,
                        **{c: math.nan for c in ("eager_ms", "graph_ms", "speedup",
                                                 "speedup_ci_low", "speedup_ci_high")})
-        except Exception as exc:  # noqa: BLE001 - a damaged summary is listed, never a crash
+        except Exception as exc:  # a damaged summary is listed, never a crash
             row["problem"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         row["problem"] = clean_text(row["problem"])
         rows.append(row)

@@ -84,10 +84,6 @@ class UploadStore:
     def close(self) -> None:
         self._finalizer()
 
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
-
 
 class SessionUploads:
     """One browser session's uploads; its folder is removed when this object is collected."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # torchrun runs this file as a script
 
-from profiler_core.spec.distributed import (  # noqa: E402
+from profiler_core.spec.distributed import (
     ERROR_MARK,
     announce,
     announce_phase,

@@ -520,7 +520,7 @@ def test_per_step_latency_divides_replays_of_several_steps():
 def test_config_diff_and_tables():
     from profiler_core.spec.config import PRESETS
 
-    diff = run_facts.config_diff(PRESETS["seed"], PRESETS["lesson3"])
+    diff = run_facts.configs_diff({"a": PRESETS["seed"], "b": PRESETS["lesson3"]})
     # the eager steps and trials both runs used (automatic: from the replays) differ too
     assert set(diff["setting"]) == {"capture_iters", "replays", "eager_iters", "trials", "preset"}
     table = run_facts.config_table(PRESETS["seed"])

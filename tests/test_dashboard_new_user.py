@@ -80,7 +80,7 @@ def test_the_compare_diff_compares_the_values_the_runs_used():
     assert diff.loc["replays"].tolist() == [run_facts.NOT_USED, "200"]
     assert diff.loc["modes"].tolist() == ["eager", "eager, graph"]
     assert "eager_iters" not in diff.index and "None" not in diff.to_string()
-    lesson = run_facts.config_diff(PRESETS["seed"], PRESETS["lesson3"])
+    lesson = run_facts.configs_diff({"a": PRESETS["seed"], "b": PRESETS["lesson3"]})
     assert set(lesson["setting"]) == {"capture_iters", "replays", "eager_iters", "trials", "preset"}
     assert lesson.set_index("setting").loc["eager_iters"].tolist() == ["200", "30"]
 

@@ -4,6 +4,7 @@ workload's size fields, small CPU step and sweep axes from its ``Workload`` obje
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import pkgutil
@@ -118,3 +119,63 @@ def test_the_workload_declarations_drive_fields_cpu_sizes_and_sweep_axes():
     # the user's own step declares nothing: no size field applies, no axis sets a size
     assert not any(fields.spec(n).applies_to("mine.step:build") for n in workload_kinds.SIZE_FIELDS)
     assert fields.cpu_step_values("mine.step:build") == {}
+
+
+def test_a_workloads_size_fields_are_declared_with_it_and_the_config_limits_and_controls_follow():
+    """Each ``SizeField`` (name, limits, label, help) is the one declaration: its ``FieldSpec``
+    (the command line's option, the sidebar's control), its limits and its ``RunConfig`` field
+    agree with it, and the Model section lists them in ``SIZES``' order."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config.RunConfig)}
+    for size in workload_kinds.SIZES:
+        spec = fields.spec(size.name)
+        assert (spec.label, spec.help, spec.option_help, spec.section, spec.cli_option) == (
+            size.label, size.help, size.option_help, fields.MODEL,
+            size.option or "--" + size.name.replace("_", "-"))
+        assert spec.kind == (fields.INT if size.whole else fields.FLOAT)
+        assert spec.limits == size.limits
+        assert (config.INT_LIMITS if size.whole else config.FLOAT_LIMITS)[size.name] == size.limits
+        assert type(defaults[size.name]) is (int if size.whole else float)
+        assert size.limits[0] <= defaults[size.name] <= size.limits[1]
+    sized = [s.name for s in fields.in_section(fields.MODEL) if s.kind in (fields.INT, fields.FLOAT)]
+    assert sized == [size.name for size in workload_kinds.SIZES]
+    assert workload_kinds.SIZE_FIELDS == {name for workload in workload_kinds.KNOWN.values()
+                                          for name in workload.size_fields}
+    # the limits a refusal quotes are the declaration's
+    with pytest.raises(errors.ConfigError, match="heads must be a whole number from 1 to 256; got 0"):
+        config.RunConfig(workload="transformer", heads=0)
+
+
+def test_a_size_field_declared_in_one_place_only_stops_the_import_saying_what_to_add(monkeypatch):
+    depth = workload_kinds.SizeField("depth", (1, 8), "Depth", "Blocks deep.", "blocks deep")
+    deeper = dataclasses.replace(workload_kinds.BUILT_IN["conv"], name="deeper",
+                                 sizes=(*workload_kinds.BUILT_IN["conv"].sizes, depth))
+    monkeypatch.setitem(workload_kinds.KNOWN, "deeper", deeper)
+    with pytest.raises(TypeError, match="workload deeper's size field depth is not in "
+                                        "spec/workload_kinds.py's SIZES: add it there"):
+        workload_kinds.check_size_declarations()
+    monkeypatch.setattr(workload_kinds, "SIZES", (*workload_kinds.SIZES, depth))
+    workload_kinds.check_size_declarations()
+    monkeypatch.setattr(config, "SIZES", workload_kinds.SIZES)  # as config sees it once imported
+    with pytest.raises(TypeError, match="the size field depth .* is not an int field of RunConfig: "
+                                        "add 'depth: int = DEFAULT"):
+        config.check_size_fields_in_config()
+    monkeypatch.delitem(workload_kinds.KNOWN, "deeper")
+    with pytest.raises(TypeError, match="SIZES lists depth, which no workload declares"):
+        workload_kinds.check_size_declarations()
+
+
+def test_the_dimensions_a_workload_can_vary_are_declared_with_it():
+    assert {name: w.varying for name, w in workload_kinds.BUILT_IN.items()} == {
+        "mlp": ("batch",), "transformer": ("batch", "seq_len"), "conv": ("batch",)}
+    for name, workload in workload_kinds.KNOWN.items():
+        assert set(workload.varying) <= set(workload.size_fields), name
+        for size in workload.sizes:
+            if not size.whole:
+                continue
+            vary = f"{size.name}=uniform:4:8"
+            if size.name in workload.varying:
+                assert config.RunConfig(workload=name, vary=vary).vary == vary
+            else:
+                with pytest.raises(errors.ConfigError, match=f"the {name} workload cannot vary "
+                                                             f"{size.name}"):
+                    config.RunConfig(workload=name, vary=vary)

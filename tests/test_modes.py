@@ -84,6 +84,63 @@ def test_the_registry_holds_every_mode_in_run_order_eager_first():
     assert CUDA_ONLY_MODES == ("graph", "graphed_callables", "compile_ro")
 
 
+# Every registry of per-mode code: its module, its name there, and the modes it has no entry for.
+PER_MODE_REGISTRIES = (("profiler_core.engine.modes", "REGISTRY", ()),
+                       ("profiler_core.engine.ddp_step", "RANK_PREPARATION", ()),
+                       ("profiler_core.engine.parity", "CANDIDATES", ("eager",)))
+
+
+@pytest.mark.parametrize("module_name, registry, without", PER_MODE_REGISTRIES)
+def test_every_registry_of_per_mode_code_has_every_declared_mode_in_run_order(
+        module_name, registry, without):
+    import importlib
+
+    from profiler_core.spec.modes import MODE_NAMES
+
+    entries = getattr(importlib.import_module(module_name), registry)
+    assert tuple(entries) == tuple(name for name in MODE_NAMES if name not in without)
+
+
+@pytest.mark.parametrize("module_name, registry, without", PER_MODE_REGISTRIES)
+def test_a_mode_declared_without_its_code_in_a_registry_stops_the_import_saying_what_to_add(
+        module_name, registry, without, monkeypatch):
+    """A new ModeSpec with no entry in the single-process registry, the data-parallel one or
+    parity's: importing that module fails, naming the mode, the registry and what to add."""
+    import dataclasses
+    import importlib.util
+    import sys
+
+    from profiler_core.spec import modes as declared
+
+    new = dataclasses.replace(declared.SPECS["compile"], name="new_mode")
+    monkeypatch.setattr(declared, "SPECS", {**declared.SPECS, "new_mode": new})
+    monkeypatch.setattr(declared, "MODE_NAMES", (*declared.MODE_NAMES, "new_mode"))
+    found = importlib.util.find_spec(module_name)
+    assert found is not None and found.loader is not None
+    fresh = importlib.util.module_from_spec(found)  # a copy: the imported module stays as it is
+    monkeypatch.setitem(sys.modules, module_name, fresh)
+    with pytest.raises(declared.UndeclaredModeError) as raised:
+        found.loader.exec_module(fresh)
+    message = str(raised.value)
+    assert message.startswith("mode new_mode is declared in spec/modes.py but has no entry in ")
+    module_file = module_name.removeprefix("profiler_core.").replace(".", "/") + ".py"
+    assert f" in {module_file}'s " in message and ": add a" in message
+
+
+def test_a_registry_entry_for_a_mode_nothing_declares_is_refused():
+    from profiler_core.spec.modes import UndeclaredModeError, per_mode
+
+    entries = {name: name for name in modes.REGISTRY}
+    assert per_mode(entries, "here", "an entry") == entries
+    with pytest.raises(UndeclaredModeError, match="here has an entry for gone, which spec/modes.py "
+                                                  "does not declare: add its ModeSpec to MODES"):
+        per_mode({**entries, "gone": "gone"}, "here", "an entry")
+    with pytest.raises(UndeclaredModeError, match="here has an entry for eager, which it never uses"):
+        per_mode(entries, "here", "an entry", without=("eager",))
+    with pytest.raises(UndeclaredModeError, match="mode compile is declared .* add an entry for it"):
+        per_mode({k: v for k, v in entries.items() if k != "compile"}, "here", "an entry")
+
+
 def test_each_modes_facts_are_declared_once_and_read_everywhere():
     from profiler_core import MODES, ModeSpec
     from profiler_core.engine import cpu_time

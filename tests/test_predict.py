@@ -19,6 +19,8 @@ from conftest import stored_figures
 
 from profiler_core.analysis import metrics, predict
 from profiler_core.analysis.figures import Figures
+from profiler_core.analysis.trace import analyse_trace
+from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.cli.main import format_summary, main
 from profiler_core.engine import calibration as engine_calibration
 from profiler_core.storage.results import RunResult, coerce_table
@@ -30,6 +32,12 @@ SAMPLE = ROOT / "tests" / "data" / "h200_schema2_sample"
 # Today's bundled sample, recorded with a prediction
 RECORDED = ROOT / "dashboard" / "sample_run"
 CONSTANTS = ["--launch-us", "3", "--per-node-us", "0.25"]
+
+
+def _eager_step(path: Path, steps_per_iteration: int | None = None) -> predict.EagerStep:
+    """An eager trace read and analysed as ``predict`` reads it."""
+    analysis = analyse_trace(load_trace(path), mode="eager")
+    return predict.eager_step_from_analysis(analysis, steps_per_iteration)
 
 
 # ------------------------------------------------------------------------------ the fit
@@ -69,18 +77,18 @@ def test_the_model_adds_launch_and_copy_per_graph_and_a_cost_per_kernel():
 
 
 def test_the_eager_window_of_the_recorded_launch_bound_trace():
-    step = predict.eager_step_from_trace(LAUNCH_BOUND / "trace_eager.json.gz")
+    step = _eager_step(LAUNCH_BOUND / "trace_eager.json.gz")
     assert step.gpu_busy_us == pytest.approx(61.74, abs=0.01)
     assert step.kernels == 21 and step.iterations == 4
     assert step.iteration_source == "profiler_steps"
-    halved = predict.eager_step_from_trace(LAUNCH_BOUND / "trace_eager.json.gz", 2)
+    halved = _eager_step(LAUNCH_BOUND / "trace_eager.json.gz", 2)
     assert halved.gpu_busy_us == pytest.approx(step.gpu_busy_us / 2)
     assert halved.kernels == 10.5
 
 
 def test_the_sample_run_prediction_reads_the_same_figures_the_run_recorded():
     headline = json.loads((SAMPLE / "summary.json").read_text())["headline"]
-    step = predict.eager_step_from_trace(SAMPLE / "trace_eager.json.gz")
+    step = _eager_step(SAMPLE / "trace_eager.json.gz")
     assert step.gpu_busy_us == pytest.approx(headline["eager_gpu_busy_us"])
     assert step.kernels == headline["eager_kernels"] == 29
     # The floor alone (no launch or node cost) plus the measured batch copy: the graph's
@@ -614,7 +622,7 @@ def test_gpu_calibration_and_predicted_against_measured_on_real_runs(tmp_path):
                                    calibration.busy_us):
         print(f"  {count:>4} nodes: replay {replay:8.2f} us, kernels busy {busy:8.2f} us, "
               f"left {replay - busy:7.2f} us")
-    sample = predict.eager_step_from_trace(SAMPLE / "trace_eager.json.gz")
+    sample = _eager_step(SAMPLE / "trace_eager.json.gz")
     sample_run = RunResult.load(SAMPLE)
     recorded = {metrics.headline_key(mode, metric): value
                 for mode, metric, value in sample_run.figures.items()}

@@ -33,6 +33,7 @@ from dashboard import analysis, compare, kernel_tables, percentiles, run_facts, 
 from profiler_core.analysis import attribution, metrics, predict
 from profiler_core.analysis.figures import Figures
 from profiler_core.analysis.timeline import iteration_timeline
+from profiler_core.analysis.trace import analyse_trace
 from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.cli.main import format_summary
 from profiler_core.spec import schema
@@ -415,7 +416,7 @@ def check_predict(saved: Path, loaded: RunResult) -> None:
     predict.headline_lines(head, loaded.figures)
     eager_trace = loaded.trace_paths.get("eager")
     if eager_trace is not None:
-        step = predict.eager_step_from_trace(eager_trace)
+        step = predict.eager_step_from_analysis(analyse_trace(load_trace(eager_trace), mode="eager"))
         costs = predict.GraphCosts(9.35, 0.255, "the round trip's constants")
         prediction = predict.predict_graph(step, costs, loaded.config.capture_iters)
         assert math.isfinite(prediction.graph_us)

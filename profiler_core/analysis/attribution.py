@@ -28,7 +28,7 @@ SOURCES = {
     "host_issue": "timed trials: host time to issue a step (not part of the sum)",
 }
 # Idle below this fraction of the step is within the measurements' noise (a replayed graph's
-# idle time is a few percent of its step on an H200), not a sign of a stretched kernel time.
+# idle time is a few percent of its step), not a sign of a stretched kernel time.
 NEGATIVE_IDLE_TOLERANCE = 0.03
 
 

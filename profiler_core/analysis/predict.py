@@ -158,14 +158,6 @@ def eager_step_from_analysis(analysis: TraceAnalysis, steps_per_iteration: int |
                      iteration_source=analysis.iteration_source)
 
 
-def eager_step_from_trace(path: str | Path, steps_per_iteration: int | None = None,
-                          progress: ProgressCallback | None = None) -> EagerStep:
-    """Read and analyse an eager torch.profiler trace (refusals and ``progress`` as
-    ``trace_reading.load_trace``)."""
-    analysis = analyse_trace(load_trace(path, progress), mode="eager")
-    return eager_step_from_analysis(analysis, steps_per_iteration, f"trace {shown(path)}")
-
-
 # torch.optim marks each optimizer step in a profiled trace ("Optimizer.step#AdamW.step"). Adam
 # and AdamW are captured only with capturable=True, which computes their bias corrections on the
 # GPU (torch.pow of the step count there): an eager step without that ran fewer kernels than the
@@ -173,8 +165,8 @@ def eager_step_from_trace(path: str | Path, steps_per_iteration: int | None = No
 OPTIMIZER_MARK = "Optimizer.step#"
 CAPTURABLE_ONLY = ("Adam", "AdamW")
 DEVICE_STEP_OPS = ("aten::pow", "aten::_foreach_pow")
-# What that left out was measured on an H200 (docs/h200-2026-12-01.md): the capturable twin
-# against the eager window of the same steps.
+# What that leaves out, as measured on a GPU (the capturable twin against the eager window of the
+# same steps): the note quotes the measurement with its source.
 CAPTURABLE_MEASURED = ("on an H200 (2026-12-01, docs/h200-2026-12-01.md) the capturable AdamW "
                        "ran 37 more kernels and 187 us more GPU time per step than the eager "
                        "one in a 6-layer MLP step, 122 kernels and 201 us in a 4-layer "

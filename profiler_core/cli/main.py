@@ -386,7 +386,7 @@ def _say_cpu_time(config, processes: int = 1) -> None:
         estimate = measure(config)
     except (ProfilerError, KeyboardInterrupt):
         raise
-    except Exception:  # noqa: BLE001 - the run itself reports whatever its step raises
+    except Exception:  # the run itself reports whatever its step raises
         return
     if estimate is not None and estimate.total_s * processes >= WORTH_SAYING_S:
         print(estimate_line(estimate, processes), file=sys.stderr, flush=True)

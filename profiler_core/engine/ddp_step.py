@@ -7,7 +7,8 @@ reads only RANK, LOCAL_RANK and WORLD_SIZE (and torchrun's rendezvous variables 
 ``init_process_group``); rank 0 gathers every rank's measurements over the process group and
 builds the run (``ddp_result``), so no shared file system is needed. Rank 0 alone reports
 progress (``measure_rank``'s callback: ``RANK_PHASES`` and their work units, for the dashboard's
-bar). The modes, as PyTorch's CUDA notes ("Usage with DistributedDataParallel") describe them:
+bar). The modes (``RANK_PREPARATION``: one entry per mode ``spec.modes`` declares), as PyTorch's
+CUDA notes ("Usage with DistributedDataParallel") describe them:
 
 - ``eager``: the step with its model wrapped in DDP;
 - ``graph``: the whole step captured, all-reduce inside: DDP built in a side-stream context, at
@@ -57,7 +58,7 @@ from profiler_core.engine.workloads import TrainingStep, make_batches
 from profiler_core.spec.config import INT_LIMITS, RunConfig
 from profiler_core.spec.distributed import RankEnv, announce_phase
 from profiler_core.spec.errors import NoCudaError
-from profiler_core.spec.modes import CPU_MODES
+from profiler_core.spec.modes import CPU_MODES, per_mode
 from profiler_core.spec.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.timing import trials as timing
 
@@ -272,13 +273,16 @@ def _prepare_compiled(ctx: RankContext, reduce_overhead: bool) -> RankMode:
     return RankMode(timing.Mode(name, 1, run), step, (time.perf_counter() - started) * 1e3)
 
 
-PREPARE: dict[str, Callable[[RankContext], RankMode]] = {
+# How each declared mode is prepared on a rank, in run order. A mode declared in ``spec.modes``
+# without an entry here (or an entry for a mode it does not declare) stops the import with an
+# error saying what to add.
+RANK_PREPARATION: dict[str, Callable[[RankContext], RankMode]] = per_mode({
     "eager": _prepare_eager,
     "graph": _prepare_graph,
     "graphed_callables": _prepare_graphed_callables,
     "compile": lambda ctx: _prepare_compiled(ctx, reduce_overhead=False),
     "compile_ro": lambda ctx: _prepare_compiled(ctx, reduce_overhead=True),
-}
+}, "engine/ddp_step.py's RANK_PREPARATION", "a function RankContext -> RankMode")
 
 
 def rank_modes(config: RunConfig) -> list[str]:
@@ -483,7 +487,7 @@ def measure_rank(config: RunConfig, env: RankEnv, delays: Mapping[int, float],
         ctx.phase("prepare")
         prepared: dict[str, RankMode] = {}
         for name in rank_modes(config):
-            prepared[name] = PREPARE[name](ctx)
+            prepared[name] = RANK_PREPARATION[name](ctx)
             graphs.extend(prepared[name].graphs)
             ctx.progress.advance(message=f"{name} ready")
             if ctx.agreed_stop(f"prepare (after {name})"):

@@ -133,6 +133,7 @@ def freeze_startup_objects() -> None:
     torch, torch._dynamo, sympy and pandas created, millions of objects kept for the process's
     life) is moved out of the garbage collector's reach (``gc.freeze``). A run collects about
     eight times (before each memory baseline and capture, and ``torch.cuda.graph`` on entering),
-    and each full collection walked all of them again: 0.17 s each under cProfile on the H200
-    VM. Later runs of a warm worker are not frozen, so nothing a run leaves behind is kept."""
+    and each full collection walked all of them again (what that cost: docs/how-it-measures.md,
+    "Start-up: a fresh run's first seconds"). Later runs of a warm worker are not frozen, so
+    nothing a run leaves behind is kept."""
     gc.freeze()

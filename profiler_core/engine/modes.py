@@ -29,7 +29,7 @@ from profiler_core.engine.model_calls import graphable_call
 from profiler_core.engine.telemetry import PhaseRecorder
 from profiler_core.engine.workloads import TrainingStep
 from profiler_core.spec.config import RunConfig
-from profiler_core.spec.modes import MODE_NAMES, SPECS, ModeSpec
+from profiler_core.spec.modes import SPECS, ModeSpec, per_mode
 from profiler_core.spec.progress import ProgressCounter
 from profiler_core.timing.trials import Mode
 
@@ -309,5 +309,7 @@ _IMPLEMENTATIONS = {mode.name: mode for mode in (
     ModeImplementation("compile_ro",
                        _prepare_extra("compile_ro", partial(prepare_compiled, reduce_overhead=True))),
 )}
-# Every declared mode in run order (a KeyError here names a declared mode with no implementation).
-REGISTRY: dict[str, ModeImplementation] = {name: _IMPLEMENTATIONS[name] for name in MODE_NAMES}
+# Every declared mode in run order; a declared mode without an implementation here (or one here
+# that ``spec.modes`` does not declare) stops the import with an error saying what to add.
+REGISTRY: dict[str, ModeImplementation] = per_mode(
+    _IMPLEMENTATIONS, "engine/modes.py's _IMPLEMENTATIONS", "a ModeImplementation")

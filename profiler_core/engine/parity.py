@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -30,6 +31,7 @@ from profiler_core.engine.modes import (
 )
 from profiler_core.engine.workloads import TrainingStep
 from profiler_core.spec.config import RunConfig, is_user_spec
+from profiler_core.spec.modes import per_mode
 
 # A mode matches eager when its largest parameter difference is at most NOISE_FACTOR times
 # eager's against itself, plus FLOOR_RELATIVE of the largest parameter (rounding of a few steps).
@@ -142,17 +144,35 @@ def _graph_candidate(config: RunConfig, device: torch.device, batches: list[Batc
     return _Candidate(graphed.step, replay, config.capture_iters, config.warmup_iters, True)
 
 
-def _prepared_candidate(mode: str, config: RunConfig, device: torch.device,
-                        batches: list[Batch]) -> _Candidate:
-    if mode == "graphed_callables":
-        prepared = prepare_graphed_callables(config, device, batches)
-    else:
-        prepared = prepare_compiled(config, device, batches, reduce_overhead=mode == "compile_ro")
-    step = prepared.step
-    # graphed_callables of a whole step runs one more step to see how the step calls its model
-    pre_steps = PREPARE_ITERS + (1 if mode == "graphed_callables" and step.whole_step else 0)
+def _step_candidate(step: TrainingStep, batches: list[Batch], pre_steps: int) -> _Candidate:
+    """A mode that trains by calling its step (its model graphed or compiled), one step an
+    iteration, after ``pre_steps`` steps of preparation."""
     return _Candidate(step, lambda i: step.eager_step(*batches[i % len(batches)], count=False),
                       1, pre_steps, False)
+
+
+def _graphed_callables_candidate(config: RunConfig, device: torch.device,
+                                 batches: list[Batch]) -> _Candidate:
+    step = prepare_graphed_callables(config, device, batches).step
+    # graphed_callables of a whole step runs one more step to see how the step calls its model
+    return _step_candidate(step, batches, PREPARE_ITERS + (1 if step.whole_step else 0))
+
+
+def _compiled_candidate(config: RunConfig, device: torch.device, batches: list[Batch],
+                        reduce_overhead: bool) -> _Candidate:
+    step = prepare_compiled(config, device, batches, reduce_overhead=reduce_overhead).step
+    return _step_candidate(step, batches, PREPARE_ITERS)
+
+
+# How each declared mode but eager (the reference) is prepared for the check; a mode declared in
+# ``spec.modes`` without an entry here stops the import with an error saying what to add.
+CANDIDATES: dict[str, Callable[[RunConfig, torch.device, list[Batch]], _Candidate]] = per_mode({
+    "graph": _graph_candidate,
+    "graphed_callables": _graphed_callables_candidate,
+    "compile": partial(_compiled_candidate, reduce_overhead=False),
+    "compile_ro": partial(_compiled_candidate, reduce_overhead=True),
+}, "engine/parity.py's CANDIDATES", "a function (config, device, batches) -> _Candidate",
+    without=("eager",))
 
 
 def _eager_reference(config: RunConfig, device: torch.device, batches: list[Batch],
@@ -178,8 +198,7 @@ def check_modes(config: RunConfig, device: torch.device, batches: list[Batch],
     quiet = config if is_user_spec(config.workload) else config.replace(dropout1=0.0, dropout2=0.0)
     checks = []
     for mode in modes:
-        candidate = (_graph_candidate(quiet, device, batches) if mode == "graph"
-                     else _prepared_candidate(mode, quiet, device, batches))
+        candidate = CANDIDATES[mode](quiet, device, batches)
         iterations = quiet.parity_steps
         for iteration in range(iterations):
             _reseed(iteration)

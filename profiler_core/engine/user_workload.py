@@ -178,7 +178,7 @@ def find_function(spec: str) -> Callable[..., Any]:
                             " (or on PYTHONPATH)") from None
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or the time limit: not the module's doing
         raise
-    except BaseException as error:  # noqa: BLE001 - the user's module failed while importing
+    except BaseException as error:  # the user's module failed while importing
         where = user_frame(error)
         raise WorkloadError(f"importing {module_name!r} {_what_was_raised(error)}"
                             + (f" at {where}" if where else ""),
@@ -320,7 +320,7 @@ def build_parts(spec: str, device: torch.device,
         raise WorkloadError(f"calling {spec}(device) failed: {str(error).splitlines()[0]}",
                             "the function must take one argument, the torch.device (its settings, "
                             "if any, as keyword parameters with defaults)") from None
-    except BaseException as error:  # noqa: BLE001 - the user's function failed
+    except BaseException as error:  # the user's function failed
         raise user_code_error(spec, error) from None
     return check_parts(spec, returned)
 

@@ -136,7 +136,7 @@ class BackgroundJob:
             finally:
                 for lock in reversed(held):
                     lock.release(self._ticket)
-        except Exception as exc:  # noqa: BLE001 - said on the page, never a thread that dies silently
+        except Exception as exc:  # said on the page, never a thread that dies silently
             ending = dict(status="error", error=_one_line(f"{type(exc).__name__}: {exc}"))
         finally:
             self._leave_queues()  # whatever happened, never stay in a queue

@@ -38,7 +38,7 @@ SPARE_READY_TIMEOUT_S = 300.0
 HANDOVER_TIMEOUT_S = 10.0
 # A ready spare that no run has taken this long is stopped (it holds a few hundred MB of host
 # memory, and a CUDA context on its GPU); the next run starts in a fresh process and a spare is
-# started again after it. README, "Fast repeated runs", states it.
+# started again after it. docs/how-it-measures.md, "Warm workers", states it.
 IDLE_TIMEOUT_S = 600.0
 # Phases a run reports once its timed trials are over (see ``Launcher``: when spares start).
 AFTER_TIMED_PHASES = ("parity", "done")

@@ -5,9 +5,10 @@ when no other user could have written there (``private_folder``: made with mode 
 through a link, owned by this user and writable by no one else), and the start-up fix for one
 slow setup (``keep_bytecode``): ``PYTHONDONTWRITEBYTECODE`` (or ``-B``) set and torch installed
 without its compiled bytecode, so that every process compiles torch, sympy and pandas from source
-again (on the lent H200 VM: ``import torch`` 4.6 s, ``torch._dynamo``, which the first optimizer
-imports, 6.0 s more). Compiled modules run as the user: a cache another user could write to would
-run their code. Nothing here imports torch.
+again (seconds for ``import torch`` and more for ``torch._dynamo``, which the first optimizer
+imports; measured in docs/how-it-measures.md, "Start-up: a fresh run's first seconds"). Compiled
+modules run as the user: a cache another user could write to would run their code. Nothing here
+imports torch.
 """
 
 from __future__ import annotations

@@ -18,7 +18,14 @@ from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse
 from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.numerics import FLAG_SETTING_DTYPES
 from profiler_core.spec.shapes import check_buckets, check_vary
-from profiler_core.spec.workload_kinds import KNOWN, SIZE_FIELDS, workload_of
+from profiler_core.spec.workload_kinds import (
+    KNOWN,
+    SIZE_FIELDS,
+    SIZES,
+    float_limits,
+    int_limits,
+    workload_of,
+)
 
 DTYPES = ("fp32", "fp32-ieee", "tf32", "bf16", "fp16")  # meanings: ``numerics.DTYPE_MEANINGS``
 # The article's step, its three lessons, and the built-in transformer and convolutional workloads.
@@ -53,13 +60,10 @@ def is_user_spec(text: object) -> bool:
 # Largest tensor the tool will build, in elements (a layer over 2^31 elements is refused).
 MAX_TENSOR_ELEMENTS = 2**31
 
-# (low, high) inclusive limits of every numeric field; the dashboard's controls use them too.
+# (low, high) inclusive limits of every numeric field; the dashboard's controls use them too. A
+# workload's size fields bring their own (``workload_kinds.SIZES``).
 INT_LIMITS: dict[str, tuple[int, int]] = {
-    "batch": (1, 1_048_576),
-    "d_in": (1, 1_048_576),
-    "hidden": (1, 1_048_576),
-    "d_out": (1, 1_048_576),
-    "hidden_layers": (1, 64),
+    **int_limits(SIZES),
     "warmup_iters": (1, 1_000),
     "capture_iters": (1, 100),
     "replays": (1, 100_000),
@@ -68,16 +72,11 @@ INT_LIMITS: dict[str, tuple[int, int]] = {
     "seed": (0, 2**31 - 1),
     "profile_iters": (1, 1_000),
     "parity_steps": (0, 1_000),
-    "heads": (1, 256),
-    "seq_len": (1, 65_536),
-    "channels": (1, 4_096),
-    "image_size": (4, 2_048),
     "repeats": (1, 15),
     "nproc_per_node": (1, 64),
 }
 FLOAT_LIMITS: dict[str, tuple[float, float]] = {
-    "dropout1": (0.0, 0.99),
-    "dropout2": (0.0, 0.99),
+    **float_limits(SIZES),
     "nvml_interval_ms": (1.0, 10_000.0),
 }
 
@@ -205,6 +204,24 @@ class RunConfig:
         return cls(**values)
 
 
+def check_size_fields_in_config() -> None:
+    """Every workload's size field (``workload_kinds.SIZES``) is a ``RunConfig`` field of its
+    kind; a ``TypeError`` saying what to add otherwise, when this module is imported."""
+    defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+    for size in SIZES:
+        kind = "int" if size.whole else "float"
+        default = defaults.get(size.name, dataclasses.MISSING)
+        if default is dataclasses.MISSING or isinstance(default, bool) or not isinstance(
+                default, int if size.whole else float):
+            raise TypeError(f"the size field {size.name} (spec/workload_kinds.py) is not "
+                            f"{'an int' if size.whole else 'a float'} field of RunConfig: add "
+                            f"'{size.name}: {kind} = DEFAULT  "
+                            "# what it sizes' to RunConfig in spec/config.py")
+
+
+check_size_fields_in_config()
+
+
 def _allowed_int(name: str) -> str:
     low, high = INT_LIMITS[name]
     return f"a whole number from {low:,} to {high:,}"
@@ -276,10 +293,6 @@ def _check_settings(config: RunConfig) -> None:
                                                f"{type(value).__name__}")
 
 
-# The dimensions a built-in workload can vary per step (an own step: any keyword of its batch).
-VARYING_DIMENSIONS = {"mlp": ("batch",), "transformer": ("batch", "seq_len"), "conv": ("batch",)}
-
-
 def _check_shapes(config: RunConfig) -> None:
     """``vary`` and ``buckets``: their grammar (``spec.shapes``; a lengths file is read when the
     run starts), a dimension the workload has, and no data-parallel or repeated run."""
@@ -292,7 +305,8 @@ def _check_shapes(config: RunConfig) -> None:
         raise ConfigError("vary", f"vary must be NAME=DIST; got {quoted(config.vary)}")
     check_vary(config.vary)
     dimension = config.vary.partition("=")[0].strip()
-    allowed = VARYING_DIMENSIONS.get(config.workload)
+    declared = workload_of(config)
+    allowed = declared.varying if declared is not None else None
     if not is_user_spec(config.workload) and dimension not in (allowed or ()):
         raise ConfigError("vary", f"the {config.workload} workload cannot vary {shown(dimension)}",
                           f"vary {' or '.join(allowed) if allowed else 'nothing'} (an own step: "

@@ -1,7 +1,8 @@
 """Every ``RunConfig`` field declared once: its label, help, sidebar section, kind, command-line
 option, what a CPU run does with it, and how its value is read from text. The command line's run
 options and the sidebar's controls are both generated from ``FIELDS``. Ranges are looked up in
-``config``, and which workload a size field shapes in ``workload_kinds``, never copied here.
+``config``; a workload's size fields, and which workload each shapes, come from their
+declarations in ``workload_kinds``, never copied here.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from profiler_core.spec.modes import (
     extra_modes_help,
 )
 from profiler_core.spec.shapes import check_buckets, check_vary
-from profiler_core.spec.workload_kinds import BROKEN, BUILT_IN, SIZE_FIELDS, workload_named
+from profiler_core.spec.workload_kinds import (
+    BROKEN,
+    BUILT_IN,
+    SIZE_FIELDS,
+    SIZES,
+    SizeField,
+    workload_named,
+)
 
 # What a field's value is, which decides how it is read from text, its option and its widget.
 INT = "int"
@@ -114,8 +122,16 @@ class FieldSpec:
         return declared.uses(self.name) if declared is not None else self.name not in SIZE_FIELDS
 
 
+def size_field(size: SizeField) -> FieldSpec:
+    """A workload's size field (``workload_kinds``) as the Model section and the command line
+    show it."""
+    return FieldSpec(size.name, size.label, size.help, size.option_help,
+                     INT if size.whole else FLOAT, MODEL, option=size.option,
+                     metavar=size.metavar, step=size.step, number_format=size.number_format)
+
+
 # The command line's order, and the sidebar's within each section: preset and device (drawn
-# above the sections), then section by section.
+# above the sections), then section by section; the workloads' size fields in ``SIZES``' order.
 FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("preset", "Preset", "Fills every control with one of the article's experiments.",
               "start from a preset (default: seed; with --device cpu and neither a preset nor a "
@@ -135,35 +151,7 @@ FIELDS: tuple[FieldSpec, ...] = (
               + "), or your own step: a function build(device) returning model, batch, loss, "
               "optimizer (see README)", WORKLOAD, MODEL, choices=BUILT_IN_WORKLOADS,
               metavar="NAME|package.module:function"),
-    FieldSpec("batch", "Batch size N", "Rows per training batch.", "batch size N", INT, MODEL),
-    FieldSpec("d_in", "Input features D_in", "Features into the first Linear layer.",
-              "input features", INT, MODEL),
-    FieldSpec("hidden", "Hidden width H", "Width of every hidden layer.", "hidden width H", INT,
-              MODEL),
-    FieldSpec("d_out", "Output features D_out", "Features out of the last Linear layer.",
-              "output features", INT, MODEL),
-    FieldSpec("hidden_layers", "Hidden layers",
-              "1 is the article's Linear-Dropout-Linear-Dropout; k adds k-1 Linear+ReLU.",
-              "mlp: hidden layers; transformer: encoder layers; conv: conv blocks", INT, MODEL),
-    FieldSpec("dropout1", "Dropout after the first Linear",
-              "Dropout probability after the first Linear.",
-              "dropout after the first and the last Linear", FLOAT, MODEL,
-              option="--dropout", metavar="P1", step=0.05,
-              number_format="%.2f"),
-    FieldSpec("dropout2", "Dropout after the last Linear",
-              "Dropout probability after the last Linear.", "dropout after the last Linear",
-              FLOAT, MODEL, option="--dropout", metavar="P2", step=0.05,
-              number_format="%.2f"),
-    FieldSpec("seq_len", "Sequence length", "Tokens per sequence.",
-              "transformer: tokens per sequence", INT, MODEL),
-    FieldSpec("heads", "Attention heads",
-              "Attention heads of every encoder layer (the width must divide by it).",
-              "transformer: attention heads", INT, MODEL),
-    FieldSpec("image_size", "Image size",
-              "Input images are this many pixels wide and high, 3 channels.",
-              "conv: image height and width", INT, MODEL),
-    FieldSpec("channels", "Channels", "Channels of every convolution.",
-              "conv: channels of every convolution", INT, MODEL),
+    *(size_field(size) for size in SIZES),
     FieldSpec("dtype", "Precision",
               "fp32 as a plain PyTorch loop runs it (PyTorch's default flags: TF32 off for matmuls, "
               "on for cuDNN convolutions), fp32-ieee (TF32 off everywhere), tf32 (on everywhere), "

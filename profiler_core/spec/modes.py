@@ -1,13 +1,19 @@
 """The modes a run can time, each declared once: its name, its words, its colour, where it runs.
 
 Scope: facts only, no torch. The config's validation, the command line's help, the engine's
-registry (``engine.modes``, which holds how each mode is prepared and refers to these by name)
-and the dashboard's controls and charts all read them from here.
+registries (``engine.modes``: how each mode is prepared in one process; ``engine.ddp_step``: how
+it is prepared on a data-parallel rank; both refer to these by name and are checked against them
+by ``per_mode`` when they are imported) and the dashboard's controls and charts all read them
+from here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
+
+Entry = TypeVar("Entry")
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,36 @@ CPU_MODES = tuple(spec.name for spec in MODES if not spec.cuda_only)
 CUDA_ONLY_MODES = tuple(spec.name for spec in MODES if spec.cuda_only)
 COMPILED_MODES = tuple(spec.name for spec in MODES if spec.compiles)
 MODE_LABELS = {spec.name: spec.label for spec in MODES}
+
+
+class UndeclaredModeError(LookupError):
+    """A registry of per-mode code that does not match the declared modes (raised at import, so
+    a mode added here without its code elsewhere stops the tool at once, naming what to add)."""
+
+
+def per_mode(entries: Mapping[str, Entry], registry: str, entry: str,
+             without: tuple[str, ...] = ()) -> dict[str, Entry]:
+    """``entries`` (mode name -> its code) in run order, checked against ``MODES``: every declared
+    mode has one but those ``without`` one by design (eager, where it is the reference), and
+    nothing else does. ``registry`` names where they live ("engine/ddp_step.py's
+    RANK_PREPARATION"), ``entry`` what one is ("a function RankContext -> RankMode"), for the
+    error, which says what to add (or remove) there."""
+    expected = [name for name in MODE_NAMES if name not in without]
+    missing = [name for name in expected if name not in entries]
+    if missing:
+        raise UndeclaredModeError(
+            f"mode {', '.join(missing)} is declared in spec/modes.py but has no entry in "
+            f"{registry}: add {entry} for it there")
+    undeclared = [name for name in entries if name not in SPECS]
+    if undeclared:
+        raise UndeclaredModeError(
+            f"{registry} has an entry for {', '.join(undeclared)}, which spec/modes.py does not "
+            f"declare: add its ModeSpec to MODES, or remove the entry")
+    unused = [name for name in entries if name in without]
+    if unused:
+        raise UndeclaredModeError(f"{registry} has an entry for {', '.join(unused)}, which it "
+                                  "never uses: remove it")
+    return {name: entries[name] for name in expected}
 
 
 def _words_or(items: list[str]) -> str:

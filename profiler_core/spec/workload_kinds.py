@@ -1,7 +1,8 @@
 """The built-in workloads as objects: the article's MLP, a transformer encoder stack, a small
 convolutional classifier, and the deliberately broken steps (the MLP with one flaw each).
 
-Each workload is declared once here: its size fields (the sidebar's and the command line's size
+Each workload is declared once here: its size fields (``SizeField``: name, limits, label and
+help; ``config`` takes their limits from them, ``fields`` their command-line options and sidebar
 controls), its small CPU step, its sweep axes, its captions, counts and memory estimates. No torch
 here: its model, batches, loss and (for a broken step) its flaw are ``engine.workload_models``'s,
 and the step itself (``engine.workloads``) is the same for all.
@@ -9,17 +10,91 @@ and the step itself (``engine.workloads``) is the same for all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from profiler_core.spec.errors import ConfigError
 
 if TYPE_CHECKING:  # config imports this module; the type is for annotations only
     from profiler_core.spec.config import RunConfig
 
+MAX_WIDTH = 1_048_576  # the largest batch or layer width (rows, features)
+
+
+@dataclass(frozen=True)
+class SizeField:
+    """A ``RunConfig`` field that sizes a workload, declared once: the range it may take and its
+    words on the command line and in the sidebar (its ``FieldSpec`` in ``fields``, in the
+    Model section). ``RunConfig`` holds its default; ``config`` checks at import that it does."""
+
+    name: str  # the RunConfig field
+    limits: tuple[int, int] | tuple[float, float]  # (low, high), inclusive: whole numbers or not
+    label: str  # the sidebar's label, and how a refusal names the field
+    help: str  # the sidebar's help
+    option_help: str  # the command line's help (run --help adds the default)
+    option: str = ""  # the command-line option; empty: "--" + the name with dashes
+    metavar: str | None = None  # the option's value in run --help
+    step: float | None = None  # a fractional field: the sidebar's step
+    number_format: str | None = None  # a fractional field: the sidebar's printf format
+
+    @property
+    def whole(self) -> bool:
+        """Whether it takes whole numbers (its limits are ints)."""
+        return _whole(self.limits)
+
+
+def _whole(limits: tuple[int, int] | tuple[float, float]) -> TypeGuard[tuple[int, int]]:
+    return all(isinstance(value, int) for value in limits)
+
+
+def int_limits(sizes: Iterable[SizeField]) -> dict[str, tuple[int, int]]:
+    """Field -> (low, high) of the whole-number fields among ``sizes``."""
+    return {size.name: size.limits for size in sizes if _whole(size.limits)}
+
+
+def float_limits(sizes: Iterable[SizeField]) -> dict[str, tuple[float, float]]:
+    """Field -> (low, high) of the fractional fields among ``sizes``."""
+    return {size.name: (float(size.limits[0]), float(size.limits[1])) for size in sizes
+            if not _whole(size.limits)}
+
+
+BATCH = SizeField("batch", (1, MAX_WIDTH), "Batch size N", "Rows per training batch.",
+                  "batch size N")
+D_IN = SizeField("d_in", (1, MAX_WIDTH), "Input features D_in",
+                 "Features into the first Linear layer.", "input features")
+HIDDEN = SizeField("hidden", (1, MAX_WIDTH), "Hidden width H", "Width of every hidden layer.",
+                   "hidden width H")
+D_OUT = SizeField("d_out", (1, MAX_WIDTH), "Output features D_out",
+                  "Features out of the last Linear layer.", "output features")
+HIDDEN_LAYERS = SizeField(
+    "hidden_layers", (1, 64), "Hidden layers",
+    "1 is the article's Linear-Dropout-Linear-Dropout; k adds k-1 Linear+ReLU.",
+    "mlp: hidden layers; transformer: encoder layers; conv: conv blocks")
+DROPOUT1 = SizeField("dropout1", (0.0, 0.99), "Dropout after the first Linear",
+                     "Dropout probability after the first Linear.",
+                     "dropout after the first and the last Linear", option="--dropout",
+                     metavar="P1", step=0.05, number_format="%.2f")
+DROPOUT2 = SizeField("dropout2", (0.0, 0.99), "Dropout after the last Linear",
+                     "Dropout probability after the last Linear.", "dropout after the last Linear",
+                     option="--dropout", metavar="P2", step=0.05, number_format="%.2f")
+SEQ_LEN = SizeField("seq_len", (1, 65_536), "Sequence length", "Tokens per sequence.",
+                    "transformer: tokens per sequence")
+HEADS = SizeField("heads", (1, 256), "Attention heads",
+                  "Attention heads of every encoder layer (the width must divide by it).",
+                  "transformer: attention heads")
+IMAGE_SIZE = SizeField("image_size", (4, 2_048), "Image size",
+                       "Input images are this many pixels wide and high, 3 channels.",
+                       "conv: image height and width")
+CHANNELS = SizeField("channels", (1, 4_096), "Channels", "Channels of every convolution.",
+                     "conv: channels of every convolution")
+# Every size field, in the order the command line and the sidebar list them (a workload's size
+# field missing here stops the import, below).
+SIZES: tuple[SizeField, ...] = (BATCH, D_IN, HIDDEN, D_OUT, HIDDEN_LAYERS, DROPOUT1, DROPOUT2,
+                                SEQ_LEN, HEADS, IMAGE_SIZE, CHANNELS)
+
 # Fields every built-in workload uses; each workload adds its own size fields and dropouts.
-COMMON_FIELDS = ("batch", "hidden_layers", "d_out")
+COMMON_FIELDS = (BATCH, HIDDEN_LAYERS, D_OUT)
 # Distinct batches every run draws once and cycles through (the memory estimate counts them).
 BATCH_POOL_SIZE = 8
 # Each optimizer's learning rate (``config.OPTIMIZERS``).
@@ -31,7 +106,7 @@ class Workload:
     """One built-in workload. Subclasses say what their sizes mean."""
 
     name: str
-    size_fields: tuple[str, ...]  # the config fields that shape this workload
+    sizes: tuple[SizeField, ...]  # the config fields that shape this workload
     summary: str  # one line, for help texts
     # The small step a CPU run gets unless its sizes are asked for (seconds on 2 cores, where the
     # presets' steps take minutes): (field, value) pairs, sizes and the timed steps; read it as
@@ -40,6 +115,13 @@ class Workload:
     # A sweep's size parameters (``sweep --param width=...``) and the fields each one sets; a
     # parameter absent here changes nothing for this workload.
     sweep_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The dimensions ``--vary`` may change from step to step (none: its shapes stay fixed).
+    varying: tuple[str, ...] = ()
+
+    @property
+    def size_fields(self) -> tuple[str, ...]:
+        """The names of the config fields that shape this workload."""
+        return tuple(size.name for size in self.sizes)
 
     @property
     def cpu_sizes(self) -> dict[str, int | None]:
@@ -83,8 +165,8 @@ class Workload:
 
     def shrink_hint(self, config: RunConfig) -> str:
         """Which sizes to lower, with their values now."""
-        shown = ", ".join(f"{name} {getattr(config, name):,}" for name in self.size_fields
-                          if name not in ("dropout1", "dropout2"))
+        shown = ", ".join(f"{size.name} {getattr(config, size.name):,}" for size in self.sizes
+                          if size.whole)
         return f"shrink the batch or this workload's sizes (now {shown})"
 
 
@@ -204,7 +286,7 @@ class ConvClassifier(Workload):
         return config.batch * (3 * config.image_size ** 2 + 1)
 
 
-_MLP_SIZES = ("d_in", "hidden", *COMMON_FIELDS, "dropout1", "dropout2")
+_MLP_SIZES = (D_IN, HIDDEN, *COMMON_FIELDS, DROPOUT1, DROPOUT2)
 _MLP_CPU_STEP: tuple[tuple[str, int | None], ...] = (
     ("batch", 64), ("d_in", 512), ("hidden", 512), ("d_out", 128), ("hidden_layers", 1),
     ("eager_iters", 200), ("replays", 200), ("trials", None))
@@ -215,23 +297,25 @@ _MLP_SWEEP_AXES = (("batch", ("batch",)), ("width", ("d_in", "hidden", "d_out"))
 # The workloads the dashboard offers, in its order.
 BUILT_IN: dict[str, Workload] = {
     "mlp": Mlp("mlp", _MLP_SIZES, "the article's MLP", cpu_step=_MLP_CPU_STEP,
-               sweep_axes=_MLP_SWEEP_AXES),
+               sweep_axes=_MLP_SWEEP_AXES, varying=("batch",)),
     "transformer": Transformer(
-        "transformer", ("hidden", "heads", "seq_len", *COMMON_FIELDS, "dropout1"),
+        "transformer", (HIDDEN, HEADS, SEQ_LEN, *COMMON_FIELDS, DROPOUT1),
         "a stack of transformer encoder layers",
         cpu_step=(("batch", 8), ("seq_len", 32), ("hidden", 128), ("heads", 4),
                   ("hidden_layers", 2), ("d_out", 128), ("eager_iters", 50), ("replays", 50),
                   ("trials", None)),
         sweep_axes=(("batch", ("batch",)), ("width", ("hidden", "d_out")), ("hidden", ("hidden",)),
                     ("d_out", ("d_out",)), ("hidden_layers", ("hidden_layers",)),
-                    ("seq_len", ("seq_len",)))),
+                    ("seq_len", ("seq_len",))),
+        varying=("batch", "seq_len")),
     "conv": ConvClassifier(
-        "conv", ("channels", "image_size", *COMMON_FIELDS, "dropout2"),
+        "conv", (CHANNELS, IMAGE_SIZE, *COMMON_FIELDS, DROPOUT2),
         "a small convolutional classifier",
         cpu_step=(("batch", 16), ("channels", 16), ("image_size", 16), ("hidden_layers", 2),
                   ("d_out", 10), ("eager_iters", 100), ("replays", 100), ("trials", None)),
         sweep_axes=(("batch", ("batch",)), ("width", ("channels",)), ("d_out", ("d_out",)),
-                    ("hidden_layers", ("hidden_layers",)))),
+                    ("hidden_layers", ("hidden_layers",))),
+        varying=("batch",)),
 }
 # Deliberately broken steps that cannot be captured, for the tests and the command line (the
 # dashboard never offers them); each is the MLP, with its sizes, CPU step and sweep axes (its
@@ -248,8 +332,30 @@ BROKEN: dict[str, Workload] = {
         cpu_step=_MLP_CPU_STEP, sweep_axes=_MLP_SWEEP_AXES),
 }
 KNOWN: dict[str, Workload] = {**BUILT_IN, **BROKEN}
+
+
+def check_size_declarations() -> None:
+    """Every workload's size fields are in ``SIZES`` (where the command line and the sidebar
+    find them), and every one there sizes some workload; a ``TypeError`` saying what to add
+    otherwise, when this module is imported."""
+    listed = {size.name: size for size in SIZES}
+    if len(listed) != len(SIZES):
+        raise TypeError("spec/workload_kinds.py's SIZES names a field twice: declare each once")
+    for workload in KNOWN.values():
+        for size in workload.sizes:
+            if listed.get(size.name) is not size:
+                raise TypeError(f"workload {workload.name}'s size field {size.name} is not in "
+                                "spec/workload_kinds.py's SIZES: add it there, where the command "
+                                "line and the sidebar should list it")
+    unused = set(listed) - {name for workload in KNOWN.values() for name in workload.size_fields}
+    if unused:
+        raise TypeError(f"SIZES lists {', '.join(sorted(unused))}, which no workload declares: "
+                        "remove it, or add it to a workload's size fields")
+
+
+check_size_declarations()
 # The fields that size some workload (none of them applies to the user's own step).
-SIZE_FIELDS = frozenset(name for workload in KNOWN.values() for name in workload.size_fields)
+SIZE_FIELDS = frozenset(size.name for size in SIZES)
 
 
 def workload_named(name: str) -> Workload | None:

@@ -665,7 +665,7 @@ def record_run(run_dir: str | os.PathLike) -> str:
         finally:
             connection.close()
         return ""
-    except Exception as error:  # noqa: BLE001 - an index problem never fails a save
+    except Exception as error:  # an index problem never fails a save
         note = f"the run was saved but not recorded in the run index ({type(error).__name__}: " \
                f"{str(error)[:200]}); the next listing adds it from its folder"
         log.info(note)

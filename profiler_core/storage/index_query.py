@@ -116,7 +116,7 @@ def is_figure(name: str) -> bool:
 
 def parse_where(text: str) -> FieldFilter:
     """``field=value``, ``field=v1,v2`` (any of them), ``field=LOW..HIGH`` (either end may be
-    left out), ``date=2026-11-30..2026-12-01``. ``ConfigError`` on ``where`` otherwise."""
+    left out), ``date=YYYY-MM-DD..YYYY-MM-DD``. ``ConfigError`` on ``where`` otherwise."""
     text = clean_text(str(text))  # bytes that are not UTF-8 match as U+FFFD, as stored
     field, sep, value = text.partition("=")
     field = field.strip()

@@ -180,7 +180,7 @@ def read_run(folder: Path, relative: str) -> dict[str, Any]:
         summary = runfolder.read_summary(path)
     except ProfilerError as error:
         run["problem"] = clean_text(error.message[:500])
-    except Exception as error:  # noqa: BLE001 - whatever a damaged file raises, list it, never crash
+    except Exception as error:  # whatever a damaged file raises, list it, never crash
         run["problem"] = clean_text(f"{type(error).__name__}: {error}"[:500])
     else:
         # an own step's settings under their own names (filterable as batch=8); no built-in size

@@ -431,7 +431,7 @@ class RunResult:
 
 
 def _upgrade_never_pays_back(frame: pd.DataFrame) -> pd.DataFrame:
-    """metrics.csv as written before 2026-12-01 stored a mode that never pays back its one-time
+    """metrics.csv as older versions of the tool wrote it stored a mode that never pays back its one-time
     cost as ``break_even_iters = inf``: today that is ``pays_back = 0`` with ``break_even_iters``
     NaN (every stored figure finite or NaN). Modes without ``pays_back`` get it from their
     break-even."""

@@ -98,9 +98,8 @@ ProgressCallback = Callable[[SweepProgress], None]
 # docs/h200-history.md, "Sweeps: the warm-worker pool").
 SWEEP_SPARES = 8
 # A point's cost for the up-front estimate (rough, and said to be): seconds per point, and per
-# warm-up of the pool. CUDA: a seed-size point and a warm-up on an H200 (docs/h200-history.md).
-# CPU: a small point on a warm worker (0.7 s, README "Fast repeated runs") and a warm-up on a
-# 2-core machine (about 3 s); larger steps take longer.
+# warm-up of the pool. CUDA: a seed-size point and a warm-up on a GPU (docs/h200-history.md).
+# CPU: a small point on a warm worker and a warm-up on a 2-core machine; larger steps take longer.
 POINT_SECONDS = {"cuda": 1.5, "cpu": 0.7}
 WARM_UP_SECONDS = {"cuda": 10.0, "cpu": 3.0}
 

@@ -479,7 +479,7 @@ def list_sweeps(runs_folder: str | os.PathLike) -> pd.DataFrame:
                        failed=int((data.points["status"] == "failed").sum()), status=data.status)
         except ProfilerError as exc:
             row["problem"] = one_line(clean_text(str(exc)), 200)
-        except Exception as exc:  # noqa: BLE001 - a damaged sweep is listed, never a crash
+        except Exception as exc:  # a damaged sweep is listed, never a crash
             row["problem"] = one_line(clean_text(f"{type(exc).__name__}: {exc}"), 200)
         rows.append(row)
     frame = pd.DataFrame(rows, columns=SWEEP_LIST_COLUMNS)

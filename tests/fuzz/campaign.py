@@ -2428,7 +2428,7 @@ def campaign(seed: int, scale: float, only: list[str], jobs: int, case: int | No
             for future in concurrent.futures.as_completed(futures):
                 try:
                     results = future.result()
-                except Exception as error:  # noqa: BLE001 - the campaign's own bug: say so, go on
+                except Exception as error:  # the campaign's own bug: say so, go on
                     import traceback
 
                     where = futures[future]

@@ -14,9 +14,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from profiler_core.analysis import attribution  # noqa: E402
-from profiler_core.spec.errors import ProfilerError  # noqa: E402
-from profiler_core.storage.results import RunResult  # noqa: E402
+from profiler_core.analysis import attribution
+from profiler_core.spec.errors import ProfilerError
+from profiler_core.storage.results import RunResult
 
 pd.set_option("display.width", 200)
 

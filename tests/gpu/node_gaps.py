@@ -19,8 +19,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from profiler_core.engine.profiling import profile_window  # noqa: E402
-from profiler_core.timing.trials import CudaClock, Mode  # noqa: E402
+from profiler_core.engine.profiling import profile_window
+from profiler_core.timing.trials import CudaClock, Mode
 
 device = torch.device("cuda")
 clock = CudaClock(device)

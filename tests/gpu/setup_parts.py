@@ -57,7 +57,7 @@ mark("make_batches")
 torch.manual_seed(config.seed)
 model = workloads.build_model(config).to(device)
 mark("build_model + to(device)")
-import torch._dynamo  # noqa: E402,F401
+import torch._dynamo  # noqa: E402
 
 mark("import torch._dynamo (what the first optimizer imports)")
 optimizer = workloads.build_optimizer(config, model.parameters(), capturable=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from profiler_core.storage.results import RunResult  # noqa: E402
+from profiler_core.storage.results import RunResult
 
 
 def main(seconds: float, folders: list[str]) -> None:
