@@ -22,7 +22,13 @@ from dashboard import state, ui
 from profiler_core.spec import fields
 from profiler_core.spec.config import INT_LIMITS, VARYING_DIMENSIONS, RunConfig, is_user_spec
 from profiler_core.spec.errors import ConfigError, ProfilerError
-from profiler_core.spec.shapes import MAX_BUCKETS, MAX_FILE_BYTES, MAX_LENGTH, bucket_edges, parse_vary
+from profiler_core.spec.shapes import (
+    MAX_BUCKETS,
+    MAX_FILE_BYTES,
+    MAX_LENGTH,
+    bucket_edges,
+    parse_vary,
+)
 
 PREFIX = "shape_"
 ON = PREFIX + "on"
