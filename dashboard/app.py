@@ -87,8 +87,9 @@ with st.sidebar:
 
     st.subheader("New run")
     gpus, no_gpu_reason = state.device_list()
-    config, error = controls.run_controls(gpus, no_gpu_reason)
-    runpanel.run_button(config, error)  # on the first screen; the settings follow it
+    config, error, caption = controls.run_controls(gpus, no_gpu_reason)
+    runpanel.run_button(config, error)  # on the first screen; what it runs and the settings follow
+    st.caption(caption)
     controls.run_settings(error)
 
     # Rarely changed, so last: the Run button stays on the first screen.

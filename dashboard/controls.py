@@ -1,5 +1,6 @@
 """The sidebar's run controls, generated from ``profiler_core.spec.fields``: one widget per
-``RunConfig`` field, in its section, with its label and help; presets; and validation.
+``RunConfig`` field, in its section, with its label and help; presets; and validation. The
+changing shapes (``vary``, ``buckets``) have a control of their own, ``dashboard.shape_controls``.
 
 Widgets -> a validated ``RunConfig``: ranges come from the config's limits, every other rule is
 checked by building the config, and a ``ConfigError`` is shown under the control it names.
@@ -14,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import devices
+from dashboard import devices, shape_controls
 from profiler_core import ALWAYS_MEASURED, MODE_LABELS
 from profiler_core.spec import fields
 from profiler_core.spec.config import (
@@ -128,6 +129,17 @@ def init_controls() -> None:
         st.session_state[PRESET_KEY] = "seed"
         apply_preset()
     st.session_state.setdefault(TIMEOUT_KEY, DEFAULT_TIMEOUT_S)
+    keep_hidden_values([key(field) for field in PRESET_FIELDS] + shape_controls.KEPT)
+
+
+def keep_hidden_values(keys: list[str]) -> None:
+    """Streamlit drops the state of a widget that a run does not draw (a workload's size controls
+    under another workload, the shapes' controls while off): written back before any is drawn,
+    each value is kept, so the transformer's D_in is still there on the second rerun and the
+    shapes come back as they were set."""
+    for name in keys:
+        if name in st.session_state:
+            st.session_state[name] = st.session_state[name]
 
 
 VISIBLE_GPUS_KEY = "_visible_gpus"  # GPUs the device list found (the GPU count is offered above 1)
@@ -209,14 +221,20 @@ def _device_selector(gpus: pd.DataFrame, no_gpu_reason: str) -> None:
                  help=device.help + why + (" " + CPU_WHY if on_cpu() else ""))
 
 
+def chosen_workload() -> str:
+    """The workload the controls hold: the own step's ``package.module:function`` where one is
+    given (and allowed), else the selector's."""
+    own = str(st.session_state.get(key(USER_WORKLOAD)) or "").strip()
+    return own if own and user_code_allowed() else st.session_state.get(key("workload"), "mlp")
+
+
 def config_values() -> dict[str, Any]:
     """The RunConfig keyword arguments the controls hold now."""
     values: dict[str, Any] = {f: st.session_state.get(key(f)) for f in PRESET_FIELDS}
     values["modes"] = ALWAYS_MEASURED + tuple(m for m in (values.get("modes") or [])
                                               if m in fields.spec("modes").choices)
-    own = str(st.session_state.get(key(USER_WORKLOAD)) or "").strip()
-    if own and user_code_allowed():
-        values["workload"] = own
+    values["workload"] = chosen_workload()
+    values.update(shape_controls.chosen(values["workload"]))
     for field in fields.FIELDS:  # number inputs may hand back 64.0 for 64
         if field.kind in (fields.INT, fields.FLOAT) and values.get(field.name) is not None:
             values[field.name] = (int if field.kind == fields.INT else float)(values[field.name])
@@ -269,10 +287,12 @@ def preset_caption(values: dict[str, Any], cpu: bool) -> str:
     return f"{why}: {step_text(values, cpu)}"
 
 
-def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | None, ConfigError | None]:
+def run_controls(gpus: pd.DataFrame, no_gpu_reason: str
+                 ) -> tuple[RunConfig | None, ConfigError | None, str]:
     """The device and preset selectors; returns the config the controls hold, or the error of the
-    control that refuses it. ``run_settings`` draws the other controls (below the Run button, so
-    the button is on the first screen).
+    control that refuses it, and the caption of what they will run (drawn under the Run button,
+    which stays on the first screen at 1440x900). ``run_settings`` draws the other controls
+    (below the button).
 
     Widget values are in session state before the widgets are drawn, so the config is checked
     first: the section holding a refused control opens, and the refusal sits right under it.
@@ -287,9 +307,12 @@ def run_controls(gpus: pd.DataFrame, no_gpu_reason: str) -> tuple[RunConfig | No
                  key=PRESET_KEY, on_change=apply_preset, help=preset.help)
     values = config_values()
     config, error = build_config(values)
-    st.caption(preset_caption(values, cpu) if error is None else
+    if config is not None:  # what the run would refuse of its shapes when it starts
+        error = shape_controls.refusal(config)
+        config = None if error is not None else config
+    caption = (preset_caption(values, cpu) if error is None else
                PRESET_DESCRIPTIONS.get(st.session_state[PRESET_KEY], ""))
-    return config, error
+    return config, error, caption
 
 
 def run_settings(error: ConfigError | None) -> None:
@@ -306,6 +329,7 @@ def run_settings(error: ConfigError | None) -> None:
                 _widget(field, cpu)
                 if refused_here and error.field == field.name:
                     st.error(refusal_text(error), icon=":material/block:")
+    shape_controls.draw(chosen_workload(), error, refusal_text(error) if error else "")
     st.number_input("Stop a run after (s)", min_value=0, max_value=86_400, step=60, key=TIMEOUT_KEY,
                     value=int(st.session_state[TIMEOUT_KEY]),
                     help="A worker still running this long after it started (time waiting for the "

@@ -120,7 +120,9 @@ def test_every_control_has_its_allowed_range_in_the_help(tmp_path):
     assert "0 to 0.99" in helps["cfg_dropout1"]
     assert "from 1 to 100" in helps["cfg_capture_iters"]
     assert len(helps) == 18  # 17 numeric RunConfig fields + the worker timeout
-    assert {t.key for t in at.sidebar.toggle} == {"cfg_count_warmup", "cfg_profile", "cfg_nvml"}
+    # the RunConfig toggles, and the changing shapes' (off: its one control)
+    assert {t.key for t in at.sidebar.toggle} == {"cfg_count_warmup", "cfg_profile", "cfg_nvml",
+                                                 "shape_on"}
 
 
 def test_a_refused_value_is_shown_beside_its_control_and_nothing_can_run(monkeypatch, tmp_path):
@@ -814,8 +816,9 @@ def test_the_run_button_comes_before_the_settings_and_the_sidebar_labels_fit(tmp
     drawn = _in_order(at.sidebar)
     keys = [key for _, key, _ in drawn]
     first_settings = next(i for i, (kind, _, _) in enumerate(drawn) if kind == "expander")
-    # device, preset and its caption, then Run: the button is on the first screen (issue 20: it
-    # was 1,400 px down, under every setting); the settings and the runs folder follow it
+    # device and preset, then Run, then the preset's caption: the button is on the first screen
+    # (issue 20: it was 1,400 px down, under every setting); the settings and the runs folder
+    # follow it
     assert keys.index("cfg_device") < keys.index("cfg_preset") < keys.index("run_button") \
         < first_settings < keys.index(state.RUNS_DIR)
     assert drawn[first_settings][2] == "Model"

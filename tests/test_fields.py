@@ -51,7 +51,8 @@ def test_every_runconfig_field_is_declared_exactly_once():
 def test_declarations_are_complete_and_ranges_come_from_config():
     for spec in fields.FIELDS:
         assert spec.kind in fields.KINDS and spec.label and spec.help and spec.option_help, spec.name
-        assert spec.section in (*fields.SECTIONS, fields.ABOVE_SECTIONS, fields.COMMAND_LINE_ONLY), spec.name
+        assert spec.section in (*fields.SECTIONS, fields.ABOVE_SECTIONS, fields.CHANGING_SHAPES,
+                                fields.COMMAND_LINE_ONLY), spec.name
         # every field applies to some built-in workload, but an own step's settings to own steps only
         assert (any(spec.applies_to(name) for name in fields.BUILT_IN_WORKLOADS)
                 or spec.kind == fields.SETTINGS and spec.applies_to("mine.step:build")), spec.name
@@ -192,7 +193,8 @@ TWO_GPUS = (pd.concat([ONE_GPU[0], ONE_GPU[0].assign(device="cuda:1", index=1)],
 def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_path):
     """Every field has its control (device and preset above the sections), under its label; a
     workload's size controls appear with that workload only, the number of GPUs for a
-    data-parallel run where more than one GPU is visible (two here)."""
+    data-parallel run where more than one GPU is visible (two here); the shapes have a section
+    of their own (tests/test_dashboard_shapes.py), last."""
     at = _sidebar_app(monkeypatch, tmp_path, TWO_GPUS)
     drawn: set[str] = set()
     for workload in fields.BUILT_IN_WORKLOADS:
@@ -201,17 +203,18 @@ def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_
         widgets = _sidebar_widgets(at)
         for spec in fields.FIELDS:
             shown = controls.key(spec.name) in widgets
-            assert shown == (spec.applies_to(workload)
-                             and spec.section != fields.COMMAND_LINE_ONLY), (workload, spec.name)
+            assert shown == (spec.applies_to(workload) and spec.section not in (
+                fields.COMMAND_LINE_ONLY, fields.CHANGING_SHAPES)), (workload, spec.name)
             if shown:
                 assert widgets[controls.key(spec.name)].label == spec.label_with_unit
                 drawn.add(spec.name)
     command_line_only = {s.name for s in fields.FIELDS if s.section == fields.COMMAND_LINE_ONLY}
-    # an own step's settings (no built-in has them) and the shapes (their page is the Shapes view)
-    assert command_line_only == {"workload_args", "vary", "buckets"}
-    assert drawn == set(_config_field_names()) - command_line_only
-    assert [e.label for e in at.sidebar.expander
-            if not e.label.startswith("Runs folder")] == list(fields.SECTIONS)
+    assert command_line_only == {"workload_args"}  # an own step's settings: no built-in has them
+    shapes = {s.name for s in fields.FIELDS if s.section == fields.CHANGING_SHAPES}
+    assert shapes == {"vary", "buckets"}
+    assert drawn == set(_config_field_names()) - command_line_only - shapes
+    assert [e.label for e in at.sidebar.expander if not e.label.startswith("Runs folder")] == [
+        *fields.SECTIONS, fields.CHANGING_SHAPES]
 
 
 @pytest.mark.usefixtures("fresh_app_state")

@@ -63,6 +63,9 @@ MEASUREMENT = "Measurement"
 SECTIONS = (MODEL, SCHEDULE, MEASUREMENT)
 ABOVE_SECTIONS = "above the sections"
 COMMAND_LINE_ONLY = "command line only"  # no sidebar control (the user's own step's settings)
+# The shapes' own sidebar section (``dashboard/shape_controls.py``): a dimension, a distribution's
+# kind and numbers or a lengths file, and the buckets, composed into --vary and --buckets text.
+CHANGING_SHAPES = "Changing shapes"
 
 # The workloads the dashboard offers.
 BUILT_IN_WORKLOADS = tuple(BUILT_IN)
@@ -81,7 +84,7 @@ class FieldSpec:
     help: str  # the sidebar's help: one or two sentences
     option_help: str  # the command line's help (run --help adds the default)
     kind: str  # one of KINDS
-    section: str  # one of SECTIONS, or ABOVE_SECTIONS
+    section: str  # one of SECTIONS, ABOVE_SECTIONS, CHANGING_SHAPES or COMMAND_LINE_ONLY
     choices: tuple[str, ...] = ()  # CHOICE: the values; WORKLOAD: the ones the dashboard offers
     option: str = ""  # the command-line option; empty: "--" + the name with dashes
     metavar: str | None = None  # the option's value in run --help (argparse's default if None)
@@ -237,12 +240,12 @@ FIELDS: tuple[FieldSpec, ...] = (
               "lognormal:MEDIAN:SIGMA:MAX, a list 128,256,512 (weights: 128:3,256:1) or "
               "file:PATH (one length a line); times eager, padding to the largest, a graph per "
               "bucket (shared and own pools) and torch.compile on the same seeded sequence",
-              SHAPES, COMMAND_LINE_ONLY, metavar="NAME=DIST", empty="fixed shapes"),
+              SHAPES, CHANGING_SHAPES, metavar="NAME=DIST", empty="fixed shapes"),
     FieldSpec("buckets", "Buckets",
               "The sizes a graph per bucket pads each batch up to.",
               "with --vary: the bucket sizes a graph per bucket pads up to: pow2, quantiles:N "
               "(N quantiles of the sequence) or sizes such as 128,256,512", SHAPES,
-              COMMAND_LINE_ONLY, metavar="pow2|quantiles:N|SIZES"),
+              CHANGING_SHAPES, metavar="pow2|quantiles:N|SIZES"),
     FieldSpec("nproc_per_node", "GPUs (data parallel)",
               "Train on this many GPUs at once with DistributedDataParallel, one process per GPU "
               "under torchrun: every rank is timed, with its communication and the straggler. "
