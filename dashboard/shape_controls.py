@@ -20,7 +20,7 @@ import streamlit as st
 
 from dashboard import state, ui
 from profiler_core.spec import fields
-from profiler_core.spec.config import INT_LIMITS, VARYING_DIMENSIONS, RunConfig, is_user_spec
+from profiler_core.spec.config import INT_LIMITS, RunConfig, is_user_spec
 from profiler_core.spec.errors import ConfigError, ProfilerError
 from profiler_core.spec.shapes import (
     MAX_BUCKETS,
@@ -29,6 +29,7 @@ from profiler_core.spec.shapes import (
     bucket_edges,
     parse_vary,
 )
+from profiler_core.spec.workload_kinds import workload_named
 
 PREFIX = "shape_"
 ON = PREFIX + "on"
@@ -67,7 +68,10 @@ def dimensions(workload: str) -> tuple[str, ...] | None:
     """The dimensions a built-in workload can vary; None for an own step, which can vary any
     keyword of its batch function: only its code knows them, and the sidebar does not run it
     (the run checks the keyword when it starts)."""
-    return None if is_user_spec(workload) else VARYING_DIMENSIONS.get(workload, ("batch",))
+    if is_user_spec(workload):
+        return None
+    declared = workload_named(workload)
+    return declared.varying if declared is not None and declared.varying else ("batch",)
 
 
 def _dimension(workload: str) -> str:

@@ -258,4 +258,4 @@ def test_a_real_run_from_the_sidebar_reads_the_uploaded_lengths_file(monkeypatch
     assert run.config.vary.startswith("seq_len=file:") and run.config.buckets == "pow2"
     steps = run.table("shape_steps")
     assert set(steps["shape"]) <= {3, 9, 17} and len(set(steps["shape"])) > 1
-    assert run.headline["shapes_buckets"] == "2,4,8,16,32"
+    assert run.headline["shapes_buckets"] == "4,8,16,32"  # from the smallest length, 3
