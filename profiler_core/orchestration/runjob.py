@@ -219,12 +219,12 @@ class RunJob:
     def _on_event(self, event: RunEvent) -> None:
         """The launcher's handler: a failure here is a bug, which ends the run."""
         try:
-            self._follow(event)
+            self._on_line(event)
         except Exception as error:
             self._handler_error = error
             raise
 
-    def _follow(self, event: RunEvent) -> None:
+    def _on_line(self, event: RunEvent) -> None:
         """One record the worker printed (or the launcher's note) into the state."""
         with self._guard:
             changes: dict[str, Any] = {"events": self._state.events + 1}
