@@ -81,12 +81,12 @@ def describe_outcome(snap: RunSnapshot, field_label=lambda field: field) -> Outc
     if snap.status == "done":
         return Outcome("success", f"Run {name} finished and is open.")
     if snap.status == "error":
-        error = snap.error or {}
-        kind = str(error.get("kind") or "")
-        message = _sentence(error.get("message") or snap.message)
-        hint = _sentence(error.get("hint") or "")
+        error = snap.error
+        kind = error.kind if error is not None else ""
+        message = _sentence((error.message if error is not None else "") or snap.message)
+        hint = _sentence(error.hint if error is not None else "")
         if kind in REFUSED_KINDS:
-            field = error.get("field")
+            field = error.field if error is not None else None
             where = f" ({field_label(field)})" if field else ""
             return Outcome("error", f"The run was refused{where}: nothing ran.", message, hint)
         title = ERROR_TITLES.get(kind) or (f"The run stopped with an error ({kind})" if kind

@@ -15,6 +15,7 @@ from profiler_core.orchestration.command import run_argv
 from profiler_core.orchestration.gpulock import GpuLock, GpuLockRegistry
 from profiler_core.orchestration.runjob import RunJob, run_devices
 from profiler_core.spec.config import PRESETS, RunConfig
+from profiler_core.spec.events import ErrorEvent
 
 
 def test_a_fresh_workers_argv_is_the_cli_contract(tmp_path):
@@ -55,8 +56,8 @@ def test_failures_are_reported_and_release_the_lock(tmp_path, fake_worker, mode,
     assert (snap.status, snap.returncode) == (status, code)
     assert lock.state().holder is None
     if mode == "error":
-        assert snap.error == {"kind": "ConfigError", "field": "replays",
-                              "message": "--replays: too many", "hint": "lower it"}
+        assert snap.error == ErrorEvent(kind="ConfigError", field="replays",
+                                        message="--replays: too many", hint="lower it")
     elif mode == "crash":
         assert "illegal memory access" in snap.stderr_tail
         assert "exit code 1" in snap.message

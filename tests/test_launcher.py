@@ -50,9 +50,14 @@ def until(predicate) -> bool:
     return wait_for(predicate, SAFETY_NET_S)
 
 
+def _recorded(events: list[dict]):
+    """An ``on_event`` keeping each record as the dict it is on the wire."""
+    return lambda event: events.append(event.to_record())
+
+
 def _start(launcher: Launcher, argv, out: Path, **kwargs):
     events: list[dict] = []
-    process = launcher.start_command(argv, out, on_event=events.append, **kwargs)
+    process = launcher.start_command(argv, out, on_event=_recorded(events), **kwargs)
     return process, events
 
 
@@ -78,11 +83,10 @@ def test_an_ending_is_classified_from_the_exit_and_the_records(tmp_path, fake_wo
                                                                         "timed trials"]
     assert not ending.warm and not ending.killed
     if mode == "error":
-        assert ending.error["kind"] == "ConfigError" and ending.error["field"] == "replays"
-        assert events[-1] == {"event": "error", **{k: ending.error[k] for k in
-                                                   ("kind", "field", "message", "hint")}}
+        assert ending.error.kind == "ConfigError" and ending.error.field == "replays"
+        assert events[-1] == ending.error.to_record()
     elif mode == "silent6":  # made up from the exit code, with stderr's last line
-        assert ending.error["kind"] == "CudaFaultError"
+        assert ending.error.kind == "CudaFaultError"
     elif mode == "crash":
         assert "illegal memory access" in ending.stderr_tail and ending.error is None
 
@@ -277,7 +281,7 @@ CPU_RUN = PRESETS["seed"].replace(device="cpu")
 
 def _run(launcher: Launcher, out: Path, config=CPU_RUN):
     events: list[dict] = []
-    process = launcher.start(config, out, on_event=events.append)
+    process = launcher.start(config, out, on_event=_recorded(events))
     ending = process.wait(SAFETY_NET_S)
     assert ending is not None and ending.status == "done", ending
     return process, ending, events
@@ -338,7 +342,7 @@ def test_a_pool_warms_its_spares_together_and_refills_only_once_used_up(tmp_path
     _run(launcher, tmp_path / "a")
     assert until(lambda: order_of(log()).count("serve-mode slow") == 3)
     events: list[dict] = []
-    second = launcher.start(CPU_RUN, tmp_path / "b", on_event=events.append)
+    second = launcher.start(CPU_RUN, tmp_path / "b", on_event=_recorded(events))
     time.sleep(0.3)
     assert "serve-accepted" not in order_of(log()) and not events  # held: spares still warming
     control("ready-gate", "1")
@@ -505,7 +509,8 @@ WATCHING_CHILD = textwrap.dedent('''
     if "ignore-term" in sys.argv:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent.end_with_parent(grace_s=0.5)
-    print('{"event": "progress", "phase": "watching"}', flush=True)
+    print('{"event": "progress", "phase": "watching", "done": 0, "total": 1, "fraction": 0.0, '
+          '"message": ""}', flush=True)
     time.sleep(120)
 ''')
 
@@ -568,8 +573,8 @@ def test_a_real_run_and_a_warm_spare_end_when_their_launcher_is_killed(tmp_path)
         timed = threading.Event()
         config = PRESETS["seed"].replace(device="cpu", batch=64, d_in=256, hidden=256, d_out=64,
                                          replays=100_000, trials=10, preset="custom")
-        run = Launcher(warm=False).start(config, Path(sys.argv[1]), on_event=lambda r: (
-            timed.set() if r.get("phase") == "timed trials" else None))
+        run = Launcher(warm=False).start(config, Path(sys.argv[1]), on_event=lambda e: (
+            timed.set() if getattr(e, "phase", None) == "timed trials" else None))
         assert timed.wait(120) and spares._pool.children[0].ready.wait(120)
         print(json.dumps([run.pid, spares.spare_pid]), flush=True)
         time.sleep(120)

@@ -18,6 +18,7 @@ from profiler_core.cli.main import main
 from profiler_core.orchestration import repeats
 from profiler_core.spec.config import PRESETS
 from profiler_core.spec.errors import GpuMemoryError
+from profiler_core.spec.events import ErrorEvent, ProgressEvent
 from profiler_core.storage.results import RunResult
 from profiler_core.timing import stability
 
@@ -88,8 +89,7 @@ class FakeLauncher:
         self.started.append((config, Path(out_dir)))
         pid = 1000 + len(self.started)
         if on_event is not None:
-            on_event({"event": "progress", "phase": "timed trials", "fraction": 0.5,
-                      "message": "trial 2/4"})
+            on_event(ProgressEvent("timed trials", 2, 4, 0.5, "trial 2/4"))
         if isinstance(outcome, (int, float)):
             eager = 1.2
             RunResult(config=config, environment={"device_type": "cuda", "pid": pid},
@@ -113,8 +113,7 @@ class FakeLauncher:
 
 def _error(kind="GpuMemoryError", message="CUDA ran out of memory during timed trials",
            hint="shrink the batch"):
-    return SimpleNamespace(status="error", error={"event": "error", "kind": kind, "field": None,
-                                                  "message": message, "hint": hint},
+    return SimpleNamespace(status="error", error=ErrorEvent(kind, None, message, hint),
                            message=message, stderr_tail="", returncode=5)
 
 

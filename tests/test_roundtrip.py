@@ -37,6 +37,7 @@ from profiler_core.analysis.trace import analyse_trace
 from profiler_core.analysis.trace_reading import load_trace
 from profiler_core.cli.main import format_summary
 from profiler_core.spec import schema
+from profiler_core.spec.events import ErrorEvent
 from profiler_core.storage import index, index_query, index_rows, runfolder
 from profiler_core.storage.results import RunResult, coerce_table
 from profiler_core.sweep import analysis as sweep_analysis
@@ -317,7 +318,7 @@ def check_sweep(result: RunResult, runs: Path) -> Path:
     assert plan.points()[0].config == config
 
     class Ending:
-        def __init__(self, status: str, error: dict | None = None) -> None:
+        def __init__(self, status: str, error: ErrorEvent | None = None) -> None:
             self.status, self.error, self.stderr_tail, self.returncode = status, error, "", 0
 
     class Process:
@@ -333,8 +334,7 @@ def check_sweep(result: RunResult, runs: Path) -> Path:
             result.save(self.out, overwrite=self.overwrite)  # as the worker saves a run
             if result.complete:
                 return Ending("done")
-            return Ending("error", {"event": "error", "kind": "Interrupted", "field": None,
-                                    "message": "interrupted", "hint": ""})
+            return Ending("error", ErrorEvent("Interrupted", None, "interrupted", ""))
 
     class Launcher:
         started = 0

@@ -19,6 +19,7 @@ from profiler_core.analysis import metrics
 from profiler_core.cli.main import main
 from profiler_core.spec.config import RunConfig, preset
 from profiler_core.spec.errors import ConfigError, RunFormatError
+from profiler_core.spec.events import ErrorEvent, ProgressEvent
 from profiler_core.storage.results import RunResult, coerce_table, empty_table
 from profiler_core.sweep import analysis as sweep_analysis
 from profiler_core.sweep import plan as sweep_plan
@@ -85,8 +86,7 @@ class FakeProcess:
         for fraction, phase in ((0.25, "warm-up"), (0.5, "timed trials"), (1.0, "done")):
             if self.behaviour == "hang" and fraction == 1.0:
                 break
-            on_event({"event": "progress", "phase": phase, "done": int(fraction * 4), "total": 4,
-                      "fraction": fraction, "message": ""})
+            on_event(ProgressEvent(phase, int(fraction * 4), 4, fraction, ""))
 
     def cancel(self):
         self.cancelled.set()
@@ -97,9 +97,8 @@ class FakeProcess:
             return FakeEnding("done")
         if self.behaviour.startswith("error:"):
             kind = self.behaviour.split(":", 1)[1]
-            return FakeEnding("error", {"event": "error", "kind": kind, "field": None,
-                                        "message": f"{kind} at batch {self.config.batch}",
-                                        "hint": "shrink it"}, returncode=4)
+            return FakeEnding("error", ErrorEvent(kind, None, f"{kind} at batch {self.config.batch}",
+                                                  "shrink it"), returncode=4)
         if self.behaviour == "crash":
             return FakeEnding("crashed", stderr_tail="Traceback\nSegmentation fault", returncode=-11)
         if not self.cancelled.wait(timeout):

@@ -13,6 +13,7 @@ from test_repeats import TINY, FakeLauncher, FakeProcess
 
 from profiler_core.cli.main import main
 from profiler_core.orchestration import repeats
+from profiler_core.spec.events import ProgressEvent
 from profiler_core.storage.results import RunResult
 
 NEVER_S = 30.0  # a safety net: a run still going after this never stopped by itself
@@ -44,7 +45,7 @@ class _SecondHangs(FakeLauncher):
         if not self.started:
             return super().start(config, out_dir, on_event=on_event, **kwargs)
         self.started.append((config, Path(out_dir)))
-        on_event({"event": "progress", "phase": "timed trials", "fraction": 0.4, "message": ""})
+        on_event(ProgressEvent("timed trials", 2, 5, 0.4, ""))
         self.processes.append(_Hangs(2000 + len(self.started)))
         return self.processes[-1]
 

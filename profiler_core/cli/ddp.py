@@ -38,6 +38,7 @@ from profiler_core.spec.errors import (
     TimeLimitReached,
     kind_and_exit_code,
 )
+from profiler_core.spec.events import DoneEvent
 from profiler_core.spec.progress import ignore_progress
 
 if TYPE_CHECKING:  # the run's reader is imported when a command needs it
@@ -285,7 +286,7 @@ def run_rank(config: RunConfig, args: Any, env: RankEnv,
             raise
         raise reported from None
     if progress is not None:
-        progress.emit({"event": "done", "out": str(out)})
+        progress.emit(DoneEvent(str(out)))
     else:
         print("\n".join(summary_lines(result)))
         print(f"\nWrote {out}")

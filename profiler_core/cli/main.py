@@ -35,6 +35,7 @@ from profiler_core.spec.errors import (
     TimeLimitReached,
     kind_and_exit_code,
 )
+from profiler_core.spec.events import DoneEvent, ErrorEvent
 from profiler_core.spec.numerics import ENVIRONMENT_KEY as NUMERICS_KEY
 from profiler_core.spec.numerics import summary_line as numerics_summary_line
 from profiler_core.spec.progress import LastPhase, ignore_progress
@@ -364,7 +365,7 @@ def _run_config(config, args: RunOutput, stopper: RunStopper, timings: WallTimin
         result.release_scratch()
     timings.mark("saved")
     if args.progress == "jsonl":
-        cli.JsonlProgress().emit({"event": "done", "out": str(out)})
+        cli.JsonlProgress().emit(DoneEvent(str(out)))
     else:
         print(format_summary(result))
         print(f"\nWrote {out}")
@@ -423,7 +424,7 @@ def _command_repeats(config, args, stopper: RunStopper) -> int:
         if reporter is not None:
             reporter.close()
     if args.progress == "jsonl":
-        cli.JsonlProgress().emit({"event": "done", "out": str(args.out)})
+        cli.JsonlProgress().emit(DoneEvent(str(args.out)))
     else:
         print(format_summary(result))
         print("\n".join(summary_lines(result.headline)))
@@ -695,8 +696,7 @@ def _reported(command: Callable[[], int], jsonl: bool) -> int:
         kind, code = kind_and_exit_code(error)
         message, hint = _one_line(message), _one_line(hint)
         if jsonl:
-            cli.JsonlProgress().emit({"event": "error", "kind": kind, "field": field,
-                                      "message": message, "hint": hint})
+            cli.JsonlProgress().emit(ErrorEvent(kind, field, message, hint))
         print(f"error: {message}" + (f" ({hint})" if hint else ""), file=sys.stderr)
         return code
 

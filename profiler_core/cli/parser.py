@@ -8,7 +8,6 @@ bar or as JSON lines. Running lives in ``profiler_core.cli.main``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
@@ -20,6 +19,7 @@ from typing import IO, Any, NoReturn
 from profiler_core.spec import fields
 from profiler_core.spec.config import PRESETS, RunConfig, changed_from_preset
 from profiler_core.spec.errors import ECHO_MAX_CHARS, ConfigError, UsageError, shown
+from profiler_core.spec.events import Event, ProgressEvent
 from profiler_core.spec.progress import Progress
 from profiler_core.spec.workload_kinds import workload_of
 from profiler_core.sweep.plan import PointTrials  # the sweep's shorter per-point trials
@@ -415,12 +415,11 @@ class JsonlProgress:
         self.stream = stream or sys.stdout
 
     def __call__(self, progress: Progress) -> None:
-        self.emit({"event": "progress", "phase": progress.phase, "done": progress.done,
-                   "total": progress.total, "fraction": round(progress.fraction, 4),
-                   "message": progress.message})
+        self.emit(ProgressEvent.of(progress))
 
-    def emit(self, record: dict[str, Any]) -> None:
-        self.stream.write(json.dumps(record) + "\n")
+    def emit(self, event: Event) -> None:
+        """One record, on a line of its own, flushed at once."""
+        self.stream.write(event.to_line() + "\n")
         self.stream.flush()
 
     def close(self) -> None:

@@ -1,10 +1,11 @@
 """The warm worker: ``python -m profiler_core serve --device D`` serves exactly one run.
 
 It imports torch and the engine, brings CUDA up on ``D`` with a tiny training step, reports
-ready, reads one :class:`RunRequest` (one bounded JSON line: the config's dict, the run folder,
-overwrite) and runs it exactly as ``run ... --timeout 0 --progress jsonl`` would, then exits. The
-warm-up leaves nothing a run measures (RNG, workspaces, cached memory and peak statistics are
-reset); a bad request is one UsageError record, exit 2. Details: docs/how-it-measures.md.
+ready (a ``spec.events.WorkerEvent``), reads one :class:`RunRequest` (one bounded JSON line: the
+config's dict, the run folder, overwrite), says it accepted it and runs it exactly as
+``run ... --timeout 0 --progress jsonl`` would, then exits. The warm-up leaves nothing a run
+measures (RNG, workspaces, cached memory and peak statistics are reset); a bad request is one
+UsageError record (``spec.events.ErrorEvent``), exit 2. Details: docs/how-it-measures.md.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import IO, Any
 
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError, UsageError
+from profiler_core.spec.events import ErrorEvent, Event, WorkerEvent
 
 WARM_BATCH, WARM_WIDTH, WARM_IMAGE = 32, 64, 8
 # A request is one run's config: about a thousand characters. Longer lines are refused after
@@ -44,8 +46,8 @@ class RunRequest:
                            "overwrite": self.overwrite})
 
 
-def _record(stream: IO[str], **record) -> None:
-    stream.write(json.dumps({"event": "worker", **record}) + "\n")
+def _write(stream: IO[str], event: Event) -> None:
+    stream.write(event.to_line() + "\n")
     stream.flush()
 
 
@@ -163,9 +165,7 @@ def read_line(stdin: IO[str], limit: int = MAX_REQUEST_CHARS) -> str:
 def _refuse(stdout: IO[str], message: str) -> int:
     """A refused request: one JSON error record on stdout, one line on stderr, exit 2."""
     hint = f"send one line: {REQUEST_FORM}"
-    stdout.write(json.dumps({"event": "error", "kind": UsageError.kind, "field": None,
-                             "message": message, "hint": hint}) + "\n")
-    stdout.flush()
+    _write(stdout, ErrorEvent(UsageError.kind, None, message, hint))
     print(f"error: {message} ({hint})", file=sys.stderr)
     return UsageError.exit_code
 
@@ -182,8 +182,8 @@ def serve(device_name: str, run_request: Callable[[RunRequest], int],
     except Exception as error:  # the launcher falls back to a fresh process
         print(f"error: the warm-up on {device_name} failed: {error!r}", file=sys.stderr)
         return 1
-    _record(stdout, state="ready", pid=os.getpid(), device=device_name,
-            warm_s=round(time.perf_counter() - started, 3))
+    _write(stdout, WorkerEvent("ready", pid=os.getpid(), device=device_name,
+                               warm_s=round(time.perf_counter() - started, 3)))
     try:
         line = read_line(stdin)
         if not line:
@@ -191,5 +191,5 @@ def serve(device_name: str, run_request: Callable[[RunRequest], int],
         request = read_request(line.rstrip("\r\n") if line.endswith("\n") else line)
     except ValueError as error:
         return _refuse(stdout, str(error))
-    _record(stdout, state="accepted")
+    _write(stdout, WorkerEvent("accepted"))
     return run_request(request)

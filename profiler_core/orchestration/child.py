@@ -3,14 +3,15 @@
 Scope: starting a process from one long-lived spawning thread (Linux sends the parent-death
 signal that each child asks for, ``profiler_core.orchestration.parent``, when the *thread* that
 forked it ends), reading its stdout line by line on a thread, keeping its stderr's tail, signalling
-its whole process group, and killing whatever it left in its group once it exits. A warm worker's
-handshake records (``{"event": "worker", "state": "ready"|"accepted"}``) are kept here; every other
-line goes to the :class:`ChildListener` (``profiler_core.orchestration.launcher.RunProcess``).
+its whole process group, and killing whatever it left in its group once it exits. Each line is
+read as a record of the run's protocol (``spec.events.parse``): a warm worker's handshake
+(``WorkerEvent``, ready then accepted) is kept here, every other record goes to the
+:class:`ChildListener` (``profiler_core.orchestration.launcher.RunProcess``), and a line that is
+no record (a stray print) is dropped: stderr's tail is what explains a failure.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -23,14 +24,15 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from profiler_core.orchestration import parent
+from profiler_core.spec.events import Event, EventFormatError, RunEvent, WorkerEvent, parse
 
 STDERR_TAIL_BYTES = 4000
 
 
 class ChildListener(Protocol):
-    """Who follows a child: each line it prints (but its handshake), then its exit."""
+    """Who follows a child: each record it prints (but its handshake), then its exit."""
 
-    def on_child_line(self, child: Child, line: str) -> None: ...
+    def on_child_event(self, child: Child, event: RunEvent) -> None: ...
 
     def on_child_exit(self, child: Child) -> None: ...
 
@@ -94,8 +96,8 @@ _SPAWNER = _Spawner()
 
 class Child:
     """One process in a session of its own: stdout read on a thread, stderr into a temporary
-    file, its group killed once it exits. ``{"event": "worker"}`` records (a warm worker's
-    handshake) are kept here; every other line goes to the listener."""
+    file, its group killed once it exits. ``WorkerEvent`` records (a warm worker's handshake)
+    are kept here; every other record goes to the listener."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path | None,
                  listener: ChildListener | None, stdin_pipe: bool = False) -> None:
@@ -232,11 +234,14 @@ class Child:
         try:
             assert self.proc.stdout is not None
             for line in self.proc.stdout:
-                if not self._handshake(line):
+                event = _event_of(line)
+                if isinstance(event, WorkerEvent):
+                    self._handshake(event)
+                elif event is not None:
                     with self._guard:
                         listener = self._listener
                     if listener is not None:
-                        listener.on_child_line(self, line)
+                        listener.on_child_event(self, event)
             self._reaper.join()  # the process has exited and its leftovers are gone
             self.returncode = self.proc.wait()
         finally:
@@ -255,19 +260,21 @@ class Child:
         if fd is not None:
             os.close(fd)
 
-    def _handshake(self, line: str) -> bool:
-        if '"worker"' not in line:
-            return False
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return False
-        if not isinstance(record, dict) or record.get("event") != "worker":
-            return False
-        state = record.get("state")
-        if state == "ready":
+    def _handshake(self, event: WorkerEvent) -> None:
+        if event.state == "ready":
             self.ready_at = time.monotonic()
             self.ready.set()
-        elif state == "accepted":
+        elif event.state == "accepted":
             self.accepted.set()
-        return True
+
+
+def _event_of(line: str) -> Event | None:
+    """The record ``line`` holds; None for a line that is none (a stray print, a malformed or
+    unknown record)."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        return parse(line)
+    except EventFormatError:
+        return None

@@ -1,15 +1,14 @@
 """Runs in processes of their own: start, follow, stop, and say how each ended.
 
 :class:`Launcher` starts a ``RunConfig`` in a fresh process or on a warm worker, each in its own
-process group; it relays the run's JSON records, stops a run by signalling its group, and
-classifies the ending (:class:`Ending`). No UI here (``orchestration.runjob`` and the dashboard sit
+process group; it relays the run's records (``spec.events``), stops a run by signalling its group,
+and classifies the ending (:class:`Ending`). No UI here (``orchestration.runjob`` and the dashboard sit
 on top).
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import signal
 import sys
 import threading
@@ -24,6 +23,7 @@ from profiler_core.orchestration.child import Child
 from profiler_core.orchestration.command import run_argv, run_env, serve_argv
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ERROR_KINDS
+from profiler_core.spec.events import DoneEvent, ErrorEvent, LauncherNote, ProgressEvent, RunEvent
 
 # The kind an exit code stands for when a run died before writing its error record (the first
 # kind listed for a code wins: exit 2 is a refused input).
@@ -44,7 +44,7 @@ IDLE_TIMEOUT_S = 600.0
 AFTER_TIMED_PHASES = ("parity", "done")
 AFTER_TIMED_PREFIXES = ("profiling ",)
 
-EventHandler = Callable[[dict], None]
+EventHandler = Callable[[RunEvent], None]
 
 
 def left_timed_phases(phase: str) -> bool:
@@ -77,7 +77,7 @@ class Ending:
 
     status: str
     returncode: int | None
-    error: dict | None
+    error: ErrorEvent | None
     stderr_tail: str
     killed: bool
     message: str = ""
@@ -86,10 +86,11 @@ class Ending:
 
 class RunProcess:
     """One run of ``python -m profiler_core run ... --progress jsonl`` (or a warm worker serving
-    one run) in its own process group. ``on_event`` gets every JSON record the run prints
-    (``{"event": "progress", "phase", "done", "total", "fraction", "message"}``,
-    ``{"event": "done", ...}``, ``{"event": "error", ...}``) on the launcher's reader thread, and
-    the launcher's own ``{"event": "launcher", ...}`` records; calls never overlap."""
+    one run) in its own process group. ``on_event`` gets every record the run prints
+    (``spec.events``: ``ProgressEvent``, then ``DoneEvent`` or ``ErrorEvent``) on the launcher's
+    reader thread, and the launcher's own ``LauncherNote`` records; calls never overlap. The
+    launcher drives it through :meth:`attach`, :meth:`fail_to_start` and :meth:`note`, and reads
+    :attr:`active` and :attr:`in_or_before_timed_phases`."""
 
     def __init__(self, *, out_dir: Path | None, on_event: EventHandler | None,
                  timeout_s: float | None, grace_s: float, on_phase: Callable[[RunProcess], None],
@@ -112,7 +113,7 @@ class RunProcess:
         self._timed_out = False
         self._killed = False
         self._done_record = False
-        self._error: dict | None = None
+        self._error: ErrorEvent | None = None
         self._handler_failed: BaseException | None = None
         self._timer: threading.Timer | None = None
         if timeout_s:
@@ -158,9 +159,21 @@ class RunProcess:
         if child is not None:
             child.kill_now()
 
+    @property
+    def active(self) -> bool:
+        """Whether it has not ended yet."""
+        return not self._ended.is_set()
+
+    @property
+    def in_or_before_timed_phases(self) -> bool:
+        """Whether it is still going and has not left its timed trials (no spare may start)."""
+        return self.active and not left_timed_phases(self.phase)
+
     # -- the launcher's side ---------------------------------------------------------------------
 
-    def _attach(self, child: Child, warm: bool) -> None:
+    def attach(self, child: Child, *, warm: bool) -> None:
+        """Follow ``child`` (a fresh process, or the warm worker ``warm`` it is handed to): its
+        records and its exit; stopped at once if the run was stopped while it started."""
         with self._guard:
             self._child, self._warm = child, warm
             stop = self._cancelled or self._timed_out
@@ -170,16 +183,21 @@ class RunProcess:
         if child.exited.is_set():
             self.on_child_exit(child)  # exited before it was attached (a dead spare)
 
-    def _fail_to_start(self, error: Exception) -> None:
+    def fail_to_start(self, error: Exception) -> None:
+        """No process could be started: the run ended, crashed, saying why."""
         self._finish(Ending("crashed", None, None, "", False,
                             f"the worker could not start: {error}"))
 
-    def _emit(self, record: dict) -> None:
+    def note(self, kind: str, message: str) -> None:
+        """The launcher's own word on this run (``LauncherNote``), to its listener."""
+        self._emit(LauncherNote(kind, message))
+
+    def _emit(self, event: RunEvent) -> None:
         with self._deliver:
             if self._on_event is None or self._handler_failed is not None:
                 return
             try:
-                self._on_event(record)
+                self._on_event(event)
             except BaseException as error:  # a bug in the handler: the run cannot be followed
                 self._handler_failed = error
                 with self._guard:
@@ -187,25 +205,18 @@ class RunProcess:
                 if child is not None:
                     threading.Thread(target=child.kill_now, daemon=True).start()
 
-    def on_child_line(self, child: Child, line: str) -> None:
-        line = line.strip()
-        if not line or (self._warm and not child.accepted.is_set()):
+    def on_child_event(self, child: Child, event: RunEvent) -> None:
+        """One record ``child`` printed (``orchestration.child`` read it)."""
+        if self._warm and not child.accepted.is_set():
             return  # a warm worker's lines before it took the run are not the run's
-        try:
-            record = json.loads(line) if line.startswith("{") else None
-        except ValueError:
-            record = None
-        if not isinstance(record, dict) or "event" not in record:
-            return  # not a record (a stray print): stderr's tail is what explains a failure
-        event = record.get("event")
-        if event == "progress":
-            self.phase = str(record.get("phase", ""))
-        elif event == "done":
+        if isinstance(event, ProgressEvent):
+            self.phase = event.phase
+        elif isinstance(event, DoneEvent):
             self._done_record = True
-        elif event == "error":
-            self._error = dict(record)
-        self._emit(record)
-        if event == "progress" or event == "done":
+        elif isinstance(event, ErrorEvent):
+            self._error = event
+        self._emit(event)
+        if isinstance(event, (ProgressEvent, DoneEvent)):
             self._on_phase(self)
 
     def on_child_exit(self, child: Child) -> None:
@@ -219,8 +230,7 @@ class RunProcess:
         if warm_not_taken and not stopping and self._restart is not None:
             how = ("did not take the run in time and was stopped" if child.hung
                    else f"exited (code {child.returncode}) before taking the run")
-            self._emit({"event": "launcher", "kind": "fallback",
-                        "message": f"the warm worker {how}; the run starts in a fresh process"})
+            self.note("fallback", f"the warm worker {how}; the run starts in a fresh process")
             self._restart(self)
             return
         self._finish(self._classify(child))
@@ -231,7 +241,7 @@ class RunProcess:
         with self._guard:
             killed, warm = self._killed, self._warm
 
-        def ending(status: str, message: str, error: dict | None = None) -> Ending:
+        def ending(status: str, message: str, error: ErrorEvent | None = None) -> Ending:
             return Ending(status, code, error, tail, killed, message, warm)
 
         if self._handler_failed is not None:
@@ -248,11 +258,11 @@ class RunProcess:
         error = self._error
         if error is None and code in KIND_OF_EXIT:  # a known exit code but no error record
             kind = KIND_OF_EXIT[code]
-            error = {"event": "error", "kind": kind, "field": None,
-                     "message": _last_line(tail) or f"the worker exited with code {code} ({kind}) "
-                                                    "without an error record", "hint": ""}
+            message = _last_line(tail) or (f"the worker exited with code {code} ({kind}) "
+                                           "without an error record")
+            error = ErrorEvent(kind, None, message, "")
         if error is not None:
-            return ending("error", str(error.get("message") or ""), error)
+            return ending("error", error.message, error)
         return ending("crashed", describe_exit(code) if code is not None else
                       "the worker ended without an exit code")
 
@@ -276,18 +286,9 @@ class RunProcess:
                 return
             self._timed_out = True
             child = self._child
-        self._emit({"event": "launcher", "kind": "stopping",
-                    "message": f"no result after {self.timeout_s:g} s: stopping the worker"})
+        self.note("stopping", f"no result after {self.timeout_s:g} s: stopping the worker")
         if child is not None:
             child.stop(self.grace_s, self._mark_killed)
-
-    @property
-    def _active(self) -> bool:
-        return not self._ended.is_set()
-
-    @property
-    def _in_or_before_timed_phases(self) -> bool:
-        return self._active and not left_timed_phases(self.phase)
 
 
 def _last_line(text: str) -> str:
@@ -323,8 +324,8 @@ class Launcher:
     either in a fresh process (``python -m profiler_core run ... --progress jsonl``, the command line
     of ``profiler_core.orchestration.command``) or on a warm worker (``python -m profiler_core serve``,
     handed the config's dict, ``profiler_core.engine.serve.RunRequest``), each in its own process
-    group (``profiler_core.orchestration.child``). Every JSON record the run prints goes to
-    ``on_event``; the launcher adds ``{"event": "launcher", "kind": "stopping"|"fallback", ...}`` when
+    group (``profiler_core.orchestration.child``). Every record the run prints (``spec.events``) goes
+    to ``on_event``; the launcher adds a ``LauncherNote`` (kind stopping or fallback) when
     it stops a run at its time limit or falls back from a warm worker to a fresh process. Stopping
     (Cancel, a time limit) sends SIGTERM to the group (the run keeps what it measured, marked
     incomplete), then SIGKILL after a grace period. The ending is classified (:class:`Ending`): done,
@@ -454,11 +455,10 @@ class Launcher:
     def _hand_over(self, spare: Child, run: RunProcess, request: RunRequest) -> bool:
         """Give ``run`` to ``spare``; False (spare stopped, said in a record) if it cannot take it."""
         if spare.has_exited():
-            run._emit({"event": "launcher", "kind": "fallback",
-                       "message": "the warm worker had exited while waiting; the run starts in a "
-                                  "fresh process"})
+            run.note("fallback", "the warm worker had exited while waiting; the run starts in a "
+                                 "fresh process")
             return False
-        run._attach(spare, warm=True)
+        run.attach(spare, warm=True)
         with self._guard:
             starting = [child for child in self._pool.children if not child.ready.is_set()]
         line = request.to_line()
@@ -493,20 +493,20 @@ class Launcher:
         try:
             child = Child(argv, self.env, self.cwd, listener=None)
         except (OSError, ValueError) as error:  # ValueError: a NUL byte in an argument
-            run._fail_to_start(error)
+            run.fail_to_start(error)
             return
-        run._attach(child, warm=False)
+        run.attach(child, warm=False)
 
     def _on_run_phase(self, run: RunProcess) -> None:
         """A run reported a phase or ended: start a spare if the timing rule allows it now."""
         with self._guard:
-            if not run._active and run in self._runs:
+            if not run.active and run in self._runs:
                 self._runs.remove(run)
             self._maybe_start_spare()
 
     def _maybe_start_spare(self) -> None:
         if (not self.warm or self._closed or self._wanted_device is None
-                or any(r._in_or_before_timed_phases for r in self._runs)):
+                or any(r.in_or_before_timed_phases for r in self._runs)):
             return
         if self._pool.live():
             return  # refilled only once empty: a spare warming up delays the next run's start
@@ -563,7 +563,7 @@ def stop_all_runs(grace_s: float = 2.0) -> None:
     """Stop every run still going (the interpreter is exiting; spares are stopped by their
     launcher's finalizer): SIGTERM, then SIGKILL. A stopped run keeps what it measured, marked
     incomplete."""
-    runs = [run for run in list(_LIVE) if run._active]
+    runs = [run for run in list(_LIVE) if run.active]
     for run in runs:
         run.cancel(grace_s=min(run.grace_s, grace_s))
     deadline = time.monotonic() + grace_s + 1.0

@@ -26,6 +26,7 @@ from profiler_core.orchestration.launcher import Ending, Launcher
 from profiler_core.spec import errors, fields, schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError, ProfilerError, TimeLimitReached
+from profiler_core.spec.events import ProgressEvent, RunEvent
 from profiler_core.spec.progress import Progress, ProgressCallback, ignore_progress
 from profiler_core.storage import leftovers
 from profiler_core.storage.outputs import make_parents, remove_made
@@ -174,43 +175,38 @@ class _Finished:
 
 
 def _relay(progress: ProgressCallback, repeat: int, total: int, guard: threading.Lock,
-           heard: dict[str, str]) -> Callable[[dict], None]:
+           heard: dict[str, str]) -> Callable[[RunEvent], None]:
     """A launcher ``on_event`` turning a child's progress records into the whole run's (the
     child's last phase kept in ``heard["phase"]``)."""
-    def on_event(record: dict) -> None:
-        if not isinstance(record, dict) or record.get("event") != "progress":
+    def on_event(event: RunEvent) -> None:
+        if not isinstance(event, ProgressEvent):
             return
-        heard["phase"] = str(record.get("phase", ""))[:60]
-        try:
-            fraction = min(1.0, max(0.0, float(record.get("fraction", 0.0))))
-        except (TypeError, ValueError):
-            fraction = 0.0
-        done = int((repeat - 1 + fraction) * UNITS_PER_REPEAT)
+        heard["phase"] = event.phase[:60]
+        done = int((repeat - 1 + event.fraction) * UNITS_PER_REPEAT)
         with guard:
-            progress(Progress(f"repeat {repeat} of {total}: {str(record.get('phase', ''))[:60]}",
-                              done, total * UNITS_PER_REPEAT, str(record.get("message", ""))[:160]))
+            progress(Progress(f"repeat {repeat} of {total}: {event.phase[:60]}",
+                              done, total * UNITS_PER_REPEAT, event.message[:160]))
     return on_event
 
 
 def _child_error(ending: Ending, repeat: int, total: int) -> BaseException:
     """The error a failed repeat's process reported, as this process's own (same kind, so the
     same exit code), its message saying which repeat it was."""
-    record = dict(getattr(ending, "error", None) or {})
-    kind = str(record.get("kind") or "")
-    message = str(record.get("message") or getattr(ending, "message", "") or "it failed")
-    hint = str(record.get("hint") or "")
+    error = ending.error
+    kind = error.kind if error is not None else ""
+    message = (error.message if error is not None else "") or ending.message or "it failed"
+    hint = error.hint if error is not None else ""
     if kind == "Interrupted":
         return KeyboardInterrupt()
     if kind in ("ConfigError", "UsageError"):
-        field = str(record.get("field") or "repeats")
+        field = (error.field if error is not None else None) or "repeats"
         option = (fields.SPECS[field].cli_option if field in fields.SPECS
                   else "--" + field.replace("_", "-"))
         if message.startswith(f"{option}: "):
             message = message[len(option) + 2:]  # the option is named again when reported
         return ConfigError(field, f"repeat {repeat} of {total} failed: {message}", hint)
-    if getattr(ending, "status", "") in ("crashed", "timeout", "cancelled"):
-        tail = [line for line in str(getattr(ending, "stderr_tail", "") or "").splitlines()
-                if line.strip()]
+    if ending.status in ("crashed", "timeout", "cancelled"):
+        tail = [line for line in ending.stderr_tail.splitlines() if line.strip()]
         message += f" ({tail[-1].strip()[:300]})" if tail else ""
         hint = hint or "run again; if it happens again, run that config once without --repeats"
     error_class = getattr(errors, kind, None) if kind else None

@@ -5,9 +5,10 @@ Scope: :class:`RunJob` runs one config (or a stand-in command line) as a
 data-parallel run: the lock of every GPU its ranks use, :func:`run_devices`), runs it on a daemon
 thread and releases the locks whatever happens. Its work: start the run through a
 :class:`~profiler_core.orchestration.launcher.Launcher` (the caller's warm one, so a warm worker may
-serve it; or a private launcher of fresh processes), follow its records (``progress``: the phase
-and the bar; ``done``/``error``; the launcher's ``stopping``/``fallback``), and make the launcher's
-:class:`~profiler_core.orchestration.launcher.Ending` the final state: done, error (the worker's
+serve it; or a private launcher of fresh processes), follow its records (``spec.events``:
+progress, the phase and the bar; done or error; the launcher's notes, stopping or fallback) into
+one :class:`RunSnapshot`, the state the page reads, and make the launcher's
+:class:`~profiler_core.orchestration.launcher.Ending` its final state: done, error (the worker's
 error record, kinds from ``profiler_core.spec.errors.ERROR_KINDS``), cancelled, timeout or crashed.
 Cancel and the time limit stop the worker's whole process group (SIGTERM, then SIGKILL after the
 grace period). The launcher is handed a ``RunConfig``, never a command line. No UI here: the
@@ -27,9 +28,9 @@ from profiler_core.orchestration.gpulock import GpuLock
 from profiler_core.orchestration.jobs import BackgroundJob
 from profiler_core.orchestration.launcher import Ending, Launcher, RunProcess
 from profiler_core.spec.config import RunConfig
+from profiler_core.spec.events import DoneEvent, ErrorEvent, LauncherNote, ProgressEvent, RunEvent
 
 ACTIVE = ("queued", "starting", "running", "cancelling")
-ERROR_FIELDS = ("kind", "field", "message", "hint")
 
 
 def run_devices(config: RunConfig) -> tuple[str, ...]:
@@ -42,29 +43,12 @@ def run_devices(config: RunConfig) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class RunState:
-    """The run as far as it got: ``status`` queued, starting, running or cancelling, then how it ended
-    (done, error, cancelled, timeout, crashed); ``error`` the worker's error record's fields."""
-
-    status: str = "queued"
-    phase: str = ""
-    fraction: float = 0.0
-    message: str = ""
-    error: dict[str, str | None] | None = None
-    returncode: int | None = None
-    stderr_tail: str = ""
-    events: int = 0
-    killed: bool = False  # it ignored SIGTERM and was killed with SIGKILL after the grace period
-
-    @property
-    def error_line(self) -> str:
-        return "" if self.status == "done" else self.message
-
-
-@dataclass(frozen=True)
 class RunSnapshot:
-    """What a run is doing now; ``status`` is one of ACTIVE or done/error/cancelled/timeout/crashed.
-    ``devices``: every device whose lock the run takes, in the order it takes them."""
+    """What a run is doing now, or how it ended: the one state the job keeps, publishes while it
+    runs and returns at its end, and the page reads. ``status`` is one of ACTIVE or
+    done/error/cancelled/timeout/crashed; ``devices``: every device whose lock the run takes, in
+    the order it takes them; ``error`` the worker's error record; ``events`` how many records it
+    heard; ``killed``: it ignored SIGTERM and was killed with SIGKILL after the grace period."""
 
     job_id: str
     run_name: str
@@ -75,7 +59,7 @@ class RunSnapshot:
     phase: str = ""
     fraction: float = 0.0
     message: str = ""
-    error: dict[str, Any] | None = None
+    error: ErrorEvent | None = None
     returncode: int | None = None
     requested_at: float = 0.0
     started_at: float | None = None
@@ -92,6 +76,11 @@ class RunSnapshot:
     @property
     def ok(self) -> bool:
         return self.status == "done"
+
+    @property
+    def error_line(self) -> str:
+        """Why it could not go on ("" once done)."""
+        return "" if self.status == "done" else self.message
 
 
 class RunJob:
@@ -118,13 +107,16 @@ class RunJob:
         self._launcher = launcher or Launcher(
             warm=False, env=env if env is not None else run_env(),
             cwd=Path(cwd) if cwd is not None else REPO_ROOT, grace_s=grace_s)
-        self._state = RunState()
         self._guard = threading.Lock()
         self._stop = threading.Event()
         self._process: RunProcess | None = None
         self._handler_error: BaseException | None = None
         self._job = BackgroundJob(self, self.run_name, lock, session)
         self.job_id = self._job.job_id
+        self._state = RunSnapshot(
+            job_id=self.job_id, run_name=self.run_name, device=self.device,
+            devices=self._job.devices, out_dir=str(self.out_dir), status="queued",
+            requested_at=self._job.requested_at, timeout_s=self.timeout_s)
 
     # -- control (called from the page's thread) -----------------------------------------------
 
@@ -142,22 +134,17 @@ class RunJob:
         return self._job.wait(timeout)
 
     def snapshot(self) -> RunSnapshot:
+        """The run's last state, with the job's status and times (the device's queue, the job's
+        own failure)."""
         job = self._job.snapshot()
-        run: RunState = job["outcome"] or job["progress"] or RunState()
+        run: RunSnapshot = job["outcome"] or job["progress"] or self._state
         status, message = job["status"], run.message
         if status in ("running", "stopping"):
             status = run.status  # queued until the worker starts, then starting, running, cancelling
         elif status == "error" and job["outcome"] is None:  # the job's failure, not the worker's
             status, message = "crashed", f"the dashboard could not run the worker: {job['error']}"
-        return RunSnapshot(
-            job_id=self.job_id, run_name=self.run_name, device=self.device,
-            devices=self._job.devices,
-            out_dir=str(self.out_dir), status=status, phase=run.phase, fraction=run.fraction,
-            message=message, error=dict(run.error) if run.error else None,
-            returncode=run.returncode, requested_at=self._job.requested_at,
-            started_at=job["started_at"], finished_at=job["finished_at"],
-            stderr_tail=run.stderr_tail, events=run.events, killed=run.killed,
-            timeout_s=self.timeout_s)
+        return replace(run, status=status, message=message, started_at=job["started_at"],
+                       finished_at=job["finished_at"])
 
     # -- the work (on the job's thread) ---------------------------------------------------------
 
@@ -171,7 +158,7 @@ class RunJob:
         if process is not None:
             process.cancel(self.grace_s)
 
-    def run(self) -> RunState:
+    def run(self) -> RunSnapshot:
         """Run the worker to its end; a failure here (a bug) kills it before the device is freed."""
         try:
             ending = self._run_worker()
@@ -229,35 +216,27 @@ class RunJob:
         if process is not None:
             process.kill()
 
-    def _on_event(self, record: dict) -> None:
+    def _on_event(self, event: RunEvent) -> None:
         """The launcher's handler: a failure here is a bug, which ends the run."""
         try:
-            self._on_line(record)
+            self._on_line(event)
         except Exception as error:
             self._handler_error = error
             raise
 
-    def _on_line(self, record: dict) -> None:
-        """One record the worker (or the launcher) printed, a JSON line."""
+    def _on_line(self, event: RunEvent) -> None:
+        """One record the worker printed (or the launcher's note) into the state."""
         with self._guard:
-            s = self._state
-            changes: dict[str, Any] = {"events": s.events + 1}
-            event = record.get("event")
-            if event == "progress":
-                changes.update(phase=str(record.get("phase", "")),
-                               message=str(record.get("message", "")))
-                try:
-                    changes["fraction"] = min(1.0, max(0.0, float(record.get("fraction",
-                                                                             s.fraction))))
-                except (TypeError, ValueError):
-                    pass
-            elif event == "done":
+            changes: dict[str, Any] = {"events": self._state.events + 1}
+            if isinstance(event, ProgressEvent):
+                changes.update(phase=event.phase, message=event.message, fraction=event.fraction)
+            elif isinstance(event, DoneEvent):
                 changes.update(fraction=1.0, phase="done")
-            elif event == "error":
-                changes["error"] = _error_fields(record)
-            elif event == "launcher":
-                changes["message"] = str(record.get("message", ""))
-                if record.get("kind") == "stopping":
+            elif isinstance(event, ErrorEvent):
+                changes["error"] = event
+            elif isinstance(event, LauncherNote):
+                changes["message"] = event.message
+                if event.kind == "stopping":
                     changes["status"] = "cancelling"
             self._publish(**changes)
 
@@ -270,11 +249,5 @@ def _final_state(ending: Ending) -> dict[str, Any]:
     if ending.status == "done":
         state.update(fraction=1.0, message="finished")
     elif ending.status == "error" and ending.error is not None:
-        state.update(error=_error_fields(ending.error),
-                     message=str(ending.error.get("message") or ""))
+        state.update(error=ending.error, message=ending.error.message)
     return state
-
-
-def _error_fields(record: dict) -> dict[str, str | None]:
-    """The error record's four fields, as text (None where missing)."""
-    return {key: (None if record.get(key) is None else str(record.get(key))) for key in ERROR_FIELDS}

@@ -23,6 +23,7 @@ import pandas as pd
 
 from profiler_core.orchestration.launcher import Ending, Launcher, RunProcess
 from profiler_core.spec.errors import ConfigError, ProfilerError, RunFormatError, quoted
+from profiler_core.spec.events import ProgressEvent, RunEvent
 from profiler_core.storage.outputs import NotOwned, replace_folder
 from profiler_core.storage.results import RunResult, run_files
 from profiler_core.storage.runfolder import is_tool_run
@@ -325,14 +326,11 @@ class SweepRunner:
         self._report(index=point.index, label=point.label, phase="starting")
         started = time.monotonic()
 
-        def on_event(event: dict) -> None:
-            if not isinstance(event, dict) or event.get("event") != "progress":
+        def on_event(event: RunEvent) -> None:
+            if not isinstance(event, ProgressEvent):
                 return
-            fraction = number_or_nan(event.get("fraction"))
-            self._report(index=point.index, label=point.label,
-                         point_fraction=min(1.0, max(0.0, fraction)) if math.isfinite(fraction) else 0.0,
-                         phase=one_line(event.get("phase"), 60),
-                         message=one_line(event.get("message"), 120))
+            self._report(index=point.index, label=point.label, point_fraction=event.fraction,
+                         phase=one_line(event.phase, 60), message=one_line(event.message, 120))
 
         process = launcher.start(point.config, out, overwrite=overwrite,
                                  timeout_s=self._point_timeout_s, on_event=on_event)
@@ -352,7 +350,7 @@ class SweepRunner:
 
     def _record(self, point: SweepPoint, out: Path, ending: Ending, elapsed_s: float
                 ) -> dict | None:
-        error = dict(ending.error) if ending.error else None
+        error = ending.error
         state, figures, kind, message, fatal = "failed", None, "", "", None
         if ending.status == "done":
             try:
@@ -363,10 +361,10 @@ class SweepRunner:
             except (ProfilerError, OSError) as exc:
                 kind, message = "RunFormatError", f"the point's run folder cannot be read: {exc}"
         elif ending.status == "error" and error is not None:
-            kind = str(error.get("kind") or "error")
-            message = str(error.get("message") or "")
-            if error.get("hint"):
-                message += f" ({error['hint']})"
+            kind = error.kind or "error"
+            message = error.message
+            if error.hint:
+                message += f" ({error.hint})"
             if kind == "Interrupted" and self._stop.is_set():
                 state = "stopped"
             elif kind in FATAL_KINDS:
