@@ -18,9 +18,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import rundata, state
-from dashboard.analysis import no_profile_reason, preset_text
+from dashboard.analysis.run_kind import no_profile_reason
 from dashboard.rundata import OpenedRun
 from profiler_core import ALWAYS_MEASURED, ProfilerError
+from profiler_core.spec.config import preset_text
 
 # Characters that would break the line or reorder it: C0/C1 controls, line and paragraph
 # separators, bidirectional overrides. Each run of them shows as one space.

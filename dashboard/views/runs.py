@@ -9,7 +9,11 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, compare, run_facts, rundata, state, ui
+from dashboard import compare, run_facts, rundata, state, ui
+from dashboard.analysis import verdict_text
+from dashboard.analysis.launch_split import split_medians
+from dashboard.analysis.payback import BREAK_EVEN_DEFINITION, pay_back
+from dashboard.analysis.run_kind import is_cpu_run, no_profile_reason
 from dashboard.charts.attribution import split_bars
 from dashboard.charts.comparison import compare_latency_ecdf, compare_medians, compare_speedups
 from profiler_core.spec.config import RunConfig
@@ -217,17 +221,17 @@ no_speedup: dict[str, str] = {}  # runs the speedup chart has no marker for, and
 for tag, run in loaded.items():
     if not run.complete:
         st.warning(f"{tag}: " + ui.incomplete_text(run), icon=":material/warning:")
-    cpu = analysis.is_cpu_run(run.config, run.environment)
-    reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
-    pay = analysis.pay_back(run.figures, run.table("modes"), "graph")
-    verdict = analysis.verdict(run.figures, run.table("attribution"), reason, "graph", pay)
+    cpu = is_cpu_run(run.config, run.environment)
+    reason = no_profile_reason(run.config, run.environment, run.complete)
+    pay = pay_back(run.figures, run.table("modes"), "graph")
+    verdict = verdict_text.verdict(run.figures, run.table("attribution"), reason, "graph", pay)
     summary.append(compare.compare_summary(tag, run.label, run.config, run.environment,
                                             run.pair, run.table("stats"), verdict.title,
                                             run.complete, "" if cpu else pay.text))
     rows, text = compare.compare_rows(tag, run.pair.timing_method, run.table("stats"), cpu)
     bars.append(rows)
     timed_by.append(text)
-    m = analysis.split_medians(run.table("launch_split"))
+    m = split_medians(run.table("launch_split"))
     m["mode"] = tag + ": " + m["mode"].astype(str)
     medians.append(m)
     speedups.append(compare.compare_speedup_rows(tag, run.pair, run.table("modes")))
@@ -246,7 +250,7 @@ ui.table(pd.DataFrame(summary, columns=compare.COMPARE_SUMMARY_COLUMNS), "compar
                         "eager_ms": st.column_config.NumberColumn("eager ms/step", format="%.3f"),
                         "graph_ms": st.column_config.NumberColumn("graph ms/step", format="%.3f"),
                         "break_even": st.column_config.TextColumn(
-                            "break-even", help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION}."),
+                            "break-even", help=f"Break-even: {BREAK_EVEN_DEFINITION}."),
                         "timed_by": st.column_config.TextColumn("timed by", width="large")})
 st.markdown("  \n".join(f"**{row['tag']}** ({ui.escape_md(row['run'])}): "
                         f"{ui.escape_md(row['verdict'])}." for row in summary))
