@@ -104,7 +104,7 @@ def saving_table(attribution: pd.DataFrame, mode: str = "graph") -> pd.DataFrame
 def kernel_floor(attribution: pd.DataFrame) -> pd.DataFrame:
     """Each mode's GPU kernel time per training step (columns mode, gpu_busy_us): the floor a
     launch strategy cannot beat, from the attribution (eager's from any block)."""
-    rows = {}
+    rows: dict[str, float] = {}
     for mode in attribution_modes(attribution):
         kernels = attribution_parts(attribution, mode)["gpu_kernels"]
         rows.setdefault("eager", kernels[0])

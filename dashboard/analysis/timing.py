@@ -14,17 +14,11 @@ import pandas as pd
 
 from dashboard.analysis.frames import MODES, finite
 from profiler_core.analysis.figures import Figures
+from profiler_core.spec.timing_methods import CPU_METHOD_LABELS, STEP_METHOD_LABELS
 
-# Every timing method of stats.csv (see profiler_core.spec.schema), in the order they are shown.
-METHOD_LABELS = {
-    "steady_trial": "steady state, per trial (CUDA events)",
-    "steady_event": "steady state, every step (CUDA events)",
-    "steady_wall": "steady state, every step (wall clock)",
-    "cold_event": "cold start (CUDA events)",
-    "cold_wall": "cold start (wall clock)",
-    "block_sync": "loop closed by one sync",
-    "article_no_sync": "article: perf_counter, no sync",
-}
+# Every timing method of stats.csv that times a whole step, in the order they are shown, and a
+# CPU run's labels where they differ (one declaration, ``profiler_core.spec.timing_methods``).
+METHOD_LABELS = STEP_METHOD_LABELS
 # What each method measures, as a clause that follows the method's name ("timed by <label>:
 # <meaning>"); ``method_caption`` makes it a sentence.
 METHOD_MEANING = {
@@ -62,10 +56,6 @@ SERIES = {
     "cold_event": ("cold", "gpu_ms"),
     "cold_wall": ("cold", "wall_ms"),
 }
-
-
-# A CPU run has no CUDA events: its steady-state trials are timed by the host's wall clock.
-CPU_METHOD_LABELS = {"steady_trial": "steady state, per trial (wall clock)"}
 
 
 def method_label(method: str, cpu: bool = False) -> str:

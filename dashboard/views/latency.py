@@ -66,12 +66,12 @@ if len(pct_table):
                + " An empty cell: that row has too few samples for it.")
 
 timing = timing_comparison(run.table("stats"), run.figures, cpu)
-timing_table = {"empty": "No timing statistics in this run (stats.csv is empty: the run stopped "
-                         "before its statistics were computed).",
-                "column_config": {"eager_median_ms": st.column_config.NumberColumn(format="%.4f"),
-                                  "graph_median_ms": st.column_config.NumberColumn(format="%.4f"),
-                                  "speedup": st.column_config.NumberColumn(format="%.2fx"),
-                                  "meaning": st.column_config.TextColumn(width="large")}}
+no_timing = ("No timing statistics in this run (stats.csv is empty: the run stopped before its "
+             "statistics were computed).")
+timing_columns = {"eager_median_ms": st.column_config.NumberColumn(format="%.4f"),
+                  "graph_median_ms": st.column_config.NumberColumn(format="%.4f"),
+                  "speedup": st.column_config.NumberColumn(format="%.2fx"),
+                  "meaning": st.column_config.TextColumn(width="large")}
 if cpu:  # no GPU to wait for: the article's pitfall does not arise, so none is drawn
     st.subheader("How this run was timed")
     st.caption("The article's timing pitfall (a clock read around a loop that never waits for the "
@@ -79,7 +79,7 @@ if cpu:  # no GPU to wait for: the article's pitfall does not arise, so none is 
                "run measured the steady-state wall clock only.")
     ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table",
              label="timing CSV", column_order=["label", "eager_median_ms", "meaning"],
-             **timing_table)
+             empty=no_timing, column_config=timing_columns)
 else:
     st.subheader("The article's timing beside the true timing")
     st.markdown(article.quote(article.TIMING, article.SPEED))
@@ -92,7 +92,7 @@ else:
     ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table",
              label="timing CSV",
              column_order=["label", "eager_median_ms", "graph_median_ms", "speedup", "meaning"],
-             **timing_table)
+             empty=no_timing, column_config=timing_columns)
 
 st.subheader("Statistics per mode and method (stats.csv)")
 ui.table(percentiles.supported_percentiles(run.table("stats")), f"{run.name}-stats.csv",

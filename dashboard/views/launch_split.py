@@ -184,7 +184,7 @@ for mode in ordered_modes(pd.DataFrame({"mode": list(run.trace_paths)})):
                       + (" (median span)" if i == typical.iteration else "")
                       for i in range(typical.iterations)}
             picked = st.selectbox(f"{mode}: which iteration", list(labels),
-                                  index=typical.iteration, format_func=labels.get,
+                                  index=typical.iteration, format_func=labels.__getitem__,
                                   key=f"split_iteration_{mode}")
         else:
             picked = typical.iteration

@@ -144,8 +144,8 @@ ui.table(run_facts.config_table(run.config, run.environment), f"{run.name}-confi
 ui.notes(run)
 st.subheader("Downloads")
 ui.run_downloads(run, key="overview_dl")
-figures = run.table("metrics")
-if len(figures):
-    ui.csv_download(figures, f"{run.name}-every_figure_per_mode.csv", key="overview_mode_metrics",
+metrics = run.table("metrics")
+if len(metrics):
+    ui.csv_download(metrics, f"{run.name}-every_figure_per_mode.csv", key="overview_mode_metrics",
                     label="every figure per mode (metrics.csv, long form: mode, metric, value, "
                           "eager's value, ratio to eager)")

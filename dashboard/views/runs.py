@@ -76,10 +76,10 @@ def _filters(index: run_index.RunIndex) -> list[FieldFilter]:
         if len(days) >= 2:
             chosen = st.date_input("Started between", value=(days[0], days[-1]),
                                    min_value=days[0], max_value=days[-1], key="runs_filter_dates")
-            chosen = tuple(chosen) if isinstance(chosen, (tuple, list)) else (chosen,)
-            if chosen and tuple(chosen) != (days[0], days[-1]):
-                filters.append(FieldFilter("date", low=chosen[0],
-                                                     high=chosen[1] if len(chosen) > 1 else None))
+            picked_days = tuple(chosen) if isinstance(chosen, (tuple, list)) else (chosen,)
+            if picked_days and picked_days != (days[0], days[-1]):
+                filters.append(FieldFilter("date", low=picked_days[0],
+                                           high=picked_days[1] if len(picked_days) > 1 else None))
         elif days:
             st.caption(f"Every dated run started on {days[0].isoformat()}.")
     fields = st.multiselect("Filter by settings or figures (then pick values or a range)",
@@ -203,7 +203,7 @@ if filters and len(matching_keys) >= 2:
               help=f"Puts every run the filters keep into the comparison (at most {len(TAGS)}).")
 chosen = st.multiselect(
     f"Runs to compare (any number up to {len(TAGS)}; each is tagged A, B, C... in the order "
-    "picked)", keys, default=keys[:2], format_func=options.get, key=COMPARE_KEY,
+    "picked)", keys, default=keys[:2], format_func=lambda key: options[key], key=COMPARE_KEY,
     max_selections=len(TAGS))
 if len(chosen) < 2:
     st.info("Pick at least two runs.")
