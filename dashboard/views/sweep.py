@@ -129,15 +129,18 @@ with st.expander("New sweep", expanded=not active and job is None):
         replays = defaults.replays
     else:
         replays = trial_cols[0].number_input("Replays per point", 1, 100_000, defaults.replays,
-                                       key="sweep_replays",
-                                       help="Timed graph replays per point (eager times as many "
-                                            "steps).")
-    trials = trial_cols[1].number_input("Trials per point (0: automatic)", 0, 1_000, 0, key="sweep_trials")
+                                             key="sweep_replays",
+                                             help="Timed graph replays per point (eager times as "
+                                                  "many steps).")
+    trials = trial_cols[1].number_input("Trials per point (0: automatic)", 0, 1_000, 0,
+                                        key="sweep_trials")
     profile = trial_cols[2].toggle("Profile each point", value=defaults.profile and not cpu,
-                             key="sweep_profile", disabled=cpu,
-                             help="A short profiled window per mode gives the GPU-busy floor.")
-    profile_iters = trial_cols[3].number_input("Profiled iterations", 1, 1_000, defaults.profile_iters,
-                                         key="sweep_profile_iters", disabled=not profile)
+                                   key="sweep_profile", disabled=cpu,
+                                   help="A short profiled window per mode gives the GPU-busy "
+                                        "floor.")
+    profile_iters = trial_cols[3].number_input("Profiled iterations", 1, 1_000,
+                                               defaults.profile_iters, key="sweep_profile_iters",
+                                               disabled=not profile)
     threshold = st.number_input("Crossover threshold (speedup)", 1.0, 100.0, DEFAULT_THRESHOLD,
                                 step=0.05, key="sweep_threshold_new")
     processes = st.number_input("Fresh processes per point", *INT_LIMITS["repeats"], 1,
