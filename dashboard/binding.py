@@ -43,7 +43,8 @@ def remote_refusal(address: str | None, where_defined: str, environ: Mapping[str
         return ""
     if environ.get(ALLOW_REMOTE_ENV, "").strip() == "1":
         return ""
-    where = f"on {address.strip()}" if (address or "").strip() else "on every network interface"
+    shown_address = (address or "").strip()
+    where = f"on {shown_address}" if shown_address else "on every network interface"
     source = ("server.address is not set" if where_defined in NOT_CHOSEN
               else f"server.address comes from {where_defined}")
     return (f"This server listens {where} ({source}), so anyone who can reach this machine could "

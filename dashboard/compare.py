@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.analysis import (
+from dashboard.analysis.frames import float_column
+from dashboard.analysis.run_kind import is_cpu_run
+from dashboard.analysis.timing import (
     METHOD_LABELS,
-    float_column,
     headline_method,
-    is_cpu_run,
     method_label,
     per_step_latency,
     series_available,

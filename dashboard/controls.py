@@ -24,7 +24,9 @@ from profiler_core.spec.config import (
     NOT_PRESET_FIELDS,
     PRESET_DESCRIPTIONS,
     PRESETS,
+    RUN_TIMEOUT_S,
     RunConfig,
+    changed_values,
 )
 from profiler_core.spec.errors import ConfigError
 from profiler_core.spec.workload_kinds import BUILT_IN, workload_named
@@ -33,7 +35,7 @@ PREFIX = "cfg_"
 PRESET_KEY = "cfg_preset"
 DEVICE_KEY = "cfg_device"
 TIMEOUT_KEY = "cfg_timeout_s"
-DEFAULT_TIMEOUT_S = 900
+DEFAULT_TIMEOUT_S = int(RUN_TIMEOUT_S)  # the command line's default
 PRESET_FIELDS = [f.name for f in dataclasses.fields(RunConfig) if f.name not in NOT_PRESET_FIELDS]
 
 # The sidebar's own control beside the workload selector (not a RunConfig field: it sets the
@@ -192,12 +194,12 @@ def _widget(field: fields.FieldSpec, cpu: bool = False) -> None:
         st.text_input(label, value=current or "", key=k, help=help_text,
                       placeholder=field.empty or None)
     elif field.kind == fields.FLOAT:
-        low, high = field.limits
+        low, high = field.number_limits
         st.number_input(label, min_value=float(low), max_value=float(high), step=field.step,
                         value=None if current is None else float(current),
                         format=field.number_format, key=k, help=help_text, disabled=disabled)
     else:
-        low, high = field.limits
+        low, high = field.number_limits
         st.number_input(label, min_value=low, max_value=high, step=1, key=k, help=help_text,
                         value=None if current is None else int(current),
                         placeholder=field.empty or None, disabled=disabled)
@@ -246,12 +248,11 @@ def config_values() -> dict[str, Any]:
         if values.get("eager_iters") is not None:
             values["replays"] = max(values["eager_iters"], INT_LIMITS["replays"][0])
             values["replays"] = min(values["replays"], INT_LIMITS["replays"][1])
-        for field in ("replays", *fields.CPU_FIXED):
-            st.session_state[key(field)] = values[field]
+        for name in ("replays", *fields.CPU_FIXED):
+            st.session_state[key(name)] = values[name]
     chosen = st.session_state.get(PRESET_KEY, "seed")
-    same = chosen in PRESETS and all(values[f] == getattr(PRESETS[chosen], f) for f in PRESET_FIELDS
-                                     if f not in HOW_MEASURED_FIELDS)
-    values["preset"] = chosen if same else "custom"
+    same = chosen in PRESETS and not changed_values(values, PRESETS[chosen])
+    values["preset"] = chosen if same else fields.CUSTOM_PRESET
     return values
 
 
@@ -327,7 +328,7 @@ def run_settings(error: ConfigError | None) -> None:
                 if not _shown(field):
                     continue
                 _widget(field, cpu)
-                if refused_here and error.field == field.name:
+                if error is not None and refused_here and error.field == field.name:
                     st.error(refusal_text(error), icon=":material/block:")
     shape_controls.draw(chosen_workload(), error, refusal_text(error) if error else "")
     st.number_input("Stop a run after (s)", min_value=0, max_value=86_400, step=60, key=TIMEOUT_KEY,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dashboard.analysis import float_column
+from dashboard.analysis.frames import float_column
 from profiler_core.analysis.kernel_names import kernel_label
 from profiler_core.spec.config import MODE_NAMES
 

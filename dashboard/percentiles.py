@@ -10,7 +10,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from dashboard.analysis import SERIES, ordered_modes, per_step_latency, series_steps
+from dashboard.analysis.frames import ordered_modes
+from dashboard.analysis.timing import SERIES, per_step_latency, series_steps
 
 PERCENTILES = (1, 10, 25, 50, 75, 90, 99, 99.9)
 PERCENTILE_COLUMNS = (["mode", "timing", "count"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from dashboard.analysis import float_column
+from dashboard.analysis.frames import float_column
 from profiler_core.spec import fields, numerics
 from profiler_core.spec.config import RunConfig, preset_text
 

@@ -19,7 +19,7 @@ import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
@@ -33,10 +33,10 @@ from profiler_core.spec.schema import (
     clean_text,
 )
 from profiler_core.storage import index as run_index
-from profiler_core.storage import runfolder
+from profiler_core.storage import runfolder, tablelimits
 from profiler_core.storage.csvsafe import csv_bytes, neutralise_formulas
 from profiler_core.storage.outputs import MANIFEST_FILE
-from profiler_core.storage.results import RunResult
+from profiler_core.storage.results import RunResult, write_run_folder
 from profiler_core.storage.runfolder import is_run_dir
 from profiler_core.sweep.store import list_sweeps
 
@@ -59,7 +59,6 @@ MAX_ZIP_MEMBERS = 500  # entries of a zip, folders included
 MAX_UPLOAD_TABLES_BYTES = 256 * 2**20  # all the CSV tables of an upload together, unpacked
 MAX_TABLE_ROWS = 2_000_000  # lines of one CSV table, after its header
 MAX_CSV_LINE_BYTES = 2**20  # one line of a CSV table (a kernel's full name is a few kB at most)
-READ_CHUNK_BYTES = 1 << 20
 MAX_FOLDER_CHARS = 1024
 
 # Files every run written by the tool has; the other tables are checked when present.
@@ -437,36 +436,25 @@ def _unsafe_name(name: str) -> bool:
     return any(part in ("..", "") for part in name.rstrip("/").split("/"))
 
 
-def _check_csv_table(file: str, stream: io.BufferedIOBase, version: int) -> None:
-    """Read an uploaded table once, in chunks, and stop at the first problem: its header must have
-    the columns of schema ``version``, no line may pass MAX_CSV_LINE_BYTES, and at most
-    MAX_TABLE_ROWS lines may follow the header. A chunk is never longer than a line may be, so
-    only a line running across chunks can be too long; memory stays within a chunk and the
-    header."""
-    chunk_bytes = min(READ_CHUNK_BYTES, MAX_CSV_LINE_BYTES)
-    header = bytearray()  # the first line, until it ends
-    lines = 0  # line breaks seen
-    open_line = 0  # bytes of the line not ended yet
-    while chunk := stream.read(chunk_bytes):
-        breaks = chunk.count(b"\n")
-        first_break = chunk.find(b"\n")
-        if lines == 0:
-            header += chunk if not breaks else chunk[:first_break]
-        longest = open_line + (first_break if breaks else len(chunk))
-        open_line = len(chunk) - 1 - chunk.rindex(b"\n") if breaks else longest
-        if longest > MAX_CSV_LINE_BYTES:
-            raise RunFormatError(f"{file} has a line longer than {MAX_CSV_LINE_BYTES // 1024:,} "
-                                 "KiB, the limit for a line of a table",
-                                 "a run's tables have short lines: the file is damaged or crafted")
-        if lines == 0 and breaks:
-            _check_csv_header(file, bytes(header), version)
-        lines += breaks
-        if lines - 1 + (open_line > 0) > MAX_TABLE_ROWS:
-            raise RunFormatError(f"{file} has more than {MAX_TABLE_ROWS:,} rows, the limit for a "
-                                 "table", "upload a run written by this tool; a longer run is "
-                                          "opened from the runs folder")
-    if lines == 0:
-        _check_csv_header(file, bytes(header), version)
+def _check_csv_table(file: str, stream: IO[bytes], version: int) -> None:
+    """Read an uploaded table once, in chunks, and stop at the first problem
+    (``tablelimits.check_table_stream``): its header must have the columns of schema ``version``,
+    no line may pass MAX_CSV_LINE_BYTES, at most MAX_TABLE_ROWS lines may follow the header, and
+    it holds no NUL byte. Said in an upload's words (the limits are an upload's, not a config's)."""
+    try:
+        tablelimits.check_table_stream(stream, file, MAX_TABLE_ROWS, MAX_CSV_LINE_BYTES,
+                                       on_header=lambda header: _check_csv_header(file, header,
+                                                                                  version))
+    except tablelimits.LineTooLong:
+        raise RunFormatError(f"{file} has a line longer than {MAX_CSV_LINE_BYTES // 1024:,} KiB, "
+                             "the limit for a line of a table",
+                             "a run's tables have short lines: the file is damaged or crafted") from None
+    except tablelimits.TooManyRows:
+        raise RunFormatError(f"{file} has more than {MAX_TABLE_ROWS:,} rows, the limit for a "
+                             "table", "upload a run written by this tool; a longer run is "
+                                      "opened from the runs folder") from None
+    except tablelimits.TableNotText as refused:
+        raise RunFormatError(refused.message, "upload a zip written by this tool") from None
 
 
 def _columns_of(file: str, version: int) -> list[str]:
@@ -574,40 +562,48 @@ def validate_run_zip(data: bytes) -> dict[str, zipfile.ZipInfo]:
 
 
 def extract_run_zip(data: bytes, dest: Path) -> Path:
-    """Validate ``data`` and write its run files into the new folder ``dest``.
+    """Validate ``data`` and write its run files into the new folder ``dest``, through the run
+    writer (``results.write_run_folder``): a staging folder, the manifest (sizes and content
+    hashes), then a rename, so an uploaded run is this tool's own by the rule any run is.
 
     Only the known file names are written, in chunks, stopping at each file's declared size and
-    at the total limit (a zip's declared sizes can lie). ``dest`` must not exist; on any error it
-    is removed again.
+    at the total limit (a zip's declared sizes can lie). ``dest`` must not exist; on any error
+    nothing of it is left.
     """
     members = validate_run_zip(data)
     dest = Path(dest)
     try:
-        dest.mkdir(parents=True)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(dest):
+            raise FileExistsError(f"{dest} already exists")
     except OSError as exc:
         raise RunFormatError(f"cannot unpack the upload into {dest}: {exc}", "") from None
-    written = 0
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            for file, info in members.items():
-                file_written = 0
-                with zf.open(info) as source, open(dest / file, "xb") as target:
-                    while chunk := source.read(1 << 20):
-                        written += len(chunk)
-                        file_written += len(chunk)
-                        if written > MAX_UNCOMPRESSED_BYTES or file_written > info.file_size:
-                            raise RunFormatError("the run unpacks to more than its declared size",
-                                                 "the zip is damaged or crafted (a zip bomb?)")
-                        target.write(chunk)
-    except Exception as exc:  # never leave a half-written folder behind; re-raised below
-        shutil.rmtree(dest, ignore_errors=True)
-        if isinstance(exc, RunFormatError):
-            raise
-        if isinstance(exc, (zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError,
-                            NotImplementedError, ValueError)):
-            raise RunFormatError(f"the zip cannot be unpacked: {exc}", "the zip is damaged") from None
+        return write_run_folder(dest, lambda folder: _unpack_members(data, members, folder))
+    except RunFormatError:
         raise
-    return dest
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError, NotImplementedError,
+            ValueError) as exc:
+        raise RunFormatError(f"the zip cannot be unpacked: {exc}", "the zip is damaged") from None
+
+
+def _unpack_members(data: bytes, members: dict[str, zipfile.ZipInfo], folder: Path) -> list[str]:
+    """Write each validated member of the zip into ``folder`` under its own name, in chunks,
+    refusing more bytes than the member declared or than a run may unpack to; returns the
+    names written."""
+    written = 0
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        for file, info in members.items():
+            file_written = 0
+            with zf.open(info) as source, open(folder / file, "xb") as target:
+                while chunk := source.read(1 << 20):
+                    written += len(chunk)
+                    file_written += len(chunk)
+                    if written > MAX_UNCOMPRESSED_BYTES or file_written > info.file_size:
+                        raise RunFormatError("the run unpacks to more than its declared size",
+                                             "the zip is damaged or crafted (a zip bomb?)")
+                    target.write(chunk)
+    return list(members)
 
 
 def unpack_run(data: bytes, dest: Path, name: str = "") -> OpenedRun:

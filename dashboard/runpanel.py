@@ -152,7 +152,7 @@ def run_button(config: RunConfig | None, error: ConfigError | None) -> None:
         st.session_state.get(controls.DEVICE_KEY),)
     busy = [device for device in devices
             if device and state.lock_registry().lock(device).state().holder is not None]
-    if active:
+    if job is not None and active:
         # The panel above the view says who holds the device and for how long; one place only,
         # so the sidebar never shows a second clock that disagrees with it.
         st.caption(f"Your run {ui.escape_md(job.run_name)} is in progress: its progress, time "
@@ -160,7 +160,7 @@ def run_button(config: RunConfig | None, error: ConfigError | None) -> None:
     elif busy:
         _lock_caption(busy[0])
     if st.button("Run", type="primary", key="run_button", disabled=config is None or active,
-                 width="stretch", icon=":material/play_arrow:"):
+                 width="stretch", icon=":material/play_arrow:") and config is not None:
         start_run(config)
         st.rerun()
 

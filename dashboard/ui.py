@@ -11,16 +11,17 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import rundata, state
-from dashboard.analysis import no_profile_reason, preset_text
+from dashboard.analysis.run_kind import no_profile_reason
 from dashboard.rundata import OpenedRun
 from profiler_core import ALWAYS_MEASURED, ProfilerError
+from profiler_core.spec.config import preset_text
 
 # Characters that would break the line or reorder it: C0/C1 controls, line and paragraph
 # separators, bidirectional overrides. Each run of them shows as one space.
@@ -109,7 +110,10 @@ def number_columns(columns: list[str], pattern: str) -> dict[str, Any]:
     return {column: st.column_config.NumberColumn(format=pattern) for column in columns}
 
 
-def fit_height(rows: int) -> int | str:
+TableHeight = int | Literal["auto", "stretch", "content"]  # what st.dataframe takes
+
+
+def fit_height(rows: int) -> TableHeight:
     """A table height that shows every row (header included) without a scroll bar, up to
     ``MAX_FIT_ROWS`` rows; longer tables scroll."""
     if rows > MAX_FIT_ROWS:
@@ -118,7 +122,8 @@ def fit_height(rows: int) -> int | str:
 
 
 def table(frame: pd.DataFrame, file_name: str, key: str, label: str | None = None,
-          column_config: dict[str, Any] | None = None, height: int | str | None = None,
+          column_config: dict[str, Any] | None = None,
+          height: TableHeight | None = None,
           column_order: list[str] | None = None, empty: str | None = None) -> None:
     """A sortable table with its CSV download (all columns) under it. Every row shows (up to
     ``MAX_FIT_ROWS``; longer tables scroll) and the table takes the width it is given. A value

@@ -48,7 +48,7 @@ def _pid_alive(pid: int) -> bool:
 
 def sweep_stale(base: Path) -> list[Path]:
     """Remove upload folders under ``base`` left by server processes that no longer exist."""
-    removed = []
+    removed: list[Path] = []
     try:
         children = list(Path(base).iterdir())
     except OSError:

@@ -13,8 +13,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard import analysis
-from dashboard.analysis import RESIDUAL_COMPONENTS, TIMELINE_OF_COMPONENT, TOTAL_COMPONENT
+from dashboard.analysis.launch_split import (
+    RESIDUAL_COMPONENTS,
+    TIMELINE_OF_COMPONENT,
+    TOTAL_COMPONENT,
+)
+from dashboard.analysis.saving import attribution_parts
 from dashboard.charts.common import (
     MODE_COLORS,
     SPLIT_COLORS,
@@ -128,7 +132,7 @@ def profiled_waterfall_steps(breakdown: pd.DataFrame, other: str = "graph") -> d
     return sides
 
 
-# The rests of a side's span (``analysis.RESIDUAL_COMPONENTS``): each its own part of a step.
+# The rests of a side's span (``launch_split.RESIDUAL_COMPONENTS``): each its own part of a step.
 RESIDUAL_COLORS = {RESIDUAL_COMPONENTS["CPU"]: STEP_PART_COLORS["cpu_waiting"],
                    RESIDUAL_COMPONENTS["GPU"]: STEP_PART_COLORS["not_attributed"]}
 
@@ -225,7 +229,7 @@ def waterfall_steps(attribution: pd.DataFrame, other: str = "graph") -> pd.DataF
     component, value (us per training step), measure. Empty when the block lacks either step or
     the kernel time (no profiled window)."""
     columns = ["step", "component", "value", "measure"]
-    parts = analysis.attribution_parts(attribution, other)
+    parts = attribution_parts(attribution, other)
     eager, mode = parts["step"]
     if not all(math.isfinite(v) for v in (eager, mode, *parts["gpu_kernels"])):
         return pd.DataFrame(columns=columns)
@@ -262,7 +266,7 @@ def speedup_waterfall(attribution: pd.DataFrame, empty_message: str = "no attrib
     steps = waterfall_steps(attribution, other)
     if steps.empty:
         return empty_figure(title, empty_message)
-    host = analysis.attribution_parts(attribution, other)["host_issue"]
+    host = attribution_parts(attribution, other)["host_issue"]
     beside = all(math.isfinite(v) for v in host)
     fig = make_subplots(rows=1, cols=2 if beside else 1, shared_yaxes=True,
                         horizontal_spacing=0.06, column_widths=[0.76, 0.24] if beside else None,

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.analysis import ordered_modes
+from dashboard.analysis.frames import ordered_modes
 from dashboard.charts.common import (
     HEIGHT,
     RUN_DASHES,
@@ -91,7 +91,7 @@ def run_line(index: int) -> dict:
 
 def compare_speedups(frame: pd.DataFrame, missing: dict[str, str] | None = None,
                      order: Sequence[str] | None = None) -> go.Figure:
-    """Speedup over eager with its 95% CI, run by run (``analysis.SPEEDUP_ROW_COLUMNS``): one
+    """Speedup over eager with its 95% CI, run by run (``compare.SPEEDUP_ROW_COLUMNS``): one
     marker per run and mode, the runs on the x axis in the order given, a line at 1x. The y axis
     holds every marker, CI and label. ``missing`` (run -> why) keeps the runs that have no
     speedup on the axis, each with its reason written where its marker would be. ``order``: the
@@ -152,7 +152,7 @@ def _nice_step(rough: float) -> float:
 
 def compare_latency_ecdf(frame: pd.DataFrame, log_scale: bool = False,
                          points: int = 400) -> go.Figure:
-    """The runs' distributions of time per step overlaid (``analysis.OVERLAY_STEP_COLUMNS``):
+    """The runs' distributions of time per step overlaid (``compare.OVERLAY_STEP_COLUMNS``):
     one panel per mode, one ECDF line per run (its colour the same in every panel), drawn at
     ``points`` evenly spaced quantiles plus the minimum and maximum."""
     title = "Time per step, run by run (cumulative distribution)"

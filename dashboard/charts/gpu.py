@@ -127,7 +127,8 @@ def phase_kind_colors(kinds: Sequence[str]) -> dict[str, str]:
     colors: dict[str, str] = {}
     extra = iter(PHASE_EXTRA_COLORS)
     for kind in list(dict.fromkeys(kinds))[:MAX_PHASE_LEGEND]:
-        colors[kind] = PHASE_KIND_COLORS.get(kind) or next(extra, OTHER_PHASES_COLOR)
+        known = PHASE_KIND_COLORS.get(kind)
+        colors[kind] = known if known is not None else next(extra, OTHER_PHASES_COLOR)
     return colors
 
 
@@ -154,14 +155,15 @@ def nvml_timeseries(nvml: pd.DataFrame, phases: pd.DataFrame,
     panels = list(panels)
     nvml = finite_frame(nvml, ("t_s", "value")).dropna(subset=["t_s"])
     phases = finite_frame(phases, ("start_s", "end_s")).dropna(subset=["start_s", "end_s"])
-    low = high = None
+    window: tuple[float, float] | None = None  # the x range shown, when one is asked for
     if x_range is not None:
         low, high = (float(v) for v in x_range)
-        if not (math.isfinite(low) and math.isfinite(high) and high > low):
-            low = high = None
+        if math.isfinite(low) and math.isfinite(high) and high > low:
+            window = (low, high)
     polled = nvml[nvml["source"] == "poll"]
     gaps = polling_gaps(polled.drop_duplicates("t_s")["t_s"].to_numpy(dtype=float))
-    if low is not None:
+    if window is not None:
+        low, high = window
         nvml = nvml[(nvml["t_s"] >= low) & (nvml["t_s"] <= high)]
         phases = phases[(phases["end_s"] > low) & (phases["start_s"] < high)]
         gaps = [(max(a, low), min(b, high)) for a, b in gaps if b > low and a < high]
@@ -202,7 +204,7 @@ def nvml_timeseries(nvml: pd.DataFrame, phases: pd.DataFrame,
         if fixed is not None:
             fig.update_yaxes(range=fixed, tickformat=",.0f", row=row, col=1)
         if not drawn:
-            fig.add_annotation(text="not reported by this GPU" if low is None else
+            fig.add_annotation(text="not reported by this GPU" if window is None else
                                "no sample in the phases shown", showarrow=False, row=row, col=1,
                                x=0.5, y=0.5, xref="x domain", yref="y domain")
     shapes = []
@@ -259,8 +261,8 @@ def nvml_timeseries(nvml: pd.DataFrame, phases: pd.DataFrame,
                                          "opacity": 0.4}), row=1, col=1)
     if shapes:
         fig.update_layout(shapes=shapes)
-    if low is not None:
-        fig.update_xaxes(range=[low, high])
+    if window is not None:
+        fig.update_xaxes(range=list(window))
     fig.update_xaxes(title_text="seconds since the run started", row=rows, col=1)
     # the legend (a dozen kinds of phase) sits under the chart, where it never covers the title
     # or the panels however many rows it wraps to

@@ -69,7 +69,7 @@ def kernel_top_bar(kernels: pd.DataFrame, mode: str, top_n: int = 10) -> go.Figu
 
 
 def kernel_diff_bars(diff: pd.DataFrame, top_n: int = 15) -> go.Figure:
-    """Eager vs another mode, GPU time per iteration of each kernel (``analysis.kernel_diff``, whose
+    """Eager vs another mode, GPU time per iteration of each kernel (``kernel_tables.kernel_diff``, whose
     columns name the mode): the ``top_n`` kernels with the largest time in either, side by side."""
     other = next((c[:-len("_us_per_iter")] for c in diff.columns
                   if c.endswith("_us_per_iter") and c != "eager_us_per_iter"), "graph")

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.analysis import ordered_modes
+from dashboard.analysis.frames import ordered_modes
 from dashboard.charts.common import (
     HEIGHT,
     MODE_COLORS,
@@ -36,7 +36,7 @@ LATENCY_LABELS = {"gpu_ms": "ms per step (CUDA events)", "wall_ms": "ms per step
 def median_bars(stats: pd.DataFrame, medians: pd.DataFrame | None = None,
                 method: str = "steady_event", method_label: str | None = None) -> go.Figure:
     """Median time per step per mode with p10-p90 whiskers; ``medians`` (columns mode and
-    gpu_busy_us, per training step: ``analysis.kernel_floor``) draws each mode's GPU kernel time as
+    gpu_busy_us, per training step: ``saving.kernel_floor``) draws each mode's GPU kernel time as
     the floor."""
     title = "Median time per training step"
     subtitle = f"{escape(method_label or method)}; whiskers: p10-p90"

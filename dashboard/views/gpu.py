@@ -4,13 +4,14 @@ loading CUDA and building the replicas, can take most of the run's clock)."""
 
 import streamlit as st
 
-from dashboard import analysis, run_facts, ui
+from dashboard import run_facts, ui
+from dashboard.analysis.run_kind import is_cpu_run
 from dashboard.charts.gpu import nvml_timeseries
 from profiler_core.engine.telemetry import NVML_UTILISATION_CAVEAT as CAVEAT
 
 run = ui.require_run()
 ui.run_header(run, "GPU telemetry (NVML)")
-cpu = analysis.is_cpu_run(run.config, run.environment)
+cpu = is_cpu_run(run.config, run.environment)
 if not cpu:
     st.warning(CAVEAT, icon=":material/info:")
 nvml, phases = run.table("nvml"), run.table("phases")

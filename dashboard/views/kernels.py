@@ -5,7 +5,9 @@ be told apart (the functor of a generic kernel: ``kernel_tables.readable_kernels
 
 import streamlit as st
 
-from dashboard import analysis, kernel_tables, state, ui
+from dashboard import kernel_tables, state, ui
+from dashboard.analysis.frames import ordered_modes
+from dashboard.analysis.run_kind import no_profile_reason
 from dashboard.charts.kernels import kernel_diff_bars, kernel_top_bar
 from profiler_core import MODE_LABELS
 from profiler_core.spec.errors import ProfilerError
@@ -14,13 +16,13 @@ run = ui.require_run()
 ui.run_header(run, "Kernels")
 kernels = kernel_tables.readable_kernels(run.table("kernels"))
 if kernels.empty:
-    reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
+    reason = no_profile_reason(run.config, run.environment, run.complete)
     st.info(f"No kernel table in this run: {reason}.", icon=":material/info:")
     st.stop()
 recorded = bool((kernels["operator"] != "").any())
 from_traces = {}
 if not recorded:  # a run recorded before kernels.csv had the operator: read it from its traces
-    for mode in analysis.ordered_modes(kernels):
+    for mode in ordered_modes(kernels):
         path = run.trace_paths.get(mode)
         try:
             if path is not None:
@@ -58,7 +60,7 @@ if shown.empty:
     st.info("No kernel name contains that text.", icon=":material/filter_alt_off:")
     st.stop()
 
-modes = analysis.ordered_modes(kernels)
+modes = ordered_modes(kernels)
 others = [mode for mode in modes if mode != "eager"] or ["graph"]
 if len(others) > 1:
     other = st.radio("Compare eager with", others, horizontal=True, key="kernels_other",

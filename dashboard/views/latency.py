@@ -4,7 +4,17 @@ Every chart shows one timing method at a time: steady state (the headline) or co
 
 import streamlit as st
 
-from dashboard import analysis, article, percentiles, repeats_panel, ui
+from dashboard import article, percentiles, repeats_panel, ui
+from dashboard.analysis.run_kind import is_cpu_run
+from dashboard.analysis.timing import (
+    headline_method,
+    method_caption,
+    method_label,
+    per_step_latency,
+    series_available,
+    series_steps,
+    timing_comparison,
+)
 from dashboard.charts.timing import (
     latency_ecdf,
     latency_histogram,
@@ -14,20 +24,20 @@ from dashboard.charts.timing import (
 
 run = ui.require_run()
 ui.run_header(run, "Latency per training step")
-cpu = analysis.is_cpu_run(run.config, run.environment)
-all_steps = analysis.per_step_latency(run.table("latency"))
-available = analysis.series_available(all_steps) or ["steady_event"]
-default = analysis.headline_method(run.pair.timing_method, run.table("stats"))
+cpu = is_cpu_run(run.config, run.environment)
+all_steps = per_step_latency(run.table("latency"))
+available = series_available(all_steps) or ["steady_event"]
+default = headline_method(run.pair.timing_method, run.table("stats"))
 series = st.radio("Timing", available, index=available.index(default) if default in available else 0,
                   horizontal=True, key="latency_timing",
-                  format_func=lambda name: analysis.method_label(name, cpu),
+                  format_func=lambda name: method_label(name, cpu),
                   help="Steady state (the headline): steps queued back to back as in training, "
                        "timed between consecutive steps. Cold start: a synchronise before each "
                        "step, so each pays its first launch's latency. A replay covering several "
                        "captured steps is divided by their number.")
-st.caption(analysis.method_caption(series, cpu))
+st.caption(method_caption(series, cpu))
 repeats_panel.stability_warnings(run)
-steps, column = analysis.series_steps(all_steps, series)
+steps, column = series_steps(all_steps, series)
 if steps.empty:
     st.info("This run has no per-iteration latency table (it stopped before the timed trials, or "
             "its latency.csv is empty).", icon=":material/info:")
@@ -55,13 +65,13 @@ if len(pct_table):
                   if unsupported else "")
                + " An empty cell: that row has too few samples for it.")
 
-timing = analysis.timing_comparison(run.table("stats"), run.figures, cpu)
-timing_table = {"empty": "No timing statistics in this run (stats.csv is empty: the run stopped "
-                         "before its statistics were computed).",
-                "column_config": {"eager_median_ms": st.column_config.NumberColumn(format="%.4f"),
-                                  "graph_median_ms": st.column_config.NumberColumn(format="%.4f"),
-                                  "speedup": st.column_config.NumberColumn(format="%.2fx"),
-                                  "meaning": st.column_config.TextColumn(width="large")}}
+timing = timing_comparison(run.table("stats"), run.figures, cpu)
+no_timing = ("No timing statistics in this run (stats.csv is empty: the run stopped before its "
+             "statistics were computed).")
+timing_columns = {"eager_median_ms": st.column_config.NumberColumn(format="%.4f"),
+                  "graph_median_ms": st.column_config.NumberColumn(format="%.4f"),
+                  "speedup": st.column_config.NumberColumn(format="%.2fx"),
+                  "meaning": st.column_config.TextColumn(width="large")}
 if cpu:  # no GPU to wait for: the article's pitfall does not arise, so none is drawn
     st.subheader("How this run was timed")
     st.caption("The article's timing pitfall (a clock read around a loop that never waits for the "
@@ -69,7 +79,7 @@ if cpu:  # no GPU to wait for: the article's pitfall does not arise, so none is 
                "run measured the steady-state wall clock only.")
     ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table",
              label="timing CSV", column_order=["label", "eager_median_ms", "meaning"],
-             **timing_table)
+             empty=no_timing, column_config=timing_columns)
 else:
     st.subheader("The article's timing beside the true timing")
     st.markdown(article.quote(article.TIMING, article.SPEED))
@@ -82,7 +92,7 @@ else:
     ui.table(timing, f"{run.name}-timing_methods.csv", key="latency_timing_table",
              label="timing CSV",
              column_order=["label", "eager_median_ms", "graph_median_ms", "speedup", "meaning"],
-             **timing_table)
+             empty=no_timing, column_config=timing_columns)
 
 st.subheader("Statistics per mode and method (stats.csv)")
 ui.table(percentiles.supported_percentiles(run.table("stats")), f"{run.name}-stats.csv",

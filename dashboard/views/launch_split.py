@@ -8,7 +8,20 @@ lane (CPU ops, launch calls, GPU work) from the run's Chrome traces."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, state, ui
+from dashboard import state, ui
+from dashboard.analysis import verdict_text
+from dashboard.analysis.frames import ordered_modes
+from dashboard.analysis.launch_split import (
+    SPLIT_MEDIAN_COLUMNS,
+    breakdown_against,
+    breakdown_table,
+    decomposable_modes,
+    split_medians,
+)
+from dashboard.analysis.overheads import profiler_overhead_text, profiler_overheads
+from dashboard.analysis.payback import pay_back
+from dashboard.analysis.run_kind import is_cpu_run, no_profile_reason
+from dashboard.analysis.saving import NEGATIVE_SHARE_TEXT, attribution_modes, saving_table
 from dashboard.charts.attribution import (
     iteration_timeline,
     launch_count_bars,
@@ -25,13 +38,13 @@ from profiler_core.spec.schema import BREAKDOWN_COMPONENTS
 run = ui.require_run()
 ui.run_header(run, "Launch split: CPU launch vs GPU work")
 split = run.table("launch_split")
-medians = analysis.split_medians(split)
+medians = split_medians(split)
 attribution = run.table("attribution")
-reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
-cpu = analysis.is_cpu_run(run.config, run.environment)
-profiled = analysis.decomposable_modes(run.table("breakdown"), medians)
-attributed = analysis.attribution_modes(attribution)
-others = analysis.ordered_modes(pd.DataFrame({"mode": [*attributed, *profiled]}))
+reason = no_profile_reason(run.config, run.environment, run.complete)
+cpu = is_cpu_run(run.config, run.environment)
+profiled = decomposable_modes(run.table("breakdown"), medians)
+attributed = attribution_modes(attribution)
+others = ordered_modes(pd.DataFrame({"mode": [*attributed, *profiled]}))
 other = others[0] if others else "graph"
 if len(others) > 1:
     other = st.radio("Explain the speedup of", others, horizontal=True, key="split_other",
@@ -40,8 +53,8 @@ if len(others) > 1:
                           "attribution.csv; under the profiler, its decomposition comes from "
                           "breakdown.csv (or, for a run recorded before that held every mode, "
                           "from its launch-split medians).")
-pay = analysis.pay_back(run.figures, run.table("modes"), other)
-verdict = analysis.verdict(run.figures, attribution, reason, other, pay)
+pay = pay_back(run.figures, run.table("modes"), other)
+verdict = verdict_text.verdict(run.figures, attribution, reason, other, pay)
 st.info(f"**{verdict.title}.** {verdict.text}", icon=":material/lightbulb:")
 
 st.subheader(f"The headline's saving, part by part: eager vs {other}")
@@ -63,8 +76,8 @@ else:
         "waited for the host. The three add up to the step, so their changes add up to the "
         "headline's saving. **Host issue time** (beside the sum, when the run timed it): how long "
         "the host needed to issue a step; a host slower than the GPU's work leaves the GPU "
-        f"waiting, which is the idle a graph removes. {analysis.NEGATIVE_SHARE_TEXT}")
-    saving = analysis.saving_table(attribution, other)
+        f"waiting, which is the idle a graph removes. {NEGATIVE_SHARE_TEXT}")
+    saving = saving_table(attribution, other)
     if not (saving.loc[saving["component"] == "step", "saving_us"] > 0).any():
         st.caption(f"No shares: {other} is not faster than eager, so there is no saving to share; "
                    "the saving column says what each part removed (positive) or added "
@@ -90,11 +103,11 @@ if split.empty and run.table("breakdown").empty and not traces:
     st.info(f"No profiled window in this run: {reason}. The split, the profiled iteration "
             "decomposed and the iteration timelines all come from one.", icon=":material/info:")
     st.stop()
-overheads = analysis.profiler_overheads(run.table("metrics"), run.table("stats"), run.table("latency"))
+overheads = profiler_overheads(run.table("metrics"), run.table("stats"), run.table("latency"))
 st.caption(
     "Everything below comes from a torch.profiler window per mode, run after the timed trials. "
     "The profiler slows every launch, so these are the times of a slower program. "
-    + (analysis.profiler_overhead_text(overheads) + " " if len(overheads) else
+    + (profiler_overhead_text(overheads) + " " if len(overheads) else
        "This run does not say by how much. ")
     + "**CPU launch**: time in CUDA runtime calls that enqueue GPU work (cudaLaunchKernel, "
     "cudaGraphLaunch, cudaMemcpyAsync, ...). **Other CPU**: the rest of the iteration on the CPU "
@@ -107,7 +120,7 @@ with left:
     ui.chart(split_bars(medians, missing), key="split_bars")
 with right:
     ui.chart(launch_count_bars(medians, missing), key="split_counts")
-breakdown = analysis.breakdown_against(run.table("breakdown"), medians, other)
+breakdown = breakdown_against(run.table("breakdown"), medians, other)
 ui.chart(profiled_waterfall(breakdown, "no breakdown in this run", other),
          key="split_profiled_waterfall")
 unknown = unknown_components(breakdown)
@@ -125,7 +138,7 @@ st.subheader("Under the profiler: medians per profiled iteration")
 ui.table(medians, f"{run.name}-launch_split_medians_under_the_profiler.csv", key="split_medians",
          label="medians under the profiler CSV", empty=f"No profiled window in this run: {reason}.",
          column_config={**{c: st.column_config.NumberColumn(format="%.1f")
-                           for c in analysis.SPLIT_MEDIAN_COLUMNS[2:]},
+                           for c in SPLIT_MEDIAN_COLUMNS[2:]},
                         "launch_delay_us": st.column_config.NumberColumn(format="%.2f"),
                         "span_us": st.column_config.NumberColumn("span_us (profiled)",
                                                                  format="%.1f")})
@@ -135,7 +148,7 @@ st.caption("Each timeline's parts add up to the whole saving of a profiled itera
            "of the total saving instead). A negative share is time that grew from eager to the "
            "mode: extra kernels or copies on the GPU, or, on the CPU, longer waits for the GPU (a "
            "graph leaves the CPU little else to do).")
-ui.table(analysis.breakdown_table(breakdown),
+ui.table(breakdown_table(breakdown),
          f"{run.name}-breakdown_eager_vs_{other}_by_timeline_under_the_profiler.csv",
          key="split_breakdown", label="breakdown under the profiler CSV",
          empty=f"No breakdown in this run (it needs both profiled modes): {reason}.",
@@ -158,7 +171,7 @@ st.caption("Cut from the run's Chrome traces at the profiler's step markers: the
            "Perfetto: see the downloads on the Overview.)")
 if not traces:
     st.info(f"No trace in this run: {reason}.", icon=":material/info:")
-for mode in analysis.ordered_modes(pd.DataFrame({"mode": list(run.trace_paths)})):
+for mode in ordered_modes(pd.DataFrame({"mode": list(run.trace_paths)})):
     path = traces.get(mode)
     if path is None:
         if traces:
@@ -171,7 +184,7 @@ for mode in analysis.ordered_modes(pd.DataFrame({"mode": list(run.trace_paths)})
                       + (" (median span)" if i == typical.iteration else "")
                       for i in range(typical.iterations)}
             picked = st.selectbox(f"{mode}: which iteration", list(labels),
-                                  index=typical.iteration, format_func=labels.get,
+                                  index=typical.iteration, format_func=labels.__getitem__,
                                   key=f"split_iteration_{mode}")
         else:
             picked = typical.iteration

@@ -5,7 +5,13 @@ in long form)."""
 
 import streamlit as st
 
-from dashboard import analysis, repeats_panel, run_facts, state, ui
+from dashboard import repeats_panel, run_facts, state, ui
+from dashboard.analysis import timing, verdict_text
+from dashboard.analysis.frames import finite
+from dashboard.analysis.overheads import profiler_overhead_text, profiler_overheads
+from dashboard.analysis.payback import BREAK_EVEN_DEFINITION, modes_table, one_time_costs, pay_back
+from dashboard.analysis.run_kind import is_cpu_run, no_profile_reason
+from dashboard.analysis.saving import kernel_floor
 from dashboard.charts.timing import median_bars, modes_speedup_bars, prediction_bars
 from profiler_core.analysis import predict
 
@@ -17,13 +23,13 @@ if gpus.empty:  # one line: the first screen is the answer's (the reason: the GP
 run = ui.require_run()
 ui.run_header(run, "Overview")
 h, pair, figures = run.headline, run.pair, run.figures
-cpu = analysis.is_cpu_run(run.config, run.environment)
+cpu = is_cpu_run(run.config, run.environment)
 speedup, low, high = pair.speedup, pair.speedup_ci_low, pair.speedup_ci_high
-ci = f"95% CI {ui.fmt(low, '{:.2f}')}-{ui.fmt(high, '{:.2f}')}x" if analysis.finite(low) else "no CI"
+ci = f"95% CI {ui.fmt(low, '{:.2f}')}-{ui.fmt(high, '{:.2f}')}x" if finite(low) else "no CI"
 
-method = analysis.headline_method(pair.timing_method, run.table("stats"))
-method_label = analysis.method_label(method, cpu)
-pay = analysis.pay_back(figures, run.table("modes"), "graph")
+method = timing.headline_method(pair.timing_method, run.table("stats"))
+method_label = timing.method_label(method, cpu)
+pay = pay_back(figures, run.table("modes"), "graph")
 cols = st.columns(4)
 cols[0].metric("Speedup", ui.fmt(speedup, "{:.2f}x"), delta=ci if not cpu else "CPU run: no graph",
                delta_color="off", delta_arrow="off",
@@ -37,19 +43,19 @@ cols[2].metric("Graph median per step", ui.fmt(pair.graph_ms, "{:.3f} ms"),
 cols[3].metric("Break-even", pay.short if not cpu else "n/a",
                delta=pay.note if not cpu else "CPU run: no graph", delta_color="off",
                delta_arrow="off",
-               help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION} (one-time cost: "
+               help=f"Break-even: {BREAK_EVEN_DEFINITION} (one-time cost: "
                     f"{pay.cost_text}).")
 article_says = figures.get("graph", "article_no_sync_speedup")
 st.caption(f"Every time on this page is per training step, timed by {method_label}: "
-           f"{analysis.METHOD_MEANING.get(method, '')}."
+           f"{timing.METHOD_MEANING.get(method, '')}."
            + (f" The article's own timing (a clock around a loop that never waits for the GPU) "
               f"would say {ui.fmt(article_says, '{:.2f}x')}: CPU enqueue time, not training time "
-              "(the Latency view shows it beside the others)." if analysis.finite(article_says)
+              "(the Latency view shows it beside the others)." if finite(article_says)
               else " The Latency view shows the other methods."))
 repeats_panel.stability_warnings(run)
 
-no_split = analysis.no_profile_reason(run.config, run.environment, run.complete)
-verdict = analysis.verdict(figures, run.table("attribution"), no_split, "graph", pay)
+no_split = no_profile_reason(run.config, run.environment, run.complete)
+verdict = verdict_text.verdict(figures, run.table("attribution"), no_split, "graph", pay)
 box = {"launch-bound": st.success, "gpu-bound": st.info, "mixed": st.info}.get(
     verdict.kind, st.info if cpu else st.warning)
 box(f"**{verdict.title}.**", icon=":material/lightbulb:")  # the verdict in one sentence
@@ -60,14 +66,14 @@ st.caption("The Launch split view draws this saving part by part (timed with no 
            "beside it, labelled, what the profiled window saw.")
 left, right = st.columns(2)  # the costs table's values ('never (graph not faster)') need room
 with left:
-    ui.chart(median_bars(run.table("stats"), analysis.kernel_floor(run.table("attribution")),
+    ui.chart(median_bars(run.table("stats"), kernel_floor(run.table("attribution")),
                                 method=method, method_label=method_label),
              key="overview_medians")
 with right:
     st.subheader("One-time costs and checks")
-    overheads = analysis.profiler_overheads(run.table("metrics"), run.table("stats"),
+    overheads = profiler_overheads(run.table("metrics"), run.table("stats"),
                                             run.table("latency"))
-    costs = analysis.one_time_costs(figures, h, pay, overheads)
+    costs = one_time_costs(figures, h, pay, overheads)
     if costs["value"].isna().all():
         st.info("No one-time costs in this run (they need a CUDA run that reached capture).",
                 icon=":material/info:")
@@ -75,8 +81,8 @@ with right:
         ui.table(costs, f"{run.name}-one_time_costs.csv", key="overview_costs", label="costs CSV",
                  column_order=["quantity", "shown"],
                  column_config={"shown": st.column_config.TextColumn("value")})
-        st.caption(f"Break-even: {analysis.BREAK_EVEN_DEFINITION}. "
-                   + (analysis.profiler_overhead_text(overheads) if len(overheads) else ""))
+        st.caption(f"Break-even: {BREAK_EVEN_DEFINITION}. "
+                   + (profiler_overhead_text(overheads) if len(overheads) else ""))
     match = h.get("counters_match")
     if isinstance(match, bool):  # anything else says nothing about the counters
         st.caption("The article's counter lessons all matched." if match else
@@ -118,10 +124,10 @@ if len(modes) > 2:  # more than eager and the article's graph: how each way of g
     st.subheader("Every mode")
     ui.chart(modes_speedup_bars(modes), key="overview_modes")
     # under the chart, the whole width: the modes' words and every column show uncut
-    ui.table(analysis.modes_table(modes, figures), f"{run.name}-modes.csv", key="overview_modes_table",
+    ui.table(modes_table(modes, figures), f"{run.name}-modes.csv", key="overview_modes_table",
              label="modes CSV",
              column_config={"break_even": st.column_config.TextColumn(
-                 "break-even", help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION}.")})
+                 "break-even", help=f"Break-even: {BREAK_EVEN_DEFINITION}.")})
     st.caption("Every figure per mode, in long form: the Downloads below (metrics.csv).")
 
 repeats_panel.between_processes(run, key="overview_repeats")
@@ -138,8 +144,8 @@ ui.table(run_facts.config_table(run.config, run.environment), f"{run.name}-confi
 ui.notes(run)
 st.subheader("Downloads")
 ui.run_downloads(run, key="overview_dl")
-figures = run.table("metrics")
-if len(figures):
-    ui.csv_download(figures, f"{run.name}-every_figure_per_mode.csv", key="overview_mode_metrics",
+metrics = run.table("metrics")
+if len(metrics):
+    ui.csv_download(metrics, f"{run.name}-every_figure_per_mode.csv", key="overview_mode_metrics",
                     label="every figure per mode (metrics.csv, long form: mode, metric, value, "
                           "eager's value, ratio to eager)")

@@ -4,7 +4,8 @@ straggler named, the all-reduce's share, and every rank's trace for Perfetto."""
 
 import streamlit as st
 
-from dashboard import analysis, ui
+from dashboard import ui
+from dashboard.analysis.run_kind import is_cpu_run
 from dashboard.charts import ranks as rank_charts
 from profiler_core.analysis.ranks import job_step_ms
 
@@ -24,7 +25,7 @@ eager_ms, slowest = job_step_ms(ranks, "eager")
 bound = headline.get("eager_bound")
 left, middle, right, last = st.columns(4)
 left.metric("Ranks", f"{headline.get('world_size', '?')}")
-cpu = analysis.is_cpu_run(run.config, run.environment)
+cpu = is_cpu_run(run.config, run.environment)
 middle.metric("Job speedup (slowest rank)", f"{speedup:.2f}x" if speedup == speedup else "n/a",
               delta="CPU run: no graph" if cpu and speedup != speedup else None,
               delta_color="off", delta_arrow="off")

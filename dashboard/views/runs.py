@@ -9,7 +9,11 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import analysis, compare, run_facts, rundata, state, ui
+from dashboard import compare, run_facts, rundata, state, ui
+from dashboard.analysis import verdict_text
+from dashboard.analysis.launch_split import split_medians
+from dashboard.analysis.payback import BREAK_EVEN_DEFINITION, pay_back
+from dashboard.analysis.run_kind import is_cpu_run, no_profile_reason
 from dashboard.charts.attribution import split_bars
 from dashboard.charts.comparison import compare_latency_ecdf, compare_medians, compare_speedups
 from profiler_core.spec.config import RunConfig
@@ -72,10 +76,10 @@ def _filters(index: run_index.RunIndex) -> list[FieldFilter]:
         if len(days) >= 2:
             chosen = st.date_input("Started between", value=(days[0], days[-1]),
                                    min_value=days[0], max_value=days[-1], key="runs_filter_dates")
-            chosen = tuple(chosen) if isinstance(chosen, (tuple, list)) else (chosen,)
-            if chosen and tuple(chosen) != (days[0], days[-1]):
-                filters.append(FieldFilter("date", low=chosen[0],
-                                                     high=chosen[1] if len(chosen) > 1 else None))
+            picked_days = tuple(chosen) if isinstance(chosen, (tuple, list)) else (chosen,)
+            if picked_days and picked_days != (days[0], days[-1]):
+                filters.append(FieldFilter("date", low=picked_days[0],
+                                           high=picked_days[1] if len(picked_days) > 1 else None))
         elif days:
             st.caption(f"Every dated run started on {days[0].isoformat()}.")
     fields = st.multiselect("Filter by settings or figures (then pick values or a range)",
@@ -199,7 +203,7 @@ if filters and len(matching_keys) >= 2:
               help=f"Puts every run the filters keep into the comparison (at most {len(TAGS)}).")
 chosen = st.multiselect(
     f"Runs to compare (any number up to {len(TAGS)}; each is tagged A, B, C... in the order "
-    "picked)", keys, default=keys[:2], format_func=options.get, key=COMPARE_KEY,
+    "picked)", keys, default=keys[:2], format_func=lambda key: options[key], key=COMPARE_KEY,
     max_selections=len(TAGS))
 if len(chosen) < 2:
     st.info("Pick at least two runs.")
@@ -217,17 +221,17 @@ no_speedup: dict[str, str] = {}  # runs the speedup chart has no marker for, and
 for tag, run in loaded.items():
     if not run.complete:
         st.warning(f"{tag}: " + ui.incomplete_text(run), icon=":material/warning:")
-    cpu = analysis.is_cpu_run(run.config, run.environment)
-    reason = analysis.no_profile_reason(run.config, run.environment, run.complete)
-    pay = analysis.pay_back(run.figures, run.table("modes"), "graph")
-    verdict = analysis.verdict(run.figures, run.table("attribution"), reason, "graph", pay)
+    cpu = is_cpu_run(run.config, run.environment)
+    reason = no_profile_reason(run.config, run.environment, run.complete)
+    pay = pay_back(run.figures, run.table("modes"), "graph")
+    verdict = verdict_text.verdict(run.figures, run.table("attribution"), reason, "graph", pay)
     summary.append(compare.compare_summary(tag, run.label, run.config, run.environment,
                                             run.pair, run.table("stats"), verdict.title,
                                             run.complete, "" if cpu else pay.text))
     rows, text = compare.compare_rows(tag, run.pair.timing_method, run.table("stats"), cpu)
     bars.append(rows)
     timed_by.append(text)
-    m = analysis.split_medians(run.table("launch_split"))
+    m = split_medians(run.table("launch_split"))
     m["mode"] = tag + ": " + m["mode"].astype(str)
     medians.append(m)
     speedups.append(compare.compare_speedup_rows(tag, run.pair, run.table("modes")))
@@ -246,7 +250,7 @@ ui.table(pd.DataFrame(summary, columns=compare.COMPARE_SUMMARY_COLUMNS), "compar
                         "eager_ms": st.column_config.NumberColumn("eager ms/step", format="%.3f"),
                         "graph_ms": st.column_config.NumberColumn("graph ms/step", format="%.3f"),
                         "break_even": st.column_config.TextColumn(
-                            "break-even", help=f"Break-even: {analysis.BREAK_EVEN_DEFINITION}."),
+                            "break-even", help=f"Break-even: {BREAK_EVEN_DEFINITION}."),
                         "timed_by": st.column_config.TextColumn("timed by", width="large")})
 st.markdown("  \n".join(f"**{row['tag']}** ({ui.escape_md(row['run'])}): "
                         f"{ui.escape_md(row['verdict'])}." for row in summary))

@@ -118,9 +118,9 @@ with st.expander("New sweep", expanded=not active and job is None):
         second_values = st.text_input("Its values", value=EXAMPLES.get(second, ""),
                                       key=f"sweep_v2_{second}", disabled=second == NONE)
     defaults = PointTrials()
-    cols = st.columns(4)
+    trial_cols = st.columns(4)
     if cpu:  # a CPU point replays nothing: what it times is the base's eager steps
-        eager_steps = cols[0].number_input(
+        eager_steps = trial_cols[0].number_input(
             "Eager steps per point", *INT_LIMITS["eager_iters"], int(base.total_eager_iters),
             key="sweep_eager_iters",
             help="A CPU sweep times the eager step only (CUDA graphs need a GPU), so a point has "
@@ -128,16 +128,19 @@ with st.expander("New sweep", expanded=not active and job is None):
         base = base.replace(eager_iters=int(eager_steps))
         replays = defaults.replays
     else:
-        replays = cols[0].number_input("Replays per point", 1, 100_000, defaults.replays,
-                                       key="sweep_replays",
-                                       help="Timed graph replays per point (eager times as many "
-                                            "steps).")
-    trials = cols[1].number_input("Trials per point (0: automatic)", 0, 1_000, 0, key="sweep_trials")
-    profile = cols[2].toggle("Profile each point", value=defaults.profile and not cpu,
-                             key="sweep_profile", disabled=cpu,
-                             help="A short profiled window per mode gives the GPU-busy floor.")
-    profile_iters = cols[3].number_input("Profiled iterations", 1, 1_000, defaults.profile_iters,
-                                         key="sweep_profile_iters", disabled=not profile)
+        replays = trial_cols[0].number_input("Replays per point", 1, 100_000, defaults.replays,
+                                             key="sweep_replays",
+                                             help="Timed graph replays per point (eager times as "
+                                                  "many steps).")
+    trials = trial_cols[1].number_input("Trials per point (0: automatic)", 0, 1_000, 0,
+                                        key="sweep_trials")
+    profile = trial_cols[2].toggle("Profile each point", value=defaults.profile and not cpu,
+                                   key="sweep_profile", disabled=cpu,
+                                   help="A short profiled window per mode gives the GPU-busy "
+                                        "floor.")
+    profile_iters = trial_cols[3].number_input("Profiled iterations", 1, 1_000,
+                                               defaults.profile_iters, key="sweep_profile_iters",
+                                               disabled=not profile)
     threshold = st.number_input("Crossover threshold (speedup)", 1.0, 100.0, DEFAULT_THRESHOLD,
                                 step=0.05, key="sweep_threshold_new")
     processes = st.number_input("Fresh processes per point", *INT_LIMITS["repeats"], 1,
@@ -165,7 +168,7 @@ with st.expander("New sweep", expanded=not active and job is None):
     elif plan is not None:
         st.caption(f"{len(plan.points()):,} points into {ui.escape_md(folder / name)}.")
     if st.button("Start the sweep", type="primary", key="sweep_start", icon=":material/play_arrow:",
-                 disabled=plan is None or active):
+                 disabled=plan is None or active) and plan is not None:
         try:
             _start(SweepRunner.create(plan, folder / name))
         except ProfilerError as exc:
@@ -254,7 +257,7 @@ if st.session_state.get(OPEN) not in options:
 labels = {row.name: f"{row.name} · {row.status} · {row.done}/{row.points} measured"
           + (f" · {row.failed} failed" if row.failed else "") + (" · unreadable" if row.problem else "")
           for row in listed.itertuples(index=False)}
-chosen = st.selectbox("Sweep", options, key=OPEN, format_func=labels.get)
+chosen = st.selectbox("Sweep", options, key=OPEN, format_func=lambda name: labels[name])
 row = listed[listed["name"] == chosen].iloc[0]
 if row["problem"]:
     st.error(f"This sweep cannot be opened: {ui.escape_md(row['problem'])}", icon=":material/block:")
@@ -265,7 +268,7 @@ except ProfilerError as exc:
     st.error(f"This sweep cannot be opened: {ui.escape_md(exc)}", icon=":material/block:")
     st.stop()
 
-running_here = active and job.name == data.name
+running_here = job is not None and active and job.name == data.name
 points, plan = data.points, data.plan
 finished = int(points["status"].isin(FINISHED).sum())
 st.caption(f"{ui.escape_md(data.name)}: {' x '.join(plan.axis_names)}, {len(points)} points, "

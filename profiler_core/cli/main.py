@@ -25,7 +25,7 @@ from profiler_core.cli.timings import WallTimings, format_parts
 from profiler_core.engine.serve import RunRequest, serve
 from profiler_core.engine.stopping import RunStopper
 from profiler_core.spec import hostinfo
-from profiler_core.spec.config import is_user_spec
+from profiler_core.spec.config import MAX_TIMEOUT_S, is_user_spec
 from profiler_core.spec.distributed import rank_env
 from profiler_core.spec.errors import (
     ConfigError,
@@ -39,6 +39,7 @@ from profiler_core.spec.events import DoneEvent, ErrorEvent
 from profiler_core.spec.numerics import ENVIRONMENT_KEY as NUMERICS_KEY
 from profiler_core.spec.numerics import summary_line as numerics_summary_line
 from profiler_core.spec.progress import LastPhase, ignore_progress
+from profiler_core.spec.timing_methods import STEP_METHOD_LABELS, TIMING_METHODS, TimingMethod
 from profiler_core.spec.workload_kinds import workload_of
 
 if TYPE_CHECKING:  # pandas and the run's reader are imported when a command needs them
@@ -55,17 +56,12 @@ def _ratio(value: float) -> str:
     return f"{value:.2f}x" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
 
 
-# Every timing method of stats.csv, in the order they are shown.
-TIMING_LABELS = {
-    "steady_trial": "steady state, each trial's mean (headline)",
-    "steady_event": "steady state, every step: CUDA events between consecutive steps",
-    "steady_wall": "steady state, every step: wall clock between consecutive steps",
-    "input_copy": "  of which: copying the batch into the static inputs (timed alone)",
-    "cold_event": "cold start: synchronise, then CUDA events around the step",
-    "cold_wall": "cold start: synchronised wall clock",
-    "block_sync": "loop, synchronised at the end",
-    "article_no_sync": "article's method: no sync (CPU enqueue only!)",
-}
+def _method_label(method: TimingMethod, headline: str, cpu: bool) -> str:
+    """A timing method's row label in the summary: its label (a CPU run's where it differs), the
+    headline's marked, a part of a step (the batch copy) indented under the step."""
+    label = (method.cpu_label if cpu and method.cpu_label else method.label) + (
+        " (headline)" if method.name == headline else "")
+    return label if method.whole_step else f"  of which: {label}"
 
 
 def _workload_text(config) -> str:
@@ -106,8 +102,9 @@ def format_summary(result: RunResult) -> str:
     if len(stats):
         lines += ["", "Time per training step (median, p10-p90, n)"]
         table = []
-        for method, label in TIMING_LABELS.items():
-            row = {"method": label}
+        for timing in TIMING_METHODS:
+            method = timing.name
+            row = {"method": _method_label(timing, pair.timing_method, not config.is_cuda)}
             for mode in ("eager", "graph"):
                 match = stats[(stats["mode"] == mode) & (stats["method"] == method)]
                 row[mode] = (f"{_ms(match['median_ms'].iloc[0])} ({match['p10_ms'].iloc[0]:.4f}-"
@@ -120,7 +117,7 @@ def format_summary(result: RunResult) -> str:
         graph = figures.of_mode("graph")
         lines += ["",
                   f"Speedup (median eager / median graph, "
-                  f"{TIMING_LABELS.get(pair.timing_method, pair.timing_method)}): "
+                  f"{STEP_METHOD_LABELS.get(pair.timing_method, pair.timing_method)}): "
                   f"{_ratio(pair.speedup)} (95% bootstrap CI {_ratio(pair.speedup_ci_low)}-"
                   f"{_ratio(pair.speedup_ci_high)})",
                   f"Cold start of each step: {_ratio(figures.get('graph', 'cold_event_speedup'))}; "
@@ -262,8 +259,8 @@ def _command_run(args, stopper: RunStopper | None = None) -> int:
         with RunStopper() as own:
             return _command_run(args, own)
     timings = WallTimings()
-    if not 0 <= args.timeout <= cli.MAX_TIMEOUT_S:
-        raise ConfigError("timeout", f"timeout must be from 0 to {cli.MAX_TIMEOUT_S:,.0f} seconds; "
+    if not 0 <= args.timeout <= MAX_TIMEOUT_S:
+        raise ConfigError("timeout", f"timeout must be from 0 to {MAX_TIMEOUT_S:,.0f} seconds; "
                                      f"got {args.timeout:g}", "0 means no limit")
     from profiler_core.storage.results import check_output
 

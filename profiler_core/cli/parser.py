@@ -17,7 +17,12 @@ from functools import partial
 from typing import IO, Any, NoReturn
 
 from profiler_core.spec import fields
-from profiler_core.spec.config import PRESETS, RunConfig, changed_from_preset
+from profiler_core.spec.config import (
+    PRESETS,
+    RUN_TIMEOUT_S,
+    RunConfig,
+    changed_from_preset,
+)
 from profiler_core.spec.errors import ECHO_MAX_CHARS, ConfigError, UsageError, shown
 from profiler_core.spec.events import Event, ProgressEvent
 from profiler_core.spec.progress import Progress
@@ -29,10 +34,6 @@ CUSTOM = fields.CUSTOM_PRESET  # the label of a run whose values are not a prese
 # The benchmark's reference configs (``bench.BENCH_CONFIGS``; named here so that parsing the
 # command line imports no benchmark code).
 BENCH_CONFIG_NAMES = ("seed-fp32", "seed-bf16", "launch-bound-fp32")
-
-# ``run --timeout``: the run's time limit by default (the dashboard's default too), and its range.
-RUN_TIMEOUT_S = 900.0
-MAX_TIMEOUT_S = 86_400.0
 
 # RunConfig field -> command-line option (declared in ``fields``).
 OPTION_OF_FIELD = {field.name: field.cli_option for field in fields.FIELDS}

@@ -60,6 +60,11 @@ def is_user_spec(text: object) -> bool:
 # Largest tensor the tool will build, in elements (a layer over 2^31 elements is refused).
 MAX_TENSOR_ELEMENTS = 2**31
 
+# A run's time limit in seconds (``run --timeout``, the dashboard's "Stop a run after"; 0: no
+# limit): its default and the most it may be.
+RUN_TIMEOUT_S = 900.0
+MAX_TIMEOUT_S = 86_400.0
+
 # (low, high) inclusive limits of every numeric field; the dashboard's controls use them too. A
 # workload's size fields bring their own (``workload_kinds.SIZES``).
 INT_LIMITS: dict[str, tuple[int, int]] = {
@@ -435,10 +440,18 @@ def changed_from_preset(config: RunConfig, base: RunConfig | None = None) -> lis
     """The fields whose values differ from ``base``, by default the preset ``config`` names (all
     of them: no preset)."""
     base = PRESETS.get(config.preset) if base is None else base
-    names = [f for f in config.to_dict() if f not in NOT_PRESET_FIELDS + HOW_MEASURED_FIELDS]
+    values = {f: getattr(config, f) for f in config.to_dict()}
     if base is None:
-        return names
-    return [f for f in names if getattr(config, f) != getattr(base, f)]
+        return [f for f in values if f not in NOT_PRESET_FIELDS + HOW_MEASURED_FIELDS]
+    return changed_values(values, base)
+
+
+def changed_values(values: Mapping[str, Any], base: RunConfig) -> list[str]:
+    """Of a config's values by field (a config's own, or the keyword arguments one is about to
+    be built from), the fields that differ from ``base``; the fields that say where or how a run
+    is measured (``NOT_PRESET_FIELDS``, ``HOW_MEASURED_FIELDS``) never do."""
+    return [f for f, value in values.items() if f not in NOT_PRESET_FIELDS + HOW_MEASURED_FIELDS
+            and value != getattr(base, f)]
 
 
 # Fields that say how a step is run and timed, not which step it is: the seed step in bf16 with

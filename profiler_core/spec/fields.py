@@ -110,6 +110,16 @@ class FieldSpec:
         return INT_LIMITS.get(self.name) or FLOAT_LIMITS.get(self.name)
 
     @property
+    def number_limits(self) -> tuple[int, int] | tuple[float, float]:
+        """``limits`` of a number field (``INT``, ``FLOAT``), which always has them: one declared
+        without is an error of its declaration."""
+        limits = self.limits
+        if limits is None:
+            raise KeyError(f"the number field {self.name} has no range in INT_LIMITS or "
+                           "FLOAT_LIMITS")
+        return limits
+
+    @property
     def cpu_reason(self) -> str:
         """What the sidebar says about this control on the CPU ("" when nothing changes)."""
         return GRAPH_ONLY_NOTE if self.graph_only else self.cpu_note

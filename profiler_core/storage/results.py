@@ -2,12 +2,14 @@
 its figures through ``Figures`` and ``Headline``, saved into and loaded from its run folder.
 
 Scope: writing a run folder atomically, only where this tool may (:func:`check_output`,
-:func:`run_files`), or under the system's temporary folder when it cannot (``SaveError``); loading
+:func:`run_files`), or under the system's temporary folder when it cannot (``SaveError``); the
+same rule for a run's files written elsewhere (:func:`write_run_folder`: an upload); loading
 one through ``runfolder``, checking every table and upgrading older schemas. No pickle.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -15,6 +17,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +119,34 @@ def run_files(path: Path) -> Owned:
         raise NotOwned("", "is not a run folder of this tool")
     return owned_folder(Path(path), RUN_KIND, functools.partial(is_run_file_name, listed=True),
                         unlisted_ok=is_run_file_name)
+
+
+def write_run_folder(target: Path, write_files: Callable[[Path], Iterable[str]]) -> Path:
+    """Create the new run folder ``target`` from files written outside a ``RunResult`` (an
+    uploaded run, unpacked), by the rule every run folder is written by: ``write_files(staging)``
+    writes the run's files into a staging folder beside ``target`` and returns their names (each
+    a name this tool gives a run's file), the manifest lists them with their sizes and content
+    hashes, and the staging folder becomes ``target``. ``target`` must not exist; on any error
+    nothing is left behind and the error is raised."""
+    target = Path(target)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    made = False
+    try:
+        names = list(write_files(staging))
+        strange = [name for name in names if not is_run_file_name(name)]
+        if strange:
+            raise ValueError(f"not the name of a run's file: {shown(strange[0])}")
+        write_manifest(staging, RUN_KIND, names)
+        os.mkdir(target)  # refuses a folder or file already there
+        made = True
+        os.replace(staging, target)  # onto the empty folder just made
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # our own staging folder only
+        if made:
+            with contextlib.suppress(OSError):
+                os.rmdir(target)  # still the empty folder made above
+        raise
+    return target
 
 
 def _not_replaced(shown: str, why: NotOwned | OSError) -> ConfigError:

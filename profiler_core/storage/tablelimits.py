@@ -1,17 +1,18 @@
 """How large each table of a run folder can be, and a cheap check of a table file against it.
 
 Scope: the most rows a run of a given config writes into each table (:func:`table_row_limit`,
-generous), and :func:`check_table_file`, which reads a file in chunks before pandas parses it. A
-table past its limit was damaged, edited or crafted, and parsing it whole could take minutes.
+generous), and :func:`check_table_file` (:func:`check_table_stream` for a stream, such as a
+member of an uploaded zip), which reads a table in chunks before pandas parses it. A table past
+its limit was damaged, edited or crafted, and parsing it whole could take minutes.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from profiler_core.analysis.attribution import COMPONENTS as ATTRIBUTION_COMPONENTS
 from profiler_core.spec.config import INT_LIMITS, RunConfig
@@ -99,26 +100,65 @@ def _duration_s(environment: Mapping[str, Any]) -> float | None:
     return seconds if math.isfinite(seconds) and 0 <= seconds <= 30 * 86_400 else None
 
 
-def check_table_file(path: Path, limit: int) -> None:
-    """Read ``path`` in chunks and refuse (``RunFormatError``) a NUL byte, a line over
-    ``MAX_LINE_BYTES`` or more than ``limit`` rows after the header (counted as line breaks: a
-    quoted cell may hold one, so this over-counts, never under-counts). Stops at the first
-    problem; memory stays within a chunk. A chunk is no longer than a line may be, so only a
-    line running across chunks can be too long."""
+class TableRefused(RunFormatError):
+    """A table file past a limit (``TableNotText``, ``LineTooLong``, ``TooManyRows``): ``name``
+    is the file as the message names it, ``limit`` the limit passed (bytes of a line, rows)."""
+
+    def __init__(self, message: str, name: str, limit: int) -> None:
+        super().__init__(message, HINT)
+        self.name, self.limit = name, limit
+
+
+class TableNotText(TableRefused):
+    """The table holds a NUL byte."""
+
+
+class LineTooLong(TableRefused):
+    """A line of the table is over ``limit`` bytes."""
+
+
+class TooManyRows(TableRefused):
+    """More than ``limit`` rows follow the table's header."""
+
+
+def check_table_stream(stream: IO[bytes], name: str, limit: int,
+                       max_line_bytes: int = MAX_LINE_BYTES,
+                       on_header: Callable[[bytes], None] | None = None) -> None:
+    """Read a table from ``stream`` once, in chunks, and refuse (a ``TableRefused``, its message
+    naming the file ``name``) a NUL byte, a line over ``max_line_bytes`` or more than ``limit``
+    rows after the header (counted as line breaks: a quoted cell may hold one, so this
+    over-counts, never under-counts). ``on_header`` is given the first line (without its line
+    break) as soon as it has ended, or at the end of a table of one line. Stops at the first
+    problem; memory stays within a chunk and the header. A chunk is no longer than a line may
+    be, so only a line running across chunks can be too long."""
+    chunk_bytes = min(READ_CHUNK_BYTES, max_line_bytes)
+    header = bytearray()  # the first line, until it ends
     lines = 0  # line breaks seen
     open_line = 0  # bytes of the line not ended yet
+    while chunk := stream.read(chunk_bytes):
+        if b"\x00" in chunk:
+            raise TableNotText(f"{name} holds NUL bytes, so it is not a table written by this "
+                               "tool", name, 0)
+        first_break = chunk.find(b"\n")
+        ended = open_line + (len(chunk) if first_break < 0 else first_break)
+        if ended > max_line_bytes:
+            raise LineTooLong(f"{name} has a line over {max_line_bytes // 1024:,} KiB, longer "
+                              "than any line this tool writes", name, max_line_bytes)
+        if lines == 0:
+            header += chunk if first_break < 0 else chunk[:first_break]
+            if first_break >= 0 and on_header is not None:
+                on_header(bytes(header))
+        open_line = ended if first_break < 0 else len(chunk) - 1 - chunk.rindex(b"\n")
+        lines += chunk.count(b"\n")
+        if lines - 1 + (open_line > 0) > limit:
+            raise TooManyRows(f"{name} has more than {limit:,} rows, more than a run of its "
+                              "config ever writes there", name, limit)
+    if lines == 0 and on_header is not None:
+        on_header(bytes(header))
+
+
+def check_table_file(path: Path, limit: int) -> None:
+    """:func:`check_table_stream` on the file at ``path`` (named by its path), ``MAX_LINE_BYTES``
+    a line."""
     with open(path, "rb") as handle:
-        while chunk := handle.read(READ_CHUNK_BYTES):
-            if b"\x00" in chunk:
-                raise RunFormatError(f"{path} holds NUL bytes, so it is not a table written by "
-                                     "this tool", HINT)
-            first_break = chunk.find(b"\n")
-            ended = open_line + (len(chunk) if first_break < 0 else first_break)
-            if ended > MAX_LINE_BYTES:
-                raise RunFormatError(f"{path} has a line over {MAX_LINE_BYTES // 1024:,} KiB, "
-                                     "longer than any line this tool writes", HINT)
-            open_line = ended if first_break < 0 else len(chunk) - 1 - chunk.rindex(b"\n")
-            lines += chunk.count(b"\n")
-            if lines - 1 + (open_line > 0) > limit:
-                raise RunFormatError(f"{path} has more than {limit:,} rows, more than a run of its "
-                                     "config ever writes there", HINT)
+        check_table_stream(handle, str(path), limit)

@@ -145,6 +145,8 @@ class SweepRunner:
     (``error_kind``, ``error_message``) and the sweep goes on.
     """
 
+    on_progress: Callable[[Any], None]  # a SweepProgress each time; set by the background job
+
     def __init__(self, folder: SweepFolder, *, launcher: Launcher | None = None,
                  on_progress: ProgressCallback | None = None, point_timeout_s: float | None = None,
                  rerun_damaged: Sequence[str] = (), claim: str = "") -> None:
