@@ -138,7 +138,7 @@ def refusal(config: RunConfig) -> ConfigError | None:
     if config.vary is None:
         return None
     try:
-        if _get(KIND) == "file":
+        if _get(KIND) == "file" and saved is not None:
             distribution = saved.distribution  # read by the command line's reader when uploaded
         else:
             distribution = parse_vary(config.vary).distribution
@@ -229,14 +229,15 @@ def _dimension_control(workload: str) -> None:
 def _distribution_controls() -> None:
     kinds = list(KIND_LABELS)
     st.selectbox("Distribution", kinds, index=kinds.index(_get(KIND)), key=KIND,
-                 format_func=KIND_LABELS.get,
+                 format_func=KIND_LABELS.__getitem__,
                  help="What each step's value is drawn from, seeded: every strategy runs the "
                       "same sequence.")
     kind = _get(KIND)
-    whole = {"min_value": 1, "max_value": MAX_LENGTH, "step": 1}
     if kind == "uniform":
-        st.number_input("Smallest value", value=int(_get(LOW)), key=LOW, **whole)
-        st.number_input("Largest value", value=int(_get(HIGH)), key=HIGH, **whole)
+        st.number_input("Smallest value", min_value=1, max_value=MAX_LENGTH, step=1,
+                        value=int(_get(LOW)), key=LOW)
+        st.number_input("Largest value", min_value=1, max_value=MAX_LENGTH, step=1,
+                        value=int(_get(HIGH)), key=HIGH)
     elif kind == "lognormal":
         st.number_input("Median", min_value=1.0, max_value=float(MAX_LENGTH), step=1.0,
                         value=float(_get(MEDIAN)), format="%.2f", key=MEDIAN)
@@ -244,8 +245,9 @@ def _distribution_controls() -> None:
                         value=float(_get(SIGMA)), format="%.2f", key=SIGMA,
                         help="The spread: 0.6 puts most values within a factor of about 2 of "
                              "the median.")
-        st.number_input("Largest value", value=int(_get(LOG_MAX)), key=LOG_MAX,
-                        help="Values above it are drawn again.", **whole)
+        st.number_input("Largest value", min_value=1, max_value=MAX_LENGTH, step=1,
+                        value=int(_get(LOG_MAX)), key=LOG_MAX,
+                        help="Values above it are drawn again.")
     elif kind == "list":
         st.text_input("Values (optional weights)", value=str(_get(LIST)), key=LIST,
                       max_chars=MAX_TEXT, placeholder="128,256,512 or 128:3,256:1",
@@ -267,7 +269,7 @@ def _distribution_controls() -> None:
 def _bucket_controls() -> None:
     kinds = list(BUCKET_LABELS)
     st.selectbox("Buckets", kinds, index=kinds.index(_get(BUCKETS)), key=BUCKETS,
-                 format_func=BUCKET_LABELS.get, help=f"{fields.spec('buckets').help} Powers of "
+                 format_func=BUCKET_LABELS.__getitem__, help=f"{fields.spec('buckets').help} Powers of "
                  "two from the smallest value; quantiles of the sequence; or sizes you give, the "
                  "largest at or above the largest value.")
     if _get(BUCKETS) == "quantiles":
