@@ -35,6 +35,7 @@ from profiler_core.spec.errors import (
     TimeLimitReached,
     kind_and_exit_code,
 )
+from profiler_core.spec.metrics import TIMING_METHODS
 from profiler_core.spec.numerics import ENVIRONMENT_KEY as NUMERICS_KEY
 from profiler_core.spec.numerics import summary_line as numerics_summary_line
 from profiler_core.spec.progress import LastPhase, ignore_progress
@@ -54,17 +55,8 @@ def _ratio(value: float) -> str:
     return f"{value:.2f}x" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
 
 
-# Every timing method of stats.csv, in the order they are shown.
-TIMING_LABELS = {
-    "steady_trial": "steady state, each trial's mean (headline)",
-    "steady_event": "steady state, every step: CUDA events between consecutive steps",
-    "steady_wall": "steady state, every step: wall clock between consecutive steps",
-    "input_copy": "  of which: copying the batch into the static inputs (timed alone)",
-    "cold_event": "cold start: synchronise, then CUDA events around the step",
-    "cold_wall": "cold start: synchronised wall clock",
-    "block_sync": "loop, synchronised at the end",
-    "article_no_sync": "article's method: no sync (CPU enqueue only!)",
-}
+# The timing methods of stats.csv the summary shows, in that order (``spec.metrics``).
+TIMING_LABELS = {spec.name: spec.summary_label for spec in TIMING_METHODS if spec.summary_label}
 
 
 def _workload_text(config) -> str:
@@ -115,8 +107,7 @@ def format_summary(result: RunResult) -> str:
             if row["eager"] != "n/a" or row["graph"] != "n/a":
                 table.append(row)
         lines.append(pd.DataFrame(table).to_string(index=False))
-    if "speedup" in figures.of_mode("graph") and config.is_cuda:
-        graph = figures.of_mode("graph")
+    if figures.holds("graph", "speedup") and config.is_cuda:
         lines += ["",
                   f"Speedup (median eager / median graph, "
                   f"{TIMING_LABELS.get(pair.timing_method, pair.timing_method)}): "
@@ -129,9 +120,9 @@ def format_summary(result: RunResult) -> str:
                   f"Copying a batch into the graph's static inputs: "
                   f"{_ms(figures.get('graph', 'input_copy_median_ms'))} per step (inside the graph's time)",
                   f"Capture {_ms(figures.get('graph', 'capture_ms'))}, graph pool "
-                  f"{graph.get('pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
-                  f"{figures.of_mode('eager').get('peak_bytes', 0) / 2**20:.1f} MiB / graph "
-                  f"{graph.get('peak_bytes', 0) / 2**20:.1f} MiB, break-even "
+                  f"{figures.get('graph', 'pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
+                  f"{figures.get('eager', 'peak_bytes', 0) / 2**20:.1f} MiB / graph "
+                  f"{figures.get('graph', 'peak_bytes', 0) / 2**20:.1f} MiB, break-even "
                   f"{pay_back_text(pair.pays_back, pair.break_even_steps)}"]
         if "parity_verdict" in head:
             lines.append(f"Parity: {head['parity_verdict']}")
@@ -159,7 +150,7 @@ def format_summary(result: RunResult) -> str:
         shown = graph_breakdown.drop(columns="mode").rename(columns={"mode_us": "graph_us"})
         lines.append(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
         for mode in ("eager", "graph"):
-            if "launches" in figures.of_mode(mode):
+            if figures.holds(mode, "launches"):
                 lines.append(f"{mode}: {figures.get(mode, 'launches'):.0f} launches, "
                              f"{figures.get(mode, 'kernels'):.0f} kernels per iteration; the "
                              f"profiled window ran {figures.get(mode, 'profiler_overhead_pct'):+.1f}% "

@@ -417,7 +417,7 @@ class RunResult:
             _check_values(name, tables[name], path)
         if version < 3:  # no metrics.csv: its figures from the other tables and the headline
             tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(metrics.build(
-                tables["modes"], tables["stats"], summary.stored_figures)))
+                tables["modes"], tables["stats"], summary.stored_figures, from_older_run=True)))
         elif version < 4:  # a figure only the headline held (a run stopped early) joins the rest
             tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(
                 metrics.with_figures(tables["metrics"], summary.stored_figures)))
