@@ -106,10 +106,6 @@ def headline_key(mode: str, metric: str) -> str:
     return _HEADLINE_KEY.get((mode, metric), f"{mode}_{metric}")
 
 
-# Figures whose name (``headline_key``) is not ``<mode>_<metric>``.
-NAMED_FIGURES = tuple(_HEADLINE_NAMES.values())
-
-
 def _is_mode_fact(metric: str) -> bool:
     """Headline keys that start with a mode's name but are facts of the run, not figures of that
     mode: how its profiled window found its iterations (text) and a repeats run's spread between

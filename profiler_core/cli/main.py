@@ -14,10 +14,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from profiler_core.cli import ddp
 from profiler_core.cli import parser as cli
@@ -162,7 +162,7 @@ def format_summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-def _strategy_lines(table: pd.DataFrame, head: dict) -> list[str]:
+def _strategy_lines(table: pd.DataFrame, head: Mapping[str, Any]) -> list[str]:
     """A run of changing shapes (``--vary``): every strategy over the same sequence, and the one
     that pays most for this distribution."""
     if table.empty:

@@ -26,6 +26,7 @@ from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec import schema
 from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig
 from profiler_core.spec.errors import ConfigError, RunFormatError, SaveError, shown
+from profiler_core.spec.headline import HeadlineFacts, check_written
 from profiler_core.storage import leftovers, outputs
 from profiler_core.storage.index import record_run
 from profiler_core.storage.outputs import (
@@ -258,7 +259,7 @@ class RunResult:
 
     config: RunConfig
     environment: dict[str, Any]
-    headline: dict[str, Any]
+    headline: HeadlineFacts
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     complete: bool = True
@@ -296,7 +297,9 @@ class RunResult:
         run's files are then removed. Anything else is refused (``ConfigError`` on ``out``) and
         left as it was. When the folder cannot be written (``OSError``: a full disk, a read-only
         disk...), the run is written under the system's temporary folder instead and
-        ``SaveError`` says where, or that nothing could be saved and why."""
+        ``SaveError`` says where, or that nothing could be saved and why. A headline key no
+        ``spec.headline.HeadlineFacts`` declares is refused first (``UndeclaredFactError``)."""
+        check_written(self.headline)
         target = check_output(directory, overwrite)
         leftovers.remove_stale(target.parent, run_files)  # what killed runs of the tool left there
         try:
