@@ -55,6 +55,7 @@ class MetricSpec:
     modes: tuple[str, ...]  # the modes a run may hold it for
     repeats: RepeatsRule = "shown_process"
     ranks: RanksRule = "not_measured"
+    short: str = ""  # its name in a chart's legend, where a chart draws it ("GPU busy")
 
 
 @dataclass(frozen=True)
@@ -115,15 +116,17 @@ def _timing_method_figures() -> tuple[MetricSpec, ...]:
     return tuple(specs)
 
 
-# The profiled window's medians per iteration (launch_split.csv's columns, ``trace.SUMMARY_FIELDS``).
-_WINDOW = (("span_us", "us", "profiled iteration's span on the GPU timeline"),
-           ("cpu_launch_us", "us", "host time in launch calls, per profiled iteration"),
-           ("cpu_other_us", "us", "other host time, per profiled iteration"),
-           ("gpu_busy_us", "us", "GPU busy, per profiled iteration"),
-           ("gpu_idle_us", "us", "GPU idle within the span, per profiled iteration"),
-           ("launches", "count", "launches per profiled iteration"),
-           ("kernels", "count", "kernels per profiled iteration"),
-           ("launch_delay_us", "us", "launch to kernel start, median per profiled iteration"))
+# The profiled window's medians per iteration (launch_split.csv's columns, ``trace.SUMMARY_FIELDS``):
+# (name, unit, label, its name in a chart's legend).
+_WINDOW = (("span_us", "us", "profiled iteration's span on the GPU timeline", ""),
+           ("cpu_launch_us", "us", "host time in launch calls, per profiled iteration",
+            "CPU launch"),
+           ("cpu_other_us", "us", "other host time, per profiled iteration", "CPU other"),
+           ("gpu_busy_us", "us", "GPU busy, per profiled iteration", "GPU busy"),
+           ("gpu_idle_us", "us", "GPU idle within the span, per profiled iteration", "GPU idle"),
+           ("launches", "count", "launches per profiled iteration", ""),
+           ("kernels", "count", "kernels per profiled iteration", ""),
+           ("launch_delay_us", "us", "launch to kernel start, median per profiled iteration", ""))
 
 METRICS: tuple[MetricSpec, ...] = (
     # modes.csv's columns
@@ -153,7 +156,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("break_even_iters", "steps", "training steps until the one-time cost is paid back",
                BESIDE_EAGER),
     # the profiled window
-    *(MetricSpec(name, unit, label, ALL_MODES) for name, unit, label in _WINDOW),
+    *(MetricSpec(name, unit, label, ALL_MODES, short=short) for name, unit, label, short in _WINDOW),
     MetricSpec("profiled_wall_median_ms", "ms", "profiled iteration's wall time, median",
                ALL_MODES),
     MetricSpec("profiler_overhead_pct", "pct", "profiler overhead against the headline",
