@@ -63,7 +63,7 @@ class TimingMethodSpec:
     """One timing method of stats.csv (its ``method`` column)."""
 
     name: str
-    label: str  # what it times, in words
+    label: str  # what it times, in the words shown beside it (the dashboard's timing table)
     modes: tuple[str, ...]  # the modes a run may time by it
     summary_label: str = ""  # its row in the command line's timing table ("": not shown there)
     has_speedup: bool = True  # eager's median over the mode's is a figure (``<method>_speedup``)
@@ -74,7 +74,7 @@ class TimingMethodSpec:
 HEADLINE_METHOD = "steady_trial"
 
 TIMING_METHODS: tuple[TimingMethodSpec, ...] = (  # in the order the summary shows them
-    TimingMethodSpec(HEADLINE_METHOD, "steady state, each trial's mean time per step", ALL_MODES,
+    TimingMethodSpec(HEADLINE_METHOD, "steady state, per trial (CUDA events)", ALL_MODES,
                      summary_label="steady state, each trial's mean (headline)",
                      ranks="slowest_rank"),
     TimingMethodSpec("steady_event", "steady state, every step (CUDA events)", ALL_MODES,
@@ -90,10 +90,9 @@ TIMING_METHODS: tuple[TimingMethodSpec, ...] = (  # in the order the summary sho
                      summary_label="cold start: synchronise, then CUDA events around the step"),
     TimingMethodSpec("cold_wall", "cold start (wall clock)", ALL_MODES,
                      summary_label="cold start: synchronised wall clock"),
-    TimingMethodSpec("block_sync", "the article's loop, closed by one synchronise", ALL_MODES,
+    TimingMethodSpec("block_sync", "loop closed by one sync", ALL_MODES,
                      summary_label="loop, synchronised at the end"),
-    TimingMethodSpec("article_no_sync", "the article's loop without a synchronise (CPU enqueue "
-                     "time only)", ALL_MODES,
+    TimingMethodSpec("article_no_sync", "article: perf_counter, no sync", ALL_MODES,
                      summary_label="article's method: no sync (CPU enqueue only!)"),
     TimingMethodSpec("host_issue", "host time to issue a step (the launching thread's cost)",
                      ALL_MODES, has_speedup=False, ranks="slowest_rank"),
@@ -159,7 +158,7 @@ METRICS: tuple[MetricSpec, ...] = (
     *(MetricSpec(name, unit, label, ALL_MODES, short=short) for name, unit, label, short in _WINDOW),
     MetricSpec("profiled_wall_median_ms", "ms", "profiled iteration's wall time, median",
                ALL_MODES),
-    MetricSpec("profiler_overhead_pct", "pct", "profiler overhead against the headline",
+    MetricSpec("profiler_overhead_pct", "pct", "profiler overhead vs headline",
                ALL_MODES),
     # the parity check of a mode other than the graph (the graph's is in the headline)
     MetricSpec("parity_steps", "steps", "parity check: training steps compared",
