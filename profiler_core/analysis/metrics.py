@@ -136,7 +136,8 @@ def split_headline(headline: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
 
 def with_figures(table: pd.DataFrame, figures: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """metrics.csv with the ``figures`` it lacks added (a figure it holds keeps its value), eager's
-    value and the ratio to it worked out again; values that are not numbers are left out."""
+    value and the ratio to it worked out again; values that are not numbers are left out. The
+    upgrade of an older run (its headline's figures): names are kept as stored."""
     frame = table[METRIC_COLUMNS[:3]] if set(METRIC_COLUMNS[:3]) <= set(table.columns) else \
         pd.DataFrame(columns=METRIC_COLUMNS[:3])
     held = set(zip(frame["mode"].astype(str), frame["metric"].astype(str)))
