@@ -19,8 +19,8 @@ from typing import Literal
 from profiler_core.spec.modes import MODE_NAMES
 
 # What a ``--repeats`` run's folder holds of a figure: the shown process's own value (the process
-# with the median speedup), or that value with the spread between processes in the headline
-# (``<figure>_between_*``, ``orchestration.repeats``).
+# with the median speedup), or that value and, for eager's and the graph's, the spread between
+# processes in the headline (``<figure>_between_*``, ``orchestration.repeats``).
 RepeatsRule = Literal["shown_process", "shown_process_with_spread"]
 # What a data-parallel run's metrics.csv holds of a figure (every rank's own is in ranks.csv): the
 # mode's slowest rank's value (the rank that sets the job's pace), the largest over the ranks, the
@@ -29,7 +29,8 @@ RanksRule = Literal["slowest_rank", "largest_over_ranks", "spread_over_ranks", "
 
 REPEATS_WORDS: dict[str, str] = {
     "shown_process": "the shown process's",
-    "shown_process_with_spread": "the shown process's, with the spread between processes",
+    "shown_process_with_spread": "the shown process's; the article's pair's also as the spread "
+                                 "between processes",
 }
 RANKS_WORDS: dict[str, str] = {
     "slowest_rank": "the mode's slowest rank's",
