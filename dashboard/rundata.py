@@ -26,6 +26,7 @@ import pandas as pd
 from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec.config import RunConfig, preset_label
 from profiler_core.spec.errors import ProfilerError, RunFormatError
+from profiler_core.spec.headline import FACT_TYPES
 from profiler_core.spec.schema import (
     LATER_COLUMNS,
     SUMMARY_FILE,
@@ -210,8 +211,9 @@ class OpenedRun:
 
 
 # Headline keys the engine writes as lists (the modes timed; the prediction's calibration
-# timings): kept when they are short lists of plain values, as written.
-_LIST_KEYS = ("modes", "prediction_node_counts", "prediction_replay_us", "prediction_replay_busy_us")
+# timings), as ``spec.headline`` declares them: kept when they are short lists of plain values.
+_LIST_KEYS = tuple(name for name, kind in FACT_TYPES.items()
+                   if getattr(kind, "__origin__", None) is list)
 _MAX_LIST_ITEMS = 64
 
 

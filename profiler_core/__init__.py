@@ -20,6 +20,10 @@ _PUBLIC = {
     "MODE_NAMES": "profiler_core.spec.modes",
     "MODE_LABELS": "profiler_core.spec.modes",
     "ALWAYS_MEASURED": "profiler_core.spec.modes",
+    # each per-mode figure's declaration (name, unit, words, modes), and the headline's facts
+    "MetricSpec": "profiler_core.spec.metrics",
+    "METRICS": "profiler_core.spec.metrics",
+    "HeadlineFacts": "profiler_core.spec.headline",
     "RunResult": "profiler_core.storage.results",
     "Figures": "profiler_core.analysis.figures",
     "Headline": "profiler_core.analysis.figures",

@@ -25,7 +25,7 @@ from profiler_core.spec.config import (
     preset_label,
 )
 from profiler_core.spec.errors import RunFormatError
-from profiler_core.spec.timing_methods import STEP_METHOD_LABELS, TIMING_METHODS
+from profiler_core.spec.metrics import SHOWN_METHODS, STEP_METHOD_LABELS
 from profiler_core.storage import tablelimits
 from profiler_core.storage.outputs import MANIFEST_FILE, NotOwned, file_sha256
 from profiler_core.storage.results import RUN_KIND, RunResult, run_files, write_run_folder
@@ -117,17 +117,17 @@ def test_an_uploaded_table_is_checked_by_the_core_reader(saved_run, tmp_path):
 
 def test_the_cli_and_the_dashboard_name_timing_methods_from_one_declaration(saved_run):
     assert timing.METHOD_LABELS is STEP_METHOD_LABELS
-    assert list(STEP_METHOD_LABELS) == [m.name for m in TIMING_METHODS if m.whole_step]
+    assert list(STEP_METHOD_LABELS) == [m.name for m in SHOWN_METHODS if m.whole_step]
     run = RunResult.load(saved_run)
     run.headline["parity_steps"] = 5  # the fixture's parity figures lack their step count
     summary = format_summary(run)
     block = summary.split("Time per training step (median, p10-p90, n)\n")[1].split("\n\n")[0]
-    labels = [m.label for m in TIMING_METHODS]
+    labels = [m.label for m in SHOWN_METHODS]
     rows = block.splitlines()[1:]
     assert rows and all(any(label in row for label in labels) for row in rows), rows
     assert timing.method_label("steady_trial") + " (headline)" in block
     stats = set(run.table("stats")["method"])
-    assert all(any(m.label in row for row in rows) for m in TIMING_METHODS if m.name in stats)
+    assert all(any(m.label in row for row in rows) for m in SHOWN_METHODS if m.name in stats)
 
 
 def test_the_dashboard_reads_the_cores_timeout_and_preset_rule():

@@ -14,7 +14,7 @@ import pandas as pd
 
 from dashboard.analysis.frames import MODES, finite
 from profiler_core.analysis.figures import Figures
-from profiler_core.spec.timing_methods import CPU_METHOD_LABELS, STEP_METHOD_LABELS
+from profiler_core.spec.metrics import CPU_METHOD_LABELS, STEP_METHOD_LABELS
 
 # Every timing method of stats.csv that times a whole step, in the order they are shown, and a
 # CPU run's labels where they differ (one declaration, ``profiler_core.spec.timing_methods``).

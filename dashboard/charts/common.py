@@ -18,15 +18,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.charts.palette import MODE_COLORS, SERIES_COLORS, STEP_PART_COLORS
+from profiler_core.spec.metrics import SPECS as METRIC_SPECS
 
 # The palettes (``dashboard.charts.palette``): the modes, and the four parts of a step under their
-# launch-split column names.
+# launch-split column names, named as their figures are declared (``spec.metrics``).
 SPLIT_COLORS = {f"{part}_us": STEP_PART_COLORS[part]
                 for part in ("cpu_launch", "cpu_other", "gpu_busy", "gpu_idle")}
-SPLIT_LABELS = {
-    "cpu_launch_us": "CPU launch", "cpu_other_us": "CPU other",
-    "gpu_busy_us": "GPU busy", "gpu_idle_us": "GPU idle",
-}
+SPLIT_LABELS = {name: METRIC_SPECS[name].short for name in SPLIT_COLORS}
 # Lines that are neither a mode nor a part of a step (runs of an overlay, sweep series, a mode this
 # dashboard has no colour for): ``palette.SERIES_COLORS``, kept apart from every mode, part and
 # phase colour, so orange always means eager and blue the graph, and at least 50 from both

@@ -16,6 +16,7 @@ from dashboard.analysis.payback import BREAK_EVEN_DEFINITION, pay_back
 from dashboard.analysis.run_kind import is_cpu_run, no_profile_reason
 from dashboard.charts.attribution import split_bars
 from dashboard.charts.comparison import compare_latency_ecdf, compare_medians, compare_speedups
+from profiler_core.analysis.metrics import headline_key
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.storage import index as run_index
@@ -28,8 +29,10 @@ FIELDS_KEY = "runs_filter_fields"
 MATCHING_KEY = "runs_matching"  # option keys of the runs the filters keep (for the button)
 CHART_VIEWS = {"medians": "Medians and launch split", "speedup": "Speedup with 95% CI",
                "distributions": "Latency distributions"}
-# Fields offered for filtering besides the run's settings: figures every run has.
-FILTER_FIGURES = ("speedup", "eager_median_ms", "graph_median_ms")
+# Fields offered for filtering besides the run's settings: figures every run has, under their
+# filter names (``metrics.headline_key``).
+FILTER_FIGURES = tuple(headline_key(mode, metric) for mode, metric in (
+    ("graph", "speedup"), ("eager", "median_ms"), ("graph", "median_ms")))
 SETTINGS = [field.name for field in dataclasses.fields(RunConfig)]
 
 

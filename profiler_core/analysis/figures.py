@@ -4,7 +4,9 @@ Scope: :class:`Figures` (mode, metric, value: the rows of metrics.csv, where a r
 holds every per-mode figure; what an older summary's headline kept under its own names is read
 by the schema upgrade, ``metrics.split_headline``) and :class:`Headline` (eager against the
 graph: the two medians, the speedup with its confidence interval, the break-even). Readers ask
-for a figure by mode and metric (``figures.get("graph", "capture_ms")``), never by a key.
+for a figure by mode and metric (``figures.get("graph", "capture_ms")``), never by a key; a
+metric no ``spec.metrics.MetricSpec`` declares is refused (``UndeclaredMetricError``), while a
+declared one the run does not hold for that mode reads NaN.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from profiler_core.spec.metrics import spec_of
 
 
 def as_number(value: Any) -> float:
@@ -47,9 +51,14 @@ class Figures:
                     values.setdefault(mode, {}).setdefault(metric, as_number(value))
         return cls(values)
 
-    def get(self, mode: str, metric: str) -> float:
-        """The figure, NaN when the run has none."""
-        return self._values.get(mode, {}).get(metric, math.nan)
+    def get(self, mode: str, metric: str, default: float = math.nan) -> float:
+        """The figure, ``default`` (NaN) when the run has none; ``UndeclaredMetricError`` for a
+        metric no ``MetricSpec`` declares."""
+        return self._values.get(mode, {}).get(spec_of(metric).name, default)
+
+    def holds(self, mode: str, metric: str) -> bool:
+        """Whether the run holds that figure at all (NaN included: measured, with no value)."""
+        return spec_of(metric).name in self._values.get(mode, {})
 
     def has(self, mode: str, metric: str) -> bool:
         """Whether the run holds a finite value of that figure."""

@@ -5,7 +5,8 @@ Scope: assembling that table from what a run measured (modes.csv, stats.csv and 
 figures), the name a figure goes by in an index filter (:func:`headline_key`), and the schema
 upgrade of summaries written before schema 4, whose headline also held per-mode figures, as
 ``<mode>_<metric>`` keys and a few older names (:func:`split_headline`: the only place those
-names are read). No measuring here.
+names are read). Every figure the tool writes is declared in ``spec.metrics`` (:func:`build`
+refuses any other name); an older run's figures are kept as stored. No measuring here.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler_core.spec.metrics import HEADLINE_METHOD, TIMING_METHODS, spec_of
 from profiler_core.spec.modes import MODE_NAMES
 from profiler_core.spec.schema import METRIC_COLUMNS
 
 BASELINE = "eager"
-# The headline method (modes.csv's median_ms and speedup): not repeated as <method>_ metrics.
-HEADLINE_METHOD = "steady_trial"
+# Timing methods whose median is no time of a step to compare with eager's (no ``_speedup``).
+_NO_SPEEDUP = tuple(spec.name for spec in TIMING_METHODS if not spec.has_speedup)
 # The names of eager and graph figures that are not ``<mode>_<metric>``: how an index filter names
 # them, and the keys a summary headline of schema 1 to 3 held them under.
 _HEADLINE_NAMES = {
@@ -49,12 +51,18 @@ _HEADLINE_KEY = {figure: key for key, figure in _HEADLINE_NAMES.items()}
 
 
 def build(modes: pd.DataFrame, stats: pd.DataFrame,
-          figures: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+          figures: Mapping[str, Mapping[str, Any]], *, from_older_run: bool = False
+          ) -> pd.DataFrame:
     """metrics.csv from modes.csv, stats.csv and ``figures`` (mode -> metric -> value: what each
-    mode measured beyond its timing). Modes in modes.csv's order, then any others."""
+    mode measured beyond its timing). Modes in modes.csv's order, then any others. Every metric
+    must be declared (``spec.metrics``; ``UndeclaredMetricError`` otherwise), except in the
+    upgrade of a run written before metrics.csv existed (``from_older_run``: its figures are
+    kept under the names it stored)."""
     values: dict[str, dict[str, float]] = {}
 
     def put(mode: str, metric: str, value: Any) -> None:
+        if not from_older_run:
+            spec_of(metric)
         number = _number(value)
         if number is not None:
             values.setdefault(mode, {}).setdefault(metric, number)
@@ -70,7 +78,7 @@ def build(modes: pd.DataFrame, stats: pd.DataFrame,
             continue
         put(mode, f"{method}_median_ms", median)
         eager = medians.get((BASELINE, method))
-        if eager is not None and method not in ("input_copy", "host_issue", "held_replay"):
+        if eager is not None and method not in _NO_SPEEDUP:
             put(mode, f"{method}_speedup", eager / median if median else math.nan)
     for mode, metrics in figures.items():
         for metric, value in metrics.items():
@@ -96,10 +104,6 @@ def headline_key(mode: str, metric: str) -> str:
     named it: ``<mode>_<metric>``, or the name eager's and the graph's figures have always gone by
     (``speedup``, ``capture_ms``, ``graph_pool_bytes``...)."""
     return _HEADLINE_KEY.get((mode, metric), f"{mode}_{metric}")
-
-
-# Figures whose name (``headline_key``) is not ``<mode>_<metric>``.
-NAMED_FIGURES = tuple(_HEADLINE_NAMES.values())
 
 
 def _is_mode_fact(metric: str) -> bool:
@@ -132,7 +136,8 @@ def split_headline(headline: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
 
 def with_figures(table: pd.DataFrame, figures: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """metrics.csv with the ``figures`` it lacks added (a figure it holds keeps its value), eager's
-    value and the ratio to it worked out again; values that are not numbers are left out."""
+    value and the ratio to it worked out again; values that are not numbers are left out. The
+    upgrade of an older run (its headline's figures): names are kept as stored."""
     frame = table[METRIC_COLUMNS[:3]] if set(METRIC_COLUMNS[:3]) <= set(table.columns) else \
         pd.DataFrame(columns=METRIC_COLUMNS[:3])
     held = set(zip(frame["mode"].astype(str), frame["metric"].astype(str)))

@@ -10,7 +10,7 @@ point). Pure: the calibration that measures the constants on a GPU is ``engine.c
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -303,7 +303,7 @@ PREDICTION_TABLE_COLUMNS = ["quantity", "predicted", "measured", "error_pct", "u
 CONSTANTS_TABLE_COLUMNS = ["quantity", "value", "unit"]
 
 
-def has_prediction(headline: dict[str, Any]) -> bool:
+def has_prediction(headline: Mapping[str, Any]) -> bool:
     """Whether a run's headline holds a prediction (CUDA runs with a profiled eager window)."""
     value = headline.get("predicted_graph_ms")
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -371,7 +371,7 @@ def _numbers(headline: dict[str, Any]) -> Callable[[str], float]:
     return number
 
 
-def headline_lines(headline: dict[str, Any], figures: Figures) -> list[str]:
+def headline_lines(headline: Mapping[str, Any], figures: Figures) -> list[str]:
     """The prediction against the measurement, for a run's text summary (nothing when the run
     has no prediction: no profiled eager window, or not a CUDA run)."""
     if not has_prediction(headline):

@@ -14,10 +14,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from profiler_core.cli import ddp
 from profiler_core.cli import parser as cli
@@ -36,10 +36,10 @@ from profiler_core.spec.errors import (
     kind_and_exit_code,
 )
 from profiler_core.spec.events import DoneEvent, ErrorEvent
+from profiler_core.spec.metrics import SHOWN_METHODS, STEP_METHOD_LABELS, TimingMethodSpec
 from profiler_core.spec.numerics import ENVIRONMENT_KEY as NUMERICS_KEY
 from profiler_core.spec.numerics import summary_line as numerics_summary_line
 from profiler_core.spec.progress import LastPhase, ignore_progress
-from profiler_core.spec.timing_methods import STEP_METHOD_LABELS, TIMING_METHODS, TimingMethod
 from profiler_core.spec.workload_kinds import workload_of
 
 if TYPE_CHECKING:  # pandas and the run's reader are imported when a command needs them
@@ -56,7 +56,7 @@ def _ratio(value: float) -> str:
     return f"{value:.2f}x" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
 
 
-def _method_label(method: TimingMethod, headline: str, cpu: bool) -> str:
+def _method_label(method: TimingMethodSpec, headline: str, cpu: bool) -> str:
     """A timing method's row label in the summary: its label (a CPU run's where it differs), the
     headline's marked, a part of a step (the batch copy) indented under the step."""
     label = (method.cpu_label if cpu and method.cpu_label else method.label) + (
@@ -102,7 +102,7 @@ def format_summary(result: RunResult) -> str:
     if len(stats):
         lines += ["", "Time per training step (median, p10-p90, n)"]
         table = []
-        for timing in TIMING_METHODS:
+        for timing in SHOWN_METHODS:
             method = timing.name
             row = {"method": _method_label(timing, pair.timing_method, not config.is_cuda)}
             for mode in ("eager", "graph"):
@@ -113,8 +113,7 @@ def format_summary(result: RunResult) -> str:
             if row["eager"] != "n/a" or row["graph"] != "n/a":
                 table.append(row)
         lines.append(pd.DataFrame(table).to_string(index=False))
-    if "speedup" in figures.of_mode("graph") and config.is_cuda:
-        graph = figures.of_mode("graph")
+    if figures.holds("graph", "speedup") and config.is_cuda:
         lines += ["",
                   f"Speedup (median eager / median graph, "
                   f"{STEP_METHOD_LABELS.get(pair.timing_method, pair.timing_method)}): "
@@ -127,9 +126,9 @@ def format_summary(result: RunResult) -> str:
                   f"Copying a batch into the graph's static inputs: "
                   f"{_ms(figures.get('graph', 'input_copy_median_ms'))} per step (inside the graph's time)",
                   f"Capture {_ms(figures.get('graph', 'capture_ms'))}, graph pool "
-                  f"{graph.get('pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
-                  f"{figures.of_mode('eager').get('peak_bytes', 0) / 2**20:.1f} MiB / graph "
-                  f"{graph.get('peak_bytes', 0) / 2**20:.1f} MiB, break-even "
+                  f"{figures.get('graph', 'pool_bytes', 0) / 2**20:.1f} MiB, peak memory eager "
+                  f"{figures.get('eager', 'peak_bytes', 0) / 2**20:.1f} MiB / graph "
+                  f"{figures.get('graph', 'peak_bytes', 0) / 2**20:.1f} MiB, break-even "
                   f"{pay_back_text(pair.pays_back, pair.break_even_steps)}"]
         if "parity_verdict" in head:
             lines.append(f"Parity: {head['parity_verdict']}")
@@ -157,7 +156,7 @@ def format_summary(result: RunResult) -> str:
         shown = graph_breakdown.drop(columns="mode").rename(columns={"mode_us": "graph_us"})
         lines.append(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
         for mode in ("eager", "graph"):
-            if "launches" in figures.of_mode(mode):
+            if figures.holds(mode, "launches"):
                 lines.append(f"{mode}: {figures.get(mode, 'launches'):.0f} launches, "
                              f"{figures.get(mode, 'kernels'):.0f} kernels per iteration; the "
                              f"profiled window ran {figures.get(mode, 'profiler_overhead_pct'):+.1f}% "
@@ -169,7 +168,7 @@ def format_summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-def _strategy_lines(table: pd.DataFrame, head: dict) -> list[str]:
+def _strategy_lines(table: pd.DataFrame, head: Mapping[str, Any]) -> list[str]:
     """A run of changing shapes (``--vary``): every strategy over the same sequence, and the one
     that pays most for this distribution."""
     if table.empty:

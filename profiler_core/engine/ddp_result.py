@@ -23,6 +23,7 @@ from profiler_core.analysis import metrics
 from profiler_core.analysis import ranks as rank_analysis
 from profiler_core.spec import hostinfo, schema
 from profiler_core.spec.config import RunConfig
+from profiler_core.spec.headline import written_facts
 from profiler_core.storage.results import SCRATCH_PREFIX, RunResult, coerce_table
 from profiler_core.timing import stats
 
@@ -193,7 +194,8 @@ def build_result(config: RunConfig, payloads: list[dict], started_at: str,
               "metrics": coerce_table("metrics", metrics.build(modes_table, stats_table,
                                                                rank_analysis.job_figures(table))),
               "rank_latency": rank_latency, "ranks": table}
-    return RunResult(config=config, environment=environment, headline=headline, tables=tables,
+    return RunResult(config=config, environment=environment, headline=written_facts(headline),
+                     tables=tables,
                      notes=notes, complete=not stopped, trace_paths=traces, scratch_dir=scratch)
 
 

@@ -41,6 +41,7 @@ from profiler_core.engine.telemetry import (
 )
 from profiler_core.spec import hostinfo, numerics, schema
 from profiler_core.spec.config import RunConfig
+from profiler_core.spec.headline import written_facts
 from profiler_core.spec.modes import CUDA_ONLY_MODES
 from profiler_core.spec.progress import ProgressCounter
 from profiler_core.storage import runtables
@@ -293,7 +294,8 @@ def finish(config: RunConfig, environment: dict, state: RunState, phases: PhaseR
     environment["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     environment["load_avg_end"] = hostinfo.load_average()
     return _detach_traces(RunResult(
-        config=config, environment=environment, headline=state.headline, tables=state.tables,
+        config=config, environment=environment, headline=written_facts(state.headline),
+        tables=state.tables,
         notes=state.notes, complete=failure is None, trace_paths=state.traces))
 
 

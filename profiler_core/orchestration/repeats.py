@@ -27,6 +27,7 @@ from profiler_core.spec import errors, fields, schema
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ConfigError, ProfilerError, TimeLimitReached
 from profiler_core.spec.events import ProgressEvent, RunEvent
+from profiler_core.spec.headline import written_facts
 from profiler_core.spec.progress import Progress, ProgressCallback, ignore_progress
 from profiler_core.storage import leftovers
 from profiler_core.storage.outputs import make_parents, remove_made
@@ -142,7 +143,7 @@ def between_table(headline: Mapping[str, Any], pair: Headline) -> pd.DataFrame:
         {c: float for c in BETWEEN_COLUMNS[2:]})
 
 
-def summary_lines(headline: dict[str, Any]) -> list[str]:
+def summary_lines(headline: Mapping[str, Any]) -> list[str]:
     """The between-process figures in words, for the command line's summary ([] for one process)."""
     n = headline.get("repeats")
     if not isinstance(n, int) or n < 2:
@@ -244,7 +245,7 @@ def combine(config: RunConfig, finished: list[_Finished], requested: int,
         notes.append(f"incomplete: the run stopped during {stopped}; {len(finished)} of "
                      f"{requested} processes finished and are kept")
     return RunResult(config=config, environment=dict(chosen.environment),
-                     headline={**chosen.headline, **between},
+                     headline=written_facts({**chosen.headline, **between}),
                      tables={**chosen.tables, "repeats": coerce_table("repeats", table)},
                      notes=notes, complete=chosen.complete and not stopped,
                      trace_paths=dict(chosen.trace_paths))

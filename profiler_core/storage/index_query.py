@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from profiler_core.analysis.metrics import NAMED_FIGURES, headline_key
-from profiler_core.spec.config import MODE_NAMES
+from profiler_core.analysis.metrics import headline_key
 from profiler_core.spec.errors import ConfigError, quoted, shown
+from profiler_core.spec.headline import FACT_TYPES
+from profiler_core.spec.metrics import METRICS
 from profiler_core.spec.schema import clean_text
 from profiler_core.storage.index_rows import HEADLINE_COLUMNS
 
@@ -31,16 +32,15 @@ RUN_COLUMNS = {"gpu": "gpu", "gpu_name": "gpu_name", "device_type": "device_type
                "complete": "complete"}
 DATE_FIELD = "date"
 # Headline figures a run of this tool may hold besides HEADLINE_COLUMNS (a CUDA run holds most; a
-# CPU run, which times the eager step only, holds no graph figure and no speedup). A filter on one
-# that no run here has matches no run; it is not an error. A name that is neither one of these,
-# nor a setting, a run column or a key some indexed run has, is refused with the closest names.
-FIGURE_NAMES = (*(headline_key(mode, metric) for mode, metric in NAMED_FIGURES), "counters_match",
-                "nvml_available", "parity_max_abs_diff", "parity_max_rel_diff", "parity_steps",
-                "parity_noise_abs_diff",
-                "between_coverage_pct", headline_key("graph", "pays_back"))
-# ... and every per-mode figure (``<mode>_...``), the prediction's and the repeats' figures.
-FIGURE_PREFIXES = (*(f"{mode}_" for mode in MODE_NAMES), "prediction_", "predicted_",
-                   "capture_twin_")
+# CPU run, which times the eager step only, holds no graph figure and no speedup), as declared:
+# every per-mode figure (``spec.metrics``) of every mode that may have it, under its filter name
+# (``metrics.headline_key``), and every fact of the headline whose value is a number or a flag
+# (``spec.headline``). A filter on one that no run here has matches no run; it is not an error. A
+# name that is neither one of these (nor a repeats run's ``<figure>_between_...``), nor a setting,
+# a run column or a key some indexed run has, is refused with the closest names.
+FIGURE_NAMES = tuple(dict.fromkeys([
+    *(headline_key(mode, spec.name) for spec in METRICS for mode in spec.modes),
+    *(name for name, kind in FACT_TYPES.items() if kind in (float, int, bool))]))
 MAX_FILTERS = 32  # --where options in one query
 MAX_FILTER_VALUES = 1000  # values one --where may list (field=V1,V2,...)
 
@@ -110,8 +110,7 @@ def day(value: Any) -> str:
 def is_figure(name: str) -> bool:
     """Whether ``name`` is a headline figure a run of this tool may hold (whether or not any run
     here holds it)."""
-    return (name in HEADLINE_COLUMNS or name in FIGURE_NAMES or name.startswith(FIGURE_PREFIXES)
-            or "_between_" in name)
+    return name in HEADLINE_COLUMNS or name in FIGURE_NAMES or "_between_" in name
 
 
 def parse_where(text: str) -> FieldFilter:

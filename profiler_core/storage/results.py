@@ -29,6 +29,7 @@ from profiler_core.analysis.figures import Figures, Headline
 from profiler_core.spec import schema
 from profiler_core.spec.config import ALWAYS_MEASURED, RunConfig
 from profiler_core.spec.errors import ConfigError, RunFormatError, SaveError, shown
+from profiler_core.spec.headline import HeadlineFacts, written_facts
 from profiler_core.storage import leftovers, outputs
 from profiler_core.storage.index import record_run
 from profiler_core.storage.outputs import (
@@ -289,7 +290,7 @@ class RunResult:
 
     config: RunConfig
     environment: dict[str, Any]
-    headline: dict[str, Any]
+    headline: HeadlineFacts
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     complete: bool = True
@@ -327,7 +328,9 @@ class RunResult:
         run's files are then removed. Anything else is refused (``ConfigError`` on ``out``) and
         left as it was. When the folder cannot be written (``OSError``: a full disk, a read-only
         disk...), the run is written under the system's temporary folder instead and
-        ``SaveError`` says where, or that nothing could be saved and why."""
+        ``SaveError`` says where, or that nothing could be saved and why. A headline key no
+        ``spec.headline.HeadlineFacts`` declares is refused first (``UndeclaredFactError``)."""
+        self.headline = written_facts(self.headline)  # as summary.json holds it, checked
         target = check_output(directory, overwrite)
         leftovers.remove_stale(target.parent, run_files)  # what killed runs of the tool left there
         try:
@@ -448,7 +451,7 @@ class RunResult:
             _check_values(name, tables[name], path)
         if version < 3:  # no metrics.csv: its figures from the other tables and the headline
             tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(metrics.build(
-                tables["modes"], tables["stats"], summary.stored_figures)))
+                tables["modes"], tables["stats"], summary.stored_figures, from_older_run=True)))
         elif version < 4:  # a figure only the headline held (a run stopped early) joins the rest
             tables["metrics"] = coerce_table("metrics", _upgrade_never_pays_back(
                 metrics.with_figures(tables["metrics"], summary.stored_figures)))

@@ -28,6 +28,7 @@ from profiler_core.analysis.figures import Figures
 from profiler_core.spec import schema
 from profiler_core.spec.config import MODE_NAMES, RunConfig
 from profiler_core.spec.errors import ConfigError, RunFormatError
+from profiler_core.spec.headline import HeadlineFacts, read_facts
 from profiler_core.storage.outputs import TOOL_NAME, is_version, read_folder_json
 from profiler_core.storage.tablelimits import check_table_file, table_row_limit
 
@@ -110,7 +111,7 @@ class Summary:
     complete: bool
     config: RunConfig
     environment: dict[str, Any]
-    headline: dict[str, Any]
+    headline: HeadlineFacts  # its declared facts' types checked (``headline.read_facts``)
     notes: list[str]
     stored_figures: dict[str, dict[str, Any]]
 
@@ -176,7 +177,7 @@ def parse_summary(data: bytes) -> Summary:
     if version < 4:
         headline, stored_figures = metrics.split_headline(headline)
     return Summary(version=version, complete=content["complete"], config=config,
-                   environment=content["environment"], headline=headline, notes=notes,
+                   environment=content["environment"], headline=read_facts(headline), notes=notes,
                    stored_figures=stored_figures)
 
 

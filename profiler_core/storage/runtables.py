@@ -14,9 +14,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from profiler_core.analysis.metrics import HEADLINE_METHOD
 from profiler_core.spec import schema
 from profiler_core.spec.config import ALWAYS_MEASURED
+from profiler_core.spec.metrics import HEADLINE_METHOD
 from profiler_core.storage.results import coerce_table
 from profiler_core.timing import stats
 from profiler_core.timing import trials as timing
