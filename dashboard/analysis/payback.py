@@ -18,6 +18,7 @@ from dashboard.analysis.frames import finite, number
 from dashboard.analysis.overheads import PROFILER_OVERHEAD_COLUMNS
 from profiler_core import MODE_LABELS
 from profiler_core.analysis.figures import Figures
+from profiler_core.spec.metrics import SPECS
 
 # One definition of break-even wherever it is shown (Overview, modes table, Runs page), the one the
 # sweep's break-even table uses for runs that record warm-up + capture as the one-time cost.
@@ -101,6 +102,11 @@ def pay_back(figures: Figures, modes: pd.DataFrame, mode: str = "graph") -> PayB
     return PayBack(mode, one_time, warmup, capture, saving, pays, steps)
 
 
+def _label(metric: str) -> str:
+    """A figure's words, as ``spec.metrics`` declares them."""
+    return SPECS[metric].label
+
+
 def one_time_costs(figures: Figures, facts: Mapping[str, Any], pay: PayBack | None = None,
                    overheads: pd.DataFrame | None = None) -> pd.DataFrame:
     """Capture cost, memory and parity in one table (quantity, value, unit, and ``shown``: the
@@ -112,23 +118,22 @@ def one_time_costs(figures: Figures, facts: Mapping[str, Any], pay: PayBack | No
     mib = 2**20
     pay = pay if pay is not None else pay_back(figures, pd.DataFrame(), "graph")
     rows = [
-        ("warm-up time", figures.get("graph", "warmup_ms"), "ms"),
-        ("capture time", figures.get("graph", "capture_ms"), "ms"),
+        (_label("warmup_ms"), figures.get("graph", "warmup_ms"), "ms"),
+        (_label("capture_ms"), figures.get("graph", "capture_ms"), "ms"),
         ("one-time cost (warm-up + capture)", pay.one_time_ms, "ms"),
         ("batch copy into the static inputs, per step",
          figures.get("graph", "input_copy_median_ms"), "ms"),
-        ("graph memory pool", figures.get("graph", "pool_bytes") / mib, "MiB"),
-        ("peak memory, eager", figures.get("eager", "peak_bytes") / mib, "MiB"),
-        ("peak memory, graph", figures.get("graph", "peak_bytes") / mib, "MiB"),
+        (_label("pool_bytes"), figures.get("graph", "pool_bytes") / mib, "MiB"),
+        (f"{_label('peak_bytes')}, eager", figures.get("eager", "peak_bytes") / mib, "MiB"),
+        (f"{_label('peak_bytes')}, graph", figures.get("graph", "peak_bytes") / mib, "MiB"),
         ("break-even (see below)", pay.steps, "steps"),
-        ("parity: max abs diff", number(facts, "parity_max_abs_diff"), ""),
-        ("parity: max rel diff", number(facts, "parity_max_rel_diff"), ""),
-        ("parity: eager against a second eager replica", number(facts, "parity_noise_abs_diff"),
-         ""),
+        (_label("parity_max_abs_diff"), number(facts, "parity_max_abs_diff"), ""),
+        (_label("parity_max_rel_diff"), number(facts, "parity_max_rel_diff"), ""),
+        (_label("parity_noise_abs_diff"), number(facts, "parity_noise_abs_diff"), ""),
     ]
     for row in (overheads if overheads is not None else pd.DataFrame(
             columns=PROFILER_OVERHEAD_COLUMNS)).itertuples():
-        rows.append((f"profiler overhead vs headline, {row.mode}",
+        rows.append((f"{_label('profiler_overhead_pct')}, {row.mode}",
                      float(row.overhead_pct), "%"))
     out = pd.DataFrame(rows, columns=["quantity", "value", "unit"])
     out["shown"] = [("n/a" if not finite(v) or not math.isfinite(v) else f"{v:.4g} {u}".strip())

@@ -82,7 +82,7 @@ def saving_table(attribution: pd.DataFrame, mode: str = "graph") -> pd.DataFrame
     the host's time to issue a step, marked as not part of the sum. Times in us per training step;
     a share is of the step's saving (negative: time the mode added); none for host issue (outside
     the sum) nor when the mode is not faster (no saving to share). The host issue row is left
-    out when the run did not time it (runs recorded before 2026-12-01)."""
+    out when the run did not time it (older runs)."""
     block = attribution_block(attribution, mode)
     if block.empty:
         return pd.DataFrame(columns=SAVING_TABLE_COLUMNS)
