@@ -103,17 +103,34 @@ def test_the_tools_process_is_the_default_run_with_the_bare_loops_options(monkey
     assert figures["eager"] > figures["graph"] > 0  # read back from the run it wrote
 
 
+def _shaped_config(*options: str):
+    from profiler_core.cli import parser as cli
+
+    return cli.config_from_args(cli.parse(["run", "--preset", "seed", *options, "--out", "x"]))
+
+
+SHAPED_OPTIONS = ["--workload", "tests.own_steps:shaped", "--workload-arg", "width=8",
+                  "--device", "cpu", "--replays", "12", "--vary", "seq_len=uniform:3:20",
+                  "--buckets", "pow2"]
+
+
 def test_a_benchmark_of_changing_shapes_compares_every_padding_strategy():
-    """bench --workload ... --vary: the tool's eager, pad_max and buckets (``graph``) against
-    the bare loop's, each with its interval and the bare loop's own noise."""
+    """bench --workload ... --vary: the tool's run of the config against the bare loop given its
+    sequence, eager, pad_max and buckets (``graph``) each with its interval and the bare loop's
+    own noise."""
+    given = []
+
     def tool(options):
+        given.append(("tool", list(options)))
         return {"eager": 2.0, "graph": 0.5, "pad_max": 0.8}
 
     def bare(options):
+        given.append(("bare", list(options)))
         return {"eager": 2.0, "graph": 0.49, "pad_max": 0.8}
 
-    tables = bench.run_benchmark(3, {"own": ["--workload", "m:build", "--vary", "seq_len=4,8"]},
-                                 tool=tool, bare=bare)
+    tables = bench.run_benchmark(3, {"own": _shaped_config(*SHAPED_OPTIONS)}, tool=tool, bare=bare)
+    assert all(("--vary" in options) == (role == "tool") for role, options in given)
+    assert all(("--sequence" in options) == (role == "bare") for role, options in given)
     fidelity = tables["fidelity"].set_index("quantity")
     assert list(fidelity.index) == ["eager", "graph", "speedup", "pad_max"]
     assert fidelity.loc["graph", "tool_over_bare"] == pytest.approx(0.5 / 0.49)
@@ -123,22 +140,22 @@ def test_a_benchmark_of_changing_shapes_compares_every_padding_strategy():
 
 def test_the_bare_loop_is_given_the_sequence_and_buckets_the_tools_run_times(tmp_path):
     """The bare loop pads the same seeded sequence into the same buckets, in as many blocks and
-    after as many warm-up steps as the tool's run of the same options (a real CPU run here)."""
+    after as many warm-up steps as the tool's run of the same config (a real CPU run here)."""
     import subprocess
 
+    from profiler_core.orchestration.command import config_to_argv
     from profiler_core.storage.results import RunResult
 
-    options = ["--workload", "tests.own_steps:shaped", "--workload-arg", "width=8",
-               "--device", "cpu", "--replays", "12", "--vary", "seq_len=uniform:3:20",
-               "--buckets", "pow2"]
-    argv = bench.shaped_bare_options(options, tmp_path / "sequence.txt")
+    config = _shaped_config(*SHAPED_OPTIONS)
+    argv = bench.shaped_bare_options(config, tmp_path / "sequence.txt")
     given = dict(zip(argv[::2], argv[1::2]))
     assert given["--workload"] == "tests.own_steps:shaped" and given["--workload-arg"] == "width=8"
     assert given["--dimension"] == "seq_len" and given["--device"] == "cpu"
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "profiler_core", "run", "--preset", "seed",
-                           *options, "--progress", "none", "--parity-steps", "0", "--out", str(out)],
+                           *config_to_argv(config), "--progress", "none", "--parity-steps", "0",
+                           "--out", str(out)],
                           capture_output=True, text=True, timeout=600, cwd=root)
     assert done.returncode == 0, done.stderr
     run = RunResult.load(out)

@@ -863,13 +863,23 @@ def test_a_cpu_runs_latency_view_says_wall_clock_and_shows_only_supported_percen
 
 
 def test_the_kernels_page_tells_kernels_apart_and_names_their_operator(monkeypatch, tmp_path):
-    """The bundled sample (recorded before kernels.csv had the operator column): five
-    vectorized_elementwise_kernel rows are named apart, and each kernel's operator is read from
-    the run's trace."""
+    """The bundled sample as a run recorded before kernels.csv had the operator column (that
+    column dropped from a copy): five vectorized_elementwise_kernel rows are named apart, and
+    each kernel's operator is read from the run's trace."""
+    import json
+    import shutil
+
+    from profiler_core.storage.outputs import write_manifest
+
     real = Path(__file__).resolve().parent.parent / "dashboard" / "sample_run"
     if not rundata.sample_run_available(real):
         pytest.skip("the bundled sample run is not in this checkout")
-    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", real)
+    older = tmp_path / "older_sample"
+    shutil.copytree(real, older)
+    kernels = pd.read_csv(older / "kernels.csv")
+    kernels.drop(columns=["operator"], errors="ignore").to_csv(older / "kernels.csv", index=False)
+    write_manifest(older, "run", json.loads((older / "manifest.json").read_text())["files"])
+    monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", older)
     at = _app(tmp_path / "runs")
     at.switch_page("views/kernels.py").run()
     assert not at.exception, [e.value for e in at.exception]

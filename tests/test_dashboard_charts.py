@@ -389,7 +389,7 @@ def test_the_bundled_samples_saving_is_attributed_to_the_headline_not_the_profil
     spans = run.table("breakdown").set_index(["mode", "component"])
     eager_span = float(spans.at[("graph", "total_span"), "eager_us"])
     graph_span = float(spans.at[("graph", "total_span"), "mode_us"])
-    assert eager_span > 1.3 * eager_us  # the profiler slows eager: the reason for all this
+    assert eager_span > 1.1 * eager_us  # the profiler slows eager: the reason for all this
     fig = speedup_waterfall(run.table("attribution"))
     first, parts, last = _waterfall_sum(fig)
     assert (first, last) == (pytest.approx(eager_us), pytest.approx(graph_us))

@@ -401,10 +401,22 @@ def test_a_cancelled_real_cpu_run_is_kept_listed_opened_and_marked_on_every_view
 
 def _sparse_run(path: Path, complete: bool = False, notes: list[str] | None = None,
                 headline: dict | None = None, tables: dict | None = None) -> Path:
+    """A run saved by the writer; ``headline`` is then written into its summary.json by hand (a
+    hand-edited file: the writer refuses facts nothing declares, the readers must not break)."""
     result = RunResult(config=PRESETS["seed"].replace(device="cpu"), environment={},
-                       headline=headline or {}, tables=tables or {}, notes=notes or [],
-                       complete=complete)
-    return result.save(path)
+                       headline={}, tables=tables or {}, notes=notes or [], complete=complete)
+    saved = result.save(path)
+    if headline:
+        import json
+
+        from profiler_core.storage.outputs import write_manifest
+
+        summary = json.loads((saved / "summary.json").read_text())
+        summary["headline"] = headline
+        (saved / "summary.json").write_text(json.dumps(summary))
+        listed = json.loads((saved / "manifest.json").read_text())["files"]
+        write_manifest(saved, "run", listed)
+    return saved
 
 
 EMPTY_SAYS = {  # page -> what it says instead of an empty table or chart (a CPU run's config)

@@ -48,11 +48,13 @@ def test_the_bare_loop_pads_an_own_step_over_the_tools_sequence(tmp_path):
     import sys
     from pathlib import Path
 
+    from profiler_core.cli import parser as cli
     from profiler_core.orchestration import bench
 
-    options = ["--workload", "tests.own_steps:shaped", "--replays", "60",
-               "--vary", "seq_len=uniform:3:40", "--buckets", "pow2"]
-    argv = bench.shaped_bare_options(options, tmp_path / "sequence.txt")
+    config = cli.config_from_args(cli.parse(
+        ["run", "--preset", "seed", "--workload", "tests.own_steps:shaped", "--replays", "60",
+         "--vary", "seq_len=uniform:3:40", "--buckets", "pow2", "--out", "x"]))
+    argv = bench.shaped_bare_options(config, tmp_path / "sequence.txt")
     done = subprocess.run([sys.executable, str(bench.BARE_LOOP), *argv], capture_output=True,
                           text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr

@@ -25,7 +25,7 @@ from profiler_core.cli.timings import WallTimings, format_parts
 from profiler_core.engine.serve import RunRequest, serve
 from profiler_core.engine.stopping import RunStopper
 from profiler_core.spec import hostinfo
-from profiler_core.spec.config import MAX_TIMEOUT_S, is_user_spec
+from profiler_core.spec.config import MAX_TIMEOUT_S, RunConfig, is_user_spec
 from profiler_core.spec.distributed import rank_env
 from profiler_core.spec.errors import (
     ConfigError,
@@ -533,7 +533,7 @@ def _command_bench(args) -> int:
     return 0
 
 
-def _bench_configs(args, known: dict[str, list[str]]) -> dict[str, list[str]]:
+def _bench_configs(args, known: dict[str, list[str]]) -> dict[str, list[str] | RunConfig]:
     """The configs ``bench`` compares: the named reference configs, or the user's own step
     (``--workload`` with its ``--workload-arg`` settings, checked against its signature), which
     the bare loop builds from the same function and runs as a user's loop does."""
@@ -549,13 +549,11 @@ def _bench_configs(args, known: dict[str, list[str]]) -> dict[str, list[str]]:
         for name, value in settings:
             options += ["--workload-arg", f"{name}={value}"]
         label = " ".join([args.workload, *(f"{name}={value}" for name, value in settings)])
-        if args.vary is not None:
-            from profiler_core.spec.config import RunConfig
-
-            RunConfig(workload=args.workload, workload_args=tuple(settings), vary=args.vary,
-                      buckets=args.buckets)  # the shape settings checked before anything runs
-            options += ["--vary", args.vary, "--buckets", args.buckets]
+        if args.vary is not None:  # checked here, before anything runs
             label += f" vary {args.vary} buckets {args.buckets}"
+            return {label: cli.config_from_args(cli.parse(
+                ["run", "--preset", "seed", *options, "--vary", args.vary, "--buckets",
+                 args.buckets, "--out", "bench"]))}
         return {label: options}
     if args.vary is not None:
         raise ConfigError("vary", "bench --vary takes your own step (--workload "

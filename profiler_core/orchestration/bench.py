@@ -13,14 +13,15 @@ import math
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from profiler_core.orchestration.command import run_options_argv
+from profiler_core.orchestration.command import config_to_argv, run_options_argv
+from profiler_core.spec.config import RunConfig
 from profiler_core.spec.errors import ProfilerError
 from profiler_core.spec.progress import ProgressCallback, ProgressCounter, ignore_progress
 from profiler_core.storage.results import RunResult
@@ -113,29 +114,22 @@ def tool_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, 
 
 
 def bare_process(options: Sequence[str], timeout_s: float = 600.0) -> dict[str, float]:
-    """The bare loop in a fresh process; its medians (over a sequence of shapes: each strategy's
-    mean per step, on the sequence and buckets the tool's run of ``options`` has)."""
-    if "--vary" not in options:
-        output = _run_process([sys.executable, str(BARE_LOOP), *options], timeout_s)
-        figures = json.loads(output.strip().splitlines()[-1])
-        return {"eager": float(figures["eager_ms"]), "graph": float(figures["graph_ms"])}
-    with tempfile.TemporaryDirectory(prefix="profiler_core_bench_") as folder:
-        output = _run_process([sys.executable, str(BARE_LOOP),
-                               *shaped_bare_options(options, Path(folder) / "sequence.txt")],
-                              timeout_s)
+    """The bare loop in a fresh process; its medians (over a sequence of shapes, ``--sequence``:
+    each strategy's mean per step)."""
+    output = _run_process([sys.executable, str(BARE_LOOP), *options], timeout_s)
     figures = json.loads(output.strip().splitlines()[-1])
-    return {quantity: float(figures[f"{name}_ms"]) for quantity, name in SHAPED_STRATEGIES.items()}
+    if "--sequence" in options:
+        return {quantity: float(figures[f"{name}_ms"])
+                for quantity, name in SHAPED_STRATEGIES.items()}
+    return {"eager": float(figures["eager_ms"]), "graph": float(figures["graph_ms"])}
 
 
-def shaped_bare_options(options: Sequence[str], sequence_file: Path) -> list[str]:
-    """The bare loop's options for the tool's run of ``options`` (an own step with ``--vary``):
-    its workload and settings, the same seeded sequence of shapes (written to ``sequence_file``),
+def shaped_bare_options(config: RunConfig, sequence_file: Path) -> list[str]:
+    """The bare loop's options for the tool's run of ``config`` (an own step with ``vary``): its
+    workload and settings, the same seeded sequence of shapes (written to ``sequence_file``),
     buckets, warm-up steps and blocks (the run's trials)."""
-    from profiler_core.cli import parser as cli
     from profiler_core.engine.shaped import plan
 
-    config = cli.config_from_args(cli.parse(["run", "--preset", "seed", *options,
-                                             "--out", str(sequence_file)]))
     shape_plan = plan(config)
     sequence_file.write_text("".join(f"{value}\n" for value in shape_plan.sequence), "utf-8")
     argv = ["--workload", str(config.workload), "--sequence", str(sequence_file),
@@ -148,7 +142,7 @@ def shaped_bare_options(options: Sequence[str], sequence_file: Path) -> list[str
     return argv
 
 
-def run_benchmark(rounds: int = 6, configs: dict[str, list[str]] | None = None,
+def run_benchmark(rounds: int = 6, configs: Mapping[str, Sequence[str] | RunConfig] | None = None,
                   progress: ProgressCallback = ignore_progress,
                   tool: Runner = tool_process, bare: Runner = bare_process,
                   quiet_tool: bool = False) -> dict[str, pd.DataFrame]:
@@ -174,17 +168,25 @@ def run_benchmark(rounds: int = 6, configs: dict[str, list[str]] | None = None,
     roles = (*ROLES, QUIET_ROLE) if quiet_tool else ROLES
     counter = ProgressCounter(len(configs) * rounds * len(roles), progress)
     rows = []
-    for name, options in configs.items():
-        for round_index in range(rounds):
-            for role in rotated_roles(round_index, roles):
-                counter.start_phase(f"{name}: round {round_index + 1}/{rounds}, {role}")
-                if role == QUIET_ROLE:
-                    figures = tool([*options, *QUIET_OPTIONS])
-                else:
-                    figures = (tool if role == "tool" else bare)(options)
-                figures["speedup"] = figures["eager"] / figures["graph"]
-                rows.append({"config": name, "round": round_index, "role": role, **figures})
-                counter.advance()
+    with tempfile.TemporaryDirectory(prefix="profiler_core_bench_") as folder:
+        for index, (name, given) in enumerate(configs.items()):
+            if isinstance(given, RunConfig):  # a run of changing shapes: the bare loop is told it
+                options = config_to_argv(given)
+                bare_options = shaped_bare_options(given, Path(folder) / f"sequence-{index}.txt")
+            else:
+                options = bare_options = list(given)
+            for round_index in range(rounds):
+                for role in rotated_roles(round_index, roles):
+                    counter.start_phase(f"{name}: round {round_index + 1}/{rounds}, {role}")
+                    if role == QUIET_ROLE:
+                        figures = tool([*options, *QUIET_OPTIONS])
+                    elif role == "tool":
+                        figures = tool(options)
+                    else:
+                        figures = bare(bare_options)
+                    figures["speedup"] = figures["eager"] / figures["graph"]
+                    rows.append({"config": name, "round": round_index, "role": role, **figures})
+                    counter.advance()
     counter.finish()
     table = pd.DataFrame(rows)
     return {"rounds": table, "fidelity": fidelity_table(table), "tool": tool_figures(table)}

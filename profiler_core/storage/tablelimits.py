@@ -100,13 +100,15 @@ def _duration_s(environment: Mapping[str, Any]) -> float | None:
     return seconds if math.isfinite(seconds) and 0 <= seconds <= 30 * 86_400 else None
 
 
-class TableRefused(RunFormatError):
-    """A table file past a limit (``TableNotText``, ``LineTooLong``, ``TooManyRows``): ``name``
-    is the file as the message names it, ``limit`` the limit passed (bytes of a line, rows)."""
+class TableRefused(ValueError):
+    """A table file past a limit (``TableNotText``, ``LineTooLong``, ``TooManyRows``), raised by
+    :func:`check_table_stream` for its caller to say in its own words (:func:`check_table_file`:
+    a ``RunFormatError``): ``message`` names the file as ``name``, ``limit`` is the limit passed
+    (bytes of a line, rows)."""
 
     def __init__(self, message: str, name: str, limit: int) -> None:
-        super().__init__(message, HINT)
-        self.name, self.limit = name, limit
+        super().__init__(message)
+        self.message, self.name, self.limit = message, name, limit
 
 
 class TableNotText(TableRefused):
@@ -159,6 +161,9 @@ def check_table_stream(stream: IO[bytes], name: str, limit: int,
 
 def check_table_file(path: Path, limit: int) -> None:
     """:func:`check_table_stream` on the file at ``path`` (named by its path), ``MAX_LINE_BYTES``
-    a line."""
+    a line; a refusal is a ``RunFormatError``."""
     with open(path, "rb") as handle:
-        check_table_stream(handle, str(path), limit)
+        try:
+            check_table_stream(handle, str(path), limit)
+        except TableRefused as refused:
+            raise RunFormatError(refused.message, HINT) from None
