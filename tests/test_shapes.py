@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from profiler_core.spec import shapes
@@ -66,3 +68,10 @@ def test_vary_names_its_dimension():
     assert vary.text == "seq_len=lognormal:128:0.6:512"
     with pytest.raises(ConfigError, match="expected NAME=DIST"):
         shapes.parse_vary("uniform:1:2")
+
+
+def test_a_strategy_beats_eager_only_beyond_the_noise():
+    assert shapes.beats_eager(1.2, 1.05)
+    assert not shapes.beats_eager(1.03, 0.97)  # faster, but within eager's own blocks' spread
+    assert not shapes.beats_eager(0.9, math.nan)
+    assert shapes.beats_eager(1.2, math.nan)  # no interval (one block): the point estimate

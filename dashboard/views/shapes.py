@@ -8,6 +8,7 @@ import streamlit as st
 
 from dashboard import ui
 from dashboard.charts import shapes as shape_charts
+from profiler_core.spec.shapes import beats_eager as clearly_faster
 
 run = ui.require_run()
 ui.run_header(run, "Shapes")
@@ -28,10 +29,12 @@ best = strategies.set_index("strategy")
 left, middle, right, last = st.columns(4)
 name = head.get("shapes_best")
 best_speedup = head.get("shapes_best_speedup")
-beats_eager = isinstance(best_speedup, (int, float)) and best_speedup > 1  # NaN is not
-left.metric("Pays most", (str(name) if beats_eager else "eager (none beats it)") if name else "n/a",
+beats_eager = (isinstance(best_speedup, (int, float)) and name in best.index
+               and clearly_faster(float(best_speedup),
+                                              float(best.at[name, "speedup_ci_low"])))
+left.metric("Pays most", (str(name) if beats_eager else "eager") if name else "n/a",
             delta=ui.fmt(head.get("shapes_best_speedup"),
-                         "{:.2f}x eager" if beats_eager else "best other: {:.2f}x"),
+                         "{:.2f}x eager" if beats_eager else "none clearly beats it: best {:.2f}x"),
             delta_color="off",
             delta_arrow="off", help="The largest speedup over eager on the whole sequence (the sums' "
                                     "ratio), among the strategies whose answer padding did not "

@@ -41,7 +41,14 @@ from profiler_core.engine.workloads import TrainingStep
 from profiler_core.spec.config import RunConfig, is_user_spec
 from profiler_core.spec.errors import ConfigError, WorkloadError
 from profiler_core.spec.progress import ProgressCounter
-from profiler_core.spec.shapes import Vary, bucket_edges, bucket_of, padded_share, parse_vary
+from profiler_core.spec.shapes import (
+    Vary,
+    beats_eager,
+    bucket_edges,
+    bucket_of,
+    padded_share,
+    parse_vary,
+)
 from profiler_core.timing import stats
 from profiler_core.timing.trials import Clock, CudaClock, HostClock, interleaved, split_evenly
 
@@ -648,13 +655,19 @@ def shaped_headline(config: RunConfig, shape_plan: ShapePlan, strategies: Any) -
                 f"{int(steps):,} steps" if math.isfinite(float(steps)) else "never pays back")
         if float(row["parity_matches"]) == 0.0:
             pays += " (its parity check differs from eager: see the notes)"
+        low, high = float(row["speedup_ci_low"]), float(row["speedup_ci_high"])
+        interval = f" (95% CI {low:.2f}x-{high:.2f}x)" if math.isfinite(low) and math.isfinite(high) else ""
+        described = f"{shape_plan.vary.dimension} {shape_plan.vary.distribution.describe()}"
+        if beats_eager(speedup, low):
+            verdict = (f"For {described}, {row['label']} pays most: {speedup:.2f}x eager over the "
+                       f"sequence{interval} ({row['padded_share']:.0%} of its work padding); it "
+                       f"{pays}")
+        elif speedup > 1:  # faster, but within what eager's own blocks move
+            verdict = (f"No strategy beats eager beyond the run's noise for {described}: the "
+                       f"best, {row['label']}, runs at {speedup:.2f}x{interval}")
+        else:
+            verdict = (f"No strategy beats eager for {described}: the best, {row['label']}, runs "
+                       f"at {speedup:.2f}x{interval}")
         facts.update(shapes_best=str(row["strategy"]), shapes_best_speedup=speedup,
-                     shapes_verdict=(
-                         f"For {shape_plan.vary.dimension} {shape_plan.vary.distribution.describe()}, "
-                         f"{row['label']} pays most: {speedup:.2f}x eager over the sequence "
-                         f"({row['padded_share']:.0%} of its work padding); it {pays}"
-                         if speedup > 1 else
-                         f"No strategy beats eager for {shape_plan.vary.dimension} "
-                         f"{shape_plan.vary.distribution.describe()}: the best, {row['label']}, "
-                         f"runs at {speedup:.2f}x"))
+                     shapes_verdict=verdict)
     return facts

@@ -298,3 +298,9 @@ def padded_share(sequence: Sequence[int], edges: Sequence[int]) -> float:
     """The share of the work that is padding when every value is padded up to its bucket."""
     padded = sum(bucket_of(v, edges) for v in sequence)
     return (padded - sum(sequence)) / padded if padded else 0.0
+
+
+def beats_eager(speedup: float, ci_low: float) -> bool:
+    """Whether a strategy is faster than eager beyond the noise: its speedup over 1 and, where
+    the run has an interval, the interval's low end too."""
+    return speedup > 1 and (not math.isfinite(ci_low) or ci_low > 1)
