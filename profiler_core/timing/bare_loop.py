@@ -157,13 +157,17 @@ def after(parts) -> None:
         parts["after_step"]()
 
 
-def captured(step, parts, static, device: torch.device, warmup_iters: int, pool=None):
-    """The article's capture: warm-up on a side stream, grads to None, capture; the graph."""
+def captured(step, parts, static, device: torch.device, warmup_iters: int, pool=None,
+             load=None):
+    """The article's capture: warm-up on a side stream (``load(i)``, where given, puts warm-up
+    step ``i``'s batch into ``static`` first), grads to None, capture; the graph."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
-        for _ in range(warmup_iters):
+        for i in range(warmup_iters):
             zero(parts)
+            if load is not None:
+                load(i)
             step(static)
             after(parts)
     torch.cuda.current_stream(device).wait_stream(side)
@@ -265,20 +269,8 @@ def main(argv: list[str]) -> int:
     # Graph, as in the article: warm-up on a side stream, grads to None, capture, replay.
     graph_step, graph_parts = replica()
     static = clone(data[0])
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        for i in range(args.warmup_iters):
-            zero(graph_parts)
-            copy_into(static, data[i % BATCHES])
-            graph_step(static)
-            after(graph_parts)
-    torch.cuda.current_stream(device).wait_stream(side)
-    if graph_parts.get("optimizer") is not None:
-        graph_parts["optimizer"].zero_grad(set_to_none=True)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        graph_step(static)
+    graph = captured(graph_step, graph_parts, static, device, args.warmup_iters,
+                     load=lambda i: copy_into(static, data[i % BATCHES]))
 
     def graph_iteration(i: int) -> None:
         copy_into(static, data[i % BATCHES])
