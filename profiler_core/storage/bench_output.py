@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from profiler_core.spec.errors import ConfigError, SaveError
+from profiler_core.spec.errors import SaveError
 from profiler_core.storage import outputs
 from profiler_core.storage.outputs import (
     MANIFEST_FILE,
@@ -42,10 +42,6 @@ def table_file(name: str) -> str:
     return f"bench_{name}.csv"
 
 
-def _refused(message: str, hint: str) -> ConfigError:
-    return ConfigError("out", message, hint)
-
-
 def bench_files(path: Path) -> Owned:
     """What ``--overwrite`` removes from the benchmark folder ``path``; ``NotOwned`` (naming the
     entry) when it is not wholly one benchmark of this tool: a real folder holding its manifest
@@ -57,16 +53,8 @@ def bench_files(path: Path) -> Owned:
     return owned_folder(path, BENCH_KIND, lambda name: _TABLE_FILE.fullmatch(name) is not None)
 
 
-def _not_replaced(shown: str, why: NotOwned | OSError) -> ConfigError:
-    if isinstance(why, OSError):
-        return _refused(f"{shown} cannot be read ({why.strerror or type(why).__name__}), so the "
-                        "benchmark was not run", "choose a new folder name")
-    if not why.entry:
-        return _refused(f"{shown} already exists and is not a benchmark folder of this tool, so "
-                        "the benchmark was not run", "choose a new folder name")
-    return _refused(f"{shown} holds a benchmark of this tool and more: {why}, so the benchmark "
-                    "was not run", "move what you keep out of it, or choose a new folder name; "
-                    "--overwrite replaces only a folder holding nothing but tables this tool wrote")
+BENCH_FOLDER = outputs.FolderKind("benchmark", "the benchmark's tables", "runs/bench",
+                                  "the benchmark was not run", "tables")
 
 
 def check_bench_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
@@ -74,19 +62,7 @@ def check_bench_output(directory: str | os.PathLike, overwrite: bool = False) ->
     parent can be written, or (``overwrite``) one of this tool's benchmark folders holding
     nothing else (:func:`bench_files`). Anything else is refused with ``ConfigError`` on ``out``
     and left untouched; nothing is created."""
-    shown = repr(os.fspath(directory))
-    target = outputs.folder_target(directory, "the benchmark's tables", "runs/bench", _refused)
-    if os.path.lexists(target):
-        try:
-            bench_files(target)
-        except (NotOwned, OSError) as why:
-            raise _not_replaced(shown, why) from None
-        if not overwrite:
-            raise _refused(f"{shown} already holds a benchmark",
-                           "choose a new folder, or pass --overwrite to replace that benchmark")
-    outputs.check_writable(target, f"the benchmark folder {shown}", lambda reason: _refused(
-        reason, "choose a folder on a writable disk"))
-    return target
+    return outputs.check_output_folder(directory, overwrite, BENCH_FOLDER, bench_files)
 
 
 def _write_into(folder: Path, tables: Mapping[str, pd.DataFrame]) -> None:
@@ -116,7 +92,7 @@ def write_bench_tables(tables: Mapping[str, pd.DataFrame], directory: str | os.P
             try:
                 replace_folder(target, bench_files, new=staging)  # checked again once aside
             except NotOwned as why:
-                raise _not_replaced(repr(str(target)), why) from None
+                raise outputs.not_replaced(BENCH_FOLDER, repr(str(target)), why) from None
         else:
             os.replace(staging, target)
     except OSError as error:

@@ -359,3 +359,57 @@ def replace_file(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+@dataclass(frozen=True)
+class FolderKind:
+    """A kind of output folder the tool writes whole (a run, a benchmark), in the words of its
+    refusals: ``noun`` ("run"), ``what`` the folder holds ("the run"), an ``example`` path,
+    what a refusal leaves undone (``consequence``) and what its files are (``files``)."""
+
+    noun: str
+    what: str
+    example: str
+    consequence: str
+    files: str
+
+
+def _refused_out(message: str, hint: str) -> ConfigError:
+    return ConfigError("out", message, hint)
+
+
+def not_replaced(kind: FolderKind, shown: str, why: NotOwned | OSError) -> ConfigError:
+    """The refusal of a folder of ``kind`` that ``--overwrite`` may not replace (``why``)."""
+    if isinstance(why, OSError):
+        return _refused_out(f"{shown} cannot be read ({why.strerror or type(why).__name__}), so "
+                            f"{kind.consequence}", "choose a new folder name")
+    if not why.entry:
+        return _refused_out(f"{shown} already exists and is not a {kind.noun} folder of this tool, "
+                            f"so {kind.consequence}", "choose a new folder name")
+    return _refused_out(f"{shown} holds a {kind.noun} of this tool and more: {why}, so "
+                        f"{kind.consequence}", "move what you keep out of it, or choose a new "
+                        "folder name; --overwrite replaces only a folder holding nothing but "
+                        f"{kind.files} this tool wrote")
+
+
+def check_output_folder(directory: str | os.PathLike, overwrite: bool, kind: FolderKind,
+                        files_of: Callable[[Path], Owned]) -> Path:
+    """The folder of ``kind`` to write, checked before anything runs: a new folder whose parent
+    can be written, or (``overwrite``) one of this tool's folders of that kind holding nothing
+    else (``files_of`` raises ``NotOwned`` otherwise). Anything else is refused with
+    ``ConfigError`` on ``out`` and left untouched; nothing is created (the parents made to probe
+    the location are removed)."""
+    shown = repr(os.fspath(directory))
+    target = folder_target(directory, kind.what, kind.example, _refused_out)
+    if os.path.lexists(target):
+        try:
+            files_of(target)
+        except (NotOwned, OSError) as why:
+            raise not_replaced(kind, shown, why) from None
+        if not overwrite:
+            raise _refused_out(f"{shown} already holds a {kind.noun}",
+                               f"choose a new folder, or pass --overwrite to replace that "
+                               f"{kind.noun}")
+    check_writable(target, f"the {kind.noun} folder {shown}", lambda reason: _refused_out(
+        reason, "choose a folder on a writable disk"))
+    return target

@@ -150,17 +150,7 @@ def write_run_folder(target: Path, write_files: Callable[[Path], Iterable[str]])
     return target
 
 
-def _not_replaced(shown: str, why: NotOwned | OSError) -> ConfigError:
-    if isinstance(why, OSError):
-        return _refused_output(f"{shown} cannot be read ({why.strerror or type(why).__name__}), "
-                               "so nothing was written there", "choose a new folder name")
-    if not why.entry:
-        return _refused_output(f"{shown} already exists and is not a run folder of this tool, so "
-                               "nothing was written there", "choose a new folder name")
-    return _refused_output(
-        f"{shown} holds a run of this tool and more: {why}, so nothing was written there",
-        "move what you keep out of it, or choose a new folder name; --overwrite replaces "
-        "only a folder holding nothing but files this tool wrote")
+RUN_FOLDER = outputs.FolderKind("run", "the run", "runs/seed", "nothing was written there", "files")
 
 
 def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
@@ -169,18 +159,7 @@ def check_output(directory: str | os.PathLike, overwrite: bool = False) -> Path:
     else (:func:`run_files`). Anything else is refused with ``ConfigError`` on ``out`` and left
     untouched. The path is taken as :func:`outputs.output_path` reads it (``~`` expanded, ``..``
     taken lexically); nothing is created (the parents made to probe the location are removed)."""
-    shown = repr(os.fspath(directory))
-    target = outputs.folder_target(directory, "the run", "runs/seed", _refused_output)
-    if os.path.lexists(target):
-        try:
-            run_files(target)
-        except (NotOwned, OSError) as why:
-            raise _not_replaced(shown, why) from None
-        if not overwrite:
-            raise _refused_output(f"{shown} already holds a run",
-                                  "choose a new folder, or pass --overwrite to replace that run")
-    check_writable(target, f"the run folder {shown}")
-    return target
+    return outputs.check_output_folder(directory, overwrite, RUN_FOLDER, run_files)
 
 
 def check_writable(target: Path, described: str) -> None:
@@ -353,7 +332,7 @@ class RunResult:
                 try:
                     replace_folder(target, run_files, new=staging)  # checked again once aside
                 except NotOwned as why:
-                    raise _not_replaced(repr(str(target)), why) from None
+                    raise outputs.not_replaced(RUN_FOLDER, repr(str(target)), why) from None
             else:
                 os.replace(staging, target)
         except BaseException:
