@@ -181,21 +181,31 @@ def test_every_mode_is_prepared_through_the_registry_with_its_phases_and_one_tim
     assert {p.phase for p in seen} >= {"setup", "compile preparation"}
 
 
-def test_skip_reasons_are_collected_from_inductors_log():
+def test_skip_reasons_are_collected_from_inductors_and_dynamos_logs():
     import logging
 
-    watcher = modes.SkipReasons()
-    log = logging.getLogger("torch._inductor.cudagraph_utils.__anything")
-    logging.getLogger("torch._inductor").addHandler(watcher)
-    try:
+    with modes.SkipReasons().watching() as watcher:
+        log = logging.getLogger("torch._inductor.cudagraph_utils.__anything")
         log.warning("skipping cudagraphs due to mutated inputs (1 instances)")
         log.warning("skipping cudagraphs due to mutated inputs (1 instances)")
         log.warning("something else")
-    finally:
-        logging.getLogger("torch._inductor").removeHandler(watcher)
-    assert watcher.reasons == ["skipping cudagraphs due to mutated inputs (1 instances)"]
+        log.warning("CUDAGraph supports dynamic shapes by recording a new graph for each distinct "
+                    "input size. Recording too many CUDAGraphs may lead to extra overhead. We have "
+                    "observed 9 distinct sizes. Please consider the following options")
+        dynamo = logging.getLogger("torch._dynamo.convert_frame")
+        for _ in range(2):
+            dynamo.warning("torch._dynamo hit config.%s (%s)\n   function: %s\n   last reason: %s",
+                           "recompile_limit", 8, "'forward' (model.py:12)", "size mismatch")
+    assert watcher.reasons == [
+        "skipping cudagraphs due to mutated inputs (1 instances)",
+        "CUDAGraph supports dynamic shapes by recording a new graph for each distinct input size. "
+        "Recording too many CUDAGraphs may lead to extra overhead.",
+        "torch._dynamo hit config.recompile_limit (8); function: 'forward' (model.py:12)"]
+    assert all(watcher not in logging.getLogger(name).handlers for name in modes.COMPILE_LOGGERS)
     # without CUDA (or a torch that does not say) the count is a number or NaN, never an error
     assert isinstance(modes.cuda_graphs_recorded(torch.device("cuda", 0)), float)
+    assert isinstance(modes.cuda_graphs_recorded(torch.device("cuda"), frozenset()), float)
+    assert modes.graph_functions(torch.device("cuda")) in (None, frozenset())
 
 
 def test_what_torch_warns_while_a_mode_is_prepared_becomes_a_note_of_the_run(monkeypatch):

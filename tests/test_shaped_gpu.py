@@ -23,7 +23,8 @@ def test_every_strategy_on_a_lognormal_sequence_of_lengths(tmp_path, capsys):
                  "--out", str(out)]) == 0
     print("\n" + "\n".join(line for line in capsys.readouterr().out.splitlines()
                            if line.strip().startswith(shaped.STRATEGIES) or "Verdict" in line
-                           or line.startswith("Every strategy") or "parity" in line))
+                           or line.startswith("Every strategy") or "parity" in line
+                           or "compile" in line or "rehears" in line))
     run = RunResult.load(out)
     strategies = run.table("strategies").set_index("strategy")
     assert list(strategies.index) == list(shaped.STRATEGIES)
@@ -36,7 +37,11 @@ def test_every_strategy_on_a_lognormal_sequence_of_lengths(tmp_path, capsys):
     measured = strategies.loc[list(shaped.GRAPHED), "speedup"]
     print("predicted / measured:", (predicted / measured).round(3).to_dict())
     assert ((predicted / measured - 1).abs() < 0.25).all()
-    assert strategies.at["compile_ro", "graphs"] >= 1
+    assert strategies.at["compile_ro", "graphs"] >= 1, run.notes
+    # the untimed rehearsal before the graph strategies: the same captures cost about the same
+    # whichever strategy makes them first
+    shared, own = (strategies.at[name, "one_time_ms"] for name in ("buckets", "buckets_own_pools"))
+    assert 1 / 3 < shared / own < 3
 
 
 def test_the_bare_loop_pads_an_own_step_over_the_tools_sequence(tmp_path):

@@ -29,6 +29,7 @@ from dashboard.charts.common import (
     wrap,
 )
 from dashboard.charts.palette import REFERENCE_COLOR, SERIES_COLORS, STEP_PART_COLORS
+from profiler_core.spec.metrics import STEP_METHOD_LABELS
 
 LATENCY_LABELS = {"gpu_ms": "ms per step (CUDA events)", "wall_ms": "ms per step (wall clock)"}
 
@@ -220,7 +221,7 @@ def timing_methods_bars(timing: pd.DataFrame) -> go.Figure:
     timing = finite_frame(timing, ("eager_median_ms", "graph_median_ms", "speedup"))
     labels = []
     for raw, speedup in zip(timing["label"], timing["speedup"]):
-        word = "'speedup'" if raw == "article: perf_counter, no sync" else "speedup"
+        word = "'speedup'" if raw == STEP_METHOD_LABELS["article_no_sync"] else "speedup"
         label = wrap(raw)
         if np.isfinite(speedup):
             label += f"<br><b>{word} {speedup:.2f}x</b>"

@@ -92,14 +92,16 @@ def format_summary(result: RunResult) -> str:
         f"{config.capture_iters} step(s) per graph, {config.replays} replays, "
         f"{config.total_eager_iters} eager steps, {config.trial_count} interleaved trials",
         numerics_summary_line(env.get(NUMERICS_KEY) or {}),
-        "",
-        "Counters (the article's static_counter lessons)",
     ]
+    # a run of changing shapes says its figures in the strategies' table alone: its "graph" is
+    # one strategy of several, and the one-shape lines below would read as the whole answer
+    shaped = bool(config.vary)
     counters = result.table("counters")
     if len(counters):
-        lines.append(counters[["phase", "predicted", "observed", "match"]].to_string(index=False))
+        lines += ["", "Counters (the article's static_counter lessons)",
+                  counters[["phase", "predicted", "observed", "match"]].to_string(index=False)]
     stats = result.table("stats")
-    if len(stats):
+    if len(stats) and not shaped:
         lines += ["", "Time per training step (median, p10-p90, n)"]
         table = []
         for timing in SHOWN_METHODS:
@@ -113,7 +115,7 @@ def format_summary(result: RunResult) -> str:
             if row["eager"] != "n/a" or row["graph"] != "n/a":
                 table.append(row)
         lines.append(pd.DataFrame(table).to_string(index=False))
-    if figures.holds("graph", "speedup") and config.is_cuda:
+    if figures.holds("graph", "speedup") and config.is_cuda and not shaped:
         lines += ["",
                   f"Speedup (median eager / median graph, "
                   f"{STEP_METHOD_LABELS.get(pair.timing_method, pair.timing_method)}): "
@@ -137,7 +139,7 @@ def format_summary(result: RunResult) -> str:
                          f"{head['parity_max_abs_diff']:.3g}, relative {head['parity_max_rel_diff']:.3g}")
         lines += prediction_lines(head, figures)
     modes = result.table("modes")
-    if len(modes) > 1:
+    if len(modes) > 1 and not shaped:
         lines += ["", "Every mode (steady state; speedup over eager with its 95% CI; one-time cost)"]
         shown = modes.assign(
             speedup=[f"{s:.2f}x ({lo:.2f}-{hi:.2f})" for s, lo, hi in

@@ -137,9 +137,17 @@ def _step_mode(name: str, step: TrainingStep, batches: Batches) -> Mode:
     return Mode(name, 1, lambda i: step.eager_step(*batches[i % len(batches)]))
 
 
+COMPILE_LOGGERS = ("torch._inductor", "torch._dynamo")
+# what torch.compile says when it gives fewer graphs than asked for
+FEWER_GRAPHS_MESSAGES = ("skipping cudagraphs", "hit config.", "distinct sizes")
+
+
 class SkipReasons(logging.Handler):
-    """Collects Inductor's "skipping cudagraphs due to ..." messages (they propagate to the
-    ``torch._inductor`` logger whatever artifact logger emits them in a given torch version)."""
+    """Collects what torch.compile says when it gives fewer CUDA graphs than asked for:
+    Inductor's "skipping cudagraphs due to ...", Dynamo's "hit config.recompile_limit" (the
+    function runs eagerly from then on; its name kept) and Inductor's warning that it records a
+    graph for each of many distinct sizes. They propagate to ``torch._inductor`` and
+    ``torch._dynamo`` whatever artifact logger emits them in a given torch version."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -147,27 +155,65 @@ class SkipReasons(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
-        if "skipping cudagraphs" in message and message not in self.reasons:
-            self.reasons.append(message.strip().splitlines()[0][:300])
+        if not any(marker in message for marker in FEWER_GRAPHS_MESSAGES):
+            return
+        lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+        reason = "; ".join(lines[:2] if "hit config." in message else lines[:1])
+        # the count it warns at is its warning limit's, not the run's: the graphs are counted
+        reason = reason.split(" We have observed")[0][:300]
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+
+    @contextmanager
+    def watching(self) -> Iterator[SkipReasons]:
+        """The handler on the compile loggers for the block's duration."""
+        loggers = [logging.getLogger(name) for name in COMPILE_LOGGERS]
+        for log in loggers:
+            log.addHandler(self)
+        try:
+            yield self
+        finally:
+            for log in loggers:
+                log.removeHandler(self)
 
 
-def cuda_graphs_recorded(device: torch.device) -> float:
-    """CUDA graphs in Inductor's graph trees for the device; NaN where this torch does not say."""
+def _graph_tree_manager(device: torch.device) -> Any:
+    """Inductor's graph-tree manager of the device; None where it has none yet, AttributeError
+    where this torch does not say."""
     try:
         from torch._inductor import cudagraph_trees
 
-        manager = cudagraph_trees.get_manager(device.index, create_if_none_exists=False)
-    except (ImportError, AttributeError, TypeError, RuntimeError):
-        return math.nan
-    if manager is None:
-        return 0.0
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return cudagraph_trees.get_manager(index, create_if_none_exists=False)
+    except (ImportError, TypeError, RuntimeError, AssertionError) as error:
+        raise AttributeError(str(error)) from error
 
-    def count(nodes) -> int:
-        return sum(1 + sum(count(children) for children in node.children.values())
-                   for node in nodes)
 
+def graph_functions(device: torch.device) -> frozenset[Any] | None:
+    """The functions Inductor's graph trees know for the device so far (the ids of compiled
+    forwards and backwards, one per distinct size with dynamic shapes); None where this torch
+    does not say. Taken before and after a compilation, they tell its functions apart."""
     try:
-        return float(sum(count(nodes) for nodes in manager.roots.values()))
+        manager = _graph_tree_manager(device)
+        return frozenset() if manager is None else frozenset(manager.ids_to_funcs)
+    except AttributeError:
+        return None
+
+
+def cuda_graphs_recorded(device: torch.device, functions: frozenset[Any] | None = None) -> float:
+    """CUDA graphs in Inductor's graph trees for the device (those whose tree starts at one of
+    ``functions``, where given); NaN where this torch does not say."""
+    try:
+        manager = _graph_tree_manager(device)
+        if manager is None:
+            return 0.0
+
+        def count(nodes) -> int:
+            return sum(1 + sum(count(children) for children in node.children.values())
+                       for node in nodes)
+
+        return float(sum(count(nodes) for function, nodes in manager.roots.items()
+                         if functions is None or function in functions))
     except AttributeError:
         return math.nan
 
@@ -179,17 +225,12 @@ def prepare_compiled(config: RunConfig, device: torch.device, batches: Batches,
     name = "compile_ro" if reduce_overhead else "compile"
     step = TrainingStep(config, device, graphed=False)
     step.compile("reduce-overhead" if reduce_overhead else None)
-    watcher = SkipReasons()
-    inductor_log = logging.getLogger("torch._inductor")
-    inductor_log.addHandler(watcher)
-    try:
+    with SkipReasons().watching() as watcher:
         baseline, started = preparation_baseline(device), time.perf_counter()
         for i in range(PREPARE_ITERS):
             step.eager_step(*batches[i % len(batches)], count=False)
         _synchronize(device)
         one_time_ms = (time.perf_counter() - started) * 1e3
-    finally:
-        inductor_log.removeHandler(watcher)
     details: dict[str, Any] = {}
     if reduce_overhead:
         details = {"graphs_recorded": cuda_graphs_recorded(device) if device.type == "cuda" else 0.0,

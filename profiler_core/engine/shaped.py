@@ -22,7 +22,7 @@ each strategy beside two eager replicas on the same steps.
 from __future__ import annotations
 
 import dataclasses
-import logging
+import gc
 import math
 import time
 from collections.abc import Callable
@@ -34,7 +34,7 @@ import torch
 
 from profiler_core.engine import parity
 from profiler_core.engine.batches import Batch, copy_into, static_copy
-from profiler_core.engine.modes import SkipReasons, cuda_graphs_recorded
+from profiler_core.engine.modes import SkipReasons, cuda_graphs_recorded, graph_functions
 from profiler_core.engine.user_workload import build_parts, check_step_batch
 from profiler_core.engine.workload_models import MODELS
 from profiler_core.engine.workloads import TrainingStep
@@ -82,6 +82,8 @@ class Strategy:
     pool_bytes_per_bucket: dict[int, float] = field(default_factory=dict)
     peak_bytes: float = math.nan
     skip_reasons: list[str] = field(default_factory=list)
+    # where the graphs are recorded as it runs (torch.compile): counts them, after the timing
+    count_graphs: Callable[[], float] | None = None
     # the batches its preparation trained on, in order (warm-ups, a compile's first pass): the
     # parity check's eager replicas train on them too
     pre_steps: list[Batch] = field(default_factory=list)
@@ -227,6 +229,7 @@ class Preparer:
         source_class = OwnShapeSource if is_user_spec(config.workload) else ShapeSource
         self.source = source_class(config, shape_plan.vary, shape_plan.sequence, shape_plan.top,
                                    device)
+        self.rehearsal_ms: float | None = None  # the untimed captures before the first graph
 
     def prepare(self, name: str) -> Strategy:
         if name == "eager":
@@ -239,8 +242,25 @@ class Preparer:
             edges = (self.plan.top,) if name == "pad_max" else self.plan.edges
             if self.device.type != "cuda":
                 return self._padded_eagerly(name, edges)
+            if self.rehearsal_ms is None:
+                self.rehearsal_ms = self._rehearse()
             return self._graphs(name, edges, shared=name != "buckets_own_pools")
         return self._compiled(name)
+
+    def _rehearse(self) -> float:
+        """Every bucket warmed up and captured once, untimed, on a replica then dropped, before
+        the first graph strategy (ms). A process's first warm-up and capture of a shape load its
+        kernels and make handles, seconds where the same captures take tens of milliseconds
+        later; charged to whichever strategy came first, they would decide the break-even
+        between strategies by their order. Each is measured in the same warmed state instead."""
+        _synchronize(self.device)
+        started = time.perf_counter()
+        rehearsal = self._graphs("rehearsal", self.plan.edges, shared=True)
+        del rehearsal
+        gc.collect()  # the graphs and their pool go with the last reference to the replica
+        _synchronize(self.device)
+        torch.cuda.empty_cache()
+        return (time.perf_counter() - started) * 1e3
 
     def _padded_eagerly(self, name: str, edges: tuple[int, ...]) -> Strategy:
         """On a CPU: the padded batches, run eagerly (what padding costs, without graphs)."""
@@ -305,31 +325,39 @@ class Preparer:
                         float(torch.cuda.max_memory_allocated(device)), pre_steps=pre_steps)
 
     def _compiled(self, name: str) -> Strategy:
-        """torch.compile on the exact shapes: one pass over every distinct shape of the sequence
-        before timing (its compilations and recordings, the one-time cost)."""
+        """torch.compile on the exact shapes, as a user writes it (``dynamic`` left to torch for
+        ``compile_ro``, ``True`` for ``compile_dynamic``): before timing, every distinct shape of
+        the sequence once to compile and, with reduce-overhead, once more to record (Inductor's
+        graph trees warm a function up on its first call and record on its next): the one-time
+        cost. Its graphs are counted after the timing (``count_graphs``), as the run left them."""
         config, device, source = self.config, self.device, self.source
         step = TrainingStep(config, device, graphed=False)
         reduce_overhead = device.type == "cuda"
-        step.compile("reduce-overhead" if reduce_overhead else None, dynamic=name == "compile_dynamic")
-        watcher = SkipReasons()
-        inductor_log = logging.getLogger("torch._inductor")
-        inductor_log.addHandler(watcher)
+        step.compile("reduce-overhead" if reduce_overhead else None,
+                     dynamic=True if name == "compile_dynamic" else None)
         first_of: dict[int, int] = {}
         for i, value in enumerate(self.plan.sequence):
             first_of.setdefault(value, i)
-        try:
+        passes = 2 if reduce_overhead else 1
+        known_before = graph_functions(device) if reduce_overhead else None
+        with SkipReasons().watching() as watcher:
             _synchronize(device)
             started = time.perf_counter()
-            for i in first_of.values():
-                step.eager_step(*source.exact(i), count=False)
+            for _ in range(passes):
+                for i in first_of.values():
+                    step.eager_step(*source.exact(i), count=False)
             _synchronize(device)
             one_time_ms = (time.perf_counter() - started) * 1e3
-        finally:
-            inductor_log.removeHandler(watcher)
-        graphs = cuda_graphs_recorded(device) if reduce_overhead else math.nan
+        known_after = graph_functions(device) if reduce_overhead else None
+        own = (known_after - known_before
+               if known_before is not None and known_after is not None else None)
+
+        def count_graphs() -> float:
+            return cuda_graphs_recorded(device, own) if own is not None else math.nan
         return Strategy(name, lambda i: step.eager_step(*source.exact(i)), step, one_time_ms,
-                        graphs, skip_reasons=watcher.reasons,
-                        pre_steps=[source.exact(i) for i in first_of.values()])
+                        skip_reasons=watcher.reasons,
+                        count_graphs=count_graphs if reduce_overhead else None,
+                        pre_steps=[source.exact(i) for i in first_of.values()] * passes)
 
 
 @dataclass
@@ -348,8 +376,8 @@ def time_strategies(strategies: list[Strategy], steps: int, trials: int, clock: 
     from profiler_core.timing.trials import Mode
 
     ms = {s.name: [math.nan] * steps for s in strategies}
-    blocks: dict[str, list[float]] = {s.name: [] for s in strategies}
     sizes = split_evenly(steps, trials)
+    blocks = {s.name: [math.nan] * len(sizes) for s in strategies}
     starts = np.cumsum([0, *sizes[:-1]])
     modes = [Mode(s.name, 1, s.run) for s in strategies]
     for trial, mode in interleaved(modes, trials):
@@ -363,7 +391,7 @@ def time_strategies(strategies: list[Strategy], steps: int, trials: int, clock: 
         clock.synchronize()
         times = [clock.elapsed_ms(marks[k], marks[k + 1]) for k in range(count)]
         ms[mode.name][first:first + count] = times
-        blocks[mode.name].append(float(sum(times)))
+        blocks[mode.name][trial] = float(sum(times))
         progress.advance(count, f"trial {trial + 1}/{trials}, {mode.name}")
     return ShapedTiming(ms, blocks)
 
@@ -383,8 +411,10 @@ def strategy_rows(strategies: list[Strategy], timing: ShapedTiming, shape_plan: 
         values = np.asarray(timing.ms[strategy.name], dtype=float)
         summary = stats.summarize(values)
         total = float(np.nansum(values))
-        speedup, low, high = stats.median_ratio_ci(eager_blocks, timing.blocks[strategy.name],
-                                                   seed=seed)
+        blocks = timing.blocks[strategy.name]
+        _, low, high = stats.paired_sum_ratio_ci(eager_blocks, blocks, seed=seed)
+        blocks_speedup = float(np.nanmedian(eager_blocks) / np.nanmedian(blocks)) \
+            if np.isfinite(blocks).any() and np.isfinite(eager_blocks).any() else math.nan
         saving_per_step = (eager_sum - total) / steps if steps else math.nan
         pays = (strategy.one_time_ms / saving_per_step if saving_per_step > 0 else math.inf)
         edges = ((shape_plan.top,) if strategy.name == "pad_max" else shape_plan.edges) \
@@ -399,7 +429,7 @@ def strategy_rows(strategies: list[Strategy], timing: ShapedTiming, shape_plan: 
             "speedup": eager_sum / total if total > 0 else math.nan,
             "speedup_ci_low": low if strategy.name != "eager" else math.nan,
             "speedup_ci_high": high if strategy.name != "eager" else math.nan,
-            "blocks_speedup": speedup,
+            "blocks_speedup": blocks_speedup,
             "padded_share": padded_share(shape_plan.sequence, edges) if edges else 0.0,
             "buckets": len(edges) if edges else math.nan,
             "one_time_ms": strategy.one_time_ms, "graphs": strategy.graphs,
@@ -525,6 +555,13 @@ def run_shaped(config: RunConfig, device: torch.device, phases: Any, progress: P
         with phases.phase(f"{name} preparation"):
             strategies.append(preparer.prepare(name))
         state.notes.extend(f"{name}: {reason}" for reason in strategies[-1].skip_reasons)
+    if preparer.rehearsal_ms is not None:
+        state.notes.append(
+            f"before the graph strategies every bucket was warmed up and captured once, untimed, "
+            f"on a replica then dropped ({preparer.rehearsal_ms:.0f} ms): a process's first "
+            "capture of a shape loads kernels and makes handles, which would be charged to "
+            "whichever strategy came first; a training process pays it once, whichever strategy "
+            "it uses")
     state.numerics = read_flags()
     if shape_plan.vary.dimension == "batch" and any(
             isinstance(module, torch.nn.modules.batchnorm._BatchNorm)
@@ -538,7 +575,9 @@ def run_shaped(config: RunConfig, device: torch.device, phases: Any, progress: P
         timing = time_strategies(strategies, len(shape_plan.sequence), config.trial_count,
                                  clock_for(device), progress)
     # the figures stay; the replicas and graphs go before the prediction's and parity's own
-    costs = [dataclasses.replace(s, run=_no_step, step=None, pre_steps=[]) for s in strategies]
+    costs = [dataclasses.replace(s, run=_no_step, step=None, pre_steps=[], count_graphs=None,
+                                 graphs=s.count_graphs() if s.count_graphs else s.graphs)
+             for s in strategies]
     source = preparer.source
     del strategies, preparer
     if device.type == "cuda":

@@ -89,7 +89,7 @@ TIMING_METHODS: tuple[TimingMethodSpec, ...] = (  # in the order every reader sh
     TimingMethodSpec("cold_event", "cold start (CUDA events)", ALL_MODES),
     TimingMethodSpec("cold_wall", "cold start (wall clock)", ALL_MODES),
     TimingMethodSpec("block_sync", "loop closed by one sync", ALL_MODES),
-    TimingMethodSpec("article_no_sync", "article: perf_counter, no sync", ALL_MODES),
+    TimingMethodSpec("article_no_sync", "article's method: no sync", ALL_MODES),
     TimingMethodSpec("host_issue", "host time to issue a step (the launching thread's cost)",
                      ALL_MODES, shown=False, has_speedup=False, ranks="slowest_rank"),
     TimingMethodSpec("held_replay", "the graph's replay queued behind held GPU work, no profiler",

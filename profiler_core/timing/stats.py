@@ -58,6 +58,29 @@ def median_ratio_ci(numerator_ms, denominator_ms, confidence: float = 0.95, resa
     return float(np.median(a) / np.median(b)), float(low), float(high)
 
 
+def paired_sum_ratio_ci(numerator_ms, denominator_ms, confidence: float = 0.95,
+                        resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """sum(numerator) / sum(denominator) over paired blocks (block ``k`` of each side timed the
+    same steps) and its percentile-bootstrap interval, the blocks resampled together, so the
+    interval is of the ratio it stands beside. A pair with a NaN (a block not timed) is left out.
+    Returns (ratio, low, high); NaNs when no pair is left or the denominator sums to nothing.
+    """
+    a = np.asarray(numerator_ms, dtype=float)
+    b = np.asarray(denominator_ms, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired blocks differ in number: {a.size} and {b.size}")
+    both = np.isfinite(a) & np.isfinite(b)
+    a, b = a[both], b[both]
+    if a.size == 0 or b.sum() <= 0:
+        return math.nan, math.nan, math.nan
+    picks = np.random.default_rng(seed).integers(0, a.size, size=(resamples, a.size))
+    sums_b = b[picks].sum(axis=1)
+    ratios = a[picks].sum(axis=1)[sums_b > 0] / sums_b[sums_b > 0]
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(ratios, [tail, 100.0 - tail])
+    return float(a.sum() / b.sum()), float(low), float(high)
+
+
 def break_even_iterations(one_time_cost_ms: float, eager_ms: float, graph_ms: float) -> float:
     """Training steps after which a one-time cost is paid back by the per-step saving (inf if never)."""
     saving = eager_ms - graph_ms
