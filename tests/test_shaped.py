@@ -104,6 +104,25 @@ def test_an_own_step_is_given_its_shapes_and_the_pad_length(tmp_path):
     assert math.isfinite(strategies.at["buckets", "sum_ms"])
 
 
+def test_the_strategies_asked_for_are_timed_and_bench_asks_for_the_bare_loops(tmp_path, capsys):
+    out = tmp_path / "two"
+    assert main(["run", "--workload", "tests.own_steps:shaped", "--device", "cpu", "--replays", "8",
+                 "--vary", "seq_len=uniform:3:20", "--buckets", "8,16,24", "--progress", "none",
+                 "--strategies", "buckets, eager", "--out", str(out)]) == 0
+    run = RunResult.load(out)
+    assert list(run.table("strategies")["strategy"]) == ["eager", "buckets"]
+    assert run.config.strategies == "eager,buckets"
+    assert "compile" not in capsys.readouterr().out.split("Every strategy")[1].split("Verdict")[0]
+    from profiler_core.cli import parser as cli
+    from profiler_core.cli.main import _bench_configs
+    from profiler_core.orchestration.bench import BENCH_CONFIGS, SHAPED_STRATEGIES
+
+    [config] = _bench_configs(cli.parse(["bench", "--workload", "tests.own_steps:shaped", "--vary",
+                                         "seq_len=uniform:3:20"]), BENCH_CONFIGS).values()
+    assert shaped.timed_strategies(config) == tuple(
+        name for name in shaped.CPU_STRATEGIES if name in SHAPED_STRATEGIES.values())
+
+
 def test_a_run_stopped_after_its_timing_keeps_every_strategy_timed(tmp_path, monkeypatch):
     """On an H200 a shaped run stopped in its prediction kept an empty strategies.csv: what was
     timed is in the run from the end of the timed trials on, and the verdict with it."""
@@ -138,6 +157,9 @@ def test_an_own_step_whose_batch_takes_no_such_keyword_says_so(tmp_path, capsys)
     ({"vary": "batch=gamma:1:2"}, "unknown distribution"),
     ({"vary": "batch=4,8", "buckets": "fast"}, "buckets must be pow2, quantiles:N"),
     ({"vary": "batch=4,8", "nproc_per_node": 2}, "cannot be combined with --nproc-per-node"),
+    ({"vary": "batch=4,8", "strategies": "eager,compile"}, "no strategy is called 'compile'"),
+    ({"vary": "batch=4,8", "strategies": "eager,pad_max"}, "leaves out buckets"),
+    ({"strategies": "eager,buckets"}, "strategies are chosen for a run of changing shapes"),
 ])
 def test_a_bad_shape_setting_is_refused_in_one_line(changes, said):
     with pytest.raises(ConfigError, match=said):

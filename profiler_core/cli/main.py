@@ -552,10 +552,14 @@ def _bench_configs(args, known: dict[str, list[str]]) -> dict[str, list[str] | R
             options += ["--workload-arg", f"{name}={value}"]
         label = " ".join([args.workload, *(f"{name}={value}" for name, value in settings)])
         if args.vary is not None:  # checked here, before anything runs
+            from profiler_core.orchestration.bench import SHAPED_STRATEGIES
+
             label += f" vary {args.vary} buckets {args.buckets}"
+            # the tool times the strategies the bare loop has, not compile's minutes of compiling
             return {label: cli.config_from_args(cli.parse(
                 ["run", "--preset", "seed", *options, "--vary", args.vary, "--buckets",
-                 args.buckets, "--out", "bench"]))}
+                 args.buckets, "--strategies", ",".join(SHAPED_STRATEGIES.values()),
+                 "--out", "bench"]))}
         return {label: options}
     if args.vary is not None:
         raise ConfigError("vary", "bench --vary takes your own step (--workload "

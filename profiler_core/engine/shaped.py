@@ -42,17 +42,19 @@ from profiler_core.spec.config import RunConfig, is_user_spec
 from profiler_core.spec.errors import ConfigError, WorkloadError
 from profiler_core.spec.progress import ProgressCounter
 from profiler_core.spec.shapes import (
+    STRATEGY_NAMES,
     Vary,
     beats_eager,
     bucket_edges,
     bucket_of,
     padded_share,
+    parse_strategies,
     parse_vary,
 )
 from profiler_core.timing import stats
 from profiler_core.timing.trials import Clock, CudaClock, HostClock, interleaved, split_evenly
 
-STRATEGIES = ("eager", "pad_max", "buckets", "buckets_own_pools", "compile_ro", "compile_dynamic")
+STRATEGIES = STRATEGY_NAMES
 CPU_STRATEGIES = ("eager", "pad_max", "buckets", "compile_dynamic")
 LABELS = {
     "eager": "eager, exact shapes",
@@ -534,8 +536,15 @@ def _eager_on(step: TrainingStep, batch: Batch) -> Callable[[int], None]:
 
 def units(config: RunConfig) -> int:
     """Steps a shaped run times (for the progress bar): the sequence once per strategy."""
-    names = STRATEGIES if config.is_cuda else CPU_STRATEGIES
-    return len(names) * config.total_eager_iters
+    return len(timed_strategies(config)) * config.total_eager_iters
+
+
+def timed_strategies(config: RunConfig) -> tuple[str, ...]:
+    """The strategies the run times: those it asked for (``strategies``; every one by default)
+    that its device has."""
+    asked = parse_strategies(config.strategies)
+    return tuple(name for name in (STRATEGIES if config.is_cuda else CPU_STRATEGIES)
+                 if name in asked)
 
 
 def run_shaped(config: RunConfig, device: torch.device, phases: Any, progress: ProgressCounter,
@@ -547,7 +556,7 @@ def run_shaped(config: RunConfig, device: torch.device, phases: Any, progress: P
     from profiler_core.engine.numerics import read_flags
 
     shape_plan = plan(config)
-    names = list(STRATEGIES if device.type == "cuda" else CPU_STRATEGIES)
+    names = list(timed_strategies(config))
     preparer = Preparer(config, shape_plan, device)
     strategies = []
     for name in names:

@@ -17,7 +17,7 @@ from profiler_core.spec.errors import ConfigError, quoted, shown, shown_int
 from profiler_core.spec.hostinfo import CPU_LIST_EXAMPLE, format_cpu_list, parse_cpu_list
 from profiler_core.spec.modes import ALWAYS_MEASURED, MODE_NAMES
 from profiler_core.spec.numerics import FLAG_SETTING_DTYPES
-from profiler_core.spec.shapes import check_buckets, check_vary
+from profiler_core.spec.shapes import check_buckets, check_vary, parse_strategies
 from profiler_core.spec.workload_kinds import (
     KNOWN,
     SIZE_FIELDS,
@@ -133,6 +133,8 @@ class RunConfig:
     #                          ("seq_len=lognormal:128:0.6:512", ``spec.shapes``); None: fixed
     buckets: str = "pow2"  # with vary: the sizes a graph per bucket pads up to (pow2,
     #                        quantiles:N, or 128,256,512)
+    strategies: str | None = None  # with vary: the strategies timed, NAME,NAME (eager and
+    #                                buckets among them); None: every one (``spec.shapes``)
 
     def __post_init__(self) -> None:
         if isinstance(self.cpu_affinity, str):  # one spelling per set of CPUs: "2,3,4" is "2-4"
@@ -304,6 +306,14 @@ def _check_shapes(config: RunConfig) -> None:
     if not isinstance(config.buckets, str):
         raise ConfigError("buckets", f"buckets must be text such as pow2; got {quoted(config.buckets)}")
     check_buckets(config.buckets)
+    if config.strategies is not None:
+        if not isinstance(config.strategies, str):
+            raise ConfigError("strategies", f"strategies must be names separated by commas; got "
+                                            f"{quoted(config.strategies)}")
+        if config.vary is None:
+            raise ConfigError("strategies", "strategies are chosen for a run of changing shapes",
+                              "add --vary NAME=DIST, or leave --strategies out")
+        parse_strategies(config.strategies)
     if config.vary is None:
         return
     if not isinstance(config.vary, str):

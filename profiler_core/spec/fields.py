@@ -32,7 +32,12 @@ from profiler_core.spec.modes import (
     extra_modes_choices,
     extra_modes_help,
 )
-from profiler_core.spec.shapes import check_buckets, check_vary
+from profiler_core.spec.shapes import (
+    STRATEGY_NAMES,
+    check_buckets,
+    check_vary,
+    parse_strategies,
+)
 from profiler_core.spec.workload_kinds import (
     BROKEN,
     BUILT_IN,
@@ -256,6 +261,12 @@ FIELDS: tuple[FieldSpec, ...] = (
               "with --vary: the bucket sizes a graph per bucket pads up to: pow2, quantiles:N "
               "(N quantiles of the sequence) or sizes such as 128,256,512", SHAPES,
               CHANGING_SHAPES, metavar="pow2|quantiles:N|SIZES"),
+    FieldSpec("strategies", "Strategies",
+              "The strategies a run of changing shapes times; empty: every one.",
+              "with --vary: the strategies to time, separated by commas, eager and buckets among "
+              "them: " + ", ".join(STRATEGY_NAMES) + " (leave out the torch.compile ones to skip "
+              "their minutes of compiling; default: every strategy)", SHAPES, COMMAND_LINE_ONLY,
+              metavar="NAME,NAME", empty="every strategy"),
     FieldSpec("nproc_per_node", "GPUs (data parallel)",
               "Train on this many GPUs at once with DistributedDataParallel, one process per GPU "
               "under torchrun: every rank is timed, with its communication and the straggler. "
@@ -420,6 +431,8 @@ def read_text(field: FieldSpec, text: str) -> Any:
         text = text.strip()
         if field.name == "vary":
             check_vary(text)
+        elif field.name == "strategies":
+            return ",".join(parse_strategies(text))
         else:
             check_buckets(text)
         return text

@@ -27,6 +27,11 @@ MAX_LIST_VALUES = 4_096
 MAX_FILE_BYTES = 16 * 2**20  # a lengths file, at most
 MAX_BUCKETS = 64
 BUCKET_KINDS = ("pow2", "quantiles", "given")
+# The strategies a run of changing shapes times, in the order every reader shows them
+# (``engine.shaped``); eager and the graph per bucket are always timed: every page compares them.
+STRATEGY_NAMES = ("eager", "pad_max", "buckets", "buckets_own_pools", "compile_ro",
+                  "compile_dynamic")
+ALWAYS_TIMED_STRATEGIES = ("eager", "buckets")
 
 
 def _refuse(message: str, hint: str = DIST_EXAMPLES) -> ConfigError:
@@ -304,3 +309,23 @@ def beats_eager(speedup: float, ci_low: float) -> bool:
     """Whether a strategy is faster than eager beyond the noise: its speedup over 1 and, where
     the run has an interval, the interval's low end too."""
     return speedup > 1 and (not math.isfinite(ci_low) or ci_low > 1)
+
+
+def parse_strategies(text: str | None) -> tuple[str, ...]:
+    """The strategies a run of changing shapes times, in ``STRATEGY_NAMES``' order: every one
+    where ``text`` is None, else those it names, separated by commas (eager and buckets always
+    among them)."""
+    if text is None:
+        return STRATEGY_NAMES
+    names = [name.strip() for name in str(text).split(",") if name.strip()]
+    hint = (f"name some of {', '.join(STRATEGY_NAMES)}, separated by commas, "
+            f"{' and '.join(ALWAYS_TIMED_STRATEGIES)} among them")
+    unknown = [name for name in names if name not in STRATEGY_NAMES]
+    if unknown:
+        raise ConfigError("strategies", f"no strategy is called {quoted(unknown[0])}",
+                          hint)
+    missing = [name for name in ALWAYS_TIMED_STRATEGIES if name not in names]
+    if missing:
+        raise ConfigError("strategies", f"{shown(str(text))} leaves out {missing[0]}, "
+                                        "which every reader compares with eager", hint)
+    return tuple(name for name in STRATEGY_NAMES if name in names)

@@ -26,7 +26,7 @@ fi
 if want bench; then
 echo "=== bench, GPT-style own step over lengths ($(date -u +%T))"
 python3 -c "import random; r = random.Random(0); print('\n'.join(str(min(512, max(16, int(r.lognormvariate(5.0, 0.6))))) for _ in range(2000)))" > "$work/lengths.txt"
-timeout 300 python3 -m profiler_core bench --workload profiler_core.examples.causal_lm_step:build \
+timeout "${BENCH_TIMEOUT:-300}" python3 -m profiler_core bench --workload profiler_core.examples.causal_lm_step:build \
   --workload-arg batch=8 --workload-arg layers=4 --vary "seq_len=file:$work/lengths.txt" \
   --buckets pow2 --rounds 3 --out "$OUT/bench-gpt-lengths" 2>&1 | tail -20
 fi
