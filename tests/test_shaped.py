@@ -198,3 +198,34 @@ def test_every_page_reads_a_run_of_changing_shapes_and_the_shapes_page_draws_it(
     assert (pays.value == "eager") == (not shapes.beats_eager(best, low)), (pays.value, best, low)
     table = next(df.value for df in at.dataframe if "strategy" in df.value.columns)
     assert list(table["strategy"]) == list(shaped.CPU_STRATEGIES)
+
+
+def test_the_verdict_names_the_least_costly_of_the_strategies_as_fast_as_the_fastest():
+    """Measured on an H200: a graph per bucket in pools of their own at 3.519x, in one shared
+    pool at 3.514x (interval 2.98x-4.04x) with 1 GiB less memory: the verdict names the shared
+    pool and says the other measured the same within the run's interval."""
+    import pandas as pd
+
+    from profiler_core.spec import schema
+
+    config = RunConfig(workload="transformer", vary="seq_len=lognormal:128:0.6:512")
+    rows = [("eager", 1.0, math.nan, math.nan, math.nan, 0.0),
+            ("pad_max", 1.95, 1.65, 2.17, 1214.0, 70.0),
+            ("buckets", 3.514, 2.98, 4.04, 1576.0, 281.0),
+            ("buckets_own_pools", 3.519, 2.98, 4.03, 2600.0, 286.0),
+            ("compile_ro", 2.43, 2.10, 2.94, math.nan, 59787.0)]
+    table = pd.DataFrame([{column: math.nan for column in schema.STRATEGY_COLUMNS}
+                          | {"strategy": name, "label": shaped.LABELS[name], "speedup": speedup,
+                             "speedup_ci_low": low, "speedup_ci_high": high,
+                             "pool_bytes": pool * 2**20, "one_time_ms": once,
+                             "break_even_steps": 40.0, "padded_share": 0.3,
+                             "parity_matches": 1.0}
+                          for name, speedup, low, high, pool, once in rows])
+    facts = shaped.shaped_headline(config, shaped.plan(config), table)
+    assert facts["shapes_best"] == "buckets"
+    assert "a pool each measured 3.52x, the same within this run's interval, 1,024 MiB less " \
+           "pool memory" in facts["shapes_verdict"]
+    # one clearly fastest: it is named, whatever its memory
+    table.loc[table["strategy"] == "buckets_own_pools", ["speedup", "speedup_ci_low"]] = [5.0, 4.5]
+    facts = shaped.shaped_headline(config, shaped.plan(config), table)
+    assert facts["shapes_best"] == "buckets_own_pools" and "the same within" not in facts["shapes_verdict"]
