@@ -38,7 +38,11 @@ def stability_summary(found: list[stability.Instability], modes: int,
 def stability_warnings(run: OpenedRun) -> None:
     """One line for every mode whose steady-state timing is unstable
     (``stability.unstable_timing``), which opens into each mode's figures and what they mean,
-    with the host's load and thread count."""
+    with the host's load and thread count. None for a run of changing shapes: its trials hold
+    different shapes, so their spread is the shapes', not noise (the Shapes page's intervals say
+    how far its figures move)."""
+    if run.config.vary:
+        return
     found = stability.unstable_timing(run.table("stats"))
     if not found:
         return

@@ -42,6 +42,9 @@ from profiler_core.storage.runfolder import is_run_dir
 from profiler_core.sweep.store import list_sweeps
 
 SAMPLE_RUN_DIR = Path(__file__).resolve().parent / "sample_run"
+# Further runs measured on an H200 and bundled, each showing a page the sample run cannot (the
+# Shapes page: a run whose shapes change).
+SAMPLE_RUNS_DIR = Path(__file__).resolve().parent / "sample_runs"
 # Sweeps measured on an H200 and bundled, so the Sweep page has something to show without a GPU.
 SAMPLE_SWEEPS_DIR = Path(__file__).resolve().parent / "sample_sweeps"
 SAMPLE_SWEEP_PREFIX = "sample: "
@@ -133,6 +136,14 @@ def resolve_runs_folder(text: Any, roots: list[Path] | None = None) -> Path:
 
 def sample_run_available(path: Path | None = None) -> bool:
     return is_run_dir(path or SAMPLE_RUN_DIR)
+
+
+def sample_runs(folder: Path | None = None) -> list[Path]:
+    """The further bundled runs (``SAMPLE_RUNS_DIR``), by name."""
+    folder = folder or SAMPLE_RUNS_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(path for path in folder.iterdir() if is_run_dir(path))
 
 
 # ----------------------------------------------------------------------------- loading

@@ -161,6 +161,9 @@ def run_options() -> dict[str, str]:
     if rundata.sample_run_available(sample_dir()):
         summary = sample_dir() / rundata.SUMMARY_FILE
         options[SAMPLE] = _sample_label(str(sample_dir()), summary.stat().st_mtime)
+    for path in rundata.sample_runs():
+        label = _sample_label(str(path), (path / rundata.SUMMARY_FILE).stat().st_mtime)
+        options[str(path.resolve())] = label.replace("Bundled sample run", f"Sample {path.name}", 1)
     for row in folder_runs().itertuples(index=False):
         bits = [row.name, row.gpu, row.started]
         if not row.complete:
@@ -208,8 +211,9 @@ def load_option(key: str) -> rundata.OpenedRun:
     path = option_path(key)
     summary = path / rundata.SUMMARY_FILE
     stamp = summary.stat().st_mtime if summary.is_file() else 0.0
-    source = SAMPLE if key == SAMPLE else (
-        "folder" if path.resolve().parent == runs_dir().resolve() else "other")
+    parent = path.resolve().parent
+    source = SAMPLE if key == SAMPLE or parent == rundata.SAMPLE_RUNS_DIR.resolve() else (
+        "folder" if parent == runs_dir().resolve() else "other")
     return _load(str(path), source, stamp)
 
 

@@ -229,3 +229,41 @@ def test_the_verdict_names_the_least_costly_of_the_strategies_as_fast_as_the_fas
     table.loc[table["strategy"] == "buckets_own_pools", ["speedup", "speedup_ci_low"]] = [5.0, 4.5]
     facts = shaped.shaped_headline(config, shaped.plan(config), table)
     assert facts["shapes_best"] == "buckets_own_pools" and "the same within" not in facts["shapes_verdict"]
+
+
+SHAPES_SAMPLE = REPO / "dashboard" / "sample_runs" / "shapes-transformer-lognormal"
+
+
+@pytest.mark.skipif(not SHAPES_SAMPLE.is_dir(), reason="the bundled H200 run of changing shapes "
+                                                        "is not in this checkout")
+def test_the_bundled_h200_run_of_changing_shapes_opens_from_the_run_picker_on_every_page():
+    """The sample measured on an H200 (the transformer, seq_len log-normal): in the sidebar's
+    run picker as a bundled sample, every page opens it, and its figures hold together: each
+    interval holds its speedup, the shared pool holds less than pools of their own, both
+    torch.compile strategies counted their recordings, the verdict names a graph per bucket."""
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard import state
+
+    run = RunResult.load(SHAPES_SAMPLE)
+    table = run.table("strategies").set_index("strategy")
+    assert list(table.index) == list(shaped.STRATEGIES)
+    graphed = table.drop(index="eager")
+    assert ((graphed["speedup_ci_low"] <= graphed["speedup"])
+            & (graphed["speedup"] <= graphed["speedup_ci_high"])).all()
+    assert table.at["buckets", "pool_bytes"] < table.at["buckets_own_pools", "pool_bytes"]
+    assert (table.loc[["compile_ro", "compile_dynamic"], "graphs"] >= 1).all()
+    assert run.headline["shapes_best"] in ("buckets", "buckets_own_pools")
+    assert run.environment["gpu_name"].startswith("NVIDIA")
+
+    at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=90)
+    at.run()
+    key = str(SHAPES_SAMPLE.resolve())
+    assert key in state.run_options()
+    at.session_state[state.OPEN_RUN] = key
+    for page in ("overview", "counters", "latency", "launch_split", "gpu", "kernels", "runs",
+                 "ranks", "shapes"):
+        at.switch_page(f"views/{page}.py").run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+    assert any("Bundled sample run" in caption.value for caption in at.caption)
+    assert any("pays most" in s.value for s in at.success)

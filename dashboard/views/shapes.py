@@ -18,7 +18,8 @@ if strategies.empty:
             "`--vary seq_len=lognormal:128:0.6:512` (the transformer's sequence length), "
             "`--vary batch=...` (any workload), or a keyword of your own step's batch function, "
             "with `--buckets pow2`, times every strategy for changing shapes on one seeded "
-            "sequence.", icon=":material/info:")
+            "sequence. The sidebar's run picker also holds one measured on an H200: "
+            "**Sample shapes-transformer-lognormal**.", icon=":material/info:")
     st.stop()
 
 head = run.headline

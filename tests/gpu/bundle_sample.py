@@ -1,6 +1,9 @@
 """Bundle a run measured on a GPU as a sample of the dashboard (``dashboard/sample_run/`` or a
 run of its own under ``dashboard/sample_runs/``): read back and saved again through
 ``RunResult.save``, its Chrome traces packed (``trace_<mode>.json.gz``, about a tenth the size).
+A run of changing shapes has its strategies' intervals and verdict worked out again from the
+per-step times it recorded (``shape_steps.csv``) by this version's statistics
+(``reanalysed_shapes``): the measurements stay as they were.
 
 Usage: PYTHONPATH=. python tests/gpu/bundle_sample.py RUN_FOLDER TARGET (TARGET must not exist)
 """
@@ -16,10 +19,45 @@ from pathlib import Path
 from profiler_core.storage.results import RunResult
 
 
+def reanalysed_shapes(result: RunResult) -> None:
+    """The strategies' intervals (paired block sums), blocks' speedups and the verdict of a run
+    of changing shapes from its recorded per-step times, as ``engine.shaped`` works them out now;
+    the notes quoting Inductor's per-size warning cut as ``engine.modes.SkipReasons`` cuts it."""
+    import numpy as np
+
+    from profiler_core.engine import shaped
+    from profiler_core.timing import stats
+    from profiler_core.timing.trials import split_evenly
+
+    strategies = result.table("strategies")
+    if strategies.empty:
+        return
+    steps = result.table("shape_steps")
+    sizes = split_evenly(int(result.headline["shapes_steps"]), result.config.trial_count)
+    starts = np.cumsum([0, *sizes[:-1]])
+
+    def blocks(name: str) -> list[float]:
+        ms = steps[steps["strategy"] == name].sort_values("step")["ms"].to_numpy()
+        return [float(ms[start:start + size].sum()) for start, size in zip(starts, sizes)]
+
+    eager = blocks("eager")
+    for index, name in strategies["strategy"].items():
+        own = blocks(str(name))
+        _, low, high = stats.paired_sum_ratio_ci(eager, own, seed=result.config.seed)
+        if name != "eager":
+            strategies.loc[index, ["speedup_ci_low", "speedup_ci_high"]] = [low, high]
+        strategies.loc[index, "blocks_speedup"] = float(np.median(eager) / np.median(own))
+    result.tables["strategies"] = strategies
+    result.headline.update(shaped.shaped_headline(result.config, shaped.plan(result.config),
+                                                  strategies))
+    result.notes = [note.split(" We have observed")[0] for note in result.notes]
+
+
 def bundle(source: Path, target: Path) -> None:
     if target.exists():
         raise SystemExit(f"{target} exists: remove it first")
     result = RunResult.load(source)
+    reanalysed_shapes(result)
     with tempfile.TemporaryDirectory() as packed:
         for mode, path in result.trace_paths.items():
             if path is not None and not str(path).endswith(".gz"):
