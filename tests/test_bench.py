@@ -60,6 +60,38 @@ def test_benchmark_tables_from_fake_processes():
     assert "fidelity" in bench.format_benchmark(tables) and "rounds\n" not in bench.format_benchmark(tables)
 
 
+def test_a_stopped_benchmark_keeps_what_its_finished_processes_measured():
+    """On an H200 a benchmark stopped by its time limit in its ninth process of nine wrote
+    nothing: the rounds that finished are its tables now, and the interruption says how far it
+    got."""
+    done = []
+
+    def tool(options):
+        if "tool" in done:  # round 2's third process (roles rotate: bare, bare, tool)
+            raise KeyboardInterrupt
+        done.append("tool")
+        return {"eager": 1.10, "graph": 0.20}
+
+    def bare(options):
+        done.append("bare")
+        return {"eager": 1.00, "graph": 0.20}
+
+    with pytest.raises(bench.BenchmarkStopped) as stopped:
+        bench.run_benchmark(3, {"small": ["--batch", "8"]}, tool=tool, bare=bare)
+    assert (stopped.value.done, stopped.value.total) == (5, 9)
+    assert str(stopped.value) == "stopped after 5 of 9 processes"
+    tables = stopped.value.tables
+    assert len(tables["rounds"]) == 5
+    fidelity = tables["fidelity"].set_index("quantity")
+    assert fidelity.loc["eager", "tool_over_bare"] == pytest.approx(1.1)
+    assert fidelity.loc["graph", "rounds"] == 1
+    # stopped before any process finished: the rounds table alone, empty
+    with pytest.raises(bench.BenchmarkStopped) as nothing:
+        bench.run_benchmark(1, {"small": []}, tool=lambda o: (_ for _ in ()).throw(KeyboardInterrupt),
+                            bare=bare)
+    assert list(nothing.value.tables) == ["rounds"] and nothing.value.tables["rounds"].empty
+
+
 def test_the_quiet_tool_is_a_fourth_process_that_tells_where_a_gap_comes_from():
     calls = []
 

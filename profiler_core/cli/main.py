@@ -529,13 +529,23 @@ def _command_bench(args) -> int:
     if not torch.cuda.is_available():
         raise NoCudaError("the benchmark needs a CUDA device (torch.cuda.is_available() is False)",
                           "run it on a machine with an NVIDIA GPU and a CUDA build of torch")
+    from profiler_core.orchestration.bench import BenchmarkStopped
+
+    # SIGTERM (a time limit's) stops it like Ctrl-C: the processes that finished are kept
+    signal.signal(signal.SIGTERM, _interrupt)
     bar = cli.BarProgress()
-    tables = run_benchmark(args.rounds, configs, progress=bar, quiet_tool=args.quiet_tool)
+    try:
+        tables = run_benchmark(args.rounds, configs, progress=bar, quiet_tool=args.quiet_tool)
+        stopped = None
+    except BenchmarkStopped as error:
+        tables, stopped = error.tables, error
     bar.close()
+    if stopped is not None:
+        print(f"Benchmark {stopped}: what they measured follows", file=sys.stderr)
     print(format_benchmark(tables))
-    if args.out is not None:
+    if args.out is not None and len(tables["rounds"]):
         print(f"\nWrote {write_bench_tables(tables, args.out, args.overwrite)}")
-    return 0
+    return 130 if stopped is not None else 0
 
 
 def _bench_configs(args, known: dict[str, list[str]]) -> dict[str, list[str] | RunConfig]:

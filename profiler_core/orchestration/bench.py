@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -167,7 +168,20 @@ def run_benchmark(rounds: int = 6, configs: Mapping[str, Sequence[str] | RunConf
     configs = BENCH_CONFIGS if configs is None else configs
     roles = (*ROLES, QUIET_ROLE) if quiet_tool else ROLES
     counter = ProgressCounter(len(configs) * rounds * len(roles), progress)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    try:
+        _run_rounds(rows, rounds, configs, roles, counter, tool, bare)
+    except KeyboardInterrupt:
+        raise BenchmarkStopped(benchmark_tables(rows), len(rows),
+                               len(configs) * rounds * len(roles)) from None
+    counter.finish()
+    return benchmark_tables(rows)
+
+
+def _run_rounds(rows: list[dict[str, Any]], rounds: int,
+                configs: Mapping[str, Sequence[str] | RunConfig], roles: tuple[str, ...],
+                counter: ProgressCounter, tool: Runner, bare: Runner) -> None:
+    """Every config's rounds, each process's figures appended to ``rows`` as it ends."""
     with tempfile.TemporaryDirectory(prefix="profiler_core_bench_") as folder:
         for index, (name, given) in enumerate(configs.items()):
             if isinstance(given, RunConfig):  # a run of changing shapes: the bare loop is told it
@@ -187,9 +201,24 @@ def run_benchmark(rounds: int = 6, configs: Mapping[str, Sequence[str] | RunConf
                     figures["speedup"] = figures["eager"] / figures["graph"]
                     rows.append({"config": name, "round": round_index, "role": role, **figures})
                     counter.advance()
-    counter.finish()
+
+
+def benchmark_tables(rows: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """The benchmark's tables from its processes' figures so far (a round's ratios need the
+    round's tool and bare processes)."""
     table = pd.DataFrame(rows)
+    if table.empty:
+        return {"rounds": table}
     return {"rounds": table, "fidelity": fidelity_table(table), "tool": tool_figures(table)}
+
+
+class BenchmarkStopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped the benchmark: ``tables`` from the processes that finished
+    (``done`` of ``total``)."""
+
+    def __init__(self, tables: dict[str, pd.DataFrame], done: int, total: int) -> None:
+        super().__init__(f"stopped after {done} of {total} processes")
+        self.tables, self.done, self.total = tables, done, total
 
 
 def fidelity_table(rounds: pd.DataFrame) -> pd.DataFrame:
@@ -200,12 +229,12 @@ def fidelity_table(rounds: pd.DataFrame) -> pd.DataFrame:
     for name, group in rounds.groupby("config", sort=False):
         by_role = {role: part.set_index("round") for role, part in group.groupby("role")}
         shaped = "pad_max" in group.columns and bool(group["pad_max"].notna().any())
+
         for quantity in (*QUANTITIES, "pad_max") if shaped else QUANTITIES:
-            tool, bare, again = (by_role[r][quantity] for r in ROLES)
+            tool, bare, again = (_by_round(by_role, r, quantity) for r in ROLES)
             tool_vs_bare = ratio_interval((tool / bare).dropna())
             bare_vs_bare = ratio_interval((again / bare).dropna())
-            quiet_vs_bare = ratio_interval(
-                (by_role[QUIET_ROLE][quantity] / bare).dropna() if QUIET_ROLE in by_role else [])
+            quiet_vs_bare = ratio_interval((_by_round(by_role, QUIET_ROLE, quantity) / bare).dropna())
             rows.append({
                 "config": name, "quantity": quantity, "rounds": int(len(tool)),
                 "tool": float(tool.median()), "bare": float(bare.median()),
@@ -216,6 +245,12 @@ def fidelity_table(rounds: pd.DataFrame) -> pd.DataFrame:
                 "quiet_ci_high": quiet_vs_bare.high,
             })
     return pd.DataFrame(rows)
+
+
+def _by_round(by_role: Mapping[str, pd.DataFrame], role: str, quantity: str) -> pd.Series:
+    """A role's figure by round (none where a stopped benchmark never ran that role)."""
+    part = by_role.get(role)
+    return part[quantity] if part is not None else pd.Series(dtype=float)
 
 
 def tool_figures(rounds: pd.DataFrame) -> pd.DataFrame:
