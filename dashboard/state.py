@@ -161,9 +161,10 @@ def run_options() -> dict[str, str]:
     if rundata.sample_run_available(sample_dir()):
         summary = sample_dir() / rundata.SUMMARY_FILE
         options[SAMPLE] = _sample_label(str(sample_dir()), summary.stat().st_mtime)
-    for path in rundata.sample_runs():
-        label = _sample_label(str(path), (path / rundata.SUMMARY_FILE).stat().st_mtime)
-        options[str(path.resolve())] = label.replace("Bundled sample run", f"Sample {path.name}", 1)
+    for bundled in rundata.sample_runs():
+        label = _sample_label(str(bundled), (bundled / rundata.SUMMARY_FILE).stat().st_mtime)
+        options[str(bundled.resolve())] = label.replace("Bundled sample run",
+                                                        f"Sample {bundled.name}", 1)
     for row in folder_runs().itertuples(index=False):
         bits = [row.name, row.gpu, row.started]
         if not row.complete:
