@@ -156,15 +156,12 @@ def _sample_label(path: str, stamp: float) -> str:
 
 
 def run_options() -> dict[str, str]:
-    """Option key -> label for every run that can be opened now (sample, folder, extra)."""
+    """Option key -> label for every run that can be opened now (sample, folder, extra, the
+    further bundled samples)."""
     options: dict[str, str] = {}
     if rundata.sample_run_available(sample_dir()):
         summary = sample_dir() / rundata.SUMMARY_FILE
         options[SAMPLE] = _sample_label(str(sample_dir()), summary.stat().st_mtime)
-    for bundled in rundata.sample_runs():
-        label = _sample_label(str(bundled), (bundled / rundata.SUMMARY_FILE).stat().st_mtime)
-        options[str(bundled.resolve())] = label.replace("Bundled sample run",
-                                                        f"Sample {bundled.name}", 1)
     for row in folder_runs().itertuples(index=False):
         bits = [row.name, row.gpu, row.started]
         if not row.complete:
@@ -175,6 +172,10 @@ def run_options() -> dict[str, str]:
     for path, label in st.session_state.get(EXTRA_RUNS, {}).items():
         if path not in options and rundata.is_run_dir(Path(path)):
             options[path] = label
+    for bundled in rundata.sample_runs():  # after the user's own runs
+        label = _sample_label(str(bundled), (bundled / rundata.SUMMARY_FILE).stat().st_mtime)
+        options[str(bundled.resolve())] = label.replace("Bundled sample run",
+                                                        f"Sample {bundled.name}", 1)
     return options
 
 

@@ -281,6 +281,7 @@ def fresh_app_state(monkeypatch, tmp_path, tmp_path_factory):
     st.cache_data.clear()
     st.cache_resource.clear()
     monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")
+    monkeypatch.setattr(rundata, "SAMPLE_RUNS_DIR", tmp_path / "no-samples-here")
     monkeypatch.setattr(devices, "list_devices", lambda: NO_GPU)
     monkeypatch.setenv(rundata.RUNS_ROOT_ENV, str(tmp_path_factory.getbasetemp()))
     yield

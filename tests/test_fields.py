@@ -98,7 +98,7 @@ OWN_STEP_SETTINGS = RunConfig(workload="profiler_core.examples.user_step:build",
                               workload_args=(("batch", "8"), ("bf16", "on")))
 # Shapes that change from step to step (not with data parallelism, which the first config has).
 SHAPED = RunConfig(workload="transformer", preset="custom", vary="seq_len=lognormal:128:0.6:512",
-                   buckets="quantiles:3")
+                   buckets="quantiles:3", strategies="eager,buckets,compile_ro")
 
 
 def test_every_field_survives_the_worker_command_line():
@@ -107,7 +107,7 @@ def test_every_field_survives_the_worker_command_line():
     # settings, and shapes cannot vary in a data-parallel run)
     assert [n for n in _config_field_names()
             if getattr(EVERY_FIELD_CHANGED, n) == getattr(default, n)] == [
-        "preset", "workload_args", "vary", "buckets"]
+        "preset", "workload_args", "vary", "buckets", "strategies"]
     for config in (EVERY_FIELD_CHANGED, RunConfig(), OWN_STEP_SETTINGS, SHAPED,
                    RunConfig(workload="profiler_core.examples.user_step:build", preset="custom")):
         argv = config_to_argv(config)
@@ -117,7 +117,7 @@ def test_every_field_survives_the_worker_command_line():
     argv = config_to_argv(EVERY_FIELD_CHANGED)
     assert [a for a in argv if a.startswith("--")] == [
         o if specs[0].kind != fields.BOOL else "--no-" + o[2:] for o, specs in fields.options().items()
-        if specs[0].kind != fields.SETTINGS and specs[0].name != "vary"]
+        if specs[0].kind != fields.SETTINGS and specs[0].name not in ("vary", "strategies")]
     assert config_to_argv(OWN_STEP_SETTINGS).count("--workload-arg") == 2
 
 
@@ -209,7 +209,9 @@ def test_the_sidebar_draws_every_declared_field_with_its_label(monkeypatch, tmp_
                 assert widgets[controls.key(spec.name)].label == spec.label_with_unit
                 drawn.add(spec.name)
     command_line_only = {s.name for s in fields.FIELDS if s.section == fields.COMMAND_LINE_ONLY}
-    assert command_line_only == {"workload_args"}  # an own step's settings: no built-in has them
+    # an own step's settings (no built-in has them) and the strategies of a run of changing
+    # shapes (every one from the sidebar)
+    assert command_line_only == {"workload_args", "strategies"}
     shapes = {s.name for s in fields.FIELDS if s.section == fields.CHANGING_SHAPES}
     assert shapes == {"vary", "buckets"}
     assert drawn == set(_config_field_names()) - command_line_only - shapes

@@ -503,6 +503,7 @@ def test_the_overview_shows_predicted_against_measured_with_its_constants(tmp_pa
 
     st.cache_data.clear()
     monkeypatch.setattr(rundata, "SAMPLE_RUN_DIR", tmp_path / "no-sample-here")
+    monkeypatch.setattr(rundata, "SAMPLE_RUNS_DIR", tmp_path / "no-samples-here")
     monkeypatch.setattr(devices, "list_devices",
                         lambda: (pd.DataFrame(columns=["device", "index", "name", "memory_free_mib",
                                                        "memory_total_mib", "source"]), "test"))
