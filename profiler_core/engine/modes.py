@@ -142,6 +142,12 @@ COMPILE_LOGGERS = ("torch._inductor", "torch._dynamo")
 FEWER_GRAPHS_MESSAGES = ("skipping cudagraphs", "hit config.", "distinct sizes")
 
 
+def cut_reason(text: str) -> str:
+    """A quoted reason as a run keeps it: Inductor's many-sizes warning without the count it
+    warns at (its warning limit's, not the run's: the graphs are counted)."""
+    return text.split(" We have observed")[0]
+
+
 class SkipReasons(logging.Handler):
     """Collects what torch.compile says when it gives fewer CUDA graphs than asked for:
     Inductor's "skipping cudagraphs due to ...", Dynamo's "hit config.recompile_limit" (the
@@ -158,9 +164,7 @@ class SkipReasons(logging.Handler):
         if not any(marker in message for marker in FEWER_GRAPHS_MESSAGES):
             return
         lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-        reason = "; ".join(lines[:2] if "hit config." in message else lines[:1])
-        # the count it warns at is its warning limit's, not the run's: the graphs are counted
-        reason = reason.split(" We have observed")[0][:300]
+        reason = cut_reason("; ".join(lines[:2] if "hit config." in message else lines[:1]))[:300]
         if reason not in self.reasons:
             self.reasons.append(reason)
 

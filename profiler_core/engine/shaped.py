@@ -379,7 +379,6 @@ def time_strategies(strategies: list[Strategy], steps: int, trials: int, clock: 
 
     ms = {s.name: [math.nan] * steps for s in strategies}
     sizes = split_evenly(steps, trials)
-    blocks = {s.name: [math.nan] * len(sizes) for s in strategies}
     starts = np.cumsum([0, *sizes[:-1]])
     modes = [Mode(s.name, 1, s.run) for s in strategies]
     for trial, mode in interleaved(modes, trials):
@@ -393,9 +392,27 @@ def time_strategies(strategies: list[Strategy], steps: int, trials: int, clock: 
         clock.synchronize()
         times = [clock.elapsed_ms(marks[k], marks[k + 1]) for k in range(count)]
         ms[mode.name][first:first + count] = times
-        blocks[mode.name][trial] = float(sum(times))
         progress.advance(count, f"trial {trial + 1}/{trials}, {mode.name}")
-    return ShapedTiming(ms, blocks)
+    return ShapedTiming(ms, {name: block_totals(values, trials) for name, values in ms.items()})
+
+
+def block_totals(ms: list[float], trials: int) -> list[float]:
+    """Each block's total of a strategy's per-step times, the sequence cut into ``trials``
+    blocks as ``time_strategies`` times it (NaN for a block not timed)."""
+    sizes = split_evenly(len(ms), trials)
+    starts = np.cumsum([0, *sizes[:-1]])
+    return [float(np.sum(ms[start:start + size])) for start, size in zip(starts, sizes)]
+
+
+def speedup_interval(eager_blocks: list[float], blocks: list[float],
+                     seed: int) -> tuple[float, float, float]:
+    """A strategy's speedup over eager from the blocks' totals: the 95% interval of the sums'
+    ratio (the blocks resampled in pairs) and the ratio of the blocks' medians, as
+    (low, high, blocks_speedup)."""
+    _, low, high = stats.paired_sum_ratio_ci(eager_blocks, blocks, seed=seed)
+    blocks_speedup = float(np.nanmedian(eager_blocks) / np.nanmedian(blocks)) \
+        if np.isfinite(blocks).any() and np.isfinite(eager_blocks).any() else math.nan
+    return low, high, blocks_speedup
 
 
 def strategy_rows(strategies: list[Strategy], timing: ShapedTiming, shape_plan: ShapePlan,
@@ -413,10 +430,8 @@ def strategy_rows(strategies: list[Strategy], timing: ShapedTiming, shape_plan: 
         values = np.asarray(timing.ms[strategy.name], dtype=float)
         summary = stats.summarize(values)
         total = float(np.nansum(values))
-        blocks = timing.blocks[strategy.name]
-        _, low, high = stats.paired_sum_ratio_ci(eager_blocks, blocks, seed=seed)
-        blocks_speedup = float(np.nanmedian(eager_blocks) / np.nanmedian(blocks)) \
-            if np.isfinite(blocks).any() and np.isfinite(eager_blocks).any() else math.nan
+        low, high, blocks_speedup = speedup_interval(eager_blocks, timing.blocks[strategy.name],
+                                                     seed)
         saving_per_step = (eager_sum - total) / steps if steps else math.nan
         pays = (strategy.one_time_ms / saving_per_step if saving_per_step > 0 else math.inf)
         edges = ((shape_plan.top,) if strategy.name == "pad_max" else shape_plan.edges) \

@@ -22,35 +22,31 @@ from profiler_core.storage.results import RunResult
 def reanalysed_shapes(result: RunResult) -> None:
     """The strategies' intervals (paired block sums), blocks' speedups and the verdict of a run
     of changing shapes from its recorded per-step times, as ``engine.shaped`` works them out now;
-    the notes quoting Inductor's per-size warning cut as ``engine.modes.SkipReasons`` cuts it."""
-    import numpy as np
-
+    the notes quoting torch.compile cut as ``engine.modes.cut_reason`` cuts them."""
     from profiler_core.engine import shaped
-    from profiler_core.timing import stats
-    from profiler_core.timing.trials import split_evenly
+    from profiler_core.engine.modes import cut_reason
 
     strategies = result.table("strategies")
     if strategies.empty:
         return
     steps = result.table("shape_steps")
-    sizes = split_evenly(int(result.headline["shapes_steps"]), result.config.trial_count)
-    starts = np.cumsum([0, *sizes[:-1]])
+    trials = result.config.trial_count
 
     def blocks(name: str) -> list[float]:
-        ms = steps[steps["strategy"] == name].sort_values("step")["ms"].to_numpy()
-        return [float(ms[start:start + size].sum()) for start, size in zip(starts, sizes)]
+        ms = steps[steps["strategy"] == name].sort_values("step")["ms"].tolist()
+        return shaped.block_totals(ms, trials)
 
     eager = blocks("eager")
     for index, name in strategies["strategy"].items():
-        own = blocks(str(name))
-        _, low, high = stats.paired_sum_ratio_ci(eager, own, seed=result.config.seed)
+        low, high, blocks_speedup = shaped.speedup_interval(eager, blocks(str(name)),
+                                                            result.config.seed)
         if name != "eager":
             strategies.loc[index, ["speedup_ci_low", "speedup_ci_high"]] = [low, high]
-        strategies.loc[index, "blocks_speedup"] = float(np.median(eager) / np.median(own))
+        strategies.loc[index, "blocks_speedup"] = blocks_speedup
     result.tables["strategies"] = strategies
     result.headline.update(shaped.shaped_headline(result.config, shaped.plan(result.config),
                                                   strategies))
-    result.notes = [note.split(" We have observed")[0] for note in result.notes]
+    result.notes = [cut_reason(note) for note in result.notes]
 
 
 def bundle(source: Path, target: Path) -> None:
