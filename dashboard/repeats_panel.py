@@ -38,10 +38,9 @@ def stability_summary(found: list[stability.Instability], modes: int,
 def stability_warnings(run: OpenedRun) -> None:
     """One line for every mode whose steady-state timing is unstable
     (``stability.unstable_timing``), which opens into each mode's figures and what they mean,
-    with the host's load and thread count. None for a run of changing shapes: its trials hold
-    different shapes, so their spread is the shapes', not noise (the Shapes page's intervals say
-    how far its figures move)."""
-    if run.config.vary:
+    with the host's load and thread count; none where the trials differ in their work
+    (``stability.trials_are_alike``: a run of changing shapes)."""
+    if not stability.trials_are_alike(run.config.vary):
         return
     found = stability.unstable_timing(run.table("stats"))
     if not found:

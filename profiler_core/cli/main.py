@@ -164,11 +164,9 @@ def format_summary(result: RunResult) -> str:
                              f"profiled window ran {figures.get(mode, 'profiler_overhead_pct'):+.1f}% "
                              "against the headline's time")
     lines += _every_mode_split(breakdown)
-    # a shaped run's trials hold different shapes: their spread is the shapes', not noise (the
-    # strategies' intervals say how far its figures move)
     lines += [""] + [f"Warning: {text}" for text in stability.warnings(
-        stats.iloc[0:0] if shaped else stats, head, (pair.speedup_ci_low, pair.speedup_ci_high),
-        result.environment)]
+        stats if stability.trials_are_alike(config.vary) else stats.iloc[0:0], head,
+        (pair.speedup_ci_low, pair.speedup_ci_high), result.environment)]
     lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
 

@@ -167,13 +167,13 @@ def run_benchmark(rounds: int = 6, configs: Mapping[str, Sequence[str] | RunConf
     """
     configs = BENCH_CONFIGS if configs is None else configs
     roles = (*ROLES, QUIET_ROLE) if quiet_tool else ROLES
-    counter = ProgressCounter(len(configs) * rounds * len(roles), progress)
+    processes = len(configs) * rounds * len(roles)
+    counter = ProgressCounter(processes, progress)
     rows: list[dict[str, Any]] = []
     try:
         _run_rounds(rows, rounds, configs, roles, counter, tool, bare)
     except KeyboardInterrupt:
-        raise BenchmarkStopped(benchmark_tables(rows), len(rows),
-                               len(configs) * rounds * len(roles)) from None
+        raise BenchmarkStopped(benchmark_tables(rows), len(rows), processes) from None
     counter.finish()
     return benchmark_tables(rows)
 
@@ -229,7 +229,6 @@ def fidelity_table(rounds: pd.DataFrame) -> pd.DataFrame:
     for name, group in rounds.groupby("config", sort=False):
         by_role = {role: part.set_index("round") for role, part in group.groupby("role")}
         shaped = "pad_max" in group.columns and bool(group["pad_max"].notna().any())
-
         for quantity in (*QUANTITIES, "pad_max") if shaped else QUANTITIES:
             tool, bare, again = (_by_round(by_role, r, quantity) for r in ROLES)
             tool_vs_bare = ratio_interval((tool / bare).dropna())

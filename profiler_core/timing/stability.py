@@ -168,6 +168,13 @@ def _whole(value: Any) -> int:
     return int(number) if math.isfinite(number) else 0
 
 
+def trials_are_alike(vary: str | None) -> bool:
+    """Whether a run's trials repeat the same work, so that their spread is noise: not in a run
+    of changing shapes (``vary``), whose trials hold different shapes (the strategies' intervals
+    say how far its figures move)."""
+    return not vary
+
+
 def unstable_timing(stats: pd.DataFrame, threshold: float = NOISY_FRACTION) -> list[Instability]:
     """The modes of a stats table (``schema.STATS_COLUMNS``) whose steady-state timing is
     unstable: the median of the trials' means differs from the median single step by more than
