@@ -401,7 +401,7 @@ class _Sampler:
         pass
 
     def frame(self):
-        return telemetry._frame(self._rows, schema.NVML_COLUMNS, telemetry._NVML_DTYPES)
+        return telemetry.nvml_frame(self._rows)
 
 
 def _chrome_trace(name: str, spec: WindowSpec, iterations: int) -> dict:

@@ -79,6 +79,12 @@ def _frame(rows: list[tuple], columns: list[str], dtypes: dict[str, Any]) -> pd.
     return pd.DataFrame.from_records(rows, columns=columns).astype(dtypes)
 
 
+def nvml_frame(rows: list[tuple]) -> pd.DataFrame:
+    """NVML samples as ``(t_s, metric, value, source)`` rows -> the NVML_COLUMNS frame a sampler
+    hands the run (typed, also when there are none)."""
+    return _frame(rows, NVML_COLUMNS, _NVML_DTYPES)
+
+
 class Nvml:
     """The one gate to NVML: imports ``pynvml`` and calls ``nvmlInit`` once, on first use.
 
@@ -409,7 +415,7 @@ class NvmlSampler:
         """NVML_COLUMNS in long form: ``poll`` rows, then ``driver`` rows once stopped."""
         with self._rows_lock:
             rows = list(self._rows)
-        return _frame(rows, NVML_COLUMNS, _NVML_DTYPES)
+        return nvml_frame(rows)
 
     def __enter__(self) -> NvmlSampler:
         return self.start()
@@ -453,7 +459,7 @@ class NvmlSamplerProcess:
         self._python = python
         self._process: subprocess.Popen | None = None
         self._folder: Path | None = None
-        self._frame = _frame([], NVML_COLUMNS, _NVML_DTYPES)
+        self._frame = nvml_frame([])
         self._capability = NvmlCapability(False, "the NVML sampler has not run", (), False)
 
     def start(self) -> NvmlSamplerProcess:
@@ -549,7 +555,7 @@ class NvmlSamplerProcess:
         self._capability = NvmlCapability(
             bool(capability["available"]), str(capability["reason"]),
             tuple(capability["unsupported_metrics"]), bool(capability["driver_samples"]))
-        self._frame = _frame([tuple(row) for row in payload["rows"]], NVML_COLUMNS, _NVML_DTYPES)
+        self._frame = nvml_frame([tuple(row) for row in payload["rows"]])
 
     @property
     def capability(self) -> NvmlCapability:

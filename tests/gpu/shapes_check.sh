@@ -28,7 +28,7 @@ echo "=== bench, GPT-style own step over lengths ($(date -u +%T))"
 python3 -c "import random; r = random.Random(0); print('\n'.join(str(min(512, max(16, int(r.lognormvariate(5.0, 0.6))))) for _ in range(2000)))" > "$work/lengths.txt"
 timeout "${BENCH_TIMEOUT:-300}" python3 -m profiler_core bench --workload profiler_core.examples.causal_lm_step:build \
   --workload-arg batch=8 --workload-arg layers=4 --vary "seq_len=file:$work/lengths.txt" \
-  --buckets pow2 --rounds 3 --out "$OUT/bench-gpt-lengths" 2>&1 | tr "\r" "\n" | grep -v "^\[" | tail -20
+  --buckets pow2 --rounds "${BENCH_ROUNDS:-3}" --out "$OUT/bench-gpt-lengths" 2>&1 | tr "\r" "\n" | grep -v "^\[" | tail -20
 fi
 echo "=== done ($(date -u +%T))"
 } 2>&1 | tee -a "$OUT/shapes.log"
