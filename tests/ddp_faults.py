@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # torchrun runs this file as a script
 
 from profiler_core.spec.distributed import (
-    ERROR_MARK,
+    RankFailure,
     announce,
     announce_phase,
     rank_env,
@@ -28,9 +28,8 @@ def main() -> None:
         time.sleep(0.0 if behaviour == "ok" else 600.0)  # a rank blocked waiting for the others
         return
     if behaviour == "fail":
-        announce(ERROR_MARK, {"rank": env.rank, "kind": "RuntimeError",
-                              "message": "RuntimeError: injected failure", "hint": "",
-                              "exit_code": 1})
+        announce(RankFailure(env.rank, "RuntimeError", "RuntimeError: injected failure",
+                             exit_code=1))
         raise SystemExit(1)
     if behaviour == "hang":
         announce_phase(env.rank, "timed trials")

@@ -32,7 +32,11 @@ from profiler_core.spec.distributed import (
     PHASE_MARK,
     RANK_PHASES,
     RankEnv,
+    RankFailure,
+    RankPhase,
+    TorchrunFailure,
     rank_env,
+    rank_line,
     read_marks,
 )
 from profiler_core.spec.errors import CaptureError, ConfigError, RankError, TimeLimitReached
@@ -75,12 +79,49 @@ def test_rank_env_reads_only_torchruns_three_variables():
 
 def test_marks_are_read_wherever_they_start_on_a_line():
     assert read_marks(f'[rank1]: {PHASE_MARK} {{"rank": 1, "phase": "checks"}}\n') == [
-        (PHASE_MARK, {"rank": 1, "phase": "checks"})]
+        RankPhase(1, "checks")]
     # two ranks' lines run together on the shared pipe
     assert read_marks(f'{PHASE_MARK} {{"rank": 1, "phase": "a"}}{ERROR_MARK} {{"rank": 0}}\n') == [
-        (PHASE_MARK, {"rank": 1, "phase": "a"}), (ERROR_MARK, {"rank": 0})]
+        RankPhase(1, "a"), RankFailure(0)]
     assert read_marks(f'{ERROR_MARK} {{"rank": "1"}}') == []  # a rank is a number
     assert read_marks("an ordinary line") == []
+
+
+@pytest.mark.parametrize("record", [
+    RankPhase(3, "timed trials", 1764000000.25),
+    RankFailure(1, "ConfigError", "batch 0 is below 1", "set --batch", 2, "batch", False),
+    RankFailure(0, "RankError", "Connection reset by peer", exit_code=8, peer_lost=True),
+    TorchrunFailure(1, {0: 130, 1: -9}),
+])
+def test_every_rank_record_reads_back_as_it_was_written(record):
+    line = rank_line(record)
+    assert "\n" not in line and read_marks(f"[rank0]: {line}\n") == [record]
+
+
+def test_a_rank_records_field_of_the_wrong_type_is_left_unsaid():
+    assert read_marks(f'{ERROR_MARK} {{"rank": 2, "kind": 7, "exit_code": "8", "field": 1, '
+                      f'"peer_lost": "yes"}}') == [RankFailure(2)]
+    assert read_marks(f'{PHASE_MARK} {{"rank": 0, "phase": null, "t": true}}') == [RankPhase(0, "")]
+    assert read_marks(f'{FAILURE_MARK} {{"rank": 0, "exit_codes": {{"0": 130, "x": 1, "1": "4"}}}}'
+                      ) == [TorchrunFailure(0, {0: 130})]
+    assert read_marks(f'{FAILURE_MARK} {{"rank": 0, "exit_codes": []}}') == [TorchrunFailure(0, {})]
+
+
+def test_no_rank_line_is_made_outside_spec_distributed():
+    """The marks are written and read only by ``announce`` and ``read_marks``: no other module of
+    the package or the dashboard names a mark (to write a line by hand, or to pick one apart)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    marks = {"PHASE_MARK", "ERROR_MARK", "FAILURE_MARK"}
+    found = [f"{path.relative_to(root)}:{node.lineno}"
+             for package in ("profiler_core", "dashboard")
+             for path in sorted((root / package).rglob("*.py"))
+             if path != root / "profiler_core" / "spec" / "distributed.py"
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if (isinstance(node, ast.Name) and node.id in marks)
+             or (isinstance(node, ast.alias) and node.name in marks)]
+    assert found == []
 
 
 def test_the_watch_names_the_root_cause_and_the_rank_furthest_behind():

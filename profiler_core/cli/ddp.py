@@ -21,9 +21,9 @@ from profiler_core.orchestration.command import config_to_argv
 from profiler_core.spec import hostinfo
 from profiler_core.spec.config import RunConfig
 from profiler_core.spec.distributed import (
-    ERROR_MARK,
     RANK_ENV_NAMES,
     RankEnv,
+    RankFailure,
     announce,
     is_peer_lost,
     launched_by_the_tool,
@@ -184,7 +184,7 @@ def launch(config: RunConfig, args: Any) -> int:
                         timeout_s=args.timeout)
 
 
-def _error_record(env: RankEnv, error: BaseException) -> dict[str, Any]:
+def _error_record(env: RankEnv, error: BaseException) -> RankFailure:
     """The line a rank says its error on: kind and exit code as the command line reports them
     (``errors.kind_and_exit_code``), a refused setting's field (the launcher names its option,
     as for its own refusals), and whether it only says that another rank had ended
@@ -203,9 +203,8 @@ def _error_record(env: RankEnv, error: BaseException) -> dict[str, Any]:
         where = f" (at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})" \
             if frames else ""
         message, hint = f"{type(error).__name__}: {text[0] if text else ''}{where}", ""
-    return {"rank": env.rank, "kind": kind, "message": message[:2000], "hint": hint[:500],
-            "exit_code": code, "field": field,
-            "peer_lost": not isinstance(error, ProfilerError) and is_peer_lost(message)}
+    return RankFailure(env.rank, kind, message[:2000], hint[:500], code, field,
+                       not isinstance(error, ProfilerError) and is_peer_lost(message))
 
 
 def _stop_error(stopper: Any, stopped: str) -> KeyboardInterrupt:
@@ -279,7 +278,7 @@ def run_rank(config: RunConfig, args: Any, env: RankEnv,
             raise _stop_error(stopper, stopped)
     except BaseException as error:
         reported = _as_reported(config, error)
-        announce(ERROR_MARK, _error_record(env, reported))
+        announce(_error_record(env, reported))
         if launched_by_the_tool():
             return kind_and_exit_code(reported)[1]
         if reported is error:

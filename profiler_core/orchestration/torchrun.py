@@ -32,14 +32,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from profiler_core.spec.distributed import (
-    ERROR_MARK,
-    FAILURE_MARK,
     LAUNCHED_ENV,
-    PHASE_MARK,
     RANK_PHASES,
+    RankFailure,
+    RankPhase,
+    TorchrunFailure,
     read_marks,
 )
 from profiler_core.spec.errors import (
@@ -68,14 +68,14 @@ TORCHRUN = (sys.executable, "-m", "profiler_core.orchestration.torchrun_main")
 _KINDS = {cls.kind: cls for cls in ERROR_CLASSES if issubclass(cls, ProfilerError)}
 
 
-def rank_error(record: dict[str, Any], then: str = "") -> ProfilerError:
-    """The error a rank reported (``spec.distributed.ERROR_MARK``'s record) as the launcher
-    raises it: of the same kind, its message saying which rank failed."""
-    message = f"rank {record['rank']} failed: {record.get('message', '')}{then}"
-    hint = str(record.get("hint", ""))
-    kind = _KINDS.get(str(record.get("kind")))
+def rank_error(record: RankFailure, then: str = "") -> ProfilerError:
+    """The error a rank reported as the launcher raises it: of the same kind, its message saying
+    which rank failed."""
+    message = f"rank {record.rank} failed: {record.message}{then}"
+    hint = record.hint
+    kind = _KINDS.get(record.kind)
     if kind is ConfigError:
-        return ConfigError(str(record.get("field") or "nproc_per_node"), message, hint)
+        return ConfigError(record.field or "nproc_per_node", message, hint)
     if kind is not None:
         return kind(message, hint)
     return RankError(message, hint)
@@ -99,27 +99,24 @@ class RankWatch:
     the first of them (its root cause)."""
 
     phases: dict[int, tuple[str, float]] = field(default_factory=dict)
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[RankFailure] = field(default_factory=list)
     exit_codes: dict[int, int] = field(default_factory=dict)
     root_cause_rank: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def hear(self, line: str) -> bool:
         """Take in one output line; True when it held marks only (not to be shown)."""
-        marks = read_marks(line)
+        records = read_marks(line)
         with self.lock:
-            for mark, record in marks:
-                if mark == PHASE_MARK:
-                    self.phases[record["rank"]] = (str(record.get("phase", "")), time.time())
-                elif mark == ERROR_MARK:
+            for record in records:
+                if isinstance(record, RankPhase):
+                    self.phases[record.rank] = (record.phase, time.time())
+                elif isinstance(record, RankFailure):
                     self.errors.append(record)
-                elif mark == FAILURE_MARK:
-                    self.root_cause_rank = record["rank"]
-                    codes = record.get("exit_codes")
-                    self.exit_codes.update({int(rank): code for rank, code in codes.items()
-                                            if str(rank).isdigit() and type(code) is int}
-                                           if isinstance(codes, dict) else {})
-            return bool(marks)
+                elif isinstance(record, TorchrunFailure):
+                    self.root_cause_rank = record.rank
+                    self.exit_codes.update(record.exit_codes)
+            return bool(records)
 
     def failure(self, exit_code: int) -> ProfilerError:
         """The error of a run whose torchrun exited with ``exit_code``: the first rank that said
@@ -132,10 +129,10 @@ class RankWatch:
             errors = list(self.errors)
             codes = dict(self.exit_codes)
             rank = self.root_cause_rank
-        said = {e["rank"] for e in errors}
+        said = {e.rank for e in errors}
         silent = sorted(r for r, code in codes.items() if r not in said and code not in
                         STOPPED_EXIT_CODES)
-        own = [e for e in errors if e.get("kind") not in STOPPED_KINDS and not e.get("peer_lost")]
+        own = [e for e in errors if e.kind not in STOPPED_KINDS and not e.peer_lost]
         failed = own or ([] if silent else errors)
         if not failed:
             who = rank if rank in silent or not silent else silent[0]
@@ -150,7 +147,7 @@ class RankWatch:
                              "(out of memory, a fault in native code): see its output above, if "
                              "any, and the system log")
         first = failed[0]
-        others = sorted(said - {first["rank"]})
+        others = sorted(said - {first.rank})
         then = f" (then rank(s) {', '.join(map(str, others))} stopped too)" if others else ""
         return rank_error(first, then)
 

@@ -45,14 +45,14 @@ def main(argv: Sequence[str]) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    from profiler_core.spec.distributed import FAILURE_MARK, announce
+    from profiler_core.spec.distributed import TorchrunFailure, announce
 
     try:
         torchrun.run(torchrun.parse_args(list(argv)))
     except ChildFailedError as failed:
         first, _ = failed.get_first_failure()
-        announce(FAILURE_MARK, {"rank": int(first), "exit_codes": {
-            str(rank): int(failure.exitcode) for rank, failure in failed.failures.items()}})
+        announce(TorchrunFailure(int(first), {
+            int(rank): int(failure.exitcode) for rank, failure in failed.failures.items()}))
         return FAILED_EXIT_CODE
     except SignalException as stopped:
         return 128 + int(stopped.sigval)

@@ -15,17 +15,16 @@ import re
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, TypeAlias
 
 RANK_ENV_NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 # Where the ranks meet (``init_process_group``'s env:// rendezvous): torchrun sets both for its
 # ranks; a shell that merely has RANK and WORLD_SIZE (SLURM's, one torchrun started in) has not.
 RENDEZVOUS_ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT")
-# Each mark is followed by one JSON object on the same line: {"rank", "phase", "t"} for a phase,
-# {"rank", "kind", "message", "hint", "exit_code"} for an error; torchrun's own, as the tool starts
-# it (``orchestration.torchrun_main``), {"rank": the first to fail, "exit_codes": {rank: code}} for
-# the ranks that ended with an error.
+# Each mark is followed by one JSON object on the same line, the fields of its record below
+# (``RankPhase``, ``RankFailure``, ``TorchrunFailure``); the records are written and read only
+# through ``announce`` and ``read_marks``.
 PHASE_MARK = "profiler_core-rank-phase"
 ERROR_MARK = "profiler_core-rank-error"
 FAILURE_MARK = "profiler_core-torchrun-failure"
@@ -72,16 +71,6 @@ def missing_rendezvous(environ: Mapping[str, str] = os.environ) -> list[str]:
     return missing
 
 
-def announce(mark: str, record: Mapping[str, Any]) -> None:
-    """One line for the launcher on stderr: ``mark`` and a JSON object, written in one call (the
-    ranks share torchrun's stderr: two writes per line could interleave with another rank's)."""
-    try:
-        sys.stderr.write(f"{mark} {json.dumps(dict(record))}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):  # stderr closed: the launcher is gone
-        pass
-
-
 def is_peer_lost(message: str) -> bool:
     """Whether a rank's error message says a peer rank had ended (``_PEER_LOST``)."""
     return _PEER_LOST.search(message) is not None
@@ -92,27 +81,109 @@ def launched_by_the_tool(environ: Mapping[str, str] = os.environ) -> bool:
     return environ.get(LAUNCHED_ENV) == "1"
 
 
+@dataclass(frozen=True)
+class RankPhase:
+    """``PHASE_MARK``: a rank entering one of ``RANK_PHASES`` at wall-clock ``t`` (0 unsaid)."""
+
+    rank: int
+    phase: str
+    t: float = 0.0
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """``ERROR_MARK``: the error a rank ended with, as its command line reports it (``kind`` and
+    ``exit_code`` from ``errors.kind_and_exit_code``); a refused setting's ``field`` (the launcher
+    names its option); ``peer_lost``: the error only says another rank had ended."""
+
+    rank: int
+    kind: str = ""
+    message: str = ""
+    hint: str = ""
+    exit_code: int | None = None
+    field: str | None = None
+    peer_lost: bool = False
+
+
+@dataclass(frozen=True)
+class TorchrunFailure:
+    """``FAILURE_MARK``: torchrun's own word, as the tool starts it
+    (``orchestration.torchrun_main``): the first rank to fail and the exit code of every rank that
+    ended with an error."""
+
+    rank: int
+    exit_codes: dict[int, int]
+
+
+RankRecord: TypeAlias = RankPhase | RankFailure | TorchrunFailure
+_MARK_OF: dict[type, str] = {RankPhase: PHASE_MARK, RankFailure: ERROR_MARK,
+                             TorchrunFailure: FAILURE_MARK}
+
+
+def rank_line(record: RankRecord) -> str:
+    """The record as its mark and one JSON object (no newline)."""
+    return f"{_MARK_OF[type(record)]} {json.dumps(asdict(record))}"
+
+
+def announce(record: RankRecord) -> None:
+    """One line for the launcher on stderr, written in one call (the ranks share torchrun's
+    stderr: two writes per line could interleave with another rank's)."""
+    try:
+        sys.stderr.write(rank_line(record) + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed: the launcher is gone
+        pass
+
+
 def announce_phase(rank: int, phase: str) -> None:
-    announce(PHASE_MARK, {"rank": rank, "phase": phase, "t": time.time()})
+    announce(RankPhase(rank, phase, time.time()))
 
 
-def read_marks(line: str) -> list[tuple[str, dict[str, Any]]]:
-    """Every (mark, record) in a line the ranks wrote, wherever a mark starts (a launcher may
-    prefix lines with the rank, and lines of two ranks may run together); empty for any other
-    line."""
-    found: list[tuple[int, str, dict[str, Any]]] = []
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _record(mark: str, raw: dict[str, Any]) -> RankRecord | None:
+    """``raw`` (what followed ``mark``) as its record: a field of the wrong type is left unsaid;
+    None without a whole-number rank."""
+    rank = raw.get("rank")
+    if type(rank) is not int:
+        return None
+    if mark == PHASE_MARK:
+        t = raw.get("t")
+        return RankPhase(rank, _text(raw.get("phase")),
+                         float(t) if isinstance(t, (int, float)) and not isinstance(t, bool)
+                         else 0.0)
+    if mark == ERROR_MARK:
+        code = raw.get("exit_code")
+        field = raw.get("field")
+        return RankFailure(rank, _text(raw.get("kind")), _text(raw.get("message")),
+                           _text(raw.get("hint")), code if type(code) is int else None,
+                           field if isinstance(field, str) else None,
+                           raw.get("peer_lost") is True)
+    codes = raw.get("exit_codes")
+    return TorchrunFailure(rank, {int(r): code for r, code in codes.items()
+                                  if str(r).isdigit() and type(code) is int}
+                           if isinstance(codes, dict) else {})
+
+
+def read_marks(line: str) -> list[RankRecord]:
+    """Every record in a line the ranks wrote, wherever a mark starts (a launcher may prefix
+    lines with the rank, and lines of two ranks may run together); empty for any other line."""
+    found: list[tuple[int, RankRecord]] = []
     for mark in _MARKS:
         at = line.find(mark + " ")
         while at >= 0:
             start = at + len(mark) + 1
             try:
-                record, _ = _DECODER.raw_decode(line, start)
+                raw, _ = _DECODER.raw_decode(line, start)
             except ValueError:
-                record = None
-            if isinstance(record, dict) and isinstance(record.get("rank"), int):
-                found.append((at, mark, record))
+                raw = None
+            record = _record(mark, raw) if isinstance(raw, dict) else None
+            if record is not None:
+                found.append((at, record))
             at = line.find(mark + " ", start)
-    return [(mark, record) for _, mark, record in sorted(found, key=lambda item: item[0])]
+    return [record for _, record in sorted(found, key=lambda item: item[0])]
 
 
 _DECODER = json.JSONDecoder()
