@@ -550,27 +550,28 @@ def test_the_dashboard_pages_show_generated_runs(raws, tmp_path):
 
 def test_the_generator_reaches_the_engine_through_public_names_only():
     """``generated_runs`` drives the run's own sequence through ``pipeline``'s public seams: it
-    imports no private name of ``profiler_core`` and reads no ``module._name`` of one, so the
-    order of phases lives in ``engine/pipeline.py`` alone."""
+    imports no private name of ``profiler_core`` and reads no ``_name`` of anything it imported
+    from there (a module or a class), so the order of phases lives in ``engine/pipeline.py``
+    alone."""
     import ast
 
     tree = ast.parse((Path(__file__).parent / "generated_runs.py").read_text())
-    modules: set[str] = set()
+    imported: set[str] = set()
     private: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("profiler_core"):
             for alias in node.names:
                 if alias.name.startswith("_"):
                     private.append(f"from {node.module} import {alias.name}")
-                modules.add(alias.asname or alias.name)
+                imported.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
-            modules.update(a.asname or a.name for a in node.names if a.name.startswith("profiler_core"))
+            imported.update(a.asname or a.name for a in node.names if a.name.startswith("profiler_core"))
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id in modules and node.attr.startswith("_")
+                and node.value.id in imported and node.attr.startswith("_")
                 and not node.attr.startswith("__")):
             private.append(f"{node.value.id}.{node.attr} (line {node.lineno})")
-    assert {"pipeline", "runner"} <= modules  # the check looks where the sequence is reached
+    assert {"pipeline", "runner"} <= imported  # the check looks where the sequence is reached
     assert private == []
 
 
