@@ -1,15 +1,18 @@
-"""A stand-in rank for the launcher's tests, started by torchrun: it reports phases as a real
-rank does, then on the rank named by argv behaves as asked: ``fail`` (raises, its error said on
-the launcher's line), ``hang`` (sleeps forever), ``ok`` (exits 0); other ranks wait."""
+"""A stand-in rank for the launcher's tests, started by torchrun: it watches its agent and
+reports phases as a real rank does, then on the rank named by argv behaves as asked: ``fail``
+(raises, its error said on the launcher's line), ``hang`` (sleeps forever), ``deaf`` (ignores
+SIGTERM and sleeps, as a rank stuck in C code does), ``ok`` (exits 0); other ranks wait."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # torchrun runs this file as a script
 
+from profiler_core.orchestration.parent import end_with_parent
 from profiler_core.spec.distributed import (
     RankFailure,
     announce,
@@ -19,6 +22,7 @@ from profiler_core.spec.distributed import (
 
 
 def main() -> None:
+    end_with_parent()  # as ``python -m profiler_core`` does first thing
     env = rank_env()
     assert env is not None
     behaviour, target = sys.argv[1], int(sys.argv[2])
@@ -31,7 +35,9 @@ def main() -> None:
         announce(RankFailure(env.rank, "RuntimeError", "RuntimeError: injected failure",
                              exit_code=1))
         raise SystemExit(1)
-    if behaviour == "hang":
+    if behaviour == "deaf":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if behaviour in ("hang", "deaf"):
         announce_phase(env.rank, "timed trials")
         time.sleep(600.0)
 

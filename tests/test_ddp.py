@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from profiler_core.analysis import ranks
 from profiler_core.cli import parser as cli
+from profiler_core.orchestration import parent, torchrun_main
 from profiler_core.orchestration.torchrun import (
     RankWatch,
     run_torchrun,
@@ -391,7 +393,8 @@ def test_one_gloo_rank_is_a_run_with_no_straggler(tmp_path):
 
 def test_a_launcher_killed_outright_leaves_no_process(tmp_path):
     """SIGKILL gives the launcher no chance to clean up: torchrun's death signal (SIGTERM)
-    ends it, and it ends its ranks (usually in seconds)."""
+    ends it, and it ends its ranks (usually in seconds). CI once left both ranks running: the
+    two tests below reproduce each way that happened without needing a loaded machine."""
     out = tmp_path / f"killed-{uuid.uuid4().hex}"
     process = subprocess.Popen([sys.executable, "-m", "profiler_core", "run", *SMALL,
                                 "--replays", "100000", "--trials", "10", "--nproc-per-node", "2",
@@ -408,6 +411,55 @@ def test_a_launcher_killed_outright_leaves_no_process(tmp_path):
     while time.monotonic() < deadline and _left_running(out.name):
         time.sleep(0.5)
     assert _left_running(out.name) == []
+
+
+def _torchrun_with_a_deaf_rank(token: str) -> subprocess.Popen:
+    """The tool's torchrun over two stand-in ranks, rank 1 ignoring SIGTERM (as a rank stuck in C
+    code does), returned once rank 1 has said it is in its timed trials."""
+    torchrun = subprocess.Popen(torchrun_argv(2, [FAULTS, "deaf", "1", token]), cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+    watch = RankWatch()
+    deadline = time.monotonic() + 60
+    for line in torchrun.stderr:
+        watch.hear(line)
+        if watch.phases.get(1, ("",))[0] == "timed trials" or time.monotonic() > deadline:
+            break
+    assert watch.phases.get(1, ("",))[0] == "timed trials", "rank 1 never got to its trials"
+    threading.Thread(target=torchrun.stderr.read, daemon=True).start()  # keep the pipe drained
+    return torchrun
+
+
+def test_torchrun_sent_its_death_signal_again_and_again_ends_its_ranks_first():
+    """The CI failure: a launcher with several threads, SIGKILLed, sends torchrun its death signal
+    once per thread. A second one cuts torchrun's shutdown short (SIGTERM to each rank, SIGKILL
+    30 s later) and its agent starts it over from a ``finally``; a third cuts that short too, and
+    a rank that did not heed SIGTERM was left running for good. torchrun now ends what its
+    shutdown left before it exits."""
+    token = uuid.uuid4().hex
+    torchrun = _torchrun_with_a_deaf_rank(token)
+    try:
+        for _ in range(3):
+            torchrun.send_signal(signal.SIGTERM)
+            time.sleep(1.0)  # torchrun's shutdown is waiting for the deaf rank
+        assert torchrun.wait(timeout=torchrun_main.RANK_GRACE_S + 20) == 128 + signal.SIGTERM
+        assert _left_running(token) == []  # at once: torchrun ended only after its ranks
+    finally:
+        if torchrun.poll() is None:
+            os.killpg(torchrun.pid, signal.SIGKILL)
+
+
+def test_ranks_end_when_torchrun_is_killed_outright():
+    """torchrun SIGKILLed has no shutdown at all: each rank watches it (orchestration.parent) and
+    ends, a deaf one by SIGKILL once the grace period has passed."""
+    token = uuid.uuid4().hex
+    torchrun = _torchrun_with_a_deaf_rank(token)
+    os.killpg(torchrun.pid, signal.SIGKILL)  # torchrun's session: its ranks are in their own
+    torchrun.wait(timeout=10)
+    deadline = time.monotonic() + parent.GRACE_S + 20
+    while time.monotonic() < deadline and _left_running(token):
+        time.sleep(0.5)
+    assert _left_running(token) == []
 
 
 def test_a_cpu_run_says_nothing_of_graphs_it_never_captured(straggler_run):

@@ -500,12 +500,16 @@ time.sleep(120)
 '''
 
 # A stand-in child: watches its parent (the death signal off where "no-prctl" is given, to test
-# the pipe alone), ignores SIGTERM where "ignore-term" is given, then sleeps.
+# the pipe alone; an agent through polling where "no-pidfd" is), ignores SIGTERM where
+# "ignore-term" is given, then sleeps.
 WATCHING_CHILD = textwrap.dedent('''
-    import signal, sys, time
+    import os, signal, sys, time
     from profiler_core.orchestration import parent
     if "no-prctl" in sys.argv:
         parent._arm_death_signal = lambda: False
+    if "no-pidfd" in sys.argv:
+        del os.pidfd_open
+        parent.AGENT_POLL_S = 0.1
     if "ignore-term" in sys.argv:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent.end_with_parent(grace_s=0.5)
@@ -556,6 +560,48 @@ def test_a_child_whose_launcher_died_before_it_could_watch_stops_at_once():
         os.close(read_end)
         os.close(write_end)
     assert parent.end_with_parent() is False  # not started by a launcher: nothing to watch
+
+
+# A stand-in for torchrun's agent: names itself to the child it starts as the tool's torchrun does
+# (parent.watched_as_agent), prints the child's pid once the child watches, then waits.
+AGENT_SCRIPT = textwrap.dedent('''
+    import json, subprocess, sys, time
+    from profiler_core.orchestration import parent
+    parent.watched_as_agent()
+    child = subprocess.Popen(json.loads(sys.argv[1]), stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    child.stdout.readline()
+    print(json.dumps(child.pid), flush=True)
+    time.sleep(120)
+''')
+
+
+@pytest.mark.parametrize("how", ["pidfd", "pidfd ignore-term", "no-pidfd ignore-term"])
+def test_a_rank_ends_when_its_agent_is_killed(how):
+    """A rank watches torchrun's agent (no death signal: torchrun's threads are not the tool's to
+    arrange): through the agent's pidfd, or polling where there is none; SIGKILL after the grace
+    period for one that ignores SIGTERM, as a rank stuck in C code does."""
+    agent = subprocess.Popen([sys.executable, "-c", AGENT_SCRIPT, json.dumps(
+        [sys.executable, "-c", WATCHING_CHILD, *how.split()])], stdout=subprocess.PIPE,
+        text=True, env=run_env(), cwd=Path(__file__).parents[1])
+    child = json.loads(agent.stdout.readline())
+    try:
+        assert process_alive(child)
+        agent.kill()
+        agent.wait(SAFETY_NET_S)
+        assert wait_for(lambda: not process_alive(child), 10), "the rank outlived its agent"
+    finally:
+        agent.kill()
+        agent.wait(SAFETY_NET_S)
+        if process_alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_rank_whose_agent_died_before_it_could_watch_stops_at_once():
+    env = {**run_env(), parent.AGENT_ENV: str(os.getpid() + 10**7)}  # no such process
+    child = subprocess.run([sys.executable, "-c", WATCHING_CHILD], env=env,
+                           timeout=SAFETY_NET_S, cwd=Path(__file__).parents[1])
+    assert child.returncode == -signal.SIGTERM
 
 
 def test_a_real_run_and_a_warm_spare_end_when_their_launcher_is_killed(tmp_path):

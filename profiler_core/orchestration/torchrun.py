@@ -186,7 +186,7 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
-def _children() -> dict[int, list[int]]:
+def children() -> dict[int, list[int]]:
     """Parent pid -> child pids, from /proc."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -209,10 +209,10 @@ class ProcessTree:
         self.known: dict[int, str | None] = {root: _start_time(root)}
 
     def refresh(self) -> None:
-        children = _children()
+        tree = children()
         queue = [self.root]
         while queue:
-            for child in children.get(queue.pop(), []):
+            for child in tree.get(queue.pop(), []):
                 if child not in self.known:
                     self.known[child] = _start_time(child)
                 queue.append(child)
@@ -223,16 +223,22 @@ class ProcessTree:
 
     def ranks(self) -> list[int]:
         """The live processes torchrun started itself: its ranks."""
-        children = set(_children().get(self.root, []))
-        return [pid for pid in self.alive() if pid in children]
+        started = set(children().get(self.root, []))
+        return [pid for pid in self.alive() if pid in started]
 
     def signal(self, number: int) -> None:
-        for pid in self.alive():
-            for send in (os.killpg, os.kill):  # the group of each rank's session, then itself
-                try:
-                    send(pid, number)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        signal_sessions(self.alive(), number)
+
+
+def signal_sessions(pids: Sequence[int], number: int) -> None:
+    """Signal ``number`` to the process group of each of ``pids`` (torchrun starts each rank in a
+    session of its own), then to the process itself."""
+    for pid in pids:
+        for send in (os.killpg, os.kill):
+            try:
+                send(pid, number)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def end_tree(process: subprocess.Popen, tree: ProcessTree, grace_s: float = KILL_GRACE_S) -> None:
