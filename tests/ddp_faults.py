@@ -32,8 +32,7 @@ def main() -> None:
         time.sleep(0.0 if behaviour == "ok" else 600.0)  # a rank blocked waiting for the others
         return
     if behaviour == "fail":
-        announce(RankFailure(env.rank, "RuntimeError", "RuntimeError: injected failure",
-                             exit_code=1))
+        announce(RankFailure(env.rank, "RuntimeError", "RuntimeError: injected failure"))
         raise SystemExit(1)
     if behaviour == "deaf":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

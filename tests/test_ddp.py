@@ -91,8 +91,8 @@ def test_marks_are_read_wherever_they_start_on_a_line():
 
 @pytest.mark.parametrize("record", [
     RankPhase(3, "timed trials", 1764000000.25),
-    RankFailure(1, "ConfigError", "batch 0 is below 1", "set --batch", 2, "batch", False),
-    RankFailure(0, "RankError", "Connection reset by peer", exit_code=8, peer_lost=True),
+    RankFailure(1, "ConfigError", "batch 0 is below 1", "set --batch", "batch", False),
+    RankFailure(0, "RankError", "Connection reset by peer", peer_lost=True),
     TorchrunFailure(1, {0: 130, 1: -9}),
 ])
 def test_every_rank_record_reads_back_as_it_was_written(record):
@@ -101,7 +101,7 @@ def test_every_rank_record_reads_back_as_it_was_written(record):
 
 
 def test_a_rank_records_field_of_the_wrong_type_is_left_unsaid():
-    assert read_marks(f'{ERROR_MARK} {{"rank": 2, "kind": 7, "exit_code": "8", "field": 1, '
+    assert read_marks(f'{ERROR_MARK} {{"rank": 2, "kind": 7, "field": 1, '
                       f'"peer_lost": "yes"}}') == [RankFailure(2)]
     assert read_marks(f'{PHASE_MARK} {{"rank": 0, "phase": null, "t": true}}') == [RankPhase(0, "")]
     assert read_marks(f'{FAILURE_MARK} {{"rank": 0, "exit_codes": {{"0": 130, "x": 1, "1": "4"}}}}'

@@ -185,11 +185,11 @@ def launch(config: RunConfig, args: Any) -> int:
 
 
 def _error_record(env: RankEnv, error: BaseException) -> RankFailure:
-    """The line a rank says its error on: kind and exit code as the command line reports them
+    """The line a rank says its error on: its kind as the command line reports it
     (``errors.kind_and_exit_code``), a refused setting's field (the launcher names its option,
     as for its own refusals), and whether it only says that another rank had ended
     (``peer_lost``: a collective failing then)."""
-    kind, code = kind_and_exit_code(error)
+    kind = kind_and_exit_code(error)[0]
     field = None
     if isinstance(error, ConfigError):
         message, hint, field = error.message, error.hint, error.field
@@ -203,7 +203,7 @@ def _error_record(env: RankEnv, error: BaseException) -> RankFailure:
         where = f" (at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})" \
             if frames else ""
         message, hint = f"{type(error).__name__}: {text[0] if text else ''}{where}", ""
-    return RankFailure(env.rank, kind, message[:2000], hint[:500], code, field,
+    return RankFailure(env.rank, kind, message[:2000], hint[:500], field,
                        not isinstance(error, ProfilerError) and is_peer_lost(message))
 
 

@@ -92,15 +92,15 @@ class RankPhase:
 
 @dataclass(frozen=True)
 class RankFailure:
-    """``ERROR_MARK``: the error a rank ended with, as its command line reports it (``kind`` and
-    ``exit_code`` from ``errors.kind_and_exit_code``); a refused setting's ``field`` (the launcher
-    names its option); ``peer_lost``: the error only says another rank had ended."""
+    """``ERROR_MARK``: the error a rank ended with, as its command line reports it (``kind`` from
+    ``errors.kind_and_exit_code``: the launcher raises the same kind, whose exit code it exits
+    with); a refused setting's ``field`` (the launcher names its option); ``peer_lost``: the error
+    only says another rank had ended."""
 
     rank: int
     kind: str = ""
     message: str = ""
     hint: str = ""
-    exit_code: int | None = None
     field: str | None = None
     peer_lost: bool = False
 
@@ -155,11 +155,9 @@ def _record(mark: str, raw: dict[str, Any]) -> RankRecord | None:
                          float(t) if isinstance(t, (int, float)) and not isinstance(t, bool)
                          else 0.0)
     if mark == ERROR_MARK:
-        code = raw.get("exit_code")
         field = raw.get("field")
         return RankFailure(rank, _text(raw.get("kind")), _text(raw.get("message")),
-                           _text(raw.get("hint")), code if type(code) is int else None,
-                           field if isinstance(field, str) else None,
+                           _text(raw.get("hint")), field if isinstance(field, str) else None,
                            raw.get("peer_lost") is True)
     codes = raw.get("exit_codes")
     return TorchrunFailure(rank, {int(r): code for r, code in codes.items()
